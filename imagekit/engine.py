@@ -1,0 +1,102 @@
+"""The local Docker engine, reached through python-on-whales, and its one error boundary.
+
+The docker client first on PATH may lack buildx (as on our machines, where a 28.x client has
+no buildx plugin and refuses BuildKit for `docker build`), while Debian's 20.10 client at
+/usr/bin/docker builds through the engine's BuildKit with DOCKER_BUILDKIT=1. So the client is
+chosen here once: the first client that has buildx, else a client that can do a BuildKit
+legacy build. Every python-on-whales exception is translated to EngineUnavailable here.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from functools import cache
+
+from python_on_whales import DockerClient
+from python_on_whales.exceptions import DockerException
+
+from imagekit.errors import EngineUnavailable
+
+START_HINT = (
+    "start the engine: `scripts/setup-host.sh` (or as root: "
+    "`dockerd --bridge=none --iptables=false --ip-masq=false &`), then check `docker info`"
+)
+_FALLBACK_CLIENTS = ("/usr/bin/docker",)
+
+
+@dataclass(frozen=True)
+class Engine:
+    """A connected engine: the client to call and whether it has buildx."""
+
+    client: DockerClient
+    client_path: str
+    has_buildx: bool
+    server_version: str
+    storage_driver: str
+    # "containerd" when the engine's image store is containerd's (image IDs are manifest
+    # digests there), "classic" otherwise (image IDs are config digests).
+    image_store: str
+
+
+def _has_buildx(path: str) -> bool:
+    try:
+        result = subprocess.run(  # noqa: S603 - fixed argv, no shell
+            [path, "buildx", "version"], capture_output=True, timeout=20, check=False
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return result.returncode == 0
+
+
+def _candidate_clients() -> list[str]:
+    seen: list[str] = []
+    override = os.environ.get("IMAGEKIT_DOCKER_CLIENT")
+    if override:
+        return [override]
+    first = shutil.which("docker")
+    for path in (first, *_FALLBACK_CLIENTS):
+        if path and os.path.exists(path) and path not in seen:
+            seen.append(path)
+    return seen
+
+
+@contextmanager
+def engine_errors(action: str) -> Iterator[None]:
+    """Translate python-on-whales failures into EngineUnavailable naming the action."""
+    try:
+        yield
+    except DockerException as exc:
+        detail = (exc.stderr or exc.stdout or str(exc)).strip().splitlines()
+        last = detail[-1] if detail else str(exc)
+        raise EngineUnavailable(f"{action} failed: {last}", hint=START_HINT) from exc
+
+
+@cache
+def connect() -> Engine:
+    """Find a client, check the engine answers, and report how builds will run."""
+    clients = _candidate_clients()
+    if not clients:
+        raise EngineUnavailable("no docker client found on PATH", hint=START_HINT)
+    chosen = next((c for c in clients if _has_buildx(c)), None)
+    has_buildx = chosen is not None
+    if chosen is None:
+        # Prefer Debian's client: it can drive BuildKit without buildx.
+        chosen = next((c for c in clients if c in _FALLBACK_CLIENTS), clients[0])
+    client = DockerClient(client_call=[chosen])
+    with engine_errors("asking the Docker engine for `docker info`"):
+        info = client.system.info()
+    driver_status = {k: v for k, v in (info.driver_status or [])}
+    store = "containerd" if "io.containerd.snapshotter" in str(driver_status) else "classic"
+    return Engine(
+        client=client,
+        client_path=chosen,
+        has_buildx=has_buildx,
+        server_version=str(info.server_version),
+        storage_driver=str(info.driver),
+        image_store=store,
+    )

@@ -1,0 +1,189 @@
+"""The one error tree of imagekit, and the exit codes that come from it.
+
+Library code raises; only the CLI turns an error into one line on stderr (plus its hint) and
+an exit code. The exit code belongs to the class, following the command-line contract in
+DESIGN.md::
+
+    ImagekitError                      base: message + hint, exit_code 3
+    +-- UsageError                     exit 2: bad input or usage; nothing was attempted
+    |   +-- ReferenceFormatError       a malformed image reference, digest or platform
+    |   +-- PlanError                  a plan file that is missing, malformed or unsafe
+    |   +-- ProfileError               an audit profile that is missing or malformed
+    +-- CheckFailed                    exit 1: a check ran and said no
+    |   +-- DigestMismatch             bytes whose digest differs from the one asked for
+    |   +-- BuildRejected              a build whose step or assertion failed
+    |   +-- LedgerBroken               a ledger whose chain or evidence no longer verifies
+    +-- CouldNotFinish                 exit 3: the work could not be finished
+        +-- EngineUnavailable          the Docker engine did not answer or failed
+        +-- RegistryError              a registry answered badly (carries registry/repo/digest)
+            +-- RegistryUnauthorized   401/403 without usable credentials
+            +-- RegistryNotFound       404 for a manifest or blob
+            +-- RegistryProtocolError  HTML, garbage, oversize bodies, schema 1, bad headers
+            +-- RetriesExhausted       bounded retries ran out on transient faults
+
+Messages never carry a credential, a token or an Authorization header: the registry layer
+builds them from the registry, repository and digest alone.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+
+class ImagekitError(Exception):
+    """Base of every error imagekit raises on purpose."""
+
+    exit_code: ClassVar[int] = 3
+
+    def __init__(self, message: str, *, hint: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+
+    def fields(self) -> dict[str, Any]:
+        """Structured fields a subclass adds (for --json); empty by default."""
+        return {}
+
+    def diagnostics(self) -> str:
+        """The message a user reads: one line, then the hint if there is one."""
+        if self.hint:
+            return f"{self.message}\nhint: {self.hint}"
+        return self.message
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "type": type(self).__name__,
+            "message": self.message,
+            "hint": self.hint,
+            "exit_code": self.exit_code,
+            **self.fields(),
+        }
+
+
+class UsageError(ImagekitError):
+    exit_code = 2
+
+
+class ReferenceFormatError(UsageError):
+    """A reference, digest or platform string that does not parse."""
+
+
+class PlanError(UsageError):
+    """A plan that cannot be used; names the file and the key when known."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        path: str | None = None,
+        key: str | None = None,
+        hint: str | None = None,
+    ) -> None:
+        prefix = ""
+        if path:
+            prefix = f"{path}: " if not key else f"{path}: {key}: "
+        super().__init__(prefix + message, hint=hint)
+        self.path = path
+        self.key = key
+
+    def fields(self) -> dict[str, Any]:
+        return {"path": self.path, "key": self.key}
+
+
+class ProfileError(UsageError):
+    """An audit profile that is missing or malformed."""
+
+
+class CheckFailed(ImagekitError):
+    exit_code = 1
+
+
+class DigestMismatch(CheckFailed):
+    """Bytes whose sha256 is not the digest they were asked for or announced with."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        expected: str,
+        actual: str,
+        registry: str | None = None,
+        repository: str | None = None,
+        hint: str | None = None,
+    ) -> None:
+        super().__init__(message, hint=hint)
+        self.expected = expected
+        self.actual = actual
+        self.registry = registry
+        self.repository = repository
+
+    def fields(self) -> dict[str, Any]:
+        return {
+            "expected": self.expected,
+            "actual": self.actual,
+            "registry": self.registry,
+            "repository": self.repository,
+        }
+
+
+class BuildRejected(CheckFailed):
+    """A build that failed or whose post-build assertions rejected it."""
+
+
+class LedgerBroken(CheckFailed):
+    """A ledger whose hash chain or evidence hashes no longer verify."""
+
+
+class CouldNotFinish(ImagekitError):
+    exit_code = 3
+
+
+class EngineUnavailable(CouldNotFinish):
+    """The Docker engine did not answer, or a call to it failed."""
+
+
+class RegistryError(CouldNotFinish):
+    """A registry call failed; names the registry, repository and digest, never a secret."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        registry: str,
+        repository: str | None = None,
+        digest: str | None = None,
+        status: int | None = None,
+        url: str | None = None,
+        hint: str | None = None,
+    ) -> None:
+        super().__init__(message, hint=hint)
+        self.registry = registry
+        self.repository = repository
+        self.digest = digest
+        self.status = status
+        self.url = url
+
+    def fields(self) -> dict[str, Any]:
+        return {
+            "registry": self.registry,
+            "repository": self.repository,
+            "digest": self.digest,
+            "status": self.status,
+            "url": self.url,
+        }
+
+
+class RegistryUnauthorized(RegistryError):
+    pass
+
+
+class RegistryNotFound(RegistryError):
+    pass
+
+
+class RegistryProtocolError(RegistryError):
+    pass
+
+
+class RetriesExhausted(RegistryError):
+    pass

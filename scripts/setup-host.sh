@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# Set up a fresh Debian 12 machine (as root) for imagekit's tests and demo, idempotently:
+#   - Debian's docker.io, docker-registry, skopeo, mmdebstrap, apache2-utils, only when missing;
+#   - the Docker engine, started without the default bridge when no engine answers;
+#   - .venv with imagekit and its test extras, reinstalled only when its inputs changed.
+# Every step is skipped when already done, so a warm run takes a few seconds.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+log() { printf 'setup-host: %s\n' "$*" >&2; }
+as_root() { if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi; }
+
+# 1. Debian packages.
+packages=(docker.io docker-registry skopeo mmdebstrap apache2-utils)
+missing=()
+for pkg in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
+done
+if [ "${#missing[@]}" -gt 0 ]; then
+  log "installing ${missing[*]}"
+  as_root apt-get update -qq
+  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+    "${missing[@]}" >/dev/null
+fi
+# Debian's package enables its own registry on :5000 with htpasswd auth; the tests start their
+# own registries on free loopback ports, so the packaged service is not needed.
+if command -v systemctl >/dev/null 2>&1 && systemctl is-active --quiet docker-registry 2>/dev/null; then
+  as_root systemctl stop docker-registry || true
+fi
+
+# 2. The engine. Debian's client (/usr/bin/docker) is used to ask: it always exists after step 1.
+client=/usr/bin/docker
+if ! "$client" info >/dev/null 2>&1; then
+  log "starting dockerd (no default bridge, no iptables)"
+  # No container may reach private address ranges here: no bridge at all, builds use
+  # --network host and audits --network none.
+  as_root sh -c 'nohup dockerd --bridge=none --iptables=false --ip-masq=false \
+    >/var/log/imagekit-dockerd.log 2>&1 &'
+  for _ in $(seq 1 60); do
+    "$client" info >/dev/null 2>&1 && break
+    sleep 1
+  done
+  if ! "$client" info >/dev/null 2>&1; then
+    log "dockerd did not answer within 60 s; its log is /var/log/imagekit-dockerd.log"
+    tail -n 20 /var/log/imagekit-dockerd.log >&2 || true
+    exit 3
+  fi
+fi
+
+# 3. The virtual environment, keyed by the files that decide its content.
+python=${PYTHON:-python3}
+stamp_inputs=$(cat pyproject.toml constraints.txt 2>/dev/null | sha256sum | cut -c1-16)
+stamp=.venv/.imagekit-installed-$stamp_inputs
+if [ ! -f "$stamp" ]; then
+  log "creating .venv and installing imagekit[test]"
+  [ -x .venv/bin/python ] || "$python" -m venv .venv
+  .venv/bin/python -m pip install -q --upgrade "pip>=24" >/dev/null
+  constraint_args=()
+  [ -f constraints.txt ] && constraint_args=(-c constraints.txt)
+  .venv/bin/python -m pip install -q "${constraint_args[@]}" -e '.[test]'
+  rm -f .venv/.imagekit-installed-*
+  touch "$stamp"
+fi
+log "ready: $("$client" version --format 'engine {{.Server.Version}}'), $(.venv/bin/python --version)"

@@ -1,0 +1,123 @@
+"""Session fixtures: the real engine, three real registries, and the base image.
+
+Nothing here is a fake. When the engine does not answer, every test that needs it FAILS with
+the command that starts it: a missing engine in CI must never pass as a skip.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from imagekit.engine import Engine
+from imagekit.errors import EngineUnavailable
+from imagekit.workspace import Workspace
+from tests.support.base_image import BaseImage, push_base
+from tests.support.registries import RunningRegistry, start_registry
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="session")
+def engine() -> Engine:
+    from imagekit.engine import connect
+
+    try:
+        return connect()
+    except EngineUnavailable as exc:
+        pytest.fail(
+            "the Docker engine does not answer, and the integration tests need the real one: "
+            f"{exc.message}\nstart it with `make test` (it runs scripts/setup-host.sh) or as "
+            "root: `dockerd --bridge=none --iptables=false --ip-masq=false &`",
+            pytrace=False,
+        )
+
+
+@pytest.fixture(scope="session")
+def make_registry(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[Callable[..., RunningRegistry]]:
+    """Start extra real registries: make_registry(auth="none"|"basic"|"token")."""
+    started: list[RunningRegistry] = []
+
+    def make(auth: str = "none", **kwargs: object) -> RunningRegistry:
+        workdir = tmp_path_factory.mktemp(f"registry-{auth}")
+        registry = start_registry(workdir, auth, **kwargs)  # type: ignore[arg-type]
+        started.append(registry)
+        return registry
+
+    yield make
+    for registry in started:
+        registry.stop()
+        shutil.rmtree(registry.storage, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def registry(make_registry: Callable[..., RunningRegistry]) -> RunningRegistry:
+    return make_registry("none")
+
+
+@pytest.fixture(scope="session")
+def basic_registry(make_registry: Callable[..., RunningRegistry]) -> RunningRegistry:
+    return make_registry("basic")
+
+
+@pytest.fixture(scope="session")
+def token_registry(make_registry: Callable[..., RunningRegistry]) -> RunningRegistry:
+    return make_registry("token")
+
+
+@pytest.fixture(scope="session")
+def base_image(engine: Engine, registry: RunningRegistry) -> BaseImage:
+    """The Debian bookworm base, pushed to the anonymous registry, pinned by digest."""
+    return push_base(engine.client_path, registry.host)
+
+
+@pytest.fixture
+def docker_config(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A private DOCKER_CONFIG so no test reads or writes the user's ~/.docker."""
+    path = tmp_path / "docker-config"
+    path.mkdir()
+    (path / "config.json").write_text(json.dumps({"auths": {}}))
+    monkeypatch.setenv("DOCKER_CONFIG", str(path))
+    return path
+
+
+def write_docker_auths(config_dir: Path, *registries: RunningRegistry) -> None:
+    """Put the registries' credentials into a DOCKER_CONFIG's config.json `auths`."""
+    auths: dict[str, object] = {}
+    for reg in registries:
+        auths.update(reg.docker_auth_entry())
+    (config_dir / "config.json").write_text(json.dumps({"auths": auths}))
+
+
+@pytest.fixture
+def workspace(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Workspace:
+    """A project folder under tmp_path with copies of the repo's plans and build contexts.
+
+    The IMAGEKIT_* variables point every stage (and the CLI) there, so tests never write
+    evidence, renders or ledger records into the checkout.
+    """
+    root = tmp_path / "project"
+    (root / "manifests").mkdir(parents=True)
+    for plan in (REPO_ROOT / "manifests").glob("*.yaml"):
+        shutil.copy2(plan, root / "manifests" / plan.name)
+    if (REPO_ROOT / "dockerfiles").is_dir():
+        shutil.copytree(REPO_ROOT / "dockerfiles", root / "dockerfiles")
+    else:
+        (root / "dockerfiles").mkdir()
+    (root / "evidence").mkdir()
+    for var in ("IMAGEKIT_PLANS_DIR", "IMAGEKIT_DOCKERFILES_DIR", "IMAGEKIT_EVIDENCE_DIR"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("IMAGEKIT_ROOT", str(root))
+    monkeypatch.setenv("IMAGEKIT_LEDGER", str(root / "manifests" / "ledger.jsonl"))
+    return Workspace.from_env(root)
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    return f"imagekit tests: DOCKER_HOST={os.environ.get('DOCKER_HOST', '(default socket)')}"

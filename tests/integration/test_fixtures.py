@@ -1,0 +1,64 @@
+"""The fixtures themselves: each registry flavour really enforces its auth."""
+
+from __future__ import annotations
+
+import base64
+import json
+import urllib.error
+import urllib.request
+
+import pytest
+
+from tests.support.registries import RunningRegistry
+
+
+def _get(url: str, headers: dict[str, str] | None = None) -> tuple[int, dict[str, str], bytes]:
+    request = urllib.request.Request(url, headers=headers or {})  # noqa: S310
+    try:
+        with urllib.request.urlopen(request, timeout=5) as response:  # noqa: S310
+            return response.status, dict(response.headers), response.read()
+    except urllib.error.HTTPError as exc:
+        return exc.code, dict(exc.headers), exc.read()
+
+
+def test_anonymous_registry_answers(registry: RunningRegistry) -> None:
+    status, _, _ = _get(f"{registry.url}/v2/")
+    assert status == 200
+
+
+def test_basic_registry_refuses_without_and_accepts_with_credentials(
+    basic_registry: RunningRegistry,
+) -> None:
+    status, headers, _ = _get(f"{basic_registry.url}/v2/")
+    assert status == 401
+    assert headers["Www-Authenticate"].startswith("Basic ")
+    token = base64.b64encode(f"{basic_registry.username}:{basic_registry.password}".encode())
+    status, _, _ = _get(f"{basic_registry.url}/v2/", {"Authorization": f"Basic {token.decode()}"})
+    assert status == 200
+
+
+def test_token_registry_challenges_and_accepts_issued_tokens(
+    token_registry: RunningRegistry,
+) -> None:
+    status, headers, _ = _get(f"{token_registry.url}/v2/x/tags/list")
+    assert status == 401
+    challenge = headers["Www-Authenticate"]
+    assert challenge.startswith("Bearer ")
+    assert 'scope="repository:x:pull"' in challenge
+    creds = base64.b64encode(f"{token_registry.username}:{token_registry.password}".encode())
+    assert token_registry.realm is not None
+    url = f"{token_registry.realm}?service=imagekit-test-registry&scope=repository:x:pull"
+    status, _, body = _get(url, {"Authorization": f"Basic {creds.decode()}"})
+    assert status == 200
+    token = json.loads(body)["token"]
+    # The real registry validates our JWT: the repository does not exist, so 404, not 401.
+    status, _, _ = _get(f"{token_registry.url}/v2/x/tags/list", {"Authorization": f"Bearer {token}"})
+    assert status == 404
+
+
+@pytest.mark.parametrize("wrong", ["nobody:nothing"])
+def test_token_issuer_refuses_wrong_credentials(token_registry: RunningRegistry, wrong: str) -> None:
+    assert token_registry.realm is not None
+    creds = base64.b64encode(wrong.encode()).decode()
+    status, _, _ = _get(f"{token_registry.realm}?service=s", {"Authorization": f"Basic {creds}"})
+    assert status == 401

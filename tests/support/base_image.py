@@ -1,0 +1,152 @@
+"""The base image every integration test and the demo build on, made without any upstream registry.
+
+A Debian bookworm rootfs from mmdebstrap (python3, pip, PyAV, NumPy), imported into the local
+engine and pushed to a loopback registry, so that it has a real manifest digest to pin. The
+tarball is cached on disk keyed by its inputs, so a warm machine skips the 40 s debootstrap;
+a lock file keeps parallel test runs from building it twice.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+SUITE = "bookworm"
+VARIANT = "apt"
+PACKAGES = ("python3", "python3-pip", "python3-av", "python3-numpy")
+REPOSITORY = "imagekit-test/base"
+
+
+def cache_dir() -> Path:
+    default = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "imagekit"
+    path = Path(os.environ.get("IMAGEKIT_CACHE_DIR", default))
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def _mmdebstrap_version() -> str:
+    out = subprocess.run(
+        ["mmdebstrap", "--version"], capture_output=True, text=True, check=True
+    ).stdout
+    return out.strip()
+
+
+def cache_key() -> str:
+    """A hash of everything that decides the tarball's content (but not the day's mirror)."""
+    inputs = {
+        "suite": SUITE,
+        "variant": VARIANT,
+        "include": sorted(PACKAGES),
+        "mmdebstrap": _mmdebstrap_version(),
+        "arch": os.uname().machine,
+    }
+    return hashlib.sha256(json.dumps(inputs, sort_keys=True).encode()).hexdigest()[:16]
+
+
+@contextmanager
+def _locked(path: Path) -> Iterator[None]:
+    with path.open("a") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def base_tarball() -> Path:
+    """The cached rootfs tarball, made with mmdebstrap on first use."""
+    key = cache_key()
+    target = cache_dir() / f"base-{SUITE}-{key}.tar"
+    with _locked(cache_dir() / "base.lock"):
+        if target.exists():
+            return target
+        partial = target.with_suffix(".partial.tar")
+        partial.unlink(missing_ok=True)
+        subprocess.run(
+            [
+                "mmdebstrap",
+                "--quiet",
+                f"--variant={VARIANT}",
+                "--include=" + ",".join(PACKAGES),
+                # Keep the rootfs small: no apt lists or docs are needed by the tests.
+                "--customize-hook=rm -rf $1/var/lib/apt/lists/* $1/usr/share/doc/*",
+                SUITE,
+                str(partial),
+            ],
+            check=True,
+        )
+        partial.rename(target)
+        return target
+
+
+@dataclass(frozen=True)
+class BaseImage:
+    reference: str  # HOST/REPO@sha256:... as a plan pins it
+    digest: str  # the manifest digest in the registry
+    registry_host: str
+    repository: str
+    local_tag: str  # the image as it sits in the local engine
+
+
+def ensure_local_image(client_path: str) -> str:
+    """Import the tarball into the engine once; later runs reuse the image by its tag."""
+    tag = f"{REPOSITORY}:{SUITE}-{cache_key()}"
+    with _locked(cache_dir() / "base-import.lock"):
+        probe = subprocess.run(
+            [client_path, "image", "inspect", tag], capture_output=True, check=False
+        )
+        if probe.returncode != 0:
+            subprocess.run(
+                [client_path, "import", "--change", "CMD [\"python3\"]", str(base_tarball()), tag],
+                check=True,
+                capture_output=True,
+            )
+    return tag
+
+
+def push_base(client_path: str, registry_host: str, repository: str = REPOSITORY) -> BaseImage:
+    """Push the local base image to a registry and return it pinned by manifest digest."""
+    local = ensure_local_image(client_path)
+    remote = f"{registry_host}/{repository}:{SUITE}"
+    subprocess.run([client_path, "tag", local, remote], check=True)
+    subprocess.run([client_path, "push", remote], check=True, capture_output=True)
+    out = subprocess.run(
+        [client_path, "image", "inspect", "--format", "{{json .RepoDigests}}", remote],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    digests = [d for d in json.loads(out) if d.startswith(f"{registry_host}/{repository}@")]
+    subprocess.run([client_path, "rmi", remote], check=False, capture_output=True)
+    if not digests:
+        raise RuntimeError(f"the engine reported no digest for {remote} after the push")
+    digest = digests[0].partition("@")[2]
+    return BaseImage(
+        reference=f"{registry_host}/{repository}@{digest}",
+        digest=digest,
+        registry_host=registry_host,
+        repository=repository,
+        local_tag=local,
+    )
+
+
+def main() -> None:
+    """`python -m tests.support.base_image [REGISTRY_HOST]`: warm the cache (and push)."""
+    import sys
+
+    client = shutil.which("docker") or "docker"
+    print(base_tarball())
+    if len(sys.argv) > 1:
+        print(json.dumps(push_base(client, sys.argv[1]).__dict__))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,277 @@
+"""Real distribution registries (Debian's docker-registry 2.8) on loopback, for tests and demos.
+
+Three flavours, all the real binary with configs and storage written here: anonymous, htpasswd
+basic auth, and bearer-token auth. For the token flavour we run the token issuer ourselves
+(the registry's `auth.token` trusts a self-signed certificate we create, and our issuer signs
+ES256 JWTs with that certificate's key and puts it in the `x5c` header), so that the client's
+whole challenge/token/retry flow is exercised against the real registry.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import secrets
+import shutil
+import socket
+import subprocess
+import threading
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, urlparse
+
+REGISTRY_BINARY = shutil.which("docker-registry") or "/usr/bin/docker-registry"
+SERVICE = "imagekit-test-registry"
+ISSUER = "imagekit-test-issuer"
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@dataclass
+class RunningRegistry:
+    host: str
+    storage: Path
+    auth: str = "none"
+    username: str | None = None
+    password: str | None = None
+    realm: str | None = None
+    process: subprocess.Popen[bytes] | None = field(default=None, repr=False)
+    token_server: TokenServer | None = field(default=None, repr=False)
+    log_path: Path | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}"
+
+    def docker_auth_entry(self) -> dict[str, Any]:
+        """The ~/.docker/config.json `auths` entry for this registry's credentials."""
+        if not self.username or not self.password:
+            return {}
+        token = base64.b64encode(f"{self.username}:{self.password}".encode()).decode()
+        return {self.host: {"auth": token}}
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        if self.token_server is not None:
+            self.token_server.stop()
+
+
+class TokenServer:
+    """A minimal token issuer (the `realm`) implementing Docker's token auth for one user."""
+
+    def __init__(self, username: str, password: str, workdir: Path) -> None:
+        from cryptography import x509
+        from cryptography.hazmat.primitives import hashes, serialization
+        from cryptography.hazmat.primitives.asymmetric import ec
+        from cryptography.x509.oid import NameOID
+
+        self.username = username
+        self.password = password
+        self.key = ec.generate_private_key(ec.SECP256R1())
+        name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, ISSUER)])
+        now = datetime.now(UTC)
+        cert = (
+            x509.CertificateBuilder()
+            .subject_name(name)
+            .issuer_name(name)
+            .public_key(self.key.public_key())
+            .serial_number(x509.random_serial_number())
+            .not_valid_before(now - timedelta(minutes=5))
+            .not_valid_after(now + timedelta(days=2))
+            .sign(self.key, hashes.SHA256())
+        )
+        self.cert_der = cert.public_bytes(serialization.Encoding.DER)
+        self.cert_path = workdir / "token-root.pem"
+        self.cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+        self.issued: list[dict[str, Any]] = []  # claims of every token issued (no secrets)
+        server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self.server = server
+        self.port = int(server.server_address[1])
+        self.thread = threading.Thread(target=server.serve_forever, daemon=True)
+        self.thread.start()
+
+    @property
+    def realm(self) -> str:
+        return f"http://127.0.0.1:{self.port}/token"
+
+    def make_token(self, subject: str, access: list[dict[str, Any]], ttl: int = 300) -> str:
+        import jwt
+
+        now = int(time.time())
+        claims = {
+            "iss": ISSUER,
+            "sub": subject,
+            "aud": SERVICE,
+            "exp": now + ttl,
+            "nbf": now - 10,
+            "iat": now,
+            "jti": secrets.token_hex(8),
+            "access": access,
+        }
+        self.issued.append({"sub": subject, "access": access})
+        headers = {"x5c": [base64.b64encode(self.cert_der).decode()]}
+        return jwt.encode(claims, self.key, algorithm="ES256", headers=headers)
+
+    def _handler(self) -> type[BaseHTTPRequestHandler]:
+        issuer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
+                return  # quiet: tests read the registry's behaviour, not this log
+
+            def do_GET(self) -> None:  # noqa: N802 - http.server's naming
+                query = parse_qs(urlparse(self.path).query)
+                subject = ""
+                header = self.headers.get("Authorization", "")
+                if header.startswith("Basic "):
+                    try:
+                        user, _, pw = base64.b64decode(header[6:]).decode().partition(":")
+                    except ValueError:
+                        user, pw = "", ""
+                    if (user, pw) != (issuer.username, issuer.password):
+                        self._reply(401, {"errors": [{"code": "UNAUTHORIZED"}]})
+                        return
+                    subject = user
+                access = []
+                for scope in query.get("scope", []):
+                    parts = scope.split(":")
+                    if len(parts) >= 3 and parts[0] == "repository" and subject:
+                        name = ":".join(parts[1:-1])
+                        access.append(
+                            {"type": "repository", "name": name, "actions": parts[-1].split(",")}
+                        )
+                token = issuer.make_token(subject, access)
+                self._reply(200, {"token": token, "access_token": token, "expires_in": 300})
+
+            def _reply(self, status: int, body: dict[str, Any]) -> None:
+                data = json.dumps(body).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+        return Handler
+
+    def stop(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def _config(storage: Path, port: int, auth: dict[str, Any] | None) -> str:
+    config: dict[str, Any] = {
+        "version": 0.1,
+        "log": {"level": "warn", "accesslog": {"disabled": True}},
+        "storage": {
+            "filesystem": {"rootdirectory": str(storage / "data")},
+            "delete": {"enabled": True},
+            "cache": {"blobdescriptor": "inmemory"},
+        },
+        "http": {"addr": f"127.0.0.1:{port}", "secret": secrets.token_hex(16)},
+    }
+    if auth:
+        config["auth"] = auth
+    return json.dumps(config)  # JSON is YAML
+
+
+def _wait_ready(registry: RunningRegistry, timeout: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        assert registry.process is not None
+        if registry.process.poll() is not None:
+            log = registry.log_path.read_text() if registry.log_path else ""
+            raise RuntimeError(f"docker-registry exited early: {log[-2000:]}")
+        try:
+            with urllib.request.urlopen(f"{registry.url}/v2/", timeout=2):  # noqa: S310
+                return
+        except urllib.error.HTTPError as exc:
+            if exc.code == 401:
+                return
+        except OSError:
+            pass
+        time.sleep(0.1)
+    raise RuntimeError(f"docker-registry on {registry.host} did not answer in {timeout}s")
+
+
+def start_registry(
+    workdir: Path,
+    auth: str = "none",
+    *,
+    username: str = "imagekit",
+    password: str | None = None,
+    port: int | None = None,
+) -> RunningRegistry:
+    """Start a real registry on a free 127.0.0.1 port; the caller stops it."""
+    if auth not in ("none", "basic", "token"):
+        raise ValueError(f"unknown registry auth {auth!r}")
+    workdir.mkdir(parents=True, exist_ok=True)
+    password = password or ("pw-" + secrets.token_hex(12))
+    token_server = None
+    auth_config: dict[str, Any] | None = None
+    if auth == "basic":
+        htpasswd = workdir / "htpasswd"
+        subprocess.run(
+            ["htpasswd", "-Bbc", str(htpasswd), username, password],
+            check=True,
+            capture_output=True,
+        )
+        auth_config = {"htpasswd": {"realm": "imagekit-test", "path": str(htpasswd)}}
+    elif auth == "token":
+        token_server = TokenServer(username, password, workdir)
+        auth_config = {
+            "token": {
+                "realm": token_server.realm,
+                "service": SERVICE,
+                "issuer": ISSUER,
+                "rootcertbundle": str(token_server.cert_path),
+            }
+        }
+    last_error: Exception | None = None
+    for _ in range(3):
+        chosen = port or free_port()
+        config_path = workdir / "config.yml"
+        config_path.write_text(_config(workdir, chosen, auth_config))
+        log_path = workdir / "registry.log"
+        with log_path.open("ab") as log:  # the child keeps its own copy of the descriptor
+            process = subprocess.Popen(
+                [REGISTRY_BINARY, "serve", str(config_path)], stdout=log, stderr=log
+            )
+        registry = RunningRegistry(
+            host=f"127.0.0.1:{chosen}",
+            storage=workdir,
+            auth=auth,
+            username=username if auth != "none" else None,
+            password=password if auth != "none" else None,
+            realm=token_server.realm if token_server else None,
+            process=process,
+            token_server=token_server,
+            log_path=log_path,
+        )
+        try:
+            _wait_ready(registry)
+        except RuntimeError as exc:  # most likely the port was taken meanwhile
+            last_error = exc
+            registry.process = process
+            process.kill()
+            process.wait()
+            continue
+        return registry
+    if token_server:
+        token_server.stop()
+    raise RuntimeError(f"could not start docker-registry: {last_error}")

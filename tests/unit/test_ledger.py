@@ -1,0 +1,265 @@
+"""The ledger's record format, hash chain, verify, repair and show, on real files."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import pytest
+
+from imagekit.errors import LedgerBroken, UsageError
+from imagekit.ledger import (
+    KINDS,
+    LedgerRecord,
+    append_record,
+    read_records,
+    repair,
+    show,
+    verify,
+)
+from imagekit.workspace import Workspace
+
+DIGEST_A = "sha256:" + "a" * 64
+DIGEST_B = "sha256:" + "b" * 64
+
+
+@pytest.fixture
+def ws(tmp_path: Path) -> Workspace:
+    return Workspace(
+        root=tmp_path,
+        plans_dir=tmp_path / "manifests",
+        dockerfiles_dir=tmp_path / "dockerfiles",
+        evidence_dir=tmp_path / "evidence",
+        ledger_path=tmp_path / "manifests" / "ledger.jsonl",
+    )
+
+
+def _note(ws: Workspace, n: int, plan: str = "p") -> LedgerRecord:
+    return append_record(
+        ws, "note", plan=plan, images={"image": f"r/x@{DIGEST_A}"}, status="ok", scope=f"n{n}"
+    )
+
+
+def _lines(ws: Workspace) -> list[bytes]:
+    return ws.ledger_path.read_bytes().splitlines(keepends=True)
+
+
+def test_append_writes_every_field_and_chains_exact_bytes(ws: Workspace) -> None:
+    evidence = ws.evidence_dir / "run" / "report.json"
+    evidence.parent.mkdir(parents=True)
+    evidence.write_bytes(b'{"ok": true}\n')
+    first = append_record(
+        ws,
+        "audit",
+        plan="sglang",
+        images={"image": f"reg/x@{DIGEST_A}"},
+        status="CPU_PASS",
+        scope="CPU only; proves nothing about GPU service",
+        evidence=evidence,
+        details={"report": {"failed": 0}},
+    )
+    second = _note(ws, 2)
+    lines = _lines(ws)
+    assert len(lines) == 2
+    doc = json.loads(lines[0])
+    assert set(doc) == {
+        "schema",
+        "seq",
+        "time",
+        "kind",
+        "plan",
+        "images",
+        "status",
+        "scope",
+        "evidence",
+        "imagekit",
+        "host",
+        "details",
+        "prev",
+    }
+    assert doc["schema"] == 1 and doc["seq"] == 1 and doc["prev"] is None
+    assert doc["time"].endswith("Z")
+    assert doc["evidence"] == {
+        "path": "evidence/run/report.json",
+        "sha256": "sha256:" + hashlib.sha256(b'{"ok": true}\n').hexdigest(),
+    }
+    assert first.status == "CPU_PASS" and first.details == {"report": {"failed": 0}}
+    assert second.seq == 2
+    assert second.prev == "sha256:" + hashlib.sha256(lines[0]).hexdigest()
+    assert json.loads(lines[1])["prev"] == second.prev
+    report = verify(ws)
+    assert report.ok and report.records == 2 and report.evidence_checked == 1
+    assert report.head == "sha256:" + hashlib.sha256(lines[1]).hexdigest()
+
+
+def test_every_kind_is_accepted_and_unknown_is_usage_error(ws: Workspace) -> None:
+    for kind in KINDS:
+        append_record(ws, kind, plan=None, images={}, status="s", scope="")
+    assert [r.kind for r in read_records(ws.ledger_path)] == list(KINDS)
+    with pytest.raises(UsageError, match="unknown ledger record kind"):
+        append_record(ws, "deploy", plan=None, images={}, status="s", scope="")
+
+
+def test_read_back_refuses_unknown_fields(ws: Workspace) -> None:
+    _note(ws, 1)
+    doc = json.loads(_lines(ws)[0])
+    doc["extra"] = 1
+    with pytest.raises(ValueError, match="extra"):
+        LedgerRecord.from_json(doc)
+
+
+@pytest.mark.parametrize(
+    ("details", "scope"),
+    [
+        ({"password": "hunter2"}, ""),
+        ({"nested": [{"Authorization": "x"}]}, ""),
+        ({}, "sent Authorization: Basic dXNlcjpwYXNz"),
+        ({"log": "Bearer eyJhbGciOiJFUzI1NiJ9.e30.sig"}, ""),
+        ({"ca": "-----BEGIN CERTIFICATE-----\nMIIB\n"}, ""),
+    ],
+)
+def test_credentials_are_refused_not_scrubbed(
+    ws: Workspace, details: dict[str, object], scope: str
+) -> None:
+    with pytest.raises(UsageError, match="credential"):
+        append_record(ws, "note", plan=None, images={}, status="s", scope=scope, details=details)
+    assert not ws.ledger_path.exists() or ws.ledger_path.read_bytes() == b""
+
+
+def test_missing_evidence_is_refused(ws: Workspace) -> None:
+    with pytest.raises(UsageError, match="does not exist"):
+        append_record(
+            ws, "note", plan=None, images={}, status="s", scope="", evidence=ws.root / "nope"
+        )
+
+
+def test_verify_names_an_edited_record(ws: Workspace) -> None:
+    for n in range(5):
+        _note(ws, n)
+    lines = _lines(ws)
+    lines[1] = lines[1].replace(b'"status":"ok"', b'"status":"OK"')
+    ws.ledger_path.write_bytes(b"".join(lines))
+    report = verify(ws)
+    assert not report.ok
+    assert report.first is not None
+    assert (report.first.kind, report.first.seq, report.first.line) == ("edited", 2, 2)
+    assert len(report.problems) == 1
+
+
+def test_verify_names_a_deleted_record(ws: Workspace) -> None:
+    for n in range(5):
+        _note(ws, n)
+    lines = _lines(ws)
+    del lines[2]
+    ws.ledger_path.write_bytes(b"".join(lines))
+    report = verify(ws)
+    assert report.first is not None
+    assert report.first.kind == "deleted" and report.first.seq == 4
+    assert "seq 3 missing" in report.first.message
+
+
+def test_verify_names_swapped_records(ws: Workspace) -> None:
+    for n in range(5):
+        _note(ws, n)
+    lines = _lines(ws)
+    lines[1], lines[2] = lines[2], lines[1]
+    ws.ledger_path.write_bytes(b"".join(lines))
+    report = verify(ws)
+    assert report.first is not None
+    assert (report.first.kind, report.first.line, report.first.seq) == ("reordered", 2, 3)
+    assert "seq 2 comes later" in report.first.message
+
+
+def test_verify_finds_a_reformatted_line_and_a_changed_evidence_file(ws: Workspace) -> None:
+    evidence = ws.root / "evidence" / "log.txt"
+    evidence.parent.mkdir(parents=True)
+    evidence.write_text("build ok\n")
+    append_record(ws, "build", plan="p", images={}, status="built", scope="", evidence=evidence)
+    _note(ws, 2)
+    evidence.write_text("build ok, edited\n")
+    report = verify(ws)
+    assert [p.kind for p in report.problems] == ["evidence-changed"]
+    assert "evidence/log.txt" in report.problems[0].message
+    evidence.unlink()
+    assert [p.kind for p in verify(ws).problems] == ["evidence-missing"]
+
+
+def test_edit_of_newest_record_is_found_against_a_known_head(ws: Workspace) -> None:
+    for n in range(3):
+        _note(ws, n)
+    head = verify(ws).head
+    assert head is not None
+    lines = _lines(ws)
+    lines[-1] = lines[-1].replace(b'"status":"ok"', b'"status":"no"')
+    ws.ledger_path.write_bytes(b"".join(lines))
+    assert verify(ws).ok  # the chain alone cannot see it: documented
+    report = verify(ws, head=head)
+    assert [p.kind for p in report.problems] == ["head-mismatch"]
+
+
+def test_torn_line_is_reported_refused_and_repaired(ws: Workspace) -> None:
+    for n in range(3):
+        _note(ws, n)
+    complete = ws.ledger_path.read_bytes()
+    with ws.ledger_path.open("ab") as fh:
+        fh.write(b'{"details":{},"evidence":nu')
+    report = verify(ws)
+    assert [p.kind for p in report.problems] == ["torn"]
+    assert report.first is not None and report.first.line == 4
+    assert f"offset {len(complete)}" in report.first.message
+    assert "27 bytes" in report.first.message
+    with pytest.raises(LedgerBroken, match="torn"):
+        _note(ws, 4)
+    result = repair(ws)
+    assert result.repaired and result.kept_records == 3 and result.moved_bytes == 27
+    assert result.quarantine is not None
+    assert result.quarantine.read_bytes() == b'{"details":{},"evidence":nu'
+    assert ws.ledger_path.read_bytes() == complete
+    assert verify(ws).ok
+    assert _note(ws, 4).seq == 4
+    assert not repair(ws).repaired
+
+
+def test_repair_refuses_an_edited_ledger(ws: Workspace) -> None:
+    _note(ws, 1)
+    with ws.ledger_path.open("ab") as fh:
+        fh.write(b"not json\n")
+    with pytest.raises(LedgerBroken, match="line 2"):
+        repair(ws)
+
+
+def test_verify_of_missing_ledger_is_usage_error(ws: Workspace) -> None:
+    with pytest.raises(UsageError, match="no ledger"):
+        verify(ws)
+
+
+def test_show_filters(ws: Workspace) -> None:
+    _note(ws, 1, plan="a")
+    append_record(
+        ws,
+        "push",
+        plan="b",
+        images={"image": "local", "pushed": f"reg/x@{DIGEST_B}"},
+        status="pushed",
+        scope="",
+        details={"manifest_digest": DIGEST_B},
+    )
+    append_record(
+        ws,
+        "final-pull",
+        plan="b",
+        images={"image": "reg/x"},
+        status="pulled",
+        scope="",
+        details={"image_id": DIGEST_A},
+    )
+    assert [r.seq for r in show(ws, plan="b").records] == [2, 3]
+    assert [r.seq for r in show(ws, kind="push").records] == [2]
+    assert [r.seq for r in show(ws, image=DIGEST_B).records] == [2]
+    assert [r.seq for r in show(ws, image=DIGEST_A).records] == [1, 3]
+    assert [r.seq for r in show(ws, plan="b", image=DIGEST_A).records] == [3]
+    with pytest.raises(UsageError):
+        show(ws, kind="nope")
+    with pytest.raises(UsageError):
+        show(ws, image="sha256:xyz")
