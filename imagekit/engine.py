@@ -90,7 +90,7 @@ def connect() -> Engine:
     client = DockerClient(client_call=[chosen])
     with engine_errors("asking the Docker engine for `docker info`"):
         info = client.system.info()
-    driver_status = {k: v for k, v in (info.driver_status or [])}
+    driver_status = dict(info.driver_status or [])
     store = "containerd" if "io.containerd.snapshotter" in str(driver_status) else "classic"
     return Engine(
         client=client,

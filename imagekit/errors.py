@@ -20,6 +20,7 @@ DESIGN.md::
             +-- RegistryNotFound       404 for a manifest or blob
             +-- RegistryProtocolError  HTML, garbage, oversize bodies, schema 1, bad headers
             +-- RetriesExhausted       bounded retries ran out on transient faults
+        +-- LayerFormatError           a layer blob that cannot be decompressed and hashed
 
 Messages never carry a credential, a token or an Authorization header: the registry layer
 builds them from the registry, repository and digest alone.
@@ -187,3 +188,15 @@ class RegistryProtocolError(RegistryError):
 
 class RetriesExhausted(RegistryError):
     pass
+
+
+class LayerFormatError(CouldNotFinish):
+    """A layer whose bytes cannot be turned into its uncompressed tar: unknown or lying
+    compression, a truncated or corrupt stream, a zstd window or a size over the limit."""
+
+    def __init__(self, message: str, *, digest: str | None = None, hint: str | None = None) -> None:
+        super().__init__(message, hint=hint)
+        self.digest = digest
+
+    def fields(self) -> dict[str, Any]:
+        return {"digest": self.digest}

@@ -56,7 +56,7 @@ push (status ``pushed``)
 mirror-verify (status = the verdict: ``identical`` | ``content-identical`` |
 ``config-differs`` | ``mismatch`` | ``error``)
     images.source, images.destination; details.message = the verdict sentence.
-final-pull (status ``pulled`` | ``mismatch``)
+final-pull (status ``verified`` | ``mismatch`` | ``unknown``)
     images.image = ``repo@sha256:...``; details.image_id, details.repo_digests,
     details.engine_version, details.image_store (``classic`` | ``containerd``),
     details.expected_manifest_digest, details.expected_config_digest, details.where.
@@ -115,14 +115,17 @@ Kind = Literal[
 # Keys that name a credential; a record carrying one is refused whatever its value.
 _SECRET_KEYS = re.compile(
     r"^(password|passwd|secret|token|access_token|refresh_token|identitytoken|"
-    r"registrytoken|auth|authorization|credentials?|private_key)$",
+    r"registrytoken|authorization|private_key|x-registry-auth)$",
     re.IGNORECASE,
 )
 # Text that looks like a credential wherever it sits (values, scope sentences, messages).
+# Case matters for the token schemes so that prose ("a basic roundtrip") is not refused.
 _SECRET_TEXT = re.compile(
-    r"(authorization\s*:|\bbearer\s+[a-z0-9._~+/-]{8,}|\bbasic\s+[a-z0-9+/]{8,}={0,2}|"
-    r"-----BEGIN [A-Z ]*(CERTIFICATE|PRIVATE KEY)-----|\"auths\"\s*:)",
-    re.IGNORECASE,
+    r"((?i:authorization\s*:\s*(basic|bearer)\b)"
+    r"|\bBearer [A-Za-z0-9._~+/-]{16,}"
+    r"|\bBasic (?=[A-Za-z0-9+/]*[A-Z0-9+/])(?=[A-Za-z0-9+/]*[a-z])[A-Za-z0-9+/]{12,}"
+    r"|-----BEGIN [A-Z ]*(CERTIFICATE|PRIVATE KEY)-----"
+    r"|\"auths\"\s*:)",
 )
 _READ_BACK = 64 * 1024
 
@@ -255,18 +258,20 @@ def _tail(fd: int) -> tuple[bytes, int]:
     size = os.fstat(fd).st_size
     if size == 0:
         return b"", 0
+    chunks: list[bytes] = []
     end = size
-    buf = b""
     while end > 0:
         start = max(0, end - _READ_BACK)
         chunk = os.pread(fd, end - start, start)
-        buf = chunk + buf
-        end = start
         # The last line starts after the last newline that is not the file's final byte.
-        cut = buf.rfind(b"\n", 0, len(buf) - 1)
+        search_end = len(chunk) - 1 if end == size else len(chunk)
+        cut = chunk.rfind(b"\n", 0, search_end)
         if cut >= 0:
-            return buf[cut + 1 :], size
-    return buf, size
+            chunks.append(chunk[cut + 1 :])
+            break
+        chunks.append(chunk)
+        end = start
+    return b"".join(reversed(chunks)), size
 
 
 def append_record(
@@ -398,13 +403,27 @@ class Scan:
 
 
 def scan(path: Path) -> Scan:
-    """Read every line; keep exact bytes beside each parsed record."""
+    """Read every line under a shared lock; keep exact bytes beside each parsed record.
+
+    The shared flock waits for an append in progress, so a reader never mistakes a line being
+    written for a torn one.
+    """
     if not path.exists():
         raise UsageError(
             f"no ledger at {path}",
             hint="set IMAGEKIT_LEDGER or --ledger, or record something first",
         )
-    data = path.read_bytes()
+    try:
+        with path.open("rb") as fh:
+            fcntl.flock(fh.fileno(), fcntl.LOCK_SH)
+            data = fh.read()
+    except OSError as exc:
+        raise CouldNotFinish(f"cannot read the ledger {path}: {exc.strerror}") from exc
+    return parse(path, data)
+
+
+def parse(path: Path, data: bytes) -> Scan:
+    """Split ledger bytes into complete entries, malformed lines and a torn tail."""
     entries: list[Entry] = []
     malformed: list[tuple[int, int, bytes]] = []
     torn: TornLine | None = None
@@ -685,7 +704,8 @@ def repair(workspace: Workspace) -> RepairReport:
     if not path.exists():
         raise UsageError(f"no ledger at {path}", hint="set IMAGEKIT_LEDGER or --ledger")
     with _locked(path, os.O_RDWR) as fd:
-        result = scan(path)
+        size = os.fstat(fd).st_size
+        result = parse(path, os.pread(fd, size, 0))
         if result.malformed:
             line_no = result.malformed[0][0]
             raise LedgerBroken(

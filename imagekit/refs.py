@@ -22,7 +22,7 @@ _HEX = re.compile(r"[0-9a-f]+")
 
 # https://github.com/distribution/reference/blob/main/regexp.go
 _COMPONENT = re.compile(r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*")
-_TAG = re.compile(r"[\w][\w.-]{0,127}")
+_TAG = re.compile(r"[\w][\w.-]{0,127}", re.ASCII)  # Docker's \w is ASCII only
 _DOMAIN_LABEL = re.compile(r"(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9])")
 _IPV6 = re.compile(r"\[[a-fA-F0-9:]+\]")
 _PORT = re.compile(r"[0-9]{1,5}")
@@ -159,7 +159,13 @@ class Reference:
     def familiar(self) -> str:
         name = self.name
         if self.registry == DOCKER_HUB:
-            name = self.repository.removeprefix("library/")
+            short = self.repository.removeprefix("library/")
+            first = short.split("/", 1)[0]
+            # Keep docker.io/ where dropping it would make the first component read as a
+            # registry host (docker.io/a.b/c is not a.b/c); the short form must parse back.
+            looks_like_host = "/" in short and ("." in first or first == "localhost")
+            if not looks_like_host:
+                name = short
         text = name
         if self.tag is not None:
             text += f":{self.tag}"
@@ -189,7 +195,7 @@ def parse_reference(text: str, *, default_tag: str | None = None) -> Reference:
         if not _TAG.fullmatch(tag):
             raise ReferenceFormatError(
                 f"malformed tag {tag!r} in {original!r}",
-                hint="a tag is up to 128 letters, digits, '_', '.' and '-', not starting with . or -",
+                hint="a tag is up to 128 letters, digits, '_', '.' and '-', not starting with . or -",  # noqa: E501
             )
     if not text:
         raise ReferenceFormatError(f"malformed reference {original!r}: no repository")

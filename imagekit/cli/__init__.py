@@ -14,6 +14,17 @@ from imagekit import __version__
 
 _COMMAND_MODULES: tuple[str, ...] = (
     # one line a command module; keep this list in the order of `imagekit --help`
+    "imagekit.cli.inspect_cmd",
+    "imagekit.cli.plans_cmd",
+    "imagekit.cli.render_cmd",
+    "imagekit.cli.build_cmd",
+    "imagekit.cli.audit_cmd",
+    "imagekit.cli.doctor_cmd",
+    "imagekit.cli.pipeline_cmd",
+    "imagekit.cli.nightly_cmd",
+    "imagekit.cli.mirror_cmd",
+    "imagekit.cli.pull_cmd",
+    "imagekit.cli.ledger_cmd",
 )
 
 

@@ -20,6 +20,7 @@ import threading
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+
 import httpx
 
 from imagekit.errors import RegistryProtocolError, RegistryUnauthorized
@@ -189,22 +190,29 @@ class Authenticator:
     def has_credentials(self, registry: str) -> bool:
         return self.credential(registry) is not None
 
-    def authorization(self, registry: str, scopes: Sequence[str]) -> str | None:
-        """The header value to send now, from the challenge this registry last gave us."""
+    def authorization(self, registry: str, scopes: Sequence[str]) -> tuple[str | None, bool]:
+        """The header value to send now, and whether it was fetched just now.
+
+        A token fetched just now that is refused is a real refusal; a cached one may merely
+        have expired, so the caller renews it once.
+        """
         challenge = self._challenges.get(registry)
         if challenge is None:
-            return None
+            return None, False
         if challenge.scheme == "basic":
             cred = self.credential(registry)
-            return cred.basic_header() if cred is not None and not cred.is_identity_token else None
+            if cred is None or cred.is_identity_token:
+                return None, True
+            return cred.basic_header(), True
         if challenge.scheme == "bearer":
             key = (registry, tuple(sorted(scopes)))
             token = self._tokens.get(key)
-            if token is None or token.expires_at <= time.monotonic():
-                token = self._fetch_token(registry, challenge, scopes)
-                self._tokens[key] = token
-            return f"Bearer {token.value}"
-        return None
+            if token is not None and token.expires_at > time.monotonic():
+                return f"Bearer {token.value}", False
+            token = self._fetch_token(registry, challenge, scopes)
+            self._tokens[key] = token
+            return f"Bearer {token.value}", True
+        return None, True
 
     def on_unauthorized(
         self, registry: str, response: httpx.Response, scopes: Sequence[str]
@@ -217,14 +225,13 @@ class Authenticator:
         chosen = _choose(challenges)
         if chosen is None:
             return False
-        previous = self._challenges.get(registry)
         self._challenges[registry] = chosen
         # Forget tokens for this registry: the one we sent was refused (expired or too narrow).
         for key in [k for k in self._tokens if k[0] == registry]:
             del self._tokens[key]
         if chosen.scheme == "basic":
-            # Basic only helps if we have credentials and did not send them already.
-            return self.has_credentials(registry) and (previous is None or previous != chosen)
+            # Basic only helps if we have credentials (the caller knows whether it sent them).
+            return self.has_credentials(registry)
         return True
 
     def _fetch_token(self, registry: str, challenge: Challenge, scopes: Sequence[str]) -> _Token:
@@ -250,7 +257,7 @@ class Authenticator:
                 registry=registry,
                 hint="the token realm must be https unless the host is loopback or --insecure",
             )
-        params: list[tuple[str, str]] = []
+        params: list[tuple[str, str | int | float | bool | None]] = []
         if "service" in challenge.params:
             params.append(("service", challenge.params["service"]))
         wanted = list(scopes) or _split_scopes(challenge.params.get("scope", ""))
@@ -263,7 +270,11 @@ class Authenticator:
                     "grant_type": "refresh_token",
                     "refresh_token": cred.secret,
                     "client_id": "imagekit",
-                    **({"service": challenge.params["service"]} if "service" in challenge.params else {}),
+                    **(
+                        {"service": challenge.params["service"]}
+                        if "service" in challenge.params
+                        else {}
+                    ),
                     "scope": " ".join(wanted),
                 }
                 body = httpx.QueryParams(form).__str__().encode()

@@ -13,6 +13,8 @@ must never travel with them (moby/moby#21008; containerd strips it the same way)
 from __future__ import annotations
 
 import ipaddress
+import random
+import re
 import ssl
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -35,6 +37,7 @@ MAX_MANIFEST_BYTES = 4 * MiB
 #: Error bodies and token answers larger than this are refused.
 MAX_SMALL_BODY_BYTES = 1 * MiB
 MAX_REDIRECTS = 5
+_DIGITS = re.compile(r"[0-9]{1,19}")
 RETRYABLE_STATUSES = frozenset({408, 429, 500, 502, 503, 504}) | frozenset(range(505, 600))
 
 #: A request body: bytes, or a callable that yields the body afresh for each attempt (so a
@@ -84,7 +87,7 @@ def parse_retry_after(value: str | None, *, now: datetime | None = None) -> floa
     if not value:
         return None
     value = value.strip()
-    if value.isdigit():
+    if _DIGITS.fullmatch(value):
         return float(value)
     try:
         when = parsedate_to_datetime(value)
@@ -106,15 +109,19 @@ class RetryPolicy:
     max_retry_after: float = 60.0
     sleep: Callable[[float], None] = field(default=time.sleep)
 
+    def backoff(self, attempt: int) -> float:
+        """Exponential backoff with "equal jitter": half fixed, half random, capped."""
+        ceiling = min(self.max_wait, self.initial_wait * 2 ** max(0, attempt - 1))
+        return ceiling / 2 + random.uniform(0, ceiling / 2)  # noqa: S311 - not for security
+
     def run(self, action: Callable[[], T], *, registry: str, what: str) -> T:
         """Call ``action`` until it stops raising Transient or the attempts run out."""
-        backoff = tenacity.wait_exponential_jitter(initial=self.initial_wait, max=self.max_wait)
 
         def wait(state: tenacity.RetryCallState) -> float:
             exc = state.outcome.exception() if state.outcome else None
             if isinstance(exc, Transient) and exc.retry_after is not None:
                 return min(exc.retry_after, self.max_retry_after)
-            return float(backoff(state))
+            return self.backoff(state.attempt_number)
 
         retrying = tenacity.Retrying(
             stop=tenacity.stop_after_attempt(max(1, self.max_attempts)),
@@ -229,9 +236,7 @@ class Transport:
                 response.close()
                 raise Transient(
                     f"{method} {_public_url(current)} answered {response.status_code}",
-                    retry_after=retry_after
-                    if response.status_code in (429, 503)
-                    else None,
+                    retry_after=retry_after if response.status_code in (429, 503) else None,
                 )
             if not stream:
                 try:
@@ -285,13 +290,19 @@ def _public_url(url: httpx.URL) -> str:
 public_url = _public_url
 
 
+def content_length(response: httpx.Response) -> int | None:
+    """The Content-Length as an int, or None when absent or not plain ASCII digits."""
+    value = response.headers.get("Content-Length", "").strip()
+    return int(value) if _DIGITS.fullmatch(value) else None
+
+
 def read_limited(response: httpx.Response, limit: int, *, registry: str, what: str) -> bytes:
     """Read a (decoded) body of at most ``limit`` bytes; more is a protocol error.
 
     The body is also left on ``response`` (``response.content``) for callers that want it.
     """
-    declared = response.headers.get("Content-Length")
-    if declared is not None and declared.isdigit() and int(declared) > limit:
+    declared = content_length(response)
+    if declared is not None and declared > limit:
         response.close()
         raise RegistryProtocolError(
             f"{registry}: {what} of {declared} bytes is over the {limit}-byte limit",

@@ -52,13 +52,40 @@ def test_token_registry_challenges_and_accepts_issued_tokens(
     assert status == 200
     token = json.loads(body)["token"]
     # The real registry validates our JWT: the repository does not exist, so 404, not 401.
-    status, _, _ = _get(f"{token_registry.url}/v2/x/tags/list", {"Authorization": f"Bearer {token}"})
+    status, _, _ = _get(
+        f"{token_registry.url}/v2/x/tags/list", {"Authorization": f"Bearer {token}"}
+    )
     assert status == 404
 
 
 @pytest.mark.parametrize("wrong", ["nobody:nothing"])
-def test_token_issuer_refuses_wrong_credentials(token_registry: RunningRegistry, wrong: str) -> None:
+def test_token_issuer_refuses_wrong_credentials(
+    token_registry: RunningRegistry, wrong: str
+) -> None:
     assert token_registry.realm is not None
     creds = base64.b64encode(wrong.encode()).decode()
     status, _, _ = _get(f"{token_registry.realm}?service=s", {"Authorization": f"Basic {creds}"})
     assert status == 401
+
+
+def test_base_image_is_pinned_and_runs_without_network(engine, base_image) -> None:  # type: ignore[no-untyped-def]
+    from imagekit.refs import parse_reference
+
+    ref = parse_reference(base_image.reference)
+    assert ref.pinned and ref.digest == base_image.digest
+    status, headers, body = _get(
+        f"http://{base_image.registry_host}/v2/{base_image.repository}/manifests/{base_image.digest}",
+        {"Accept": "application/vnd.docker.distribution.manifest.v2+json"},
+    )
+    assert status == 200
+    assert headers["Docker-Content-Digest"] == base_image.digest
+    from imagekit.refs import Digest
+
+    assert Digest.of_bytes(body) == base_image.digest
+    output = engine.client.run(
+        base_image.local_tag,
+        ["python3", "-c", "import av, numpy, sys; print(sys.version_info[:2])"],
+        remove=True,
+        networks=["none"],
+    )
+    assert "(3, 11)" in str(output)

@@ -105,7 +105,7 @@ def ensure_local_image(client_path: str) -> str:
         )
         if probe.returncode != 0:
             subprocess.run(
-                [client_path, "import", "--change", "CMD [\"python3\"]", str(base_tarball()), tag],
+                [client_path, "import", "--change", 'CMD ["python3"]', str(base_tarball()), tag],
                 check=True,
                 capture_output=True,
             )

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -93,6 +96,24 @@ def test_append_writes_every_field_and_chains_exact_bytes(ws: Workspace) -> None
     assert report.head == "sha256:" + hashlib.sha256(lines[1]).hexdigest()
 
 
+@pytest.mark.parametrize("size", [0, 1, 65_000, 65_536, 200_000])
+def test_chain_holds_across_long_lines(ws: Workspace, size: int) -> None:
+    """append reads the previous line backwards in 64 KiB blocks; long lines must chain."""
+    for n in range(3):
+        append_record(
+            ws,
+            "note",
+            plan=None,
+            images={},
+            status="ok",
+            scope="",
+            details={"n": n, "x": "y" * size},
+        )
+        _note(ws, n)
+    report = verify(ws)
+    assert report.ok and report.records == 6
+
+
 def test_every_kind_is_accepted_and_unknown_is_usage_error(ws: Workspace) -> None:
     for kind in KINDS:
         append_record(ws, kind, plan=None, images={}, status="s", scope="")
@@ -125,6 +146,24 @@ def test_credentials_are_refused_not_scrubbed(
     with pytest.raises(UsageError, match="credential"):
         append_record(ws, "note", plan=None, images={}, status="s", scope=scope, details=details)
     assert not ws.ledger_path.exists() or ws.ledger_path.read_bytes() == b""
+
+
+def test_prose_about_auth_is_not_mistaken_for_a_credential(ws: Workspace) -> None:
+    scope = "a basic roundtrip passed; Bearer tokens are never recorded; authorization: refused"
+    rec = append_record(
+        ws, "note", plan=None, images={}, status="s", scope=scope, details={"auth": "token"}
+    )
+    assert rec.scope == scope
+    with pytest.raises(UsageError, match="credential"):
+        append_record(
+            ws,
+            "note",
+            plan=None,
+            images={},
+            status="s",
+            scope="",
+            details={"header": "Basic dXNlcjpwYXNzd29yZA=="},
+        )
 
 
 def test_missing_evidence_is_refused(ws: Workspace) -> None:
@@ -263,3 +302,55 @@ def test_show_filters(ws: Workspace) -> None:
         show(ws, kind="nope")
     with pytest.raises(UsageError):
         show(ws, image="sha256:xyz")
+
+
+def _cli(ws: Workspace, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("IMAGEKIT_")}
+    env["IMAGEKIT_ROOT"] = str(ws.root)
+    return subprocess.run(
+        [sys.executable, "-c", "from imagekit.cli import main; main()", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+    )
+
+
+def test_cli_verify_repair_and_ledger_flag(ws: Workspace, tmp_path: Path) -> None:
+    for n in range(3):
+        _note(ws, n)
+    ok = _cli(ws, "ledger", "verify", "--json")
+    assert ok.returncode == 0
+    assert json.loads(ok.stdout)["records"] == 3
+    with ws.ledger_path.open("ab") as fh:
+        fh.write(b'{"torn')
+    broken = _cli(ws, "ledger", "verify", "--json")
+    assert broken.returncode == 1
+    document = json.loads(broken.stdout)
+    assert document["ok"] is False and document["first_problem"]["kind"] == "torn"
+    human = _cli(ws, "ledger", "verify")
+    assert human.returncode == 1 and "line 4 is torn: 6 bytes" in human.stdout
+    fixed = _cli(ws, "ledger", "repair", "--json")
+    assert fixed.returncode == 0 and json.loads(fixed.stdout)["kept_records"] == 3
+    assert _cli(ws, "ledger", "verify").returncode == 0
+    # --ledger moves it: another file, here a copy with one record deleted.
+    moved = tmp_path / "elsewhere.jsonl"
+    lines = _lines(ws)
+    moved.write_bytes(lines[0] + lines[2])
+    other = _cli(ws, "ledger", "verify", "--ledger", str(moved), "--json")
+    assert other.returncode == 1
+    assert json.loads(other.stdout)["first_problem"]["kind"] == "deleted"
+    missing = _cli(ws, "ledger", "verify", "--ledger", str(tmp_path / "none.jsonl"))
+    assert missing.returncode == 2
+
+
+def test_cli_show_and_lock(ws: Workspace) -> None:
+    _note(ws, 1, plan="a")
+    shown = _cli(ws, "ledger", "show", "--plan", "a")
+    assert shown.returncode == 0 and "note" in shown.stdout and "n1" in shown.stdout
+    out = ws.root / "manifests" / "images.lock.json"
+    locked = _cli(ws, "ledger", "lock", "-o", str(out))
+    assert locked.returncode == 0
+    assert json.loads(out.read_text())["ledger"]["records"] == 1
+    printed = _cli(ws, "ledger", "lock")
+    assert printed.stdout.encode() == out.read_bytes()

@@ -1,0 +1,290 @@
+"""The audit stage: resolve the image, run the probe, decide, scan, keep the evidence, record.
+
+One function, :func:`audit`, is what ``imagekit audit`` calls. It chains the runner (probe in
+a locked-down container, or on this host with ``--host``), the status decision, the
+vulnerability stage, the evidence folder and the ledger. The raw probe output is written to
+the evidence folder before it is parsed, so even a report that cannot be read is kept.
+"""
+
+from __future__ import annotations
+
+import socket
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from imagekit import evidence
+from imagekit.audit.profiles import Profile, load_profile, probe_spec
+from imagekit.audit.report import (
+    HOST_SCOPE,
+    SCOPE,
+    ProbeReport,
+    Verdict,
+    condensed,
+    decide,
+    parse_probe_output,
+)
+from imagekit.audit.runner import Limits, ProbeRun, ResolvedImage, resolve_image, run_in_container
+from imagekit.audit.runner import run_on_host as _run_on_host
+from imagekit.audit.vulns import VulnScan, scan
+from imagekit.engine import Engine, connect
+from imagekit.errors import CouldNotFinish, ImagekitError
+from imagekit.workspace import Workspace
+
+
+@dataclass(frozen=True)
+class AuditRequest:
+    """What to audit and how; ``ref`` is None with ``host``."""
+
+    ref: str | None
+    profile: str | None = None
+    plan: str | None = None
+    offline: bool = False
+    host: bool = False
+    expected_paths: tuple[str, ...] = ()
+    extra_modules: tuple[str, ...] = ()
+    limits: Limits = field(default_factory=Limits)
+
+
+@dataclass(frozen=True)
+class AuditResult:
+    target: str
+    image: ResolvedImage | None
+    profile: str
+    plan: str | None
+    verdict: Verdict
+    scope: str
+    report: ProbeReport
+    vulns: VulnScan
+    evidence_dir: Path
+    report_path: Path
+    summary_path: Path
+    ledger_seqs: tuple[int, ...]
+    ledger_note: str | None
+
+    @property
+    def exit_code(self) -> int:
+        return 0 if self.verdict.status != "CPU_CHECK_INCOMPLETE" else 1
+
+    def to_json(self, *, whole: bool = False) -> dict[str, Any]:
+        """The result for --json: checks condensed unless ``whole`` (the evidence file)."""
+        image = None
+        if self.image is not None:
+            digest = self.image.manifest_digest
+            image = {
+                "requested": self.image.requested,
+                "image_id": self.image.image_id,
+                "repo_tags": list(self.image.repo_tags),
+                "repo_digests": list(self.image.repo_digests),
+                "manifest_digest": str(digest) if digest else None,
+                "pulled": self.image.pulled,
+            }
+        return {
+            "target": self.target,
+            "image": image,
+            "profile": self.profile,
+            "plan": self.plan,
+            "status": self.verdict.status,
+            "status_sentence": self.verdict.sentence,
+            "scope": self.scope,
+            "failing_checks": list(self.verdict.failing),
+            "deferred_checks": list(self.verdict.deferred),
+            "skipped_checks": list(self.verdict.skipped),
+            "checks": (
+                [c.model_dump(mode="json") for c in self.report.checks]
+                if whole
+                else condensed(self.report)
+            ),
+            "probe": {
+                "mode": self.report.mode,
+                "python": self.report.python.model_dump(mode="json"),
+                "platform": self.report.platform.model_dump(mode="json"),
+                "environment": self.report.environment,
+                "duration_s": self.report.duration_s,
+                "output_cap_bytes": self.report.output_cap_bytes,
+            },
+            "vulnerabilities": (
+                self.vulns.to_json()
+                if whole
+                else {k: v for k, v in self.vulns.to_json().items() if k not in ("stdout",)}
+            ),
+            "evidence": {
+                "dir": str(self.evidence_dir),
+                "report": str(self.report_path),
+                "summary": str(self.summary_path),
+            },
+            "ledger": {"seqs": list(self.ledger_seqs), "note": self.ledger_note},
+        }
+
+
+def _plan_inputs(workspace: Workspace, name: str) -> tuple[str, list[str], list[str]]:
+    """A plan's audit profile, its find_spec modules and its overlay destinations."""
+    from imagekit.plan import load_plan, plan_path
+
+    loaded = load_plan(
+        plan_path(workspace.plans_dir, name), dockerfiles_dir=workspace.dockerfiles_dir
+    )
+    profile = loaded.plan.audit_profile
+    if profile.endswith((".yaml", ".yml")):
+        profile = str(workspace.root / profile)
+    destinations = [o.destination for o in loaded.plan.overlays]
+    return profile, list(loaded.plan.assertions.find_spec), destinations
+
+
+def _summary_markdown(result: dict[str, Any]) -> str:
+    lines = [
+        f"# audit: {result['target']}",
+        "",
+        f"- status: **{result['status']}**",
+        f"- {result['status_sentence']}",
+        f"- scope: {result['scope']}",
+        f"- profile: {result['profile']}; plan: {result['plan']}",
+    ]
+    if result["image"]:
+        lines.append(
+            f"- image ID: {result['image']['image_id']}; manifest digest: "
+            f"{result['image']['manifest_digest']}"
+        )
+    vulns = result["vulnerabilities"]
+    lines += [f"- vulnerabilities: {vulns['status']}: {vulns['reason']}", "", "## checks", ""]
+    for c in result["checks"]:
+        lines.append(f"### {c['name']}: {c['status']} ({c['duration_s']} s)")
+        lines.append("")
+        lines.append(f"- proves: {c['proves']}")
+        lines.append(f"- result: {c['reason']}")
+        lines.append(f"- command: `{' '.join(c['command'])}` exit {c['exit_code']}")
+        for note in c.get("output_notes", []):
+            lines.append(f"- note: {note}")
+        if "raw_failure" in c:
+            raw = c["raw_failure"]
+            lines.append(
+                f"- raw failure kept: `{' '.join(raw['command'] or [])}` exit {raw['exit_code']}"
+            )
+            lines += ["", "```", raw["stderr_excerpt"].rstrip(), "```"]
+        for stream in ("stdout_excerpt", "stderr_excerpt"):
+            if c[stream].strip():
+                lines += ["", f"{stream.split('_')[0]}:", "```", c[stream].rstrip(), "```"]
+        lines.append("")
+    return "\n".join(lines) + "\n"
+
+
+def _record(
+    workspace: Workspace,
+    result: AuditResult,
+    vulns_path: Path,
+) -> tuple[tuple[int, ...], str | None]:
+    """Append the audit and vulnerability-scan records, once the ledger module exists."""
+    try:
+        from imagekit.ledger import append_record
+    except ImportError:  # pragma: no cover - the ledger lands in its own issue
+        return (), "imagekit.ledger is not available: nothing recorded"
+    images = {"image": result.image.requested} if result.image is not None else {}
+    common = {
+        "profile": result.profile,
+        "image_id": result.image.image_id if result.image else None,
+    }
+    audit_record = append_record(
+        workspace,
+        "audit",
+        plan=result.plan,
+        images=images,
+        status=result.verdict.status,
+        scope=result.scope,
+        evidence=result.report_path,
+        details={
+            **common,
+            "report": {
+                "checks": {c.name: c.status for c in result.report.checks},
+                "failing": list(result.verdict.failing),
+                "deferred": list(result.verdict.deferred),
+                "skipped": list(result.verdict.skipped),
+            },
+        },
+    )
+    vuln_record = append_record(
+        workspace,
+        "vulnerability-scan",
+        plan=result.plan,
+        images=images,
+        status=result.vulns.status,
+        scope="pip-audit over the Python distributions the probe found installed",
+        evidence=vulns_path,
+        details={
+            **common,
+            "report": {
+                "reason": result.vulns.reason,
+                "audited": result.vulns.audited,
+                "findings": len(result.vulns.findings),
+                "not_audited": len(result.vulns.not_audited),
+            },
+        },
+    )
+    return (audit_record.seq, vuln_record.seq), None
+
+
+def audit(
+    workspace: Workspace, request: AuditRequest, *, engine: Engine | None = None
+) -> AuditResult:
+    """Audit an image (or this host), write the evidence, append the ledger records."""
+    profile_name = request.profile
+    modules = list(request.extra_modules)
+    expected = list(request.expected_paths)
+    if request.plan:
+        plan_profile, plan_modules, destinations = _plan_inputs(workspace, request.plan)
+        profile_name = profile_name or plan_profile
+        modules += plan_modules
+        expected += destinations
+    if not profile_name:
+        profile_name = "hopper-host" if request.host else "generic"
+    profile: Profile = load_profile(profile_name).with_modules(modules)
+    spec = probe_spec(profile, expected_paths=expected, host=request.host)
+
+    image: ResolvedImage | None = None
+    if request.host:
+        target = f"host:{socket.gethostname()}"
+        run: ProbeRun = _run_on_host(spec)
+        folder = (request.plan or "host-audit", f"host-{socket.gethostname()}")
+    else:
+        if not request.ref:
+            raise CouldNotFinish("no image to audit", hint="give REF, or --host")
+        engine = engine or connect()
+        image = resolve_image(engine, request.ref)
+        target = image.requested
+        digest = image.manifest_digest
+        run = run_in_container(engine, image, spec, request.limits)
+        folder = (request.plan or image.name, str(digest) if digest else image.image_id)
+
+    run_dir = evidence.new_run_dir(workspace.evidence_dir, *folder)
+    evidence.write_bytes(run_dir / "probe-output.json", run.stdout.encode("utf-8"))
+    evidence.write_json(run_dir / "spec.json", spec)
+    try:
+        report = parse_probe_output(run.stdout)
+    except ImagekitError as exc:
+        raise CouldNotFinish(
+            f"{exc.message} (raw output kept in {run_dir})", hint=exc.hint
+        ) from exc
+    verdict = decide(report)
+    vulns = scan(report.distributions(), offline=request.offline)
+    vulns_path = run_dir / "vulnerabilities.json"
+    evidence.write_json(vulns_path, vulns.to_json())
+    result = AuditResult(
+        target=target,
+        image=image,
+        profile=profile.name,
+        plan=request.plan,
+        verdict=verdict,
+        scope=HOST_SCOPE if request.host else SCOPE,
+        report=report,
+        vulns=vulns,
+        evidence_dir=run_dir,
+        report_path=run_dir / "audit-report.json",
+        summary_path=run_dir / "summary.md",
+        ledger_seqs=(),
+        ledger_note=None,
+    )
+    whole = result.to_json(whole=True)
+    whole["probe_command"] = list(run.command)
+    evidence.write_json(result.report_path, whole)
+    evidence.write_bytes(result.summary_path, _summary_markdown(result.to_json()).encode("utf-8"))
+    seqs, note = _record(workspace, result, vulns_path)
+    return replace(result, ledger_seqs=seqs, ledger_note=note)

@@ -1,0 +1,556 @@
+"""Build a plan on the local engine through BuildKit, keep the log, and record the outcome.
+
+The flow: load and render the plan, make sure the pinned base is in the engine (pulling it by
+digest; a registry that cannot be reached ends here with exit 3), copy the Dockerfile and only
+the overlay files it names into a temporary build context, build, and write the whole log to
+evidence/NAME/<time>-<id>/build.log while streaming it to stderr. A build whose step fails (an
+overlay guard, an assertion, a pip install) is a BuildRejected (exit 1) that names the failing
+step and its last lines; its log and a ``rejected-build`` ledger record stay.
+
+Two ways into BuildKit, chosen by imagekit.engine.connect():
+
+- a client with buildx: python-on-whales' ``docker.buildx.build`` with a real secret mount
+  (``--secret id=pip_ca,src=BUNDLE``) and streamed plain progress;
+- a client without buildx (Debian's 20.10 client here): ``docker build`` with
+  ``DOCKER_BUILDKIT=1``. python-on-whales 0.81's ``legacy_build`` cannot pass ``--secret``,
+  ``--progress`` or ``--iidfile`` and, when not quiet, prints the log on stdout and looks for
+  the classic builder's "Successfully built" line, which BuildKit never prints. So the command
+  is assembled from the client's own ``docker_cmd`` and run through python-on-whales'
+  ``stream_stdout_and_stderr``: the same client, the same exception types, and the same
+  secret mount in the same Dockerfile as with buildx (the bundle is never in the context).
+
+The package index URL (``--index-url`` or $PIP_INDEX_URL) travels as the secret ``pip_index``,
+read from a 0600 file in the temporary folder next to the context (not in it): a build
+argument would be recorded in the image's history (see imagekit.render). It is never on a
+command line, in the log header or in the ledger.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import sys
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol, TextIO
+
+from python_on_whales.exceptions import DockerException
+from python_on_whales.utils import stream_stdout_and_stderr
+
+from imagekit.engine import Engine, connect, engine_errors
+from imagekit.errors import (
+    BuildRejected,
+    EngineUnavailable,
+    RegistryError,
+    UsageError,
+)
+from imagekit.evidence import new_run_dir, write_bytes
+from imagekit.ledger import append_record
+from imagekit.plan import LoadedPlan, load_plan, plan_path
+from imagekit.refs import Digest, Reference, parse_reference
+from imagekit.render import (
+    ASSERT_FAIL_MARKER,
+    DOCKERFILE,
+    DRIFT_MARKER,
+    PACKAGE_MARKER,
+    PIP_CA_SECRET,
+    PIP_INDEX_SECRET,
+    Rendered,
+    render,
+)
+from imagekit.workspace import Workspace
+
+DEFAULT_CA_BUNDLE = Path("/etc/ssl/certs/ca-certificates.crt")
+CA_ENV = "IMAGEKIT_PIP_CA"
+LAST_LINES = 15
+_STEP_HEADER = re.compile(r"^#(\d+) (\[[^\]]*\] .*)$")
+_STEP_ERROR = re.compile(r"^#(\d+) ERROR: (.*)$")
+_STEP_OUTPUT = re.compile(r"^#(\d+) \d+\.\d+ (.*)$")
+_UNREACHABLE = re.compile(
+    r"dial tcp|no such host|connection refused|i/o timeout|TLS handshake timeout|"
+    r"network is unreachable|server misbehaving|timeout exceeded|context deadline exceeded",
+    re.IGNORECASE,
+)
+
+
+@dataclass(frozen=True)
+class BuildOptions:
+    """What a caller may choose about one build; the plan decides everything else."""
+
+    tag: str | None = None
+    push: str | None = None
+    no_cache: bool = False
+    index_url: str | None = None
+    ca_bundle: Path | None = None
+    base_override: str | None = None
+
+
+@dataclass(frozen=True)
+class BuildResult:
+    plan: str
+    plan_sha256: str
+    base: str
+    builder: str
+    image_id: str
+    tag: str
+    evidence_dir: Path
+    log: Path
+    dockerfile_sha256: str
+    pushed: str | None = None
+    manifest_digest: str | None = None
+    ledger: list[int] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "plan": self.plan,
+            "plan_sha256": self.plan_sha256,
+            "base": self.base,
+            "builder": self.builder,
+            "image_id": self.image_id,
+            "tag": self.tag,
+            "evidence_dir": str(self.evidence_dir),
+            "log": str(self.log),
+            "dockerfile_sha256": self.dockerfile_sha256,
+            "pushed": self.pushed,
+            "manifest_digest": self.manifest_digest,
+            "ledger_seq": self.ledger,
+        }
+
+
+class BuildFailed(BuildRejected):
+    """A build step failed; carries the step, its last lines and where the log is."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        step: str | None,
+        last_lines: list[str],
+        log: Path,
+        reason: str,
+        hint: str | None = None,
+    ) -> None:
+        shown = "\n".join(f"  | {line}" for line in last_lines)
+        full = f"{message}\n  step: {step or '(unknown)'}\n{shown}\n  log: {log}"
+        super().__init__(full, hint=hint)
+        self.step = step
+        self.last_lines = last_lines
+        self.log = log
+        self.reason = reason
+
+    def fields(self) -> dict[str, Any]:
+        return {
+            "step": self.step,
+            "last_lines": self.last_lines,
+            "log": str(self.log),
+            "reason": self.reason,
+        }
+
+
+@dataclass(frozen=True)
+class _Failure:
+    step: str | None
+    last_lines: list[str]
+    reason: str
+    message: str
+
+
+def analyse_failure(lines: list[str]) -> _Failure:
+    """Find the failing step in a BuildKit plain-progress log and say why it failed.
+
+    Plain progress numbers each vertex (``#7 [3/6] RUN ...``), prefixes its output with the
+    vertex number and elapsed time (``#7 0.412 text``) and ends a failed one with
+    ``#7 ERROR: ...``. The overlay guard and the assertion checker print marker lines.
+    """
+    headers: dict[str, str] = {}
+    failed: str | None = None
+    error_text = ""
+    for line in lines:
+        if m := _STEP_HEADER.match(line):
+            headers.setdefault(m.group(1), m.group(2))
+        elif m := _STEP_ERROR.match(line):
+            failed, error_text = m.group(1), m.group(2)
+    step = headers.get(failed) if failed else None
+    if failed:
+        output = [m.group(2) for line in lines if (m := _STEP_OUTPUT.match(line))]
+        own = [
+            m.group(2) for line in lines if (m := _STEP_OUTPUT.match(line)) and m.group(1) == failed
+        ]
+        last = (own or output)[-LAST_LINES:] + [f"ERROR: {error_text}"]
+    else:
+        last = [line for line in lines if line.strip()][-LAST_LINES:]
+    text = "\n".join(lines)
+    if step and len(step) > 160:
+        step = step[:157] + "..."
+    if drift := re.search(rf"{DRIFT_MARKER} (path=\S+ expected=\S+ actual=\S+)", text):
+        return _Failure(step, last, "overlay-drift", f"overlay guard refused: {drift.group(1)}")
+    fails = re.findall(rf"{ASSERT_FAIL_MARKER} (.*)", text)
+    if fails:
+        return _Failure(
+            step, last, "assertion-failed", "assertions rejected the build: " + "; ".join(fails)
+        )
+    if pkg := re.search(rf"{PACKAGE_MARKER} (.*)", text):
+        return _Failure(step, last, "system-packages", f"package removal refused: {pkg.group(1)}")
+    if failed:
+        return _Failure(step, last, "step-failed", f"build step failed: {error_text}")
+    return _Failure(None, last, "build-failed", "the build failed before any step ran")
+
+
+def _ca_bundle(options: BuildOptions) -> Path | None:
+    """The CA bundle pip should trust inside RUN steps: flag, $IMAGEKIT_PIP_CA, host default."""
+    if options.ca_bundle is not None:
+        chosen = options.ca_bundle
+    elif os.environ.get(CA_ENV):
+        chosen = Path(os.environ[CA_ENV])
+    elif DEFAULT_CA_BUNDLE.is_file():
+        return DEFAULT_CA_BUNDLE
+    else:
+        return None
+    if not chosen.is_file():
+        raise UsageError(
+            f"the CA bundle {chosen} is not a file",
+            hint=f"give --ca-bundle PATH or set {CA_ENV} to a PEM bundle",
+        )
+    return chosen
+
+
+def _stage_context(rendered: Rendered, into: Path) -> None:
+    """Only the Dockerfile and the overlay files it copies go into the build context."""
+    (into / DOCKERFILE).write_bytes(rendered.data)
+    for relative, source in rendered.sources:
+        target = into / relative
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(source, target)
+        shutil.copymode(source, target)
+
+
+class LogSink(Protocol):
+    def write(self, text: str) -> None: ...
+
+
+class _Tee:
+    """Stream build output to stderr and the evidence log, line by line, as it comes."""
+
+    def __init__(self, log_file: TextIO, echo: TextIO) -> None:
+        self.log_file = log_file
+        self.echo = echo
+        self.lines: list[str] = []
+
+    def write(self, text: str) -> None:
+        for line in text.splitlines():
+            self.lines.append(line)
+        self.log_file.write(text)
+        self.log_file.flush()
+        self.echo.write(text)
+        self.echo.flush()
+
+
+def ensure_base(engine: Engine, base: Reference, platform: str, log: LogSink) -> None:
+    """Have the pinned base in the engine; pull it by digest if it is not there yet."""
+    ref = str(base)
+    if engine.client.image.exists(ref):
+        return
+    log.write(f"imagekit: pulling the base {ref} ({platform})\n")
+    try:
+        engine.client.image.pull(ref, quiet=True, platform=platform)
+    except DockerException as exc:
+        detail = (exc.stderr or exc.stdout or str(exc)).strip().splitlines()
+        last = detail[-1] if detail else str(exc)
+        log.write(f"imagekit: pull failed: {last}\n")
+        if _UNREACHABLE.search(last):
+            message = f"the registry {base.registry} could not be reached to pull the base {ref}"
+            hint = (
+                "pull or load the base into the engine where the registry is reachable "
+                "(or mirror it and build with --base MIRROR@sha256:...)"
+            )
+        else:
+            message = f"pulling the base {ref} from {base.registry} failed: {last}"
+            hint = "check the reference with `imagekit inspect REF` and the engine's credentials"
+        raise RegistryError(
+            message,
+            registry=base.registry,
+            repository=base.repository,
+            digest=str(base.digest),
+            hint=hint,
+        ) from exc
+
+
+def _legacy_build(
+    engine: Engine,
+    context: Path,
+    *,
+    tag: str,
+    platform: str,
+    ca: Path | None,
+    index_file: Path | None,
+    no_cache: bool,
+    tee: _Tee,
+) -> str:
+    iidfile = context.parent / "iid"
+    cmd: list[Any] = [*engine.client.client_config.docker_cmd, "build", "--progress=plain"]
+    cmd += ["--network=host", f"--platform={platform}", f"--iidfile={iidfile}", "--tag", tag]
+    if ca is not None:
+        cmd += ["--secret", f"id={PIP_CA_SECRET},src={ca}"]
+    if index_file is not None:
+        cmd += ["--secret", f"id={PIP_INDEX_SECRET},src={index_file}"]
+    env = {"DOCKER_BUILDKIT": "1"}
+    if no_cache:
+        cmd.append("--no-cache")
+    cmd.append(str(context))
+    for _source, chunk in stream_stdout_and_stderr(cmd, env=env):
+        tee.write(chunk.decode("utf-8", errors="replace"))
+    return iidfile.read_text().strip()
+
+
+def _buildx_build(
+    engine: Engine,
+    context: Path,
+    *,
+    tag: str,
+    platform: str,
+    ca: Path | None,
+    index_file: Path | None,
+    no_cache: bool,
+    tee: _Tee,
+) -> str:
+    # Not exercised on our machines (no buildx plugin there); kept to the documented API.
+    stream = engine.client.buildx.build(
+        context,
+        tags=[tag],
+        network="host",
+        platforms=[platform],
+        secrets=[
+            *([f"id={PIP_CA_SECRET},src={ca}"] if ca is not None else []),
+            *([f"id={PIP_INDEX_SECRET},src={index_file}"] if index_file is not None else []),
+        ],
+        cache=not no_cache,
+        load=True,
+        progress="plain",
+        stream_logs=True,
+    )
+    assert isinstance(stream, Iterator)  # noqa: S101 - stream_logs=True returns an iterator
+    for line in stream:
+        tee.write(line if line.endswith("\n") else line + "\n")
+    return str(engine.client.image.inspect(tag).id)
+
+
+def _record(workspace: Workspace, kind: str, **kwargs: Any) -> int:
+    """Append one ledger record; returns its seq."""
+    return int(append_record(workspace, kind, **kwargs).seq)
+
+
+def build_plan(
+    workspace: Workspace,
+    name: str,
+    options: BuildOptions | None = None,
+    *,
+    engine: Engine | None = None,
+    echo: TextIO | None = None,
+) -> BuildResult:
+    """Build one plan and return the image; raise BuildRejected (exit 1) when a step fails."""
+    options = options or BuildOptions()
+    echo = echo or sys.stderr
+    loaded = load_plan(
+        plan_path(workspace.plans_dir, name),
+        dockerfiles_dir=workspace.dockerfiles_dir,
+        base_override=options.base_override,
+    )
+    if options.push is not None:
+        _check_push_repo(options.push)
+    rendered = render(loaded)
+    ca = _ca_bundle(options)
+    index_url = options.index_url or os.environ.get("PIP_INDEX_URL") or None
+    engine = engine or connect()
+    run_dir = new_run_dir(workspace.evidence_dir, loaded.name)
+    write_bytes(run_dir / DOCKERFILE, rendered.data)
+    tag = options.tag or f"imagekit/{loaded.name}:{run_dir.name}"
+    log_path = run_dir / "build.log"
+    builder = "buildx" if engine.has_buildx else "docker build (BuildKit)"
+    with log_path.open("x", encoding="utf-8") as log_file:
+        tee = _Tee(log_file, echo)
+        tee.write(
+            f"imagekit: building plan {loaded.name} (plan sha256:{loaded.digest.hex}) "
+            f"on {loaded.base} with {builder}, tag {tag}\n"
+        )
+        ensure_base(engine, loaded.base, loaded.plan.base.platform, tee)
+        image_id = _run_build(
+            workspace, loaded, rendered, engine, tag, ca, index_url, options, tee, log_path
+        )
+    base_details = {"platform": loaded.plan.base.platform, "manifest_digest": loaded.base.digest}
+    if loaded.plan.base.found_as:
+        base_details["source_tag"] = loaded.plan.base.found_as
+    seqs = [
+        _record(
+            workspace,
+            "build",
+            plan=loaded.name,
+            images={"image": tag, "base": str(loaded.base)},
+            status="built",
+            scope=(
+                f"built from plan {loaded.name} (sha256:{loaded.digest.hex}); the overlay guards "
+                "and the plan's assertions ran inside the build and passed; "
+                "nothing was run on a GPU"
+            ),
+            evidence=log_path,
+            details={
+                "image_id": image_id,
+                "plan_sha256": loaded.digest.hex,
+                "dockerfile_sha256": rendered.digest.hex,
+                "builder": builder,
+                "base": base_details,
+            },
+        )
+    ]
+    result = BuildResult(
+        plan=loaded.name,
+        plan_sha256=loaded.digest.hex,
+        base=str(loaded.base),
+        builder=builder,
+        image_id=image_id,
+        tag=tag,
+        evidence_dir=run_dir,
+        log=log_path,
+        dockerfile_sha256=rendered.digest.hex,
+        ledger=seqs,
+    )
+    if options.push is None:
+        return result
+    pushed, manifest = push_image(engine, tag, options.push, log_path)
+    push_seq = _record(
+        workspace,
+        "push",
+        plan=loaded.name,
+        images={"image": tag, "pushed": pushed},
+        status="pushed",
+        scope=f"the engine pushed {tag} and the registry named the manifest {manifest}",
+        evidence=log_path,
+        details={"manifest_digest": manifest, "config_digest": image_id},
+    )
+    return BuildResult(
+        **{
+            **result.__dict__,
+            "pushed": pushed,
+            "manifest_digest": manifest,
+            "ledger": [*seqs, push_seq],
+        }
+    )
+
+
+def _run_build(
+    workspace: Workspace,
+    loaded: LoadedPlan,
+    rendered: Rendered,
+    engine: Engine,
+    tag: str,
+    ca: Path | None,
+    index_url: str | None,
+    options: BuildOptions,
+    tee: _Tee,
+    log_path: Path,
+) -> str:
+    """Run BuildKit; on failure keep the log, record a rejected build and raise."""
+    how = _buildx_build if engine.has_buildx else _legacy_build
+    with tempfile.TemporaryDirectory(prefix="imagekit-build-") as tmp:
+        context = Path(tmp) / "context"
+        context.mkdir()
+        _stage_context(rendered, context)
+        index_file: Path | None = None
+        if index_url:
+            index_file = Path(tmp) / "pip-index-url"
+            fd = os.open(index_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(fd, "w") as fh:
+                fh.write(index_url)
+        try:
+            return how(
+                engine,
+                context,
+                tag=tag,
+                platform=loaded.plan.base.platform,
+                ca=ca,
+                index_file=index_file,
+                no_cache=options.no_cache,
+                tee=tee,
+            )
+        except DockerException as exc:
+            failure = analyse_failure(tee.lines)
+            tee.write(f"imagekit: build rejected ({failure.reason}): {failure.message}\n")
+            if failure.step is None and _UNREACHABLE.search("\n".join(tee.lines[-5:])):
+                raise EngineUnavailable(
+                    f"the build could not start: {failure.last_lines[-1]}",
+                    hint="check that the engine and its BuildKit answer (`docker info`)",
+                ) from exc
+            _record_rejected(workspace, loaded, failure, log_path, tag)
+            raise BuildFailed(
+                f"build of {loaded.name} rejected: {failure.message}",
+                step=failure.step,
+                last_lines=failure.last_lines,
+                log=log_path,
+                reason=failure.reason,
+                hint="the full log is kept; fix the plan or the base and build again",
+            ) from exc
+        except OSError as exc:
+            raise EngineUnavailable(f"running the docker client failed: {exc}") from exc
+
+
+def _record_rejected(
+    workspace: Workspace, loaded: LoadedPlan, failure: _Failure, log_path: Path, tag: str
+) -> None:
+    """A failed attempt stays on record; a later success is a new record beside it."""
+    _record(
+        workspace,
+        "rejected-build",
+        plan=loaded.name,
+        images={"image": tag, "base": str(loaded.base)},
+        status="rejected",
+        scope=(
+            f"the build of plan {loaded.name} (sha256:{loaded.digest.hex}) failed; "
+            "no image was accepted"
+        ),
+        evidence=log_path,
+        details={"reason": failure.reason, "step": failure.step, "message": failure.message},
+    )
+
+
+def _check_push_repo(repo: str) -> Reference:
+    ref = parse_reference(repo)
+    if ref.tag is not None or ref.digest is not None:
+        raise UsageError(
+            f"--push takes a repository without tag or digest, got {repo!r}",
+            hint="e.g. --push 127.0.0.1:5000/team/image; the build's tag is reused",
+        )
+    return ref
+
+
+def push_image(engine: Engine, tag: str, repo: str, log_path: Path) -> tuple[str, str]:
+    """Tag the image into REPO, push it, and return (repo@digest, manifest digest)."""
+    ref = _check_push_repo(repo)
+    remote = f"{repo}:{tag.rpartition(':')[2]}"
+    with engine_errors(f"tagging {tag} as {remote}"):
+        engine.client.image.tag(tag, remote)
+    try:
+        engine.client.image.push(remote, quiet=True)
+    except DockerException as exc:
+        detail = (exc.stderr or exc.stdout or str(exc)).strip().splitlines()
+        raise RegistryError(
+            f"pushing {remote} failed: {detail[-1] if detail else exc}",
+            registry=ref.registry,
+            repository=ref.repository,
+            hint="check the registry answers and the engine's credentials for it",
+        ) from exc
+    with engine_errors(f"inspecting {remote} after the push"):
+        repo_digests = engine.client.image.inspect(remote).repo_digests or []
+    for item in repo_digests:
+        name, _, digest = item.partition("@")
+        if parse_reference(name).name == ref.name:
+            manifest = str(Digest(digest))
+            with log_path.open("a", encoding="utf-8") as fh:
+                fh.write(f"imagekit: pushed {remote} as {ref.name}@{manifest}\n")
+            return f"{ref.name}@{manifest}", manifest
+    raise RegistryError(
+        f"the engine pushed {remote} but reported no digest for {ref.name}",
+        registry=ref.registry,
+        repository=ref.repository,
+    )

@@ -1,0 +1,80 @@
+"""`imagekit audit REF`: is the environment inside this image whole, before it gets a GPU."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from imagekit.audit.stage import AuditRequest, AuditResult, audit
+from imagekit.cli._common import echo_err, json_option, run
+from imagekit.errors import UsageError
+from imagekit.workspace import Workspace
+
+
+def _human(result: AuditResult) -> None:
+    click.echo(f"{result.target}: {result.verdict.status}")
+    click.echo(f"  scope: {result.scope}")
+    for check in result.report.checks:
+        click.echo(f"  {check.status:<8} {check.name}: {check.reason}")
+    click.echo(f"  vulnerabilities: {result.vulns.status}: {result.vulns.reason}")
+    click.echo(f"evidence: {result.evidence_dir}")
+    if result.ledger_note:
+        echo_err(f"note: {result.ledger_note}")
+
+
+@click.command("audit")
+@click.argument("ref", required=False)
+@click.option(
+    "--profile",
+    metavar="NAME|FILE",
+    help="generic, sglang, vllm (built in) or a profile YAML file; default: the plan's, "
+    "else generic (hopper-host with --host).",
+)
+@click.option("--plan", metavar="NAME", help="Add the plan's find_spec modules and overlays.")
+@click.option("--offline", is_flag=True, help="Skip the vulnerability service (said so).")
+@click.option("--host", is_flag=True, help="Audit this Python environment, GPU included.")
+@click.option(
+    "--expect-overlay",
+    "expected",
+    multiple=True,
+    metavar="PATH",
+    help="A file in the image expected to differ from its RECORD (repeatable).",
+)
+@json_option
+def command(
+    ref: str | None,
+    profile: str | None,
+    plan: str | None,
+    offline: bool,
+    host: bool,
+    expected: tuple[str, ...],
+    as_json: bool,
+) -> None:
+    """Run the CPU-only probe in REF (no network, no GPU) and report CPU_PASS,
+    CPU_PASS_GPU_CLI_DEFERRED or CPU_CHECK_INCOMPLETE. Exit 0 for the passes, 1 incomplete,
+    3 when the image could not be run."""
+
+    def action() -> AuditResult:
+        if host == bool(ref):
+            raise UsageError("give REF or --host (one of them)", hint="imagekit audit --help")
+        request = AuditRequest(
+            ref=ref,
+            profile=profile,
+            plan=plan,
+            offline=offline,
+            host=host,
+            expected_paths=tuple(expected),
+        )
+        result = audit(Workspace.from_env(Path.cwd()), request)
+        if as_json:  # stdout is the JSON document; the path still reaches the user
+            echo_err(f"evidence: {result.evidence_dir}")
+        return result
+
+    run(
+        action,
+        as_json=as_json,
+        human=_human,
+        to_json=lambda r: r.to_json(),
+        exit_code=lambda r: r.exit_code,
+    )

@@ -1,0 +1,45 @@
+"""`imagekit doctor [NAME]`: the preflight, one line a check; exit 1 when any says no."""
+
+from __future__ import annotations
+
+import click
+
+from imagekit.cli._common import json_option, run
+from imagekit.doctor import DoctorReport, run_doctor
+from imagekit.workspace import Workspace
+
+
+@click.command("doctor")
+@click.argument("name", required=False)
+@click.option("--base", "base_override", help="Use this pinned base instead of the plan's.")
+@click.option("--registry", "registry", help="The registry the image will be pushed to.")
+@click.option("--mirror", "mirror", help="The registry the image will be mirrored to.")
+@json_option
+def command(
+    name: str | None,
+    base_override: str | None,
+    registry: str | None,
+    mirror: str | None,
+    as_json: bool,
+) -> None:
+    """Check the engine, BuildKit, disk, platform, registries and CA bundle before a build."""
+    registries = [(role, host) for role, host in (("push", registry), ("mirror", mirror)) if host]
+
+    def human(report: DoctorReport) -> None:
+        for line in report.lines():
+            click.echo(line)
+        click.echo(
+            "doctor: all checks passed"
+            if report.ok
+            else f"doctor: {len(report.failed)} check(s) said no"
+        )
+
+    run(
+        lambda: run_doctor(
+            Workspace.from_env(), name, registries=registries, base_override=base_override
+        ),
+        as_json=as_json,
+        human=human,
+        to_json=DoctorReport.to_json,
+        exit_code=lambda report: 0 if report.ok else 1,
+    )

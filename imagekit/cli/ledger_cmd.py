@@ -1,0 +1,182 @@
+"""`imagekit ledger show|verify|repair|lock|record-pod`: parse, call the ledger, render."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import click
+
+from imagekit.cli._common import echo_err, json_option, run
+from imagekit.ledger import KINDS, RepairReport, ShowResult, VerifyReport, repair, show, verify
+from imagekit.lockfile import LockResult, encode_lock, write_lock
+from imagekit.pods import PodReport, record_pod
+from imagekit.workspace import Workspace
+
+ledger_option = click.option(
+    "--ledger",
+    "ledger",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="The ledger file (default: $IMAGEKIT_LEDGER or manifests/ledger.jsonl).",
+)
+
+
+def _workspace(ledger: Path | None) -> Workspace:
+    workspace = Workspace.from_env()
+    if ledger is not None:
+        workspace = dataclasses.replace(workspace, ledger_path=ledger)
+    return workspace
+
+
+@click.group("ledger")
+def command() -> None:
+    """The append-only record of every build, audit, verification and final pull."""
+
+
+@command.command("show")
+@click.option("--plan", help="Only records of this plan.")
+@click.option("--image", help="Only records that mention this digest or reference.")
+@click.option("--kind", type=click.Choice(KINDS), help="Only records of this kind.")
+@ledger_option
+@json_option
+def show_cmd(
+    plan: str | None, image: str | None, kind: str | None, ledger: Path | None, as_json: bool
+) -> None:
+    """List records, oldest first."""
+
+    def human(result: ShowResult) -> None:
+        for rec in result.records:
+            images = " ".join(f"{k}={v}" for k, v in sorted(rec.images.items()))
+            click.echo(
+                f"{rec.seq:>5}  {rec.time}  {rec.kind:<18} {rec.plan or '-':<16} "
+                f"{rec.status:<26} {images}"
+            )
+            if rec.scope:
+                click.echo(f"       {rec.scope}")
+        echo_err(f"{len(result.records)} record(s) in {result.path}")
+
+    run(
+        lambda: show(_workspace(ledger), plan=plan, image=image, kind=kind),
+        as_json=as_json,
+        human=human,
+        to_json=lambda result: {
+            "ledger": str(result.path),
+            "records": [rec.to_json() for rec in result.records],
+        },
+    )
+
+
+@command.command("verify")
+@click.option("--head", help="The sha256 the newest record must hash to (e.g. from a lock).")
+@ledger_option
+@json_option
+def verify_cmd(head: str | None, ledger: Path | None, as_json: bool) -> None:
+    """Recompute the hash chain and evidence hashes; exit 1 when anything broke."""
+
+    def human(report: VerifyReport) -> None:
+        for problem in report.problems:
+            click.echo(f"BROKEN  {problem.kind}: {problem.message}")
+        if report.ok:
+            click.echo(
+                f"ledger ok: {report.records} records, {report.evidence_checked} evidence files "
+                f"checked, head seq {report.head_seq} {report.head}"
+            )
+        else:
+            first = report.first
+            assert first is not None  # noqa: S101 - not ok means a problem exists
+            click.echo(f"ledger broken: first problem at line {first.line}: {first.kind}")
+
+    run(
+        lambda: verify(_workspace(ledger), head=head),
+        as_json=as_json,
+        human=human,
+        to_json=VerifyReport.to_json,
+        exit_code=lambda report: 0 if report.ok else 1,
+    )
+
+
+@command.command("repair")
+@ledger_option
+@json_option
+def repair_cmd(ledger: Path | None, as_json: bool) -> None:
+    """Move a torn last line (a crashed append) into a quarantine file beside the ledger."""
+    run(
+        lambda: repair(_workspace(ledger)),
+        as_json=as_json,
+        human=lambda report: click.echo(report.message),
+        to_json=RepairReport.to_json,
+    )
+
+
+@command.command("lock")
+@click.option(
+    "-o",
+    "--output",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Write the lock here (e.g. manifests/images.lock.json); default: print it.",
+)
+@ledger_option
+@json_option
+def lock_cmd(output: Path | None, ledger: Path | None, as_json: bool) -> None:
+    """Render the current state of every plan from the ledger, deterministically."""
+
+    def human(result: LockResult) -> None:
+        if result.path is None:
+            click.echo(encode_lock(result.document).decode(), nl=False)
+        else:
+            click.echo(f"wrote {result.path} ({len(result.plans)} plan(s))")
+
+    run(
+        lambda: write_lock(_workspace(ledger), output),
+        as_json=as_json,
+        human=human,
+        to_json=LockResult.to_json,
+    )
+
+
+@command.command("record-pod")
+@click.argument("pod_json", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--plan", help="The plan; its newest push record gives the expected digest.")
+@click.option("--expect", help="The expected manifest digest (sha256:...).")
+@click.option("--expect-config", help="The expected config digest, for bare image IDs.")
+@click.option("--container", help="Only this container (init containers included).")
+@click.option("--where", help="A label for the cluster (default: the pod's node).")
+@ledger_option
+@json_option
+def record_pod_cmd(
+    pod_json: Path,
+    plan: str | None,
+    expect: str | None,
+    expect_config: str | None,
+    container: str | None,
+    where: str | None,
+    ledger: Path | None,
+    as_json: bool,
+) -> None:
+    """Record each container's status.imageID from `kubectl get pod -o json` output."""
+
+    def human(report: PodReport) -> None:
+        for check in report.checks:
+            click.echo(
+                f"{check.status:<9} {check.namespace}/{check.pod} {check.container}: "
+                f"{check.image_id_raw or '(no imageID)'}"
+            )
+            click.echo(f"          {check.reason}")
+        seqs = [c.record.seq for c in report.checks if c.record]
+        echo_err(f"recorded seq {seqs[0]}..{seqs[-1]}" if seqs else "nothing recorded")
+
+    run(
+        lambda: record_pod(
+            _workspace(ledger),
+            pod_json,
+            plan=plan,
+            expect=expect,
+            expect_config=expect_config,
+            container=container,
+            where=where,
+        ),
+        as_json=as_json,
+        human=human,
+        to_json=PodReport.to_json,
+        exit_code=lambda report: 0 if report.ok else 1,
+    )

@@ -1,0 +1,195 @@
+"""`imagekit mirror SRC DST --verify-diffids [--copy]`: parse, call imagekit.mirror, render."""
+
+from __future__ import annotations
+
+import sys
+import threading
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+import click
+
+from imagekit.cli._common import echo_err, json_option, run
+from imagekit.errors import UsageError
+from imagekit.layers import GiB, LayerLimits, MediaTypePolicy, MiB
+from imagekit.mirror import MirrorOptions, MirrorReport, mirror
+from imagekit.refs import parse_platform
+
+
+class _Bars:
+    """One rich progress bar per layer (bytes and rate), on stderr, only on a terminal."""
+
+    def __init__(self) -> None:
+        from rich.console import Console
+        from rich.progress import (
+            BarColumn,
+            DownloadColumn,
+            Progress,
+            TextColumn,
+            TransferSpeedColumn,
+        )
+
+        self._progress = Progress(
+            TextColumn("layer {task.fields[index]:>2} {task.fields[short]}"),
+            BarColumn(),
+            DownloadColumn(),
+            TransferSpeedColumn(),
+            console=Console(stderr=True),
+            transient=False,
+        )
+        self._tasks: dict[int, Any] = {}
+        self._lock = threading.Lock()
+
+    def __enter__(self) -> _Bars:
+        self._progress.start()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self._progress.stop()
+
+    def start(self, index: int, digest: str, total: int) -> None:
+        with self._lock:
+            self._tasks[index] = self._progress.add_task(
+                "", total=total, index=index, short=digest.partition(":")[2][:12]
+            )
+
+    def advance(self, index: int, nbytes: int) -> None:
+        self._progress.update(self._tasks[index], advance=nbytes)
+
+    def finish(self, index: int) -> None:
+        task = self._tasks[index]
+        self._progress.update(task, completed=self._progress.tasks[task].total)
+
+
+def _human(report: MirrorReport) -> None:
+    for role, resolved in (("SRC", report.source), ("DST", report.destination)):
+        if resolved:
+            index = f" index {resolved['index_digest']}" if resolved["index_digest"] else ""
+            click.echo(
+                f"{role} {resolved['reference']}{index} {resolved['platform']} manifest "
+                f"{resolved['manifest_digest']} config {resolved['config_digest']}"
+            )
+    for layer in report.layers:
+        state = "ok" if layer.match else ("ERROR" if layer.error else "MISMATCH")
+        click.echo(
+            f"  layer {layer.index:>2} {state:8} {layer.destination_digest[:19]} "
+            f"diffID {layer.actual_diff_id or '-'}"
+            + (f"  expected {layer.expected_diff_id}" if not layer.match else "")
+        )
+        for note in layer.notes:
+            click.echo(f"           note: {note}")
+        if layer.error:
+            click.echo(f"           {layer.error}")
+    for note in report.notes:
+        click.echo(f"note: {note}")
+    click.echo(f"{report.verdict}: {report.message}")
+    if report.evidence:
+        click.echo(f"evidence: {report.evidence}")
+
+
+@click.command("mirror")
+@click.argument("source")
+@click.argument("destination")
+@click.option(
+    "--verify-diffids",
+    is_flag=True,
+    required=True,
+    help="Stream every DST layer and compare its diffID with SRC's (required: it is the job).",
+)
+@click.option("--copy", "do_copy", is_flag=True, help="Copy SRC to DST first, then verify.")
+@click.option("--platform", default=None, help="os/arch[/variant] to compare (linux/amd64).")
+@click.option(
+    "--allow-config-differences",
+    is_flag=True,
+    help="Exit 0 on config-differs (the verdict stays config-differs).",
+)
+@click.option(
+    "--media-type-policy",
+    type=click.Choice([p.value for p in MediaTypePolicy]),
+    default=MediaTypePolicy.DETECT.value,
+    show_default=True,
+    help="When a layer's bytes are not what its media type says: decompress by the bytes "
+    "and note it (detect), or refuse the layer (strict).",
+)
+@click.option(
+    "--max-layer-size",
+    type=click.IntRange(min=1),
+    default=64,
+    show_default=True,
+    help="GiB of uncompressed tar per layer before it is refused as a decompression bomb.",
+)
+@click.option(
+    "--max-zstd-window",
+    type=click.IntRange(min=1),
+    default=128,
+    show_default=True,
+    help="MiB of zstd window a layer may ask for.",
+)
+@click.option("--workers", type=click.IntRange(min=1), default=None, help="Parallel layers.")
+@click.option("--insecure", multiple=True, help="A registry host to reach over plain HTTP.")
+@click.option(
+    "--docker-config",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Directory of the docker config.json with credentials (default $DOCKER_CONFIG).",
+)
+@click.option("--no-record", is_flag=True, help="Do not append a ledger record.")
+@json_option
+def command(
+    source: str,
+    destination: str,
+    verify_diffids: bool,
+    do_copy: bool,
+    platform: str | None,
+    allow_config_differences: bool,
+    media_type_policy: str,
+    max_layer_size: int,
+    max_zstd_window: int,
+    workers: int | None,
+    insecure: tuple[str, ...],
+    docker_config: Path | None,
+    no_record: bool,
+    as_json: bool,
+) -> None:
+    """Prove DST holds the same content as SRC, layer by layer by diffID."""
+
+    def action() -> MirrorReport:
+        if not verify_diffids:
+            raise UsageError("only --verify-diffids is implemented; pass it")
+        options = MirrorOptions(
+            platform=parse_platform(platform) if platform else None,
+            copy=do_copy,
+            allow_config_differences=allow_config_differences,
+            limits=LayerLimits(
+                max_uncompressed_bytes=max_layer_size * GiB,
+                max_zstd_window=max_zstd_window * MiB,
+            ),
+            policy=MediaTypePolicy(media_type_policy),
+            workers=workers,
+            insecure=insecure,
+            docker_config=docker_config,
+            record=not no_record,
+        )
+        if not as_json and sys.stderr.isatty():
+            with _Bars() as bars:
+                return mirror(source, destination, options=options, progress=bars, log=echo_err)
+        return mirror(source, destination, options=options, log=None if as_json else echo_err)
+
+    def to_json(report: MirrorReport) -> dict[str, Any]:
+        if report.evidence:
+            echo_err(f"evidence: {report.evidence}")
+        return report.to_json()
+
+    run(
+        action,
+        as_json=as_json,
+        human=_human,
+        to_json=to_json,
+        exit_code=lambda report: report.exit_code,
+    )

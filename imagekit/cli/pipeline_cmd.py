@@ -1,0 +1,55 @@
+"""`imagekit pipeline NAME --registry R --mirror M`: every stage for one plan, fail-closed."""
+
+from __future__ import annotations
+
+import click
+
+from imagekit.cli._common import json_option, run
+from imagekit.pipeline import PipelineResult, run_pipeline
+from imagekit.workspace import Workspace
+
+
+@click.command("pipeline")
+@click.argument("name")
+@click.option(
+    "--registry",
+    required=True,
+    envvar="IMAGEKIT_REGISTRY",
+    help="Where to push: a registry host (HOST:PORT) or a repository prefix (HOST/team).",
+)
+@click.option(
+    "--mirror",
+    required=True,
+    envvar="IMAGEKIT_MIRROR",
+    help="The second registry to copy to and verify by diffID (host or repository prefix).",
+)
+@click.option("--base", "base_override", help="Use this pinned base instead of the plan's.")
+@json_option
+def command(
+    name: str, registry: str, mirror: str, base_override: str | None, as_json: bool
+) -> None:
+    """doctor -> build -> audit -> push -> mirror -> final pull -> ledger, stopping at a no."""
+
+    def human(result: PipelineResult) -> None:
+        for line in result.table():
+            click.echo(line)
+        if result.ok:
+            click.echo(f"pipeline {result.plan}: complete; final image {result.final_reference}")
+        else:
+            failed = next(s for s in result.stages if s.status not in ("passed", "not run"))
+            click.echo(f"pipeline {result.plan}: stopped at {failed.stage} ({failed.status})")
+        click.echo(f"summary: {result.evidence}")
+
+    run(
+        lambda: run_pipeline(
+            Workspace.from_env(),
+            name,
+            registry=registry,
+            mirror=mirror,
+            base_override=base_override,
+        ),
+        as_json=as_json,
+        human=human,
+        to_json=PipelineResult.to_json,
+        exit_code=lambda result: result.exit_code,
+    )

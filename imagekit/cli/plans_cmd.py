@@ -1,0 +1,143 @@
+"""`imagekit plans list|show|validate|schema|pin-overlay`: parse, call imagekit.plan, render."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import click
+
+from imagekit.cli._common import dump_json, json_option, run
+from imagekit.pin import PinReport, pin_overlays
+from imagekit.plan import (
+    LoadedPlan,
+    PlanSummary,
+    list_plans,
+    load_plan,
+    plan_path,
+    plan_schema,
+    validate_plans,
+)
+from imagekit.workspace import Workspace
+
+
+def _summary_json(item: PlanSummary) -> dict[str, Any]:
+    return {
+        "name": item.name,
+        "path": str(item.path),
+        "base": item.base,
+        "steps": item.steps,
+        "audit_profile": item.audit_profile,
+        "valid": item.error is None,
+        "error": item.error,
+    }
+
+
+def _plan_json(loaded: LoadedPlan) -> dict[str, Any]:
+    return {
+        "name": loaded.name,
+        "path": str(loaded.path),
+        "sha256": loaded.digest.hex,
+        "base": str(loaded.base),
+        "plan": loaded.plan.model_dump(mode="json"),
+    }
+
+
+@click.group("plans")
+def command() -> None:
+    """Build plans in manifests/: list, show, validate, schema, pin-overlay."""
+
+
+@command.command("list")
+@json_option
+def list_cmd(as_json: bool) -> None:
+    """List the plans with their base and whether they validate."""
+    ws = Workspace.from_env()
+
+    def human(items: list[PlanSummary]) -> None:
+        for item in items:
+            state = "ok" if item.error is None else f"INVALID: {item.error}"
+            click.echo(f"{item.name:<20} {item.steps:>2} steps  {item.base or '-'}  {state}")
+
+    run(
+        lambda: list_plans(ws.plans_dir, ws.dockerfiles_dir),
+        as_json=as_json,
+        human=human,
+        to_json=lambda items: [_summary_json(i) for i in items],
+    )
+
+
+@command.command("show")
+@click.argument("name")
+@json_option
+def show_cmd(name: str, as_json: bool) -> None:
+    """Show one plan as parsed (with the sha256 of its file)."""
+    ws = Workspace.from_env()
+    run(
+        lambda: load_plan(plan_path(ws.plans_dir, name), dockerfiles_dir=ws.dockerfiles_dir),
+        as_json=as_json,
+        human=lambda loaded: click.echo(json.dumps(_plan_json(loaded), indent=2)),
+        to_json=_plan_json,
+    )
+
+
+@command.command("validate")
+@click.argument("name", required=False)
+@json_option
+def validate_cmd(name: str | None, as_json: bool) -> None:
+    """Validate one plan, or every plan; exit 2 naming the file and key of each error."""
+    ws = Workspace.from_env()
+
+    def human(items: list[PlanSummary]) -> None:
+        for item in items:
+            if item.error is None:
+                click.echo(f"{item.name}: ok")
+            else:
+                click.echo(f"error: {item.error}", err=True)
+
+    run(
+        lambda: validate_plans(ws.plans_dir, ws.dockerfiles_dir, name),
+        as_json=as_json,
+        human=human,
+        to_json=lambda items: [_summary_json(i) for i in items],
+        exit_code=lambda items: 2 if any(i.error for i in items) else 0,
+    )
+
+
+@command.command("schema")
+def schema_cmd() -> None:
+    """Print the JSON Schema of a plan file (always JSON)."""
+    dump_json(plan_schema())
+
+
+@command.command("pin-overlay")
+@click.argument("name")
+@click.option(
+    "--base", "base", help="Use this pinned base instead of the plan's (REPO@sha256:...)."
+)
+@click.option("--dry-run", is_flag=True, help="Report what would change; write nothing.")
+@json_option
+def pin_overlay_cmd(name: str, base: str | None, dry_run: bool, as_json: bool) -> None:
+    """Fill the overlays' expected sha256 from the files in the base image."""
+    ws = Workspace.from_env()
+
+    def human(report: PinReport) -> None:
+        for item in report.overlays:
+            click.echo(
+                f"steps[{item.step}] {item.destination}: {item.status} "
+                f"(plan {item.expected}, base {item.found})"
+            )
+        click.echo(f"{report.path}: {'rewritten' if report.rewritten else 'unchanged'}")
+
+    run(
+        lambda: pin_overlays(ws, name, base_override=base, write=not dry_run),
+        as_json=as_json,
+        human=human,
+        to_json=lambda r: {
+            "plan": r.plan,
+            "path": str(r.path),
+            "base": r.base,
+            "rewritten": r.rewritten,
+            "overlays": [item.__dict__ for item in r.overlays],
+        },
+    )

@@ -1,0 +1,716 @@
+"""What changed between two images' filesystems, when their layers' diffIDs differ.
+
+Two rebuilds of one plan rarely give the same layer bytes (BuildKit stamps files with the
+build's time, pip writes bytecode with source mtimes), so "different diffIDs" says little. This
+module streams each layer tar once, applies the layers in order the way the OCI image spec
+says (whiteouts and opaque directories:
+https://github.com/opencontainers/image-spec/blob/main/layer.md#whiteouts), and keeps one entry
+a path: kind, mode, owner, size, the sha256 of its content and its link target. Two such trees
+are then compared with timestamps left out and bytecode caches (``__pycache__``, ``*.pyc``)
+set apart, so what remains is a real change: a distribution at another version, a file added,
+removed or changed.
+
+Layers are never held in memory or written to disk: each member's content is hashed as it
+streams past; only small package metadata (``*.dist-info/METADATA`` and ``RECORD``, dpkg's
+status file) is kept, to name distributions.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import posixpath
+import re
+import tarfile
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from email.parser import HeaderParser
+from typing import IO, Any, Protocol, cast
+
+from packaging.utils import canonicalize_name
+
+from imagekit.errors import CheckFailed, DigestMismatch, EngineUnavailable
+from imagekit.refs import Digest
+
+_CHUNK = 1 << 20
+_CAPTURE_LIMIT = 16 << 20
+_CAPTURE = re.compile(
+    r"(?:^|/)[^/]+\.dist-info/(?:METADATA|RECORD)$|(?:^|/)[^/]+\.egg-info/PKG-INFO$"
+    r"|^var/lib/dpkg/status$"
+)
+_WHITEOUT = ".wh."
+_OPAQUE = ".wh..wh..opq"
+# How many set-apart paths a report lists by name (the count is always exact).
+_LIST_LIMIT = 200
+
+
+def _norm(name: str) -> str:
+    path = posixpath.normpath("/" + name).lstrip("/")
+    return "" if path == "." else path
+
+
+def is_bytecode(path: str) -> bool:
+    """Bytecode caches embed source mtimes, so they differ between equal rebuilds."""
+    return path.endswith((".pyc", ".pyo")) or "/__pycache__/" in f"/{path}/"
+
+
+@dataclass(frozen=True)
+class FileEntry:
+    """One path of a filesystem; ``mtime`` is kept but never compared."""
+
+    path: str
+    kind: str  # file, dir, symlink, char, block, fifo
+    mode: int
+    uid: int
+    gid: int
+    size: int
+    sha256: str | None
+    link: str | None
+    mtime: int
+
+    def compared(self) -> tuple[Any, ...]:
+        return (self.kind, self.mode, self.uid, self.gid, self.size, self.sha256, self.link)
+
+    def differing_fields(self, other: FileEntry) -> tuple[str, ...]:
+        names = ("kind", "mode", "uid", "gid", "size", "sha256", "link")
+        return tuple(
+            n for n, a, b in zip(names, self.compared(), other.compared(), strict=True) if a != b
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind,
+            "mode": f"{self.mode:04o}",
+            "uid": self.uid,
+            "gid": self.gid,
+            "size": self.size,
+            "sha256": self.sha256,
+            "link": self.link,
+        }
+
+
+@dataclass(frozen=True)
+class LayerScan:
+    """What one layer tar does to the filesystem below it."""
+
+    diff_id: Digest
+    entries: Mapping[str, FileEntry]
+    whiteouts: frozenset[str]
+    opaque_dirs: frozenset[str]
+    captured: Mapping[str, bytes]
+
+
+class _HashingReader(io.RawIOBase):
+    """Passes a stream through, hashing every byte read (the layer's diffID)."""
+
+    def __init__(self, raw: IO[bytes]) -> None:
+        self._raw = raw
+        self.hasher = hashlib.sha256()
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        data = self._raw.read(len(buffer))
+        if not data:
+            return 0
+        n = len(data)
+        buffer[:n] = data
+        self.hasher.update(data)
+        return n
+
+
+def _kind(member: tarfile.TarInfo) -> str | None:
+    if member.isreg():
+        return "file"
+    if member.isdir():
+        return "dir"
+    if member.issym():
+        return "symlink"
+    if member.ischr():
+        return "char"
+    if member.isblk():
+        return "block"
+    if member.isfifo():
+        return "fifo"
+    return None  # hard links are resolved by the caller
+
+
+def scan_layer(stream: IO[bytes], *, expected: Digest | None = None) -> LayerScan:
+    """Read one uncompressed layer tar from ``stream`` (to its end) and describe it.
+
+    The stream's sha256 is the layer's diffID; when ``expected`` is given a different one is a
+    DigestMismatch, since the layer is then not the one the image's config names.
+    """
+    reader = _HashingReader(stream)
+    buffered = io.BufferedReader(reader, buffer_size=_CHUNK)
+    entries: dict[str, FileEntry] = {}
+    whiteouts: set[str] = set()
+    opaque: set[str] = set()
+    captured: dict[str, bytes] = {}
+    try:
+        with tarfile.open(fileobj=buffered, mode="r|") as archive:
+            for member in archive:
+                path = _norm(member.name)
+                if not path:
+                    continue
+                parent, base = posixpath.split(path)
+                if base == _OPAQUE:
+                    opaque.add(parent)
+                    continue
+                if base.startswith(_WHITEOUT):
+                    whiteouts.add(posixpath.join(parent, base[len(_WHITEOUT) :]))
+                    continue
+                if member.islnk():
+                    target = entries.get(_norm(member.linkname))
+                    entry = FileEntry(
+                        path,
+                        "file",
+                        member.mode & 0o7777,
+                        member.uid,
+                        member.gid,
+                        target.size if target else 0,
+                        target.sha256 if target else None,
+                        None if target else f"hardlink:{_norm(member.linkname)}",
+                        int(member.mtime),
+                    )
+                    entries[path] = entry
+                    if target and _norm(member.linkname) in captured:
+                        captured[path] = captured[_norm(member.linkname)]
+                    continue
+                kind = _kind(member)
+                if kind is None:
+                    continue
+                digest: str | None = None
+                if kind == "file":
+                    hasher = hashlib.sha256()
+                    keep = bool(_CAPTURE.search(path)) and member.size <= _CAPTURE_LIMIT
+                    kept: list[bytes] = []
+                    content = archive.extractfile(member)
+                    while content is not None and (chunk := content.read(_CHUNK)):
+                        hasher.update(chunk)
+                        if keep:
+                            kept.append(chunk)
+                    digest = "sha256:" + hasher.hexdigest()
+                    if keep:
+                        captured[path] = b"".join(kept)
+                entries[path] = FileEntry(
+                    path,
+                    kind,
+                    member.mode & 0o7777,
+                    member.uid,
+                    member.gid,
+                    member.size if kind == "file" else 0,
+                    digest,
+                    member.linkname if kind == "symlink" else None,
+                    int(member.mtime),
+                )
+    except tarfile.TarError as exc:
+        raise CheckFailed(
+            f"a layer is not a readable tar archive: {exc}",
+            hint="the blob may be truncated or not a layer; inspect it with `imagekit inspect`",
+        ) from exc
+    # Tar writers pad the archive past its end-of-archive blocks; the diffID covers all of it.
+    while buffered.read(_CHUNK):
+        pass
+    diff_id = Digest("sha256:" + reader.hasher.hexdigest())
+    if expected is not None and diff_id != expected:
+        raise DigestMismatch(
+            "a layer's uncompressed content does not match the diffID its image config names",
+            expected=str(expected),
+            actual=str(diff_id),
+        )
+    return LayerScan(diff_id, entries, frozenset(whiteouts), frozenset(opaque), captured)
+
+
+@dataclass(frozen=True)
+class Distribution:
+    """A Python distribution found by its ``.dist-info`` (or ``.egg-info``) folder."""
+
+    name: str
+    version: str
+    location: str
+    files: frozenset[str]
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return (self.location, self.name)
+
+
+@dataclass(frozen=True)
+class Tree:
+    """A whole filesystem after all layers, with the distributions and Debian packages in it."""
+
+    entries: Mapping[str, FileEntry]
+    captured: Mapping[str, bytes]
+    diff_ids: tuple[Digest, ...] = ()
+
+    def distributions(self) -> dict[tuple[str, str], Distribution]:
+        found: dict[tuple[str, str], Distribution] = {}
+        for path, data in self.captured.items():
+            folder, base = posixpath.split(path)
+            if base not in ("METADATA", "PKG-INFO"):
+                continue
+            headers = HeaderParser().parsestr(data.decode("utf-8", "replace"))
+            name, version = headers.get("Name"), headers.get("Version")
+            if not name or not version:
+                continue
+            location = posixpath.dirname(folder)
+            files: set[str] = set()
+            record = self.captured.get(posixpath.join(folder, "RECORD"))
+            if record is not None:
+                for line in record.decode("utf-8", "replace").splitlines():
+                    rel = line.rsplit(",", 2)[0] if line.count(",") >= 2 else line
+                    if rel:
+                        files.add(_norm(posixpath.join(location, rel)))
+            dist = Distribution(
+                str(canonicalize_name(name)), version.strip(), location, frozenset(files)
+            )
+            found[dist.key] = dist
+        return found
+
+    def debian_packages(self) -> dict[str, str]:
+        data = self.captured.get("var/lib/dpkg/status")
+        if data is None:
+            return {}
+        packages: dict[str, str] = {}
+        for stanza in data.decode("utf-8", "replace").split("\n\n"):
+            headers = HeaderParser().parsestr(stanza)
+            name, version, status = (
+                headers.get("Package"),
+                headers.get("Version"),
+                headers.get("Status", ""),
+            )
+            if name and version and status.endswith(" installed"):
+                arch = headers.get("Architecture")
+                packages[f"{name}:{arch}" if arch else name] = version
+        return packages
+
+
+def apply_layers(layers: Iterable[LayerScan], lower: Tree | None = None) -> Tree:
+    """Stack layers over ``lower`` (or an empty filesystem), following the spec's whiteouts."""
+    entries: dict[str, FileEntry] = dict(lower.entries) if lower else {}
+    captured: dict[str, bytes] = dict(lower.captured) if lower else {}
+    diff_ids = list(lower.diff_ids) if lower else []
+    for layer in layers:
+        # A non-directory replacing a lower directory hides everything beneath it too.
+        hidden = set(layer.whiteouts) | {
+            p for p, e in layer.entries.items() if e.kind != "dir" and p in entries
+        }
+        cleared = set(layer.opaque_dirs) | hidden
+        if hidden or cleared:
+            for path in list(entries):
+                if path in layer.whiteouts or _under_any(path, cleared):
+                    del entries[path]
+                    captured.pop(path, None)
+        entries.update(layer.entries)
+        for path in layer.entries:
+            captured.pop(path, None)
+        captured.update(layer.captured)
+        diff_ids.append(layer.diff_id)
+    return Tree(entries, captured, tuple(diff_ids))
+
+
+def _under_any(path: str, folders: set[str]) -> bool:
+    parent = posixpath.dirname(path)
+    while parent:
+        if parent in folders:
+            return True
+        parent = posixpath.dirname(parent)
+    return "" in folders
+
+
+@dataclass(frozen=True)
+class FileChange:
+    path: str
+    change: str  # added, removed, changed
+    fields: tuple[str, ...]
+    before: FileEntry | None
+    after: FileEntry | None
+    distribution: str | None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "path": self.path,
+            "change": self.change,
+            "fields": list(self.fields),
+            "before": self.before.to_json() if self.before else None,
+            "after": self.after.to_json() if self.after else None,
+            "distribution": self.distribution,
+        }
+
+
+@dataclass(frozen=True)
+class PackageChange:
+    """A Python distribution or Debian package added, removed or at another version."""
+
+    ecosystem: str  # python, debian
+    name: str
+    location: str | None
+    before: str | None
+    after: str | None
+
+    @property
+    def change(self) -> str:
+        if self.before is None:
+            return "added"
+        if self.after is None:
+            return "removed"
+        return "version"
+
+    def describe(self) -> str:
+        where = f" ({self.location})" if self.location else ""
+        if self.change == "added":
+            return f"{self.ecosystem} {self.name} {self.after} added{where}"
+        if self.change == "removed":
+            return f"{self.ecosystem} {self.name} {self.before} removed{where}"
+        return f"{self.ecosystem} {self.name} {self.before} -> {self.after}{where}"
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "ecosystem": self.ecosystem,
+            "name": self.name,
+            "location": self.location,
+            "before": self.before,
+            "after": self.after,
+            "change": self.change,
+        }
+
+
+@dataclass(frozen=True)
+class TreeDiff:
+    """The difference of two trees; ``equivalent`` when nothing outside the set-apart remains."""
+
+    files: tuple[FileChange, ...]
+    packages: tuple[PackageChange, ...]
+    bytecode_changed: int
+    bytecode_paths: tuple[str, ...]
+    timestamp_only: int
+    paths_before: int
+    paths_after: int
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def equivalent(self) -> bool:
+        return not self.files and not self.packages
+
+    def summary(self) -> list[str]:
+        """Human lines: package changes first (what a reviewer looks for), then files."""
+        lines = [p.describe() for p in self.packages]
+        counts = {
+            k: sum(1 for f in self.files if f.change == k) for k in ("added", "removed", "changed")
+        }
+        if self.files:
+            lines.append(
+                f"files: {counts['added']} added, {counts['removed']} removed, "
+                f"{counts['changed']} changed"
+            )
+            lines.extend(f"  {f.change} {f.path}" for f in self.files[:20])
+            if len(self.files) > 20:
+                lines.append(f"  ... and {len(self.files) - 20} more")
+        lines.append(
+            f"set apart: {self.bytecode_changed} bytecode cache paths differ, "
+            f"{self.timestamp_only} files differ only in their timestamps"
+        )
+        return lines
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "equivalent": self.equivalent,
+            "packages": [p.to_json() for p in self.packages],
+            "files": [f.to_json() for f in self.files],
+            "set_apart": {
+                "bytecode_changed": self.bytecode_changed,
+                "bytecode_paths": list(self.bytecode_paths),
+                "timestamp_only": self.timestamp_only,
+            },
+            "paths_before": self.paths_before,
+            "paths_after": self.paths_after,
+        }
+
+
+def diff_trees(before: Tree, after: Tree) -> TreeDiff:
+    """Compare two trees path by path; timestamps ignored, bytecode caches counted apart."""
+    dists_before, dists_after = before.distributions(), after.distributions()
+    owner: dict[str, str] = {}
+    for dist in (*dists_before.values(), *dists_after.values()):
+        for path in dist.files:
+            owner.setdefault(path, dist.name)
+    files: list[FileChange] = []
+    bytecode: list[str] = []
+    timestamp_only = 0
+    for path in sorted(before.entries.keys() | after.entries.keys()):
+        a, b = before.entries.get(path), after.entries.get(path)
+        if a is not None and b is not None:
+            differing = a.differing_fields(b)
+            if not differing:
+                if a.mtime != b.mtime:
+                    timestamp_only += 1
+                continue
+            change, fields = "changed", differing
+        else:
+            change, fields = ("added", ()) if a is None else ("removed", ())
+        if is_bytecode(path):
+            bytecode.append(path)
+            continue
+        files.append(FileChange(path, change, fields, a, b, owner.get(path)))
+    packages: list[PackageChange] = []
+    for key in sorted(dists_before.keys() | dists_after.keys()):
+        da, db = dists_before.get(key), dists_after.get(key)
+        va, vb = (da.version if da else None), (db.version if db else None)
+        if va != vb:
+            packages.append(PackageChange("python", key[1], key[0], va, vb))
+    debs_before, debs_after = before.debian_packages(), after.debian_packages()
+    for name in sorted(debs_before.keys() | debs_after.keys()):
+        va, vb = debs_before.get(name), debs_after.get(name)
+        if va != vb:
+            packages.append(PackageChange("debian", name, None, va, vb))
+    return TreeDiff(
+        files=tuple(files),
+        packages=tuple(packages),
+        bytecode_changed=len(bytecode),
+        bytecode_paths=tuple(bytecode[:_LIST_LIMIT]),
+        timestamp_only=timestamp_only,
+        paths_before=len(before.entries),
+        paths_after=len(after.entries),
+    )
+
+
+class LayerSource(Protocol):
+    """An image whose layers can be streamed as uncompressed tars, in order."""
+
+    @property
+    def label(self) -> str: ...
+
+    @property
+    def random_access(self) -> bool:
+        """True when one layer can be read without streaming the ones before it."""
+        ...
+
+    def diff_ids(self) -> Sequence[Digest]:
+        """The diffIDs the image's config names, bottom layer first."""
+        ...
+
+    def scan(self, indices: Sequence[int]) -> dict[int, LayerScan]:
+        """Scan the layers at these positions (each verified against its diffID)."""
+        ...
+
+
+class _IterReader(io.RawIOBase):
+    """A file object over an iterator of byte chunks (python-on-whales' `docker save`)."""
+
+    def __init__(self, chunks: Iterator[bytes]) -> None:
+        self._chunks = chunks
+        self._pending = b""
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        while not self._pending:
+            try:
+                self._pending = next(self._chunks)
+            except StopIteration:
+                return 0
+        n = min(len(buffer), len(self._pending))
+        buffer[:n] = self._pending[:n]
+        self._pending = self._pending[n:]
+        return n
+
+
+@dataclass(frozen=True)
+class SavedImage:
+    """An image in the local engine, streamed once through `docker save` (no random access).
+
+    ``docker save`` cannot send one layer alone, so every layer streams past; only the asked
+    ones are scanned, the others are hashed and checked against their diffID all the same.
+    """
+
+    client: Any  # python_on_whales.DockerClient
+    image: str
+    label: str
+    random_access: bool = False
+
+    def diff_ids(self) -> Sequence[Digest]:
+        from imagekit.engine import engine_errors
+
+        with engine_errors(f"inspecting {self.image}"):
+            inspected = self.client.image.inspect(self.image)
+        return [Digest(d) for d in inspected.root_fs.layers]
+
+    def scan(self, indices: Sequence[int]) -> dict[int, LayerScan]:
+        from imagekit.engine import engine_errors
+
+        declared = list(self.diff_ids())
+        wanted = set(indices)
+        scans_by_member: dict[str, LayerScan] = {}
+        manifest: list[dict[str, Any]] | None = None
+        with engine_errors(f"`docker save {self.image}`"):
+            stream = io.BufferedReader(_IterReader(iter(self.client.image.save(self.image))))
+            with tarfile.open(fileobj=stream, mode="r|") as outer:
+                for member in outer:
+                    if not member.isreg():
+                        continue
+                    content = outer.extractfile(member)
+                    if content is None:
+                        continue
+                    if member.name == "manifest.json":
+                        manifest = json.loads(content.read())
+                    elif member.name.endswith("/layer.tar") or member.name.startswith("blobs/"):
+                        try:
+                            scans_by_member[member.name] = scan_layer(content)
+                        except CheckFailed:
+                            continue  # an OCI blob that is a config or manifest, not a layer
+        if not manifest or not isinstance(manifest, list):
+            raise EngineUnavailable(f"`docker save {self.image}` sent no manifest.json")
+        layer_names = manifest[0].get("Layers", [])
+        if len(layer_names) != len(declared):
+            raise CheckFailed(
+                f"`docker save {self.image}` sent {len(layer_names)} layers, "
+                f"its config names {len(declared)}"
+            )
+        result: dict[int, LayerScan] = {}
+        for index, name in enumerate(layer_names):
+            layer_scan = scans_by_member.get(name)
+            if layer_scan is None:
+                raise CheckFailed(f"`docker save {self.image}` did not send layer {name}")
+            if layer_scan.diff_id != declared[index]:
+                raise DigestMismatch(
+                    f"layer {index} of {self.image} as saved does not match its diffID",
+                    expected=str(declared[index]),
+                    actual=str(layer_scan.diff_id),
+                )
+            if index in wanted:
+                result[index] = layer_scan
+        return result
+
+
+@dataclass(frozen=True)
+class ImageComparison:
+    """Two images compared: bit-for-bit when all diffIDs agree, else by layer content."""
+
+    before: str
+    after: str
+    diff_ids_before: tuple[Digest, ...]
+    diff_ids_after: tuple[Digest, ...]
+    shared_layers: int
+    diff: TreeDiff | None
+
+    @property
+    def verdict(self) -> str:
+        if self.diff_ids_before == self.diff_ids_after:
+            return "reproducible"
+        assert self.diff is not None  # noqa: S101 - set whenever diffIDs differ
+        return "equivalent" if self.diff.equivalent else "changed"
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "before": self.before,
+            "after": self.after,
+            "verdict": self.verdict,
+            "diff_ids_before": [str(d) for d in self.diff_ids_before],
+            "diff_ids_after": [str(d) for d in self.diff_ids_after],
+            "shared_layers": self.shared_layers,
+            "diff": self.diff.to_json() if self.diff else None,
+        }
+
+
+def compare_images(before: LayerSource, after: LayerSource) -> ImageComparison:
+    """Compare two images; layers they share at the bottom are read from one side only."""
+    ids_before, ids_after = tuple(before.diff_ids()), tuple(after.diff_ids())
+    shared = 0
+    for a, b in zip(ids_before, ids_after, strict=False):
+        if a != b:
+            break
+        shared += 1
+    if ids_before == ids_after:
+        return ImageComparison(before.label, after.label, ids_before, ids_after, shared, None)
+    # Read the shared bottom from a side that can skip layers, if either can.
+    if after.random_access and not before.random_access:
+        first, second, first_ids, second_ids = after, before, ids_after, ids_before
+    else:
+        first, second, first_ids, second_ids = before, after, ids_before, ids_after
+    first_scans = first.scan(range(len(first_ids)))
+    second_scans = second.scan(range(shared, len(second_ids)))
+    lower = apply_layers(first_scans[i] for i in range(shared))
+    first_tree = apply_layers((first_scans[i] for i in range(shared, len(first_ids))), lower)
+    second_tree = apply_layers((second_scans[i] for i in range(shared, len(second_ids))), lower)
+    if first is before:
+        tree_before, tree_after = first_tree, second_tree
+    else:
+        tree_before, tree_after = second_tree, first_tree
+    return ImageComparison(
+        before.label,
+        after.label,
+        ids_before,
+        ids_after,
+        shared,
+        diff_trees(tree_before, tree_after),
+    )
+
+
+def _decompressed(chunks: Iterator[bytes]) -> IO[bytes]:
+    """A readable uncompressed stream over a compressed blob's chunks, sniffed by its magic.
+
+    A pull-style reader (tarfile reads from it), unlike imagekit.layers, which pushes bytes
+    through a hasher; the layer's diffID is checked over what comes out all the same, so a
+    decompression that went wrong cannot pass unnoticed.
+    """
+    import zstandard
+    from isal import igzip
+
+    from imagekit.layers import Compression, sniff_compression
+
+    raw = io.BufferedReader(_IterReader(chunks), buffer_size=_CHUNK)
+    compression = sniff_compression(raw.peek(8)[:8])
+    if compression is Compression.GZIP:
+        return cast(IO[bytes], igzip.IGzipFile(fileobj=raw, mode="rb"))  # type: ignore[no-untyped-call]
+    if compression is Compression.ZSTD:
+        # A bounded window, as imagekit.layers uses: a frame cannot claim gigabytes of history.
+        reader = zstandard.ZstdDecompressor(max_window_size=1 << 27).stream_reader(
+            raw, read_across_frames=True
+        )
+        return io.BufferedReader(reader, buffer_size=_CHUNK)
+    return raw
+
+
+@dataclass(frozen=True)
+class RegistryImage:
+    """An image in a registry, resolved once; any layer can be streamed on its own."""
+
+    client: Any  # imagekit.registry.client.RegistryClient
+    resolved: Any  # imagekit.registry.client.ResolvedImage
+    label: str
+    random_access: bool = True
+
+    @classmethod
+    def open(cls, client: Any, reference: str, platform: Any = None) -> RegistryImage:
+        from imagekit.refs import parse_reference
+
+        ref = parse_reference(reference)
+        return cls(client, client.resolve(ref, platform), reference)
+
+    def diff_ids(self) -> Sequence[Digest]:
+        return list(self.resolved.diff_ids)
+
+    def scan(self, indices: Sequence[int]) -> dict[int, LayerScan]:
+        from imagekit.errors import LayerFormatError
+
+        result: dict[int, LayerScan] = {}
+        ref = self.resolved.reference
+        for index in indices:
+            desc = self.resolved.layers[index]
+            chunks = iter(self.client.stream_blob(ref, desc))
+            try:
+                stream = _decompressed(chunks)
+                result[index] = scan_layer(stream, expected=self.resolved.diff_ids[index])
+            except (OSError, EOFError) as exc:
+                raise LayerFormatError(
+                    f"layer {index} ({desc.digest}) of {self.label} does not decompress: {exc}"
+                ) from exc
+            finally:
+                close = getattr(chunks, "close", None)
+                if close is not None:
+                    close()
+        return result

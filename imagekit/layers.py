@@ -1,0 +1,460 @@
+"""Layer blobs to diffIDs: decompress a compressed stream and hash what comes out, streaming.
+
+A layer's diffID is the sha256 of its *uncompressed* tar (OCI image-spec, config.md,
+"rootfs.diff_ids"). Two copies of an image whose compressed blobs differ are the same content
+exactly when every diffID is equal, so this module is what `imagekit mirror` rests on.
+
+Facts it gets right, each with a unit test:
+
+- A gzip layer may be several gzip members back to back (pigz and some registries write
+  them); Python's zlib stops after the first member, the engine's Go reader does not. We loop
+  over members; bytes after a member that are not another member are an error, as in Go's
+  ``compress/gzip`` multistream reader.
+- A zstd layer may be several frames, and skippable frames (magic 0x184D2A5?) may sit among
+  them (RFC 8878, section 3.1.2). python-zstandard's decompressobj stops after one frame, and
+  ``read_across_frames`` never reports a truncated last frame, so we loop over frames
+  ourselves and require the last one to be complete. The window is bounded
+  (``max_window_size``), so a frame cannot make us allocate gigabytes of history.
+- The media type can lie. The bytes are sniffed by their magic; what happens when the media
+  type and the bytes disagree is an explicit policy (:class:`MediaTypePolicy`).
+- A decompression bomb is cut off once the uncompressed size passes a limit, and memory stays
+  bounded long before that: gzip output is produced in bounded slices, zstd input is fed in
+  slices small enough that even an all-RLE frame cannot expand one beyond a few hundred MiB.
+
+The network read and the inflate+hash overlap: a reader thread pulls chunks from the blob
+stream into a bounded queue while the calling thread decompresses and hashes. hashlib, isal
+and zstandard release the GIL on large buffers, so layers verified in parallel threads use
+several cores.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import queue
+import threading
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import cast
+
+import zstandard
+from isal import igzip_lib
+
+from imagekit.errors import LayerFormatError
+from imagekit.refs import Digest
+
+GiB = 1 << 30
+# isal's stubs declare IsalError as an instance; at runtime it is the class raised.
+_ISAL_ERRORS: tuple[type[BaseException], ...] = (
+    cast(type[BaseException], igzip_lib.IsalError),
+    OSError,
+    EOFError,
+)
+MiB = 1 << 20
+
+
+class Compression(StrEnum):
+    GZIP = "gzip"
+    ZSTD = "zstd"
+    NONE = "none"
+
+
+class MediaTypePolicy(StrEnum):
+    """What to do when a layer's media type and its magic bytes disagree.
+
+    ``detect`` (the default) decompresses by the bytes, as the Docker engine and containerd
+    do (they sniff the stream and ignore the media type), and reports the disagreement in the
+    layer's notes. ``strict`` refuses the layer with an error.
+    """
+
+    DETECT = "detect"
+    STRICT = "strict"
+
+
+@dataclass(frozen=True)
+class LayerLimits:
+    """Bounds on one layer's decompression; the defaults fit any sane image layer."""
+
+    # The largest layers of serving images are around 10 GiB uncompressed.
+    max_uncompressed_bytes: int = 64 * GiB
+    # zstd's own default limit (ZSTD_WINDOWLOG_LIMIT_DEFAULT = 27) is 128 MiB.
+    max_zstd_window: int = 128 * MiB
+    # Chunks held between the network reader and the hashing thread.
+    queue_chunks: int = 16
+
+
+_LAYER_MEDIA_TYPES: dict[str, tuple[Compression, bool]] = {
+    # media type -> (declared compression, distributable)
+    "application/vnd.docker.image.rootfs.diff.tar.gzip": (Compression.GZIP, True),
+    "application/vnd.docker.image.rootfs.diff.tar": (Compression.NONE, True),
+    "application/vnd.docker.image.rootfs.diff.tar.zstd": (Compression.ZSTD, True),
+    "application/vnd.docker.image.rootfs.foreign.diff.tar.gzip": (Compression.GZIP, False),
+    "application/vnd.oci.image.layer.v1.tar": (Compression.NONE, True),
+    "application/vnd.oci.image.layer.v1.tar+gzip": (Compression.GZIP, True),
+    "application/vnd.oci.image.layer.v1.tar+zstd": (Compression.ZSTD, True),
+    "application/vnd.oci.image.layer.nondistributable.v1.tar": (Compression.NONE, False),
+    "application/vnd.oci.image.layer.nondistributable.v1.tar+gzip": (Compression.GZIP, False),
+    "application/vnd.oci.image.layer.nondistributable.v1.tar+zstd": (Compression.ZSTD, False),
+}
+
+
+def layer_media_type(media_type: str) -> tuple[Compression, bool] | None:
+    """(declared compression, distributable) for a known layer media type, else None."""
+    return _LAYER_MEDIA_TYPES.get(media_type)
+
+
+_GZIP_MAGIC = b"\x1f\x8b"
+_ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
+_SKIPPABLE_TAIL = b"\x2a\x4d\x18"  # bytes 1..3 of 0x184D2A5? little-endian
+_OTHER_MAGICS = {b"BZh": "bzip2", b"\xfd7zXZ\x00": "xz"}
+SNIFF_BYTES = 6
+
+
+def sniff_compression(head: bytes) -> Compression:
+    """The compression a stream's first bytes announce; anything unrecognised is a tar.
+
+    bzip2 and xz (which old Docker engines accepted) are refused: no OCI media type names
+    them, and a registry copy carrying one is not a faithful copy.
+    """
+    if head.startswith(_GZIP_MAGIC):
+        return Compression.GZIP
+    if head.startswith(_ZSTD_MAGIC) or (
+        len(head) >= 4 and head[0] & 0xF0 == 0x50 and head[1:4] == _SKIPPABLE_TAIL
+    ):
+        return Compression.ZSTD
+    for magic, name in _OTHER_MAGICS.items():
+        if head.startswith(magic):
+            raise LayerFormatError(
+                f"layer is {name}-compressed, which no OCI layer media type allows",
+                hint="re-copy the image with gzip or zstd layers",
+            )
+    return Compression.NONE
+
+
+@dataclass(frozen=True)
+class LayerDigest:
+    """What hashing one layer found."""
+
+    diff_id: Digest
+    compressed_bytes: int
+    uncompressed_bytes: int
+    declared: Compression
+    detected: Compression
+    notes: tuple[str, ...] = ()
+
+
+class _Inflater:
+    """Push-style decompressor: feed compressed bytes, hand uncompressed slices to a sink."""
+
+    def feed(self, data: memoryview) -> None:
+        raise NotImplementedError
+
+    def finish(self) -> None:
+        raise NotImplementedError
+
+
+class _Plain(_Inflater):
+    def __init__(self, sink: Callable[[bytes | memoryview], None]) -> None:
+        self._sink = sink
+
+    def feed(self, data: memoryview) -> None:
+        self._sink(data)
+
+    def finish(self) -> None:
+        return None
+
+
+class _Gzip(_Inflater):
+    """Every gzip member in turn, through ISA-L (CRC32 and ISIZE of each member checked)."""
+
+    _OUT = 4 * MiB
+
+    def __init__(self, sink: Callable[[bytes | memoryview], None]) -> None:
+        self._sink = sink
+        self._d = igzip_lib.IgzipDecompressor(igzip_lib.DECOMP_GZIP)
+        self._fed_member = False
+        self._between = b""  # bytes after a member end, not yet known to start a new one
+        self.members = 0
+
+    def feed(self, data: memoryview) -> None:
+        pending: bytes | memoryview = data
+        while pending:
+            if self._d.eof:
+                head = self._between + bytes(pending[: 2 - len(self._between)])
+                pending = pending[2 - len(self._between) :]
+                if len(head) < 2:
+                    self._between = head
+                    return
+                self._between = b""
+                if head != _GZIP_MAGIC:
+                    raise LayerFormatError(
+                        "bytes after a gzip member are not another gzip member",
+                        hint="the blob carries trailing garbage; the engine would refuse it",
+                    )
+                self._d = igzip_lib.IgzipDecompressor(igzip_lib.DECOMP_GZIP)
+                self._fed_member = False
+                pending = _concat(head, pending)
+            self._fed_member = True
+            try:
+                self._sink(self._d.decompress(pending, self._OUT))
+                while not self._d.needs_input and not self._d.eof:
+                    self._sink(self._d.decompress(b"", self._OUT))
+            except _ISAL_ERRORS as exc:
+                raise LayerFormatError(f"corrupt gzip stream: {exc}") from exc
+            if self._d.eof:
+                self.members += 1
+                pending = self._d.unused_data
+            else:
+                pending = b""
+
+    def finish(self) -> None:
+        if self._between or (self._fed_member and not self._d.eof) or not self._fed_member:
+            raise LayerFormatError("truncated gzip stream: the last member is incomplete")
+
+
+class _Zstd(_Inflater):
+    """Every zstd frame in turn, skippable frames included, with a bounded window.
+
+    Input is fed in 4 KiB slices: a zstd block can expand 32768-fold (a 4-byte RLE block
+    becomes 128 KiB), so this caps one call's output at 128 MiB even for a hostile frame,
+    and normal data costs nothing measurable.
+    """
+
+    _SLICE = 4096
+
+    def __init__(self, sink: Callable[[bytes | memoryview], None], max_window: int) -> None:
+        self._sink = sink
+        self._dctx = zstandard.ZstdDecompressor(max_window_size=max_window)
+        self._d = self._dctx.decompressobj(read_across_frames=False)
+        self._in_frame = False
+        self.frames = 0
+
+    def feed(self, data: memoryview) -> None:
+        for start in range(0, len(data), self._SLICE):
+            self._feed_slice(bytes(data[start : start + self._SLICE]))
+
+    def _feed_slice(self, piece: bytes) -> None:
+        while piece:
+            self._in_frame = True
+            try:
+                out = self._d.decompress(piece)
+            except zstandard.ZstdError as exc:
+                raise LayerFormatError(
+                    f"corrupt or over-limit zstd stream: {exc}",
+                    hint="frames whose window exceeds the limit are refused; raise "
+                    "--max-zstd-window only for an image you trust",
+                ) from exc
+            if out:
+                self._sink(out)
+            if not self._d.eof:
+                return
+            self.frames += 1
+            self._in_frame = False
+            piece = self._d.unused_data
+            self._d = self._dctx.decompressobj(read_across_frames=False)
+
+    def finish(self) -> None:
+        if self._in_frame or self.frames == 0:
+            raise LayerFormatError("truncated zstd stream: the last frame is incomplete")
+
+
+def _concat(head: bytes, rest: bytes | memoryview) -> bytes:
+    return head + bytes(rest)
+
+
+class _Hasher:
+    """sha256 and size of the uncompressed stream, refusing to go past the limit."""
+
+    def __init__(self, limit: int) -> None:
+        self._h = hashlib.sha256()
+        self._limit = limit
+        self.size = 0
+
+    def __call__(self, data: bytes | memoryview) -> None:
+        self.size += len(data)
+        if self.size > self._limit:
+            raise LayerFormatError(
+                f"uncompressed layer exceeds the limit of {self._limit} bytes; stopped there",
+                hint="this looks like a decompression bomb; raise --max-layer-size only for "
+                "an image you trust",
+            )
+        self._h.update(data)
+
+    def digest(self) -> Digest:
+        return Digest.from_hasher(self._h)
+
+
+_DONE = object()
+
+
+class Restart:
+    """Marks, inside a chunk stream, that the blob starts over from byte 0.
+
+    ``RegistryClient.stream_blob`` restarts a blob once when a resumed download hashes
+    wrong or the registry ignores Range; everything hashed so far must then be thrown away.
+    """
+
+
+RESTART = Restart()
+
+
+class _Reader:
+    """A thread that pulls chunks from the blob stream into a bounded queue.
+
+    The queue is what overlaps download with inflate+hash; its bound is what keeps memory
+    flat. Errors from the stream (a digest mismatch found at its end, exhausted retries) are
+    handed to the consumer, which re-raises them. ``stop()`` lets the consumer abandon the
+    stream (a bomb, a corrupt member): the reader closes the generator, releasing the
+    connection, instead of downloading the rest.
+    """
+
+    def __init__(self, chunks: Iterable[bytes | Restart], depth: int) -> None:
+        self._chunks = chunks
+        self._q: queue.Queue[object] = queue.Queue(maxsize=depth)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="layer-reader", daemon=True)
+        self._thread.start()
+
+    def _put(self, item: object) -> bool:
+        while not self._stop.is_set():
+            try:
+                self._q.put(item, timeout=0.2)
+            except queue.Full:
+                continue
+            return True
+        return False
+
+    def _run(self) -> None:
+        iterator = iter(self._chunks)
+        try:
+            for chunk in iterator:
+                if chunk and not self._put(chunk):
+                    return
+            self._put(_DONE)
+        except BaseException as exc:  # handed to the consumer, which re-raises it
+            self._put(exc)
+        finally:
+            close = getattr(iterator, "close", None)
+            if close is not None:
+                close()
+
+    def __iter__(self) -> Iterator[bytes | Restart]:
+        while True:
+            item = self._q.get()
+            if item is _DONE:
+                return
+            if isinstance(item, BaseException):
+                raise item
+            if isinstance(item, Restart):
+                yield item
+            else:
+                yield bytes(cast(bytes, item))
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=10)
+
+
+def diff_id_of_stream(
+    chunks: Iterable[bytes | Restart],
+    *,
+    media_type: str,
+    limits: LayerLimits | None = None,
+    policy: MediaTypePolicy = MediaTypePolicy.DETECT,
+    on_progress: Callable[[int], None] | None = None,
+    threaded: bool = True,
+) -> LayerDigest:
+    """Decompress a layer's compressed byte stream and return its diffID.
+
+    ``chunks`` is the blob as it arrives (e.g. ``RegistryClient.stream_blob``, which checks
+    the compressed digest itself and raises at the end if it is wrong); it is consumed on a
+    reader thread unless ``threaded`` is false. A :data:`RESTART` item throws away what was
+    hashed so far. ``on_progress`` gets the number of compressed bytes in each chunk (minus
+    all of them at a restart), called from the hashing thread. Raises LayerFormatError for
+    unknown media types, lying media types under the strict policy, corrupt or truncated
+    streams, over-wide zstd windows and layers over the size limit.
+    """
+    limits = limits or LayerLimits()
+    known = layer_media_type(media_type)
+    if known is None:
+        raise LayerFormatError(
+            f"unknown layer media type {media_type!r}",
+            hint="only docker v2s2 and OCI tar layers (plain, gzip, zstd) can be verified",
+        )
+    declared = known[0]
+    hasher = _Hasher(limits.max_uncompressed_bytes)
+    reader = _Reader(chunks, limits.queue_chunks) if threaded else None
+    source: Iterable[bytes | Restart] = reader if reader is not None else chunks
+    compressed = 0
+    held: list[bytes] = []  # chunks seen before the first SNIFF_BYTES arrived
+    inflater: _Inflater | None = None
+    detected = Compression.NONE
+    notes: list[str] = []
+    try:
+        for chunk in source:
+            if isinstance(chunk, Restart):
+                if on_progress is not None:
+                    on_progress(-compressed)
+                hasher = _Hasher(limits.max_uncompressed_bytes)
+                compressed, inflater, detected = 0, None, Compression.NONE
+                held.clear()
+                continue
+            compressed += len(chunk)
+            if on_progress is not None:
+                on_progress(len(chunk))
+            if inflater is None:
+                held.append(chunk)
+                if compressed < SNIFF_BYTES:
+                    continue
+                inflater, detected = _start(
+                    b"".join(held)[:SNIFF_BYTES], declared, media_type, policy, hasher, limits
+                )
+                for earlier in held:
+                    inflater.feed(memoryview(earlier))
+                held.clear()
+                continue
+            inflater.feed(memoryview(chunk))
+        if inflater is None:
+            # a blob shorter than the sniff window: decide on what there is
+            head = b"".join(held)
+            inflater, detected = _start(head, declared, media_type, policy, hasher, limits)
+            inflater.feed(memoryview(head))
+        inflater.finish()
+    finally:
+        if reader is not None:
+            reader.stop()
+    if detected != declared:
+        notes.append(
+            f"media type {media_type} says {declared} but the bytes are {detected}; "
+            f"decompressed as {detected}, as the Docker engine and containerd would"
+        )
+    return LayerDigest(
+        diff_id=hasher.digest(),
+        compressed_bytes=compressed,
+        uncompressed_bytes=hasher.size,
+        declared=declared,
+        detected=detected,
+        notes=tuple(notes),
+    )
+
+
+def _start(
+    head: bytes,
+    declared: Compression,
+    media_type: str,
+    policy: MediaTypePolicy,
+    hasher: _Hasher,
+    limits: LayerLimits,
+) -> tuple[_Inflater, Compression]:
+    detected = sniff_compression(head)
+    if detected != declared and policy is MediaTypePolicy.STRICT:
+        raise LayerFormatError(
+            f"media type {media_type} says {declared} but the bytes are {detected}",
+            hint="the copy relabelled or recompressed the layer without fixing its media "
+            "type; use --media-type-policy detect to verify it by its bytes anyway",
+        )
+    if detected is Compression.GZIP:
+        return _Gzip(hasher), detected
+    if detected is Compression.ZSTD:
+        return _Zstd(hasher, limits.max_zstd_window), detected
+    return _Plain(hasher), detected

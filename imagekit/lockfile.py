@@ -1,0 +1,269 @@
+"""The image lock: the current state of every plan, rendered from the ledger alone.
+
+The ledger is the history; the lock is the answer to "what is accepted now, and what was
+proved about it?", in the shape of the public MiniMax-M3 image lock: per plan, the upstream
+base (source tag, index digest, platform, manifest and config digests, compressed layer bytes,
+layer digests), the base content verification verdict and its sentence, the prepared image's
+manifest and config digests, the CPU audit status, the destination status, the final pull, and
+the rejected attempts kept as investigations.
+
+Only records that concern the current prepared image count for it: an audit of an earlier
+build is not an audit of this one, so a plan whose newest build was never audited says
+``not-recorded`` rather than inheriting an older pass. The output is deterministic (sorted
+keys, no wall-clock time; the ledger head hash pins what it was rendered from), so a diff of
+the lock is a diff of the state.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from imagekit.evidence import utc_stamp
+from imagekit.ledger import Entry, LedgerRecord, scan
+from imagekit.workspace import Workspace
+
+LOCK_SCHEMA = 1
+NOT_RECORDED = "not-recorded"
+_BASE_KEYS = (
+    "source_tag",
+    "index_digest",
+    "platform",
+    "manifest_digest",
+    "config_digest",
+    "compressed_layer_bytes",
+    "layer_digests",
+)
+_FAILED = {"failed", "mismatch", "error", "rejected", "config-differs"}
+
+
+@dataclass(frozen=True)
+class LockResult:
+    path: Path | None
+    document: dict[str, Any]
+    plans: tuple[str, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"path": str(self.path) if self.path else None, "lock": self.document}
+
+
+def _identifiers(*values: Any) -> set[str]:
+    found: set[str] = set()
+    for value in values:
+        if isinstance(value, str) and value:
+            found.add(value)
+            if "@" in value:
+                found.add(value.rpartition("@")[2])
+    return found
+
+
+def _concerns(record: LedgerRecord, ids: set[str]) -> bool:
+    """Whether a record is about the image known by any of these identifiers."""
+    texts = list(record.images.values())
+    for key in ("image_id", "manifest_digest", "config_digest"):
+        value = record.details.get(key)
+        if isinstance(value, str):
+            texts.append(value)
+    digests = {i for i in ids if i.startswith("sha256:")}
+    names = ids - digests
+    return any(text in names or any(d in text for d in digests) for text in texts)
+
+
+def _ref(entry: Entry) -> dict[str, Any]:
+    rec = entry.record
+    ref: dict[str, Any] = {"record_seq": rec.seq, "time": rec.time}
+    if rec.evidence is not None:
+        ref["evidence"] = {"path": rec.evidence.path, "sha256": rec.evidence.sha256}
+    return ref
+
+
+def _latest(entries: Iterable[Entry]) -> Entry | None:
+    result = None
+    for entry in entries:
+        result = entry
+    return result
+
+
+def _render_plan(entries: list[Entry], unplanned: list[Entry]) -> dict[str, Any]:
+    """One plan's section; ``unplanned`` records (no plan) count when they name its images."""
+    builds = [e for e in entries if e.record.kind == "build"]
+    build = _latest(builds)
+    section: dict[str, Any] = {}
+    ids: set[str] = set()
+    if build is None:
+        section["upstream_base"] = NOT_RECORDED
+        section["prepared_image"] = NOT_RECORDED
+    else:
+        rec = build.record
+        base = rec.details.get("base")
+        base_doc: dict[str, Any] = {"reference": rec.images.get("base")}
+        if isinstance(base, dict):
+            base_doc.update({k: base.get(k) for k in _BASE_KEYS})
+        section["upstream_base"] = base_doc
+        ids = _identifiers(rec.details.get("image_id"), rec.images.get("image"))
+        push = _latest(
+            e
+            for e in entries
+            if e.record.kind == "push"
+            and e.record.seq > rec.seq
+            and e.record.status == "pushed"
+            and (
+                _concerns(e.record, ids)
+                or e.record.details.get("config_digest") == rec.details.get("image_id")
+            )
+        )
+        prepared: dict[str, Any] = {
+            "build": {"status": rec.status, "image_id": rec.details.get("image_id"), **_ref(build)},
+            "reference": None,
+            "manifest_digest": None,
+            "config_digest": None,
+        }
+        if push is not None:
+            prepared["reference"] = push.record.images.get("pushed")
+            prepared["manifest_digest"] = push.record.details.get("manifest_digest")
+            prepared["config_digest"] = push.record.details.get("config_digest")
+            prepared["push"] = _ref(push)
+            ids |= _identifiers(
+                push.record.images.get("pushed"),
+                push.record.details.get("manifest_digest"),
+                push.record.details.get("config_digest"),
+            )
+        section["prepared_image"] = prepared
+
+    base_ids = _identifiers(
+        *(section["upstream_base"].get(k) for k in ("reference", "manifest_digest"))
+        if isinstance(section["upstream_base"], dict)
+        else ()
+    )
+    # A mirror, audit or pull run on its own (`imagekit mirror SRC DST`) records no plan; it
+    # still speaks about this plan's images when it names them, which purpose()/_concerns check.
+    candidates = sorted(entries + unplanned, key=lambda e: e.record.seq)
+    mirrors = [e for e in candidates if e.record.kind == "mirror-verify"]
+
+    def purpose(entry: Entry) -> str | None:
+        declared = entry.record.details.get("purpose")
+        if declared in ("base", "destination"):
+            return str(declared)
+        if ids and _concerns(entry.record, ids):
+            return "destination"
+        if base_ids and _concerns(entry.record, base_ids):
+            return "base"
+        return None
+
+    def verdict(entry: Entry | None) -> Any:
+        if entry is None:
+            return NOT_RECORDED
+        rec = entry.record
+        return {
+            "verdict": rec.status,
+            "statement": rec.details.get("message") or rec.scope,
+            "source": rec.images.get("source"),
+            "destination": rec.images.get("destination"),
+            **_ref(entry),
+        }
+
+    section["base_content_verification"] = verdict(
+        _latest(e for e in mirrors if purpose(e) == "base")
+    )
+    section["destination"] = verdict(_latest(e for e in mirrors if purpose(e) == "destination"))
+
+    def status_of(kind: str) -> Any:
+        entry = _latest(e for e in candidates if e.record.kind == kind and _concerns(e.record, ids))
+        if entry is None or not ids:
+            return NOT_RECORDED
+        return {"status": entry.record.status, "scope": entry.record.scope, **_ref(entry)}
+
+    section["audit"] = status_of("audit")
+    section["vulnerability_scan"] = status_of("vulnerability-scan")
+
+    pull = _latest(
+        e for e in candidates if e.record.kind == "final-pull" and _concerns(e.record, ids)
+    )
+    if pull is None or not ids:
+        section["final_pull"] = NOT_RECORDED
+    else:
+        d = pull.record.details
+        section["final_pull"] = {
+            "status": pull.record.status,
+            "reference": pull.record.images.get("image"),
+            "image_id": d.get("image_id"),
+            "image_store": d.get("image_store"),
+            "engine_version": d.get("engine_version"),
+            "where": d.get("where"),
+            "source": d.get("source", "engine"),
+            **_ref(pull),
+        }
+
+    current = build.record.seq if build else None
+    investigations = []
+    for entry in entries:
+        rec = entry.record
+        reason: str | None = None
+        if rec.kind == "rejected-build":
+            reason = str(rec.details.get("reason") or rec.scope or "rejected build")
+        elif rec.kind == "build" and rec.seq != current:
+            reason = "superseded by a later build"
+        elif rec.kind in ("final-pull", "mirror-verify", "audit") and rec.status in _FAILED:
+            reason = str(rec.details.get("message") or rec.scope or rec.status)
+        if reason is not None:
+            investigations.append(
+                {
+                    "kind": rec.kind,
+                    "status": rec.status,
+                    "reason": reason,
+                    "images": dict(sorted(rec.images.items())),
+                    **_ref(entry),
+                }
+            )
+    section["investigations"] = investigations
+    return section
+
+
+def render_lock(workspace: Workspace) -> dict[str, Any]:
+    """The lock document for every plan that has records.
+
+    Records without a plan appear under a plan only when they name its images.
+    """
+    result = scan(workspace.ledger_path)
+    by_plan: dict[str, list[Entry]] = {}
+    unplanned: list[Entry] = []
+    for entry in result.entries:
+        if entry.record.plan is not None:
+            by_plan.setdefault(entry.record.plan, []).append(entry)
+        else:
+            unplanned.append(entry)
+    last = result.entries[-1] if result.entries else None
+    try:
+        ledger_name = workspace.ledger_path.resolve().relative_to(workspace.root.resolve())
+        ledger_shown = ledger_name.as_posix()
+    except ValueError:
+        ledger_shown = workspace.ledger_path.name
+    return {
+        "schema": LOCK_SCHEMA,
+        "ledger": {
+            "path": ledger_shown,
+            "records": len(result.entries),
+            "head_seq": last.record.seq if last else None,
+            "head": last.digest if last else None,
+            "torn_tail": result.torn is not None,
+        },
+        "images": {plan: _render_plan(by_plan[plan], unplanned) for plan in sorted(by_plan)},
+    }
+
+
+def encode_lock(document: dict[str, Any]) -> bytes:
+    return (json.dumps(document, indent=2, sort_keys=True, ensure_ascii=False) + "\n").encode()
+
+
+def write_lock(workspace: Workspace, output: Path | None) -> LockResult:
+    """Render the lock; write it to ``output`` (atomically, by rename) when one is given."""
+    document = render_lock(workspace)
+    if output is not None:
+        output.parent.mkdir(parents=True, exist_ok=True)
+        temp = output.with_name(f".{output.name}.{utc_stamp()}.tmp")
+        temp.write_bytes(encode_lock(document))
+        temp.replace(output)
+    return LockResult(output, document, tuple(document["images"]))

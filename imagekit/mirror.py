@@ -1,0 +1,550 @@
+"""Mirror verification: is DST the same content as SRC, whatever tool made the copy?
+
+A same tag proves nothing, and neither does a same compressed digest list (a copy that was
+recompressed has other blobs and may still be the same content). What proves content is the
+diffID: the sha256 of each layer's *uncompressed* tar. For every DST layer we stream the
+blob (its compressed digest checked as bytes arrive), decompress it by what its bytes are,
+hash the tar, and compare with DST's own config ``rootfs.diff_ids[i]`` and with SRC's.
+
+Verdicts, in the order they win (DESIGN.md, issue 3):
+
+- ``error``: something could not be checked (a blob missing or corrupt, retries ran out, a
+  layer that cannot be decompressed, a non-distributable layer the registry does not hold).
+- ``mismatch``: the layer counts differ, or a layer's diffID differs from SRC's or from
+  DST's own config; names the layer index and the expected and actual diffIDs.
+- ``config-differs``: every diffID equal, config digest differs; names the config fields.
+- ``identical``: same manifest digest (and every blob verified).
+- ``content-identical``: same config, same N diffIDs, compressed blobs differ.
+
+A fault (dropped connections, throttling, flipped bytes, lying headers) can only ever lead
+to ``error`` or ``mismatch``: both positive verdicts need every DST layer hashed end to end
+with its compressed digest verified.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field, replace
+from enum import StrEnum
+from pathlib import Path
+from typing import Any, Protocol
+
+from imagekit.errors import ImagekitError, UsageError
+from imagekit.evidence import new_run_dir, write_json
+from imagekit.layers import (
+    RESTART,
+    Compression,
+    LayerLimits,
+    MediaTypePolicy,
+    Restart,
+    diff_id_of_stream,
+    layer_media_type,
+)
+from imagekit.refs import Digest, Platform, Reference
+from imagekit.registry import Descriptor, RegistryClient, ResolvedImage
+from imagekit.workspace import Workspace
+
+ZSTD_NOTE = (
+    "DST has zstd layers: Docker Engine before 23.0 cannot pull them (20.10 fails with "
+    '"archive/tar: invalid tar header"); containerd and Docker 23.0+ can'
+)
+
+
+class Verdict(StrEnum):
+    IDENTICAL = "identical"
+    CONTENT_IDENTICAL = "content-identical"
+    CONFIG_DIFFERS = "config-differs"
+    MISMATCH = "mismatch"
+    ERROR = "error"
+
+
+class Progress(Protocol):
+    """Where per-layer progress goes (a terminal bar in the CLI; nothing by default)."""
+
+    def start(self, index: int, digest: str, total: int) -> None: ...
+
+    def advance(self, index: int, nbytes: int) -> None: ...
+
+    def finish(self, index: int) -> None: ...
+
+
+@dataclass(frozen=True)
+class MirrorOptions:
+    platform: Platform | None = None
+    copy: bool = False
+    allow_config_differences: bool = False
+    limits: LayerLimits = field(default_factory=LayerLimits)
+    policy: MediaTypePolicy = MediaTypePolicy.DETECT
+    # Parallel layer verifications; None means one per core.
+    workers: int | None = None
+    insecure: tuple[str, ...] = ()
+    docker_config: Path | None = None
+    record: bool = True
+
+
+@dataclass(frozen=True)
+class LayerCheck:
+    index: int
+    source_media_type: str | None
+    destination_media_type: str
+    source_digest: str | None
+    destination_digest: str
+    destination_size: int
+    # SRC's config diff_ids[i] (what the content must be) and DST's own claim
+    expected_diff_id: str | None
+    destination_config_diff_id: str | None
+    actual_diff_id: str | None
+    match: bool
+    compression: str | None = None
+    uncompressed_bytes: int | None = None
+    seconds: float | None = None
+    notes: tuple[str, ...] = ()
+    error: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "index": self.index,
+            "source_media_type": self.source_media_type,
+            "destination_media_type": self.destination_media_type,
+            "source_digest": self.source_digest,
+            "destination_digest": self.destination_digest,
+            "destination_size": self.destination_size,
+            "expected_diff_id": self.expected_diff_id,
+            "destination_config_diff_id": self.destination_config_diff_id,
+            "actual_diff_id": self.actual_diff_id,
+            "match": self.match,
+            "compression": self.compression,
+            "uncompressed_bytes": self.uncompressed_bytes,
+            "seconds": self.seconds,
+            "notes": list(self.notes),
+            "error": self.error,
+        }
+
+
+@dataclass(frozen=True)
+class MirrorReport:
+    source: dict[str, Any] | None
+    destination: dict[str, Any] | None
+    verdict: Verdict
+    message: str
+    config_digest_equal: bool | None
+    compressed_digests_equal: bool | None
+    manifest_digest_equal: bool | None
+    config_differences: tuple[str, ...]
+    layers: tuple[LayerCheck, ...]
+    notes: tuple[str, ...]
+    allow_config_differences: bool
+    copy: dict[str, Any] | None = None
+    seconds: float | None = None
+    evidence: Path | None = None
+    error: dict[str, Any] | None = None
+
+    @property
+    def exit_code(self) -> int:
+        if self.verdict in (Verdict.IDENTICAL, Verdict.CONTENT_IDENTICAL):
+            return 0
+        if self.verdict is Verdict.CONFIG_DIFFERS and self.allow_config_differences:
+            return 0
+        if self.verdict is Verdict.ERROR:
+            return 3
+        return 1
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "verdict": str(self.verdict),
+            "message": self.message,
+            "exit_code": self.exit_code,
+            "source": self.source,
+            "destination": self.destination,
+            "config_digest_equal": self.config_digest_equal,
+            "compressed_digests_equal": self.compressed_digests_equal,
+            "manifest_digest_equal": self.manifest_digest_equal,
+            "config_differences": list(self.config_differences),
+            "layers": [layer.to_json() for layer in self.layers],
+            "notes": list(self.notes),
+            "copy": self.copy,
+            "seconds": self.seconds,
+            "evidence": str(self.evidence) if self.evidence else None,
+            "error": self.error,
+        }
+
+
+def _resolution(image: ResolvedImage) -> dict[str, Any]:
+    return {
+        "reference": str(image.reference),
+        "index_digest": str(image.index_digest) if image.index_digest else None,
+        "platform": str(image.platform) if image.platform else None,
+        "manifest_digest": str(image.manifest_digest),
+        "manifest_media_type": image.manifest_media_type,
+        "config_digest": str(image.config_digest),
+        "layer_count": len(image.layers),
+        "compressed_layer_bytes": image.compressed_layer_bytes,
+    }
+
+
+def config_differences(source: bytes, destination: bytes, *, depth: int = 3) -> list[str]:
+    """Dotted paths of the config fields that differ (added, removed or changed).
+
+    Compared on the parsed JSON of the exact bytes each registry served, down to ``depth``
+    levels (``config.Env``, ``history``); a whitespace-only difference reports nothing, and
+    the caller says so.
+    """
+    out: list[str] = []
+
+    def walk(a: Any, b: Any, path: str, level: int) -> None:
+        if a == b:
+            return
+        if isinstance(a, dict) and isinstance(b, dict) and level < depth:
+            for key in sorted(set(a) | set(b)):
+                sub = f"{path}.{key}" if path else str(key)
+                if key not in a:
+                    out.append(f"{sub} (only in DST)")
+                elif key not in b:
+                    out.append(f"{sub} (only in SRC)")
+                else:
+                    walk(a[key], b[key], sub, level + 1)
+            return
+        out.append(f"{path or '(document)'} (changed)")
+
+    walk(json.loads(source), json.loads(destination), "", 0)
+    return out
+
+
+def _chunks_with_restarts(
+    client: RegistryClient, ref: Reference, desc: Descriptor
+) -> Iterator[bytes | Restart]:
+    """The blob's chunks, with RESTART where the client starts the blob over from byte 0."""
+    restarted = False
+
+    def on_restart() -> None:
+        nonlocal restarted
+        restarted = True
+
+    for chunk in client.stream_blob(ref, desc, on_restart=on_restart):
+        if restarted:
+            restarted = False
+            yield RESTART
+        yield chunk
+
+
+def _check_layer(
+    client: RegistryClient,
+    dst: ResolvedImage,
+    src: ResolvedImage,
+    index: int,
+    options: MirrorOptions,
+    progress: Progress | None,
+) -> LayerCheck:
+    desc = dst.layers[index]
+    src_desc = src.layers[index] if index < len(src.layers) else None
+    expected = str(src.diff_ids[index]) if index < len(src.diff_ids) else None
+    claimed = str(dst.diff_ids[index]) if index < len(dst.diff_ids) else None
+    base = LayerCheck(
+        index=index,
+        source_media_type=src_desc.media_type if src_desc else None,
+        destination_media_type=desc.media_type,
+        source_digest=str(src_desc.digest) if src_desc else None,
+        destination_digest=str(desc.digest),
+        destination_size=desc.size,
+        expected_diff_id=expected,
+        destination_config_diff_id=claimed,
+        actual_diff_id=None,
+        match=False,
+    )
+    notes: list[str] = []
+    known = layer_media_type(desc.media_type)
+    if known is not None and not known[1]:
+        # Foreign / non-distributable layers: fetched from this registry only, never from
+        # their `urls` (OCI image-spec, layer.md, non-distributable layers).
+        notes.append(
+            "non-distributable (foreign) layer"
+            + (f" with {len(desc.urls)} external URL(s), not followed" if desc.urls else "")
+        )
+    if progress is not None:
+        progress.start(index, str(desc.digest), desc.size)
+    started = time.monotonic()
+    try:
+        result = diff_id_of_stream(
+            _chunks_with_restarts(client, dst.reference, desc),
+            media_type=desc.media_type,
+            limits=options.limits,
+            policy=options.policy,
+            on_progress=(lambda n: progress.advance(index, n)) if progress else None,
+        )
+    except ImagekitError as exc:
+        what = exc.message
+        if notes:
+            what = f"{notes[0]}: {what}"
+        return replace(
+            base,
+            seconds=round(time.monotonic() - started, 3),
+            notes=tuple(notes),
+            error=f"{type(exc).__name__}: blob {desc.digest}: {what}",
+        )
+    finally:
+        if progress is not None:
+            progress.finish(index)
+    actual = str(result.diff_id)
+    notes.extend(result.notes)
+    if claimed is not None and actual != claimed:
+        notes.append(f"DST's own config says {claimed}: DST is not self-consistent")
+    return replace(
+        base,
+        actual_diff_id=actual,
+        match=actual == expected and actual == claimed,
+        compression=str(result.detected),
+        uncompressed_bytes=result.uncompressed_bytes,
+        seconds=round(time.monotonic() - started, 3),
+        notes=tuple(notes),
+    )
+
+
+def _error_report(
+    exc: ImagekitError,
+    what: str,
+    src: ResolvedImage | None,
+    dst: ResolvedImage | None,
+    options: MirrorOptions,
+    copy: dict[str, Any] | None,
+) -> MirrorReport:
+    return MirrorReport(
+        source=_resolution(src) if src else None,
+        destination=_resolution(dst) if dst else None,
+        verdict=Verdict.ERROR,
+        message=f"could not finish: {what}: {exc.message}",
+        config_digest_equal=None,
+        compressed_digests_equal=None,
+        manifest_digest_equal=None,
+        config_differences=(),
+        layers=(),
+        notes=(),
+        allow_config_differences=options.allow_config_differences,
+        copy=copy,
+        error=exc.to_json(),
+    )
+
+
+def verify_images(
+    client: RegistryClient,
+    src: ResolvedImage,
+    dst: ResolvedImage,
+    options: MirrorOptions,
+    progress: Progress | None = None,
+) -> MirrorReport:
+    """Compare two resolved images layer by layer; every DST layer is streamed and hashed."""
+    workers = options.workers or os.cpu_count() or 1
+    count = len(dst.layers)
+    # Largest first, so one big layer does not start last and run alone.
+    order = sorted(range(count), key=lambda i: -dst.layers[i].size)
+    checks: dict[int, LayerCheck] = {}
+    with ThreadPoolExecutor(max_workers=max(1, min(workers, count or 1))) as pool:
+        futures = {
+            i: pool.submit(_check_layer, client, dst, src, i, options, progress) for i in order
+        }
+        for i, future in futures.items():
+            checks[i] = future.result()
+    layers = tuple(checks[i] for i in range(count))
+
+    notes: list[str] = []
+    if any(check.compression == Compression.ZSTD for check in layers) or any(
+        (layer_media_type(d.media_type) or (None,))[0] == Compression.ZSTD for d in dst.layers
+    ):
+        notes.append(ZSTD_NOTE)
+    config_equal = src.config_digest == dst.config_digest
+    manifest_equal = src.manifest_digest == dst.manifest_digest
+    compressed_equal = [str(d.digest) for d in src.layers] == [str(d.digest) for d in dst.layers]
+    differences: list[str] = []
+    if not config_equal:
+        differences = config_differences(src.config_bytes, dst.config_bytes)
+        if not differences:
+            differences = ["(same JSON, different bytes: key order or whitespace)"]
+
+    errors = [c for c in layers if c.error is not None]
+    mismatches = [c for c in layers if c.error is None and not c.match]
+    n = len(src.layers)
+    if errors:
+        verdict = Verdict.ERROR
+        message = "could not verify " + "; ".join(f"layer {c.index}: {c.error}" for c in errors[:5])
+    elif len(src.layers) != len(dst.layers) or mismatches:
+        verdict = Verdict.MISMATCH
+        parts = [
+            f"layer {c.index} ({c.destination_digest}): expected diffID {c.expected_diff_id}, "
+            f"actual {c.actual_diff_id}"
+            + (
+                f" (DST's config says {c.destination_config_diff_id})"
+                if c.destination_config_diff_id != c.actual_diff_id
+                else ""
+            )
+            for c in mismatches
+        ]
+        if len(src.layers) != len(dst.layers):
+            k = min(len(src.layers), len(dst.layers))
+            exp = str(src.diff_ids[k]) if k < len(src.diff_ids) else None
+            act = checks[k].actual_diff_id if k in checks else None
+            parts.insert(
+                0,
+                f"layer counts differ: SRC has {len(src.layers)}, DST has {len(dst.layers)}; "
+                f"layer {k}: expected diffID {exp}, actual {act}",
+            )
+        message = "mismatch: " + "; ".join(parts)
+    elif not config_equal:
+        verdict = Verdict.CONFIG_DIFFERS
+        message = (
+            f"same {n} diffIDs, config differs ({src.config_digest} vs {dst.config_digest}) "
+            f"in: {', '.join(differences[:20])}"
+            + (f" and {len(differences) - 20} more" if len(differences) > 20 else "")
+        )
+    elif manifest_equal:
+        verdict = Verdict.IDENTICAL
+        message = f"identical: same manifest {dst.manifest_digest}, all {n} layers verified"
+    else:
+        verdict = Verdict.CONTENT_IDENTICAL
+        if compressed_equal:
+            message = f"same config, same {n} diffIDs, same compressed blobs, manifest bytes differ"
+        else:
+            message = f"same config, same {n} diffIDs, compressed blobs differ"
+    return MirrorReport(
+        source=_resolution(src),
+        destination=_resolution(dst),
+        verdict=verdict,
+        message=message,
+        config_digest_equal=config_equal,
+        compressed_digests_equal=compressed_equal,
+        manifest_digest_equal=manifest_equal,
+        config_differences=tuple(differences),
+        layers=layers,
+        notes=tuple(notes),
+        allow_config_differences=options.allow_config_differences,
+    )
+
+
+def _parse(text: str, role: str) -> Reference:
+    from imagekit.refs import parse_reference
+
+    ref = parse_reference(text, default_tag="latest")
+    if ref.tag is None and ref.digest is None:
+        raise UsageError(f"{role} {text!r} names no tag or digest")
+    return ref
+
+
+def mirror(
+    source: str,
+    destination: str,
+    *,
+    options: MirrorOptions | None = None,
+    workspace: Workspace | None = None,
+    progress: Progress | None = None,
+    client: RegistryClient | None = None,
+    log: Callable[[str], None] | None = None,
+) -> MirrorReport:
+    """`imagekit mirror`: optionally copy SRC to DST, then verify DST's diffIDs against SRC.
+
+    Bad references raise UsageError (exit 2) before anything is fetched. Everything that
+    goes wrong afterwards is a report with verdict ``error`` (exit 3), saved as evidence
+    like any other verdict.
+    """
+    options = options or MirrorOptions()
+    workspace = workspace or Workspace.from_env()
+    src_ref, dst_ref = _parse(source, "SRC"), _parse(destination, "DST")
+    if options.copy and dst_ref.digest is not None and dst_ref.tag is None:
+        raise UsageError(
+            "--copy needs DST by tag (a digest names content that does not exist yet)",
+            hint="give DST as registry/repo:tag",
+        )
+    started = time.monotonic()
+    own_client = client is None
+    client = client or RegistryClient(
+        insecure=options.insecure, docker_config=options.docker_config
+    )
+    src: ResolvedImage | None = None
+    dst: ResolvedImage | None = None
+    copy_summary: dict[str, Any] | None = None
+    try:
+        step = "resolving SRC"
+        try:
+            src = client.resolve(src_ref, options.platform)
+            if options.copy:
+                from imagekit.registry.upload import copy_image
+
+                step = "copying SRC to DST"
+                copied = copy_image(client, src_ref, dst_ref, log=log)
+                copy_summary = copied.to_json()
+            step = "resolving DST"
+            dst = client.resolve(dst_ref, options.platform)
+            report = verify_images(client, src, dst, options, progress)
+        except ImagekitError as exc:
+            if isinstance(exc, UsageError):
+                raise
+            report = _error_report(exc, step, src, dst, options, copy_summary)
+    finally:
+        if own_client:
+            client.close()
+    report = _with(report, copy=copy_summary, seconds=round(time.monotonic() - started, 3))
+    return _save(report, workspace, src_ref, dst_ref, options)
+
+
+def _with(report: MirrorReport, **changes: Any) -> MirrorReport:
+    return replace(report, **changes)
+
+
+def _save(
+    report: MirrorReport,
+    workspace: Workspace,
+    src_ref: Reference,
+    dst_ref: Reference,
+    options: MirrorOptions,
+) -> MirrorReport:
+    """Write the report under evidence/mirror/<DST>/<run>/ and append the ledger record."""
+    run_dir = new_run_dir(workspace.evidence_dir, "mirror", f"{dst_ref.name}")
+    path = run_dir / "mirror-report.json"
+    report = _with(report, evidence=path)
+    write_json(path, report.to_json())
+    if options.record:
+        _record(report, workspace, src_ref, dst_ref, options, path)
+    return report
+
+
+def _record(
+    report: MirrorReport,
+    workspace: Workspace,
+    src_ref: Reference,
+    dst_ref: Reference,
+    options: MirrorOptions,
+    path: Path,
+) -> None:
+    from imagekit.ledger import append_record
+
+    images = {
+        "source": _pinned(report.source, src_ref),
+        "destination": _pinned(report.destination, dst_ref),
+    }
+    platform = (report.destination or report.source or {}).get("platform") or (
+        str(options.platform) if options.platform else "default platform"
+    )
+    append_record(
+        workspace,
+        "mirror-verify",
+        plan=None,
+        images=images,
+        status=str(report.verdict),
+        scope=f"diffIDs of every layer of {platform}, DST blobs streamed and hashed; "
+        "SRC judged by its config",
+        evidence=path,
+        details={
+            "message": report.message,
+            "config_digest_equal": report.config_digest_equal,
+            "compressed_digests_equal": report.compressed_digests_equal,
+            "layers": len(report.layers),
+            "copied": report.copy is not None,
+        },
+    )
+
+
+def _pinned(resolution: dict[str, Any] | None, ref: Reference) -> str:
+    if resolution is None:
+        return str(ref)
+    return str(ref.pinned_only(Digest(resolution["manifest_digest"])))

@@ -1,0 +1,401 @@
+"""`imagekit pipeline NAME`: every stage for one plan, in order, stopping at the first no.
+
+doctor -> build (with the plan's assertions) -> audit -> push to R -> mirror to M (copy, then
+verify by diffID) -> final pull from M by digest -> ledger verify. The pipeline only chains
+the stages: each one writes its own evidence and appends its own ledger record, exactly as
+when it is run alone, so nothing here records twice.
+
+Fail-closed: the first stage that says no (or cannot finish) stops the run; the stages after
+it are reported as "not run", never as passed. The exit code is the failing stage's: 1 when a
+check said no, 3 when something could not be finished, 2 for bad input.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, TextIO
+
+from imagekit.errors import CheckFailed, CouldNotFinish, ImagekitError, UsageError
+from imagekit.evidence import new_run_dir, write_bytes, write_json
+from imagekit.refs import parse_reference
+from imagekit.workspace import Workspace
+
+STAGES = ("doctor", "build", "audit", "push", "mirror", "final-pull", "ledger")
+PASSED, FAILED, ERROR, NOT_RUN = "passed", "failed", "error", "not run"
+# Audit statuses that let an image go on (DESIGN.md: the MiniMax-M3 lock's vocabulary). A
+# deferred GPU CLI is still a CPU pass; an incomplete CPU check is not.
+AUDIT_ACCEPTED = ("CPU_PASS", "CPU_PASS_GPU_CLI_DEFERRED")
+
+
+@dataclass(frozen=True)
+class StageOutcome:
+    stage: str
+    status: str  # passed, failed, error, not run
+    detail: str = ""
+    digest: str | None = None
+    seconds: float | None = None
+    evidence: str | None = None
+    data: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "stage": self.stage,
+            "status": self.status,
+            "detail": self.detail,
+            "digest": self.digest,
+            "seconds": self.seconds,
+            "evidence": self.evidence,
+            "data": self.data,
+        }
+
+
+@dataclass(frozen=True)
+class PipelineResult:
+    plan: str
+    registry: str
+    mirror: str
+    stages: tuple[StageOutcome, ...]
+    evidence: Path
+    ledger_seq_before: int
+    ledger_seq_after: int
+    error: dict[str, Any] | None = None
+
+    @property
+    def ok(self) -> bool:
+        return all(s.status == PASSED for s in self.stages)
+
+    @property
+    def exit_code(self) -> int:
+        if self.ok:
+            return 0
+        if self.error is not None:
+            return int(self.error.get("exit_code", 3))
+        return 1
+
+    @property
+    def final_reference(self) -> str | None:
+        pulled = next((s for s in self.stages if s.stage == "final-pull"), None)
+        return pulled.data.get("reference") if pulled and pulled.status == PASSED else None
+
+    def table(self) -> list[str]:
+        """The summary table: stage, status, digest, time, evidence path."""
+
+        def status(s: StageOutcome) -> str:
+            if not s.detail or s.status == NOT_RUN:
+                return s.status
+            text = f"{s.status}: {s.detail}"
+            return text if len(text) <= 60 else text[:57] + "..."
+
+        rows = [("stage", "status", "digest", "time", "evidence")]
+        rows.extend(
+            (
+                s.stage,
+                status(s),
+                s.digest or "-",
+                f"{s.seconds:.1f}s" if s.seconds is not None else "-",
+                s.evidence or "-",
+            )
+            for s in self.stages
+        )
+        widths = [max(len(r[i]) for r in rows) for i in range(4)]
+        return [
+            "  ".join([*(row[i].ljust(widths[i]) for i in range(4)), row[4]]).rstrip()
+            for row in rows
+        ]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "plan": self.plan,
+            "registry": self.registry,
+            "mirror": self.mirror,
+            "ok": self.ok,
+            "exit_code": self.exit_code,
+            "final_reference": self.final_reference,
+            "stages": [s.to_json() for s in self.stages],
+            "evidence": str(self.evidence),
+            "ledger_records": list(range(self.ledger_seq_before + 1, self.ledger_seq_after + 1)),
+            "error": self.error,
+        }
+
+
+def repository_for(target: str, plan: str) -> str:
+    """R given as a host (127.0.0.1:5000) gets imagekit/PLAN; as host/prefix gets prefix/PLAN."""
+    target = target.rstrip("/")
+    if "/" not in target:
+        ref = parse_reference(f"{target}/imagekit/{plan}")
+    else:
+        ref = parse_reference(f"{target}/{plan}")
+    if ref.tag is not None or ref.digest is not None:
+        raise UsageError(f"{target!r} must be a registry or repository prefix, not an image")
+    return ref.name
+
+
+def _last_seq(workspace: Workspace) -> int:
+    from imagekit.ledger import read_records
+
+    if not workspace.ledger_path.exists():
+        return 0
+    records = read_records(workspace.ledger_path)
+    return records[-1].seq if records else 0
+
+
+def _rel(workspace: Workspace, path: Path | str | None) -> str | None:
+    if path is None:
+        return None
+    p = Path(path)
+    try:
+        return str(p.resolve().relative_to(workspace.root.resolve()))
+    except ValueError:
+        return str(p)
+
+
+@dataclass
+class _Context:
+    """What stages hand to the stages after them."""
+
+    workspace: Workspace
+    name: str
+    base_override: str | None
+    push_repo: str
+    mirror_repo: str
+    echo: TextIO
+    no_cache: bool = False
+    tag: str | None = None
+    image_id: str | None = None
+    pushed: str | None = None
+    manifest_digest: str | None = None
+    mirrored: str | None = None
+
+
+Stage = Callable[[_Context], StageOutcome]
+
+
+def _doctor(ctx: _Context) -> StageOutcome:
+    from imagekit.doctor import run_doctor
+
+    registries = [("push", ctx.push_repo), ("mirror", ctx.mirror_repo)]
+    report = run_doctor(
+        ctx.workspace, ctx.name, registries=registries, base_override=ctx.base_override
+    )
+    run_dir = new_run_dir(ctx.workspace.evidence_dir, ctx.name, "doctor")
+    path = run_dir / "doctor.json"
+    write_json(path, report.to_json())
+    for line in report.lines():
+        ctx.echo.write(f"doctor: {line}\n")
+    if not report.ok:
+        failed = ", ".join(c.name for c in report.failed)
+        return StageOutcome("doctor", FAILED, f"said no: {failed}", evidence=str(path))
+    return StageOutcome("doctor", PASSED, f"{len(report.checks)} checks", evidence=str(path))
+
+
+def _build(ctx: _Context) -> StageOutcome:
+    from imagekit.build import BuildOptions, build_plan
+
+    result = build_plan(
+        ctx.workspace,
+        ctx.name,
+        BuildOptions(base_override=ctx.base_override, no_cache=ctx.no_cache),
+        echo=ctx.echo,
+    )
+    ctx.tag, ctx.image_id = result.tag, result.image_id
+    return StageOutcome(
+        "build",
+        PASSED,
+        "built; assertions passed",
+        digest=result.image_id,
+        evidence=str(result.log),
+        data={"tag": result.tag, "image_id": result.image_id, "builder": result.builder},
+    )
+
+
+def audit_image(workspace: Workspace, image: str, plan: str) -> tuple[str, Path | None, Any]:
+    """Run the audit stage on a local image: (status, report path, the stage's result).
+
+    The stage records its own ledger records (audit, vulnerability-scan).
+    """
+    from imagekit.audit.stage import AuditRequest, audit
+
+    result = audit(workspace, AuditRequest(ref=image, plan=plan))
+    return str(result.verdict.status), result.report_path, result
+
+
+def _audit(ctx: _Context) -> StageOutcome:
+    assert ctx.image_id is not None  # noqa: S101 - the build stage ran
+    status, path, _ = audit_image(ctx.workspace, ctx.tag or ctx.image_id, ctx.name)
+    outcome = StageOutcome(
+        "audit",
+        PASSED if status in AUDIT_ACCEPTED else FAILED,
+        status,
+        digest=ctx.image_id,
+        evidence=str(path) if path else None,
+    )
+    return outcome
+
+
+def _push(ctx: _Context) -> StageOutcome:
+    from imagekit.build import push_image
+    from imagekit.engine import connect
+    from imagekit.ledger import append_record
+
+    assert ctx.tag is not None and ctx.image_id is not None  # noqa: S101 - build ran
+    run_dir = new_run_dir(ctx.workspace.evidence_dir, ctx.name, "push")
+    log = run_dir / "push.log"
+    write_bytes(log, f"imagekit: pushing {ctx.tag} to {ctx.push_repo}\n".encode())
+    pushed, manifest = push_image(connect(), ctx.tag, ctx.push_repo, log)
+    # The same record `imagekit build --push` appends (build_plan), for a push made after
+    # the audit: the pipeline pushes only what passed.
+    append_record(
+        ctx.workspace,
+        "push",
+        plan=ctx.name,
+        images={"image": ctx.tag, "pushed": pushed},
+        status="pushed",
+        scope=f"the engine pushed {ctx.tag} and the registry named the manifest {manifest}",
+        evidence=log,
+        details={"manifest_digest": manifest, "config_digest": ctx.image_id},
+    )
+    ctx.pushed, ctx.manifest_digest = pushed, manifest
+    return StageOutcome("push", PASSED, pushed, digest=manifest, evidence=str(log))
+
+
+def _mirror(ctx: _Context) -> StageOutcome:
+    from imagekit.mirror import MirrorOptions, mirror
+
+    assert ctx.pushed is not None and ctx.tag is not None  # noqa: S101 - push ran
+    destination = f"{ctx.mirror_repo}:{ctx.tag.rpartition(':')[2]}"
+    report = mirror(
+        ctx.pushed,
+        destination,
+        options=MirrorOptions(copy=True),
+        workspace=ctx.workspace,
+    )
+    dst = report.destination or {}
+    digest = dst.get("manifest_digest")
+    status = PASSED if report.exit_code == 0 else (ERROR if report.exit_code == 3 else FAILED)
+    if status == PASSED and digest:
+        ctx.mirrored = str(parse_reference(destination).pinned_only(digest))
+    return StageOutcome(
+        "mirror",
+        status,
+        f"{report.verdict}: {report.message}",
+        digest=digest,
+        seconds=None,
+        evidence=str(report.evidence) if report.evidence else None,
+        data={"verdict": str(report.verdict), "destination": ctx.mirrored or destination},
+    )
+
+
+def _final_pull(ctx: _Context) -> StageOutcome:
+    from imagekit.pull import final_pull
+
+    assert ctx.mirrored is not None  # noqa: S101 - mirror ran
+    result = final_pull(ctx.workspace, ctx.mirrored, record=True, plan=ctx.name)
+    return StageOutcome(
+        "final-pull",
+        PASSED if result.ok else FAILED,
+        f"{result.status}: image ID {result.image_id}",
+        digest=str(result.manifest_digest),
+        evidence=str(result.evidence) if result.evidence else None,
+        data={"reference": ctx.mirrored, "image_id": result.image_id},
+    )
+
+
+def _ledger(ctx: _Context) -> StageOutcome:
+    from imagekit.ledger import verify
+
+    report = verify(ctx.workspace)
+    first = report.first
+    return StageOutcome(
+        "ledger",
+        PASSED if report.ok else FAILED,
+        "chain and evidence verify" if report.ok else f"broken: {first}",
+        evidence=str(ctx.workspace.ledger_path),
+    )
+
+
+_STAGE_FUNCTIONS: dict[str, Stage] = {
+    "doctor": _doctor,
+    "build": _build,
+    "audit": _audit,
+    "push": _push,
+    "mirror": _mirror,
+    "final-pull": _final_pull,
+    "ledger": _ledger,
+}
+
+
+def run_pipeline(
+    workspace: Workspace,
+    name: str,
+    *,
+    registry: str,
+    mirror: str,
+    base_override: str | None = None,
+    echo: TextIO | None = None,
+) -> PipelineResult:
+    """Run every stage for plan ``name``; a stage's no or failure stops the rest."""
+    echo = echo or sys.stderr
+    ctx = _Context(
+        workspace=workspace,
+        name=name,
+        base_override=base_override,
+        push_repo=repository_for(registry, name),
+        mirror_repo=repository_for(mirror, name),
+        echo=echo,
+    )
+    if ctx.push_repo == ctx.mirror_repo:
+        raise UsageError(
+            f"--registry and --mirror both name {ctx.push_repo}",
+            hint="a mirror is a second registry (or another repository)",
+        )
+    run_dir = new_run_dir(workspace.evidence_dir, name, "pipeline")
+    seq_before = _last_seq(workspace)
+    outcomes: list[StageOutcome] = []
+    error: dict[str, Any] | None = None
+    stopped = False
+    for stage in STAGES:
+        if stopped:
+            outcomes.append(StageOutcome(stage, NOT_RUN))
+            continue
+        echo.write(f"pipeline: {stage} ...\n")
+        started = time.monotonic()
+        try:
+            outcome = _STAGE_FUNCTIONS[stage](ctx)
+        except ImagekitError as exc:
+            status = FAILED if isinstance(exc, CheckFailed) else ERROR
+            outcome = StageOutcome(stage, status, exc.message.splitlines()[0])
+            error = {"stage": stage, **exc.to_json()}
+        except ImportError as exc:
+            # A stage whose module is missing from this installation could not run: that is
+            # "could not finish", never a pass.
+            missing = CouldNotFinish(
+                f"the {stage} stage is not available: {exc}",
+                hint="reinstall imagekit (`make setup`); a partial installation lacks a stage",
+            )
+            outcome = StageOutcome(stage, ERROR, missing.message)
+            error = {"stage": stage, **missing.to_json()}
+        outcome = replace(
+            outcome,
+            seconds=round(time.monotonic() - started, 1),
+            evidence=_rel(workspace, outcome.evidence),
+        )
+        outcomes.append(outcome)
+        echo.write(f"pipeline: {stage} {outcome.status} {outcome.detail}\n")
+        if outcome.status != PASSED:
+            stopped = True
+    result = PipelineResult(
+        plan=name,
+        registry=ctx.push_repo,
+        mirror=ctx.mirror_repo,
+        stages=tuple(outcomes),
+        evidence=run_dir / "pipeline.json",
+        ledger_seq_before=seq_before,
+        ledger_seq_after=_last_seq(workspace),
+        error=error,
+    )
+    write_json(result.evidence, result.to_json())
+    return result

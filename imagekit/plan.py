@@ -1,0 +1,648 @@
+"""Build plans: one YAML file a plan (manifests/NAME.yaml), read into strict, frozen models.
+
+A plan says which base to start from (pinned by manifest digest, never by a movable tag), the
+ordered steps to apply to it, the assertions that must hold before the image is accepted, and
+the audit profile the audit stage should use. Everything here is input from outside, so every
+model refuses unknown keys (a misspelt ``destinaton`` must not be silently ignored), types are
+strict (``exit_code: "0"`` is not an int), and YAML mappings with a repeated key are refused
+(PyYAML would otherwise keep the last one without a word).
+
+The exact bytes of the plan file are kept next to the parsed model and hashed as read; the
+hash labels the image, so a plan can later be matched to what was built from it, byte for byte.
+
+Every failure is a PlanError naming the file and the key, e.g.
+``manifests/demo.yaml: steps[2].destination: must be an absolute path``.
+"""
+
+from __future__ import annotations
+
+import difflib
+import posixpath
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import yaml
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.utils import canonicalize_name
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
+from pydantic_core import PydanticCustomError
+
+from imagekit.errors import PlanError, ReferenceFormatError
+from imagekit.refs import Digest, Platform, Reference, parse_platform, parse_reference
+
+PIN_HINT = "`imagekit inspect REF` prints the digest to pin"
+PLAN_NAME = re.compile(r"[a-z0-9][a-z0-9._-]{0,62}")
+_TAG = re.compile(r"[\w][\w.-]{0,127}")
+_DEB_NAME = re.compile(r"[a-z0-9][a-z0-9+.-]+")
+_MODULE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*")
+_ENV_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_LABEL_KEY = re.compile(r"[a-z0-9][a-z0-9._/-]*")
+_HEX64 = re.compile(r"[0-9a-f]{64}")
+# Paths are rendered into RUN and COPY lines: a conservative character set keeps them free of
+# shell and Dockerfile quoting problems (no spaces, quotes, '$', globs or backslashes).
+_PATH_CHARS = re.compile(r"[A-Za-z0-9._+@=,:-]+")
+RESERVED_LABEL_PREFIXES = ("org.opencontainers.image.base.", "io.imagekit.")
+AUDIT_PROFILES = ("generic", "sglang", "vllm")
+
+
+def _fail(kind: str, message: str, hint: str | None = None, key: str | None = None) -> Any:
+    """A pydantic error carrying our hint (and a key, for checks that span several fields)."""
+    ctx: dict[str, Any] = {"msg": message}
+    if hint:
+        ctx["hint"] = hint
+    if key:
+        ctx["key"] = key
+    return PydanticCustomError(kind, "{msg}", ctx)
+
+
+def _check_path_chars(value: str, what: str) -> None:
+    for part in value.strip("/").split("/"):
+        if not _PATH_CHARS.fullmatch(part):
+            raise _fail(
+                "path_chars",
+                f"{what} {value!r} has an empty part or a character outside "
+                "letters, digits and . _ + @ = , : -",
+            )
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+
+
+class BaseSpec(_Model):
+    """The image to start from: a digest-pinned reference, with the tag it was found under."""
+
+    reference: str = Field(description="registry/repository@sha256:<64 hex>; never a bare tag")
+    found_as: str | None = Field(
+        default=None, description="the tag the digest was found under, for the record only"
+    )
+    platform: str = Field(default="linux/amd64", description="os/architecture[/variant]")
+
+    @field_validator("reference")
+    @classmethod
+    def _pinned(cls, value: str) -> str:
+        pinned_reference(value)
+        return value
+
+    @field_validator("found_as")
+    @classmethod
+    def _tag(cls, value: str | None) -> str | None:
+        if value is not None and not _TAG.fullmatch(value):
+            raise _fail("tag", f"{value!r} is not a valid tag")
+        return value
+
+    @field_validator("platform")
+    @classmethod
+    def _platform(cls, value: str) -> str:
+        try:
+            parse_platform(value)
+        except ReferenceFormatError as exc:
+            raise _fail("platform", exc.message, exc.hint) from exc
+        return value
+
+
+def pinned_reference(value: str) -> Reference:
+    """Parse a base reference that must name content: a full digest and no tag."""
+    try:
+        ref = parse_reference(value)
+    except ReferenceFormatError as exc:
+        raise _fail("reference", exc.message, exc.hint or PIN_HINT) from exc
+    if not ref.pinned:
+        raise _fail("tag_only", f"{value!r} is not pinned by digest (a tag can move)", PIN_HINT)
+    if ref.tag is not None:
+        raise _fail(
+            "tag_and_digest",
+            f"{value!r} carries a tag as well as a digest",
+            "keep only repo@sha256:...; put the tag in base.found_as",
+        )
+    return ref
+
+
+class RemoveSystemPackages(_Model):
+    """``apt-get remove`` of exact package names; never autoremove, never a pattern."""
+
+    kind: Literal["remove_system_packages"]
+    names: list[str] = Field(min_length=1)
+
+    @field_validator("names")
+    @classmethod
+    def _names(cls, value: list[str]) -> list[str]:
+        for name in value:
+            if not _DEB_NAME.fullmatch(name):
+                raise _fail("deb_name", f"{name!r} is not an exact Debian package name")
+        if len(set(value)) != len(value):
+            raise _fail("duplicate", "a package is named twice")
+        return value
+
+
+class PipInstall(_Model):
+    """``pip install`` of requirements each pinned to one exact version with ``==``."""
+
+    kind: Literal["pip_install"]
+    requirements: list[str] = Field(min_length=1)
+
+    @field_validator("requirements")
+    @classmethod
+    def _pinned(cls, value: list[str]) -> list[str]:
+        seen: set[str] = set()
+        for text in value:
+            req = parse_pinned_requirement(text)
+            name = canonicalize_name(req.name)
+            if name in seen:
+                raise _fail("duplicate", f"{req.name!r} is required twice")
+            seen.add(name)
+        return value
+
+    def canonical(self) -> list[str]:
+        """The requirements in packaging's normal spelling (what the Dockerfile carries)."""
+        return [str(Requirement(text)) for text in self.requirements]
+
+
+def parse_pinned_requirement(text: str) -> Requirement:
+    """A requirement that names exactly one version: ``name==1.2.3``, optionally with extras."""
+    try:
+        req = Requirement(text)
+    except InvalidRequirement as exc:
+        first = str(exc).splitlines()[0] if str(exc) else "unparsable"
+        raise _fail("requirement", f"{text!r} is not a valid requirement: {first}") from exc
+    hint = "pin one exact version, e.g. name==1.2.3"
+    if req.url:
+        raise _fail("requirement_url", f"{text!r} installs from a URL", hint)
+    if req.marker is not None:
+        raise _fail("requirement_marker", f"{text!r} has an environment marker", hint)
+    specs = list(req.specifier)
+    if len(specs) != 1 or specs[0].operator != "==" or "*" in specs[0].version:
+        raise _fail("requirement_unpinned", f"{text!r} is not pinned with == to one version", hint)
+    return req
+
+
+class Replaces(_Model):
+    """What an overlay overwrites: a file with this sha256, or nothing at all."""
+
+    sha256: str | None = Field(
+        default=None, description="64 lower-case hex: the file the overlay replaces"
+    )
+    absent: Literal[True] | None = Field(
+        default=None, description="true: the destination must not exist in the base"
+    )
+
+    @field_validator("sha256")
+    @classmethod
+    def _hex(cls, value: str | None) -> str | None:
+        if value is not None and not _HEX64.fullmatch(value):
+            raise _fail(
+                "sha256",
+                f"{value!r} is not 64 lower-case hex characters",
+                "`imagekit plans pin-overlay NAME` fills the hashes from the base",
+            )
+        return value
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> Replaces:
+        if (self.sha256 is None) == (self.absent is None):
+            raise _fail("replaces", "give exactly one of sha256: <hex> or absent: true")
+        return self
+
+
+class Overlay(_Model):
+    """A file from the plan's folder laid over the base, guarded by what it replaces."""
+
+    kind: Literal["overlay"]
+    source: str = Field(description="a file under dockerfiles/NAME/, relative to it")
+    destination: str = Field(description="absolute path of the file in the image")
+    replaces: Replaces
+
+    @field_validator("source")
+    @classmethod
+    def _source(cls, value: str, info: ValidationInfo) -> str:
+        if value.startswith("/") or posixpath.normpath(value) != value:
+            raise _fail("source", f"{value!r} must be a plain relative path under the plan folder")
+        if value.split("/")[0] == ".." or value in (".", "Dockerfile"):
+            raise _fail("source", f"{value!r} escapes the plan folder or is not an overlay file")
+        _check_path_chars(value, "source")
+        folder = (info.context or {}).get("overlay_dir")
+        if isinstance(folder, Path):
+            candidate = folder / value
+            if not candidate.resolve().is_relative_to(folder.resolve()):
+                raise _fail("source", f"{value!r} resolves outside {folder.name}/")
+            if not candidate.is_file():
+                raise _fail(
+                    "source_missing",
+                    f"{value!r} does not exist as a file under {folder.name}/",
+                    f"put the overlay file at dockerfiles/{folder.name}/{value}",
+                )
+        return value
+
+    @field_validator("destination")
+    @classmethod
+    def _destination(cls, value: str) -> str:
+        if not value.startswith("/"):
+            raise _fail("destination", f"{value!r} must be an absolute path")
+        if posixpath.normpath(value) != value or value == "/":
+            raise _fail("destination", f"{value!r} must be a normalised file path")
+        _check_path_chars(value, "destination")
+        return value
+
+
+class Env(_Model):
+    """Environment variables set in the image (ENV); never a secret."""
+
+    kind: Literal["env"]
+    vars: dict[str, str] = Field(min_length=1)
+
+    @field_validator("vars")
+    @classmethod
+    def _keys(cls, value: dict[str, str]) -> dict[str, str]:
+        for key, text in value.items():
+            if not _ENV_KEY.fullmatch(key):
+                raise _fail("env_key", f"{key!r} is not a valid environment variable name")
+            if "\n" in text:
+                raise _fail("env_value", f"the value of {key} has a newline")
+        return value
+
+
+class Labels(_Model):
+    """Image labels; the base and imagekit labels are set by the render and reserved."""
+
+    kind: Literal["labels"]
+    labels: dict[str, str] = Field(min_length=1)
+
+    @field_validator("labels")
+    @classmethod
+    def _keys(cls, value: dict[str, str]) -> dict[str, str]:
+        for key, text in value.items():
+            if not _LABEL_KEY.fullmatch(key):
+                raise _fail("label_key", f"{key!r} is not a valid label key")
+            if key.startswith(RESERVED_LABEL_PREFIXES):
+                raise _fail("label_reserved", f"{key!r} is set by imagekit itself")
+            if "\n" in text:
+                raise _fail("label_value", f"the value of {key} has a newline")
+        return value
+
+
+class Entrypoint(_Model):
+    kind: Literal["entrypoint"]
+    argv: list[str] = Field(min_length=1)
+
+
+class Cmd(_Model):
+    kind: Literal["cmd"]
+    argv: list[str] = Field(min_length=1)
+
+
+Step = Annotated[
+    RemoveSystemPackages | PipInstall | Overlay | Env | Labels | Entrypoint | Cmd,
+    Field(discriminator="kind"),
+]
+STEP_KINDS = (
+    "remove_system_packages",
+    "pip_install",
+    "overlay",
+    "env",
+    "labels",
+    "entrypoint",
+    "cmd",
+)
+
+
+class CommandAssertion(_Model):
+    argv: list[str] = Field(min_length=1)
+    exit_code: int = 0
+
+
+class Assertions(_Model):
+    """Checks run as the last build step; one that fails rejects the build."""
+
+    pip_check: bool = False
+    find_spec: list[str] = Field(default_factory=list)
+    imports: list[str] = Field(default_factory=list)
+    commands: list[CommandAssertion] = Field(default_factory=list)
+
+    @field_validator("find_spec", "imports")
+    @classmethod
+    def _modules(cls, value: list[str]) -> list[str]:
+        for name in value:
+            if not _MODULE.fullmatch(name):
+                raise _fail("module", f"{name!r} is not a module name")
+        return value
+
+    @property
+    def empty(self) -> bool:
+        return not (self.pip_check or self.find_spec or self.imports or self.commands)
+
+
+class Plan(_Model):
+    """One build plan, as written in manifests/NAME.yaml."""
+
+    name: str
+    description: str | None = None
+    base: BaseSpec
+    steps: list[Step] = Field(default_factory=list)
+    assertions: Assertions = Field(default_factory=Assertions)
+    audit_profile: str = Field(
+        default="generic",
+        description="generic, sglang, vllm, or a relative path to a profile YAML file",
+    )
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, value: str) -> str:
+        if not PLAN_NAME.fullmatch(value):
+            raise _fail("name", f"{value!r} is not a plan name (lower-case letters, digits, . _ -)")
+        return value
+
+    @field_validator("audit_profile")
+    @classmethod
+    def _profile(cls, value: str) -> str:
+        if value in AUDIT_PROFILES:
+            return value
+        if value.endswith((".yaml", ".yml")) and not value.startswith("/"):
+            if posixpath.normpath(value).split("/")[0] != "..":
+                return value
+        raise _fail(
+            "audit_profile",
+            f"{value!r} is neither one of {', '.join(AUDIT_PROFILES)} nor a relative .yaml path",
+        )
+
+    @model_validator(mode="after")
+    def _one_writer_per_destination(self) -> Plan:
+        seen: dict[str, int] = {}
+        for index, step in enumerate(self.steps):
+            if isinstance(step, Overlay):
+                if step.destination in seen:
+                    raise _fail(
+                        "overlay_conflict",
+                        f"{step.destination} is also written by steps[{seen[step.destination]}]",
+                        "one overlay a destination: merge the two files",
+                        key=f"steps[{index}].destination",
+                    )
+                seen[step.destination] = index
+        return self
+
+    @property
+    def overlays(self) -> list[Overlay]:
+        return [s for s in self.steps if isinstance(s, Overlay)]
+
+
+@dataclass(frozen=True)
+class LoadedPlan:
+    """A validated plan with the exact bytes it was read from and where its files live."""
+
+    plan: Plan
+    path: Path
+    raw: bytes
+    overlay_dir: Path
+    base: Reference  # the plan's base, or the override it was loaded with
+    base_overridden: bool
+
+    @property
+    def name(self) -> str:
+        return self.plan.name
+
+    @property
+    def digest(self) -> Digest:
+        """sha256 of the plan file's exact bytes (never of a re-serialisation)."""
+        return Digest.of_bytes(self.raw)
+
+    @property
+    def platform(self) -> Platform:
+        return parse_platform(self.plan.base.platform)
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """SafeLoader that refuses a mapping with the same key twice."""
+
+
+def _construct_mapping(loader: yaml.SafeLoader, node: yaml.MappingNode) -> dict[Any, Any]:
+    seen: set[Any] = set()
+    for key_node, _ in node.value:
+        key = loader.construct_object(key_node)
+        if key in seen:
+            raise yaml.constructor.ConstructorError(
+                None, None, f"key {key!r} appears twice", key_node.start_mark
+            )
+        seen.add(key)
+    return dict(loader.construct_mapping(node))
+
+
+_UniqueKeyLoader.add_constructor(
+    yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG,
+    _construct_mapping,
+)
+
+
+def _format_loc(loc: tuple[int | str, ...]) -> str:
+    """('steps', 2, 'overlay', 'destination') -> 'steps[2].destination' (tags dropped)."""
+    out = ""
+    previous: int | str | None = None
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        elif isinstance(previous, int) and part in STEP_KINDS:
+            pass  # the discriminator pydantic inserts; the file has no such level
+        else:
+            out += f".{part}" if out else part
+        previous = part
+    return out
+
+
+def _allowed_keys(loc: tuple[int | str, ...], data: Any) -> list[str]:
+    """The keys a model at ``loc`` (an extra key's parent) accepts, for a did-you-mean hint."""
+    model: type[BaseModel] | None = Plan
+    node = data
+    for part in loc:
+        if isinstance(part, int):
+            node = node[part] if isinstance(node, list) and part < len(node) else None
+            kind = node.get("kind") if isinstance(node, dict) else None
+            model = _STEP_MODELS.get(str(kind)) if model is None else model
+            continue
+        if part in STEP_KINDS and model is not None and part not in model.model_fields:
+            continue  # the discriminator level pydantic inserts
+        if model is None or part not in model.model_fields:
+            return []
+        node = node.get(part) if isinstance(node, dict) else None
+        model = _MODEL_OF_FIELD.get((model, part))
+    return sorted(model.model_fields) if model is not None else []
+
+
+_STEP_MODELS: dict[str, type[BaseModel]] = {
+    "remove_system_packages": RemoveSystemPackages,
+    "pip_install": PipInstall,
+    "overlay": Overlay,
+    "env": Env,
+    "labels": Labels,
+    "entrypoint": Entrypoint,
+    "cmd": Cmd,
+}
+_MODEL_OF_FIELD: dict[tuple[type[BaseModel], str], type[BaseModel] | None] = {
+    (Plan, "base"): BaseSpec,
+    (Plan, "steps"): None,  # resolved per item by its kind
+    (Plan, "assertions"): Assertions,
+    (Overlay, "replaces"): Replaces,
+    (Assertions, "commands"): CommandAssertion,
+}
+
+
+def _plan_error(exc: ValidationError, path: Path, data: Any) -> PlanError:
+    error = exc.errors()[0]
+    ctx = error.get("ctx") or {}
+    loc = tuple(error["loc"])
+    key = ctx.get("key") or _format_loc(loc) or None
+    hint = ctx.get("hint")
+    message = " / ".join(line.strip() for line in str(error["msg"]).splitlines() if line.strip())
+    if error["type"] == "extra_forbidden":
+        allowed = _allowed_keys(loc[:-1], data)
+        message = "unknown key"
+        close = difflib.get_close_matches(str(loc[-1]), allowed, n=1)
+        if close:
+            hint = f"did you mean {close[0]!r}? allowed here: {', '.join(allowed)}"
+        elif allowed:
+            hint = f"allowed here: {', '.join(allowed)}"
+    elif error["type"] == "missing":
+        message = "required key is missing"
+    return PlanError(message, path=str(path), key=key, hint=hint)
+
+
+def plan_path(plans_dir: Path, name: str) -> Path:
+    if not PLAN_NAME.fullmatch(name):
+        raise PlanError(f"{name!r} is not a plan name", hint="`imagekit plans list` shows them")
+    return plans_dir / f"{name}.yaml"
+
+
+def load_plan(
+    path: Path,
+    *,
+    dockerfiles_dir: Path,
+    base_override: str | None = None,
+) -> LoadedPlan:
+    """Read, parse and validate one plan file; every failure names the file and the key.
+
+    ``base_override`` replaces the plan's base reference (it must be pinned the same way): the
+    demo plan's base lives in a loopback registry whose port changes from run to run, so tests
+    and `make demo` pass the digest of the base they just pushed.
+    """
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError as exc:
+        raise PlanError(
+            "no such plan file", path=str(path), hint="`imagekit plans list` shows the plans"
+        ) from exc
+    except OSError as exc:
+        raise PlanError(f"cannot read the plan: {exc.strerror}", path=str(path)) from exc
+    try:
+        data = yaml.load(raw, Loader=_UniqueKeyLoader)  # noqa: S506 - a SafeLoader subclass
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}" if mark is not None else ""
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise PlanError(f"not valid YAML{where}: {problem}", path=str(path)) from exc
+    if not isinstance(data, dict):
+        raise PlanError("a plan must be a YAML mapping", path=str(path))
+    name = path.stem
+    overlay_dir = dockerfiles_dir / name
+    if isinstance(data.get("name"), str) and data["name"] != name:
+        raise PlanError(
+            f"the plan is called {data['name']!r} but its file is {path.name}",
+            path=str(path),
+            key="name",
+            hint=f"rename the file to {data['name']}.yaml or the plan to {name!r}",
+        )
+    try:
+        plan = Plan.model_validate(data, context={"overlay_dir": overlay_dir})
+    except ValidationError as exc:
+        raise _plan_error(exc, path, data) from exc
+    base_text = base_override if base_override is not None else plan.base.reference
+    try:
+        base = _pinned_or_plan_error(base_text)
+    except PlanError as exc:
+        raise PlanError(
+            exc.message,
+            path=str(path),
+            key="base.reference (override)" if base_override is not None else "base.reference",
+            hint=exc.hint,
+        ) from exc
+    return LoadedPlan(
+        plan=plan,
+        path=path,
+        raw=raw,
+        overlay_dir=overlay_dir,
+        base=base,
+        base_overridden=base_override is not None,
+    )
+
+
+def _pinned_or_plan_error(text: str) -> Reference:
+    try:
+        return pinned_reference(text)
+    except PydanticCustomError as exc:
+        ctx = exc.context or {}
+        raise PlanError(str(ctx.get("msg", exc.message())), hint=ctx.get("hint")) from exc
+
+
+@dataclass(frozen=True)
+class PlanSummary:
+    name: str
+    path: Path
+    base: str
+    steps: int
+    audit_profile: str
+    error: str | None
+
+
+def list_plans(plans_dir: Path, dockerfiles_dir: Path) -> list[PlanSummary]:
+    """Every *.yaml in the plans folder, with its validation result (errors are listed)."""
+    out: list[PlanSummary] = []
+    for path in sorted(plans_dir.glob("*.yaml")):
+        try:
+            loaded = load_plan(path, dockerfiles_dir=dockerfiles_dir)
+        except PlanError as exc:
+            out.append(PlanSummary(path.stem, path, "", 0, "", exc.message))
+            continue
+        plan = loaded.plan
+        out.append(
+            PlanSummary(
+                plan.name, path, plan.base.reference, len(plan.steps), plan.audit_profile, None
+            )
+        )
+    return out
+
+
+def plan_schema() -> dict[str, Any]:
+    """The JSON Schema of a plan file, for editors."""
+    schema = Plan.model_json_schema()
+    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    schema["title"] = "imagekit build plan"
+    return schema
+
+
+def validate_plans(plans_dir: Path, dockerfiles_dir: Path, name: str | None) -> list[PlanSummary]:
+    """Validate one plan (raising its PlanError) or every plan (listing each one's error)."""
+    if name is not None:
+        loaded = load_plan(plan_path(plans_dir, name), dockerfiles_dir=dockerfiles_dir)
+        plan = loaded.plan
+        return [
+            PlanSummary(
+                plan.name,
+                loaded.path,
+                plan.base.reference,
+                len(plan.steps),
+                plan.audit_profile,
+                None,
+            )
+        ]
+    items = list_plans(plans_dir, dockerfiles_dir)
+    if not items:
+        raise PlanError(
+            f"no plans (*.yaml) in {plans_dir}", hint="set IMAGEKIT_PLANS_DIR or run in the project"
+        )
+    return items

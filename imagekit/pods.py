@@ -1,0 +1,342 @@
+"""Record which image a Kubernetes pod actually runs, from `kubectl get pod -o json`.
+
+The final word on "which image did the cluster run" is the kubelet's ``status.imageID`` of
+each container, not the ``image`` the manifest asked for (a tag can move; a mirror can serve
+other bytes). Its form depends on the runtime:
+
+- containerd: ``registry/repo@sha256:<digest pulled by>``;
+- cri-dockerd (and the old dockershim): ``docker-pullable://registry/repo@sha256:<digest>``,
+  or ``docker://sha256:<image ID>`` for an image that has no repo digest;
+- a bare ``sha256:<image ID>`` (config digest) from some runtimes.
+
+A repo digest is compared with the expected manifest digest; a bare image ID with the expected
+config digest (or the manifest digest, which the containerd image store uses as image ID). A
+form that cannot be compared (empty while the container is still being created, or an image ID
+with no config digest to compare it to) is ``unknown``: never a pass.
+
+Pod documents carry much more than we read (and may carry plain-text env values), so the
+models below read only the fields used and ignore the rest; the evidence written is a reduced
+copy of the container statuses, never the pod document itself.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from imagekit.errors import UsageError
+from imagekit.evidence import new_run_dir, write_json
+from imagekit.ledger import LedgerRecord, append_record, read_records
+from imagekit.refs import Digest, is_digest
+from imagekit.workspace import Workspace
+
+VERIFIED = "verified"
+MISMATCH = "mismatch"
+UNKNOWN = "unknown"
+_PREFIXES = ("docker-pullable://", "docker://")
+
+
+class _Read(BaseModel):
+    # Field names follow the Kubernetes API (camelCase) so documents validate as printed.
+    # Kubernetes objects have hundreds of fields this module does not read; forbidding them
+    # would reject every real pod. Only the fields declared are trusted and used.
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+
+class ContainerStatus(_Read):
+    name: str
+    image: str = ""
+    imageID: str = ""
+    containerID: str | None = None
+
+
+class PodStatus(_Read):
+    phase: str | None = None
+    containerStatuses: list[ContainerStatus] = Field(default_factory=list)
+    initContainerStatuses: list[ContainerStatus] = Field(default_factory=list)
+
+
+class PodSpec(_Read):
+    nodeName: str | None = None
+
+
+class PodMeta(_Read):
+    name: str
+    namespace: str = "default"
+
+
+class Pod(_Read):
+    kind: Literal["Pod"]
+    metadata: PodMeta
+    spec: PodSpec = Field(default_factory=PodSpec)
+    status: PodStatus = Field(default_factory=PodStatus)
+
+
+class PodList(_Read):
+    kind: Literal["List", "PodList"]
+    items: list[Pod]
+
+
+@dataclass(frozen=True)
+class ParsedImageID:
+    """A status.imageID taken apart: ``form`` is repo-digest, image-id or unparsed."""
+
+    form: Literal["repo-digest", "image-id", "unparsed"]
+    repository: str | None
+    digest: Digest | None
+
+
+def parse_image_id(raw: str) -> ParsedImageID:
+    text = raw
+    for prefix in _PREFIXES:
+        if text.startswith(prefix):
+            text = text[len(prefix) :]
+            break
+    if is_digest(text):
+        return ParsedImageID("image-id", None, Digest(text))
+    repository, at, digest = text.rpartition("@")
+    if at and repository and is_digest(digest):
+        return ParsedImageID("repo-digest", repository, Digest(digest))
+    return ParsedImageID("unparsed", None, None)
+
+
+@dataclass(frozen=True)
+class ContainerCheck:
+    pod: str
+    namespace: str
+    node: str | None
+    container: str
+    init: bool
+    image: str
+    image_id_raw: str
+    parsed: ParsedImageID
+    status: str
+    reason: str
+    record: LedgerRecord | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "pod": self.pod,
+            "namespace": self.namespace,
+            "node": self.node,
+            "container": self.container,
+            "init": self.init,
+            "image": self.image,
+            "image_id": self.image_id_raw,
+            "form": self.parsed.form,
+            "digest": str(self.parsed.digest) if self.parsed.digest else None,
+            "status": self.status,
+            "reason": self.reason,
+            "record_seq": self.record.seq if self.record else None,
+        }
+
+
+@dataclass(frozen=True)
+class PodReport:
+    source: str
+    expected_manifest_digest: Digest
+    expected_config_digest: Digest | None
+    checks: tuple[ContainerCheck, ...]
+    evidence: Path | None
+
+    @property
+    def ok(self) -> bool:
+        return bool(self.checks) and all(c.status == VERIFIED for c in self.checks)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "source": self.source,
+            "ok": self.ok,
+            "expected_manifest_digest": str(self.expected_manifest_digest),
+            "expected_config_digest": (
+                str(self.expected_config_digest) if self.expected_config_digest else None
+            ),
+            "containers": [c.to_json() for c in self.checks],
+            "evidence": str(self.evidence) if self.evidence else None,
+        }
+
+
+def load_pods(path: Path) -> tuple[list[Pod], bytes]:
+    """Parse a pod or a list of pods as kubectl prints them; also return the exact bytes."""
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise UsageError(f"cannot read {path}: {exc.strerror}") from exc
+    try:
+        document = json.loads(data)
+    except ValueError as exc:
+        raise UsageError(
+            f"{path} is not JSON", hint="use `kubectl get pod NAME -o json > pod.json`"
+        ) from exc
+    kind = document.get("kind") if isinstance(document, dict) else None
+    try:
+        if kind == "Pod":
+            return [Pod.model_validate(document)], data
+        if kind in ("List", "PodList"):
+            pods = PodList.model_validate(document).items
+            if not pods:
+                raise UsageError(f"{path} lists no pods")
+            return pods, data
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        raise UsageError(f"{path}: {where}: {first['msg']}") from exc
+    raise UsageError(
+        f"{path} is a {kind!r}, not a Pod or a List of pods",
+        hint="use `kubectl get pod NAME -o json` or `kubectl get pods -l ... -o json`",
+    )
+
+
+def expected_from_plan(workspace: Workspace, plan: str) -> tuple[Digest, Digest | None]:
+    """The manifest and config digests of the plan's newest push record."""
+    pushes = [
+        r
+        for r in read_records(workspace.ledger_path)
+        if r.plan == plan and r.kind == "push" and r.status == "pushed"
+    ]
+    if not pushes:
+        raise UsageError(
+            f"the ledger has no push record for plan {plan!r} to compare against",
+            hint="pass --expect sha256:... with the accepted manifest digest",
+        )
+    details = pushes[-1].details
+    manifest = details.get("manifest_digest")
+    config = details.get("config_digest")
+    if not isinstance(manifest, str) or not is_digest(manifest):
+        raise UsageError(f"the newest push record of {plan!r} has no manifest_digest")
+    return Digest(manifest), Digest(config) if isinstance(config, str) else None
+
+
+def _judge(
+    parsed: ParsedImageID, manifest: Digest, config: Digest | None, raw: str
+) -> tuple[str, str]:
+    if parsed.form == "repo-digest":
+        if parsed.digest == manifest:
+            return VERIFIED, f"imageID names the expected manifest digest {manifest}"
+        return MISMATCH, f"imageID names {parsed.digest}, not the expected {manifest}"
+    if parsed.form == "image-id":
+        if config is not None and parsed.digest == config:
+            return VERIFIED, f"image ID is the expected config digest {config}"
+        if parsed.digest == manifest:
+            return (
+                VERIFIED,
+                f"image ID is the expected manifest digest {manifest} (containerd store)",
+            )
+        if config is None:
+            return UNKNOWN, (
+                f"imageID is a bare image ID {parsed.digest}; no expected config digest to "
+                "compare it with (pass --expect-config)"
+            )
+        return MISMATCH, f"image ID {parsed.digest} is neither {config} nor {manifest}"
+    if not raw:
+        return UNKNOWN, "imageID is empty: the container has not been created yet"
+    return UNKNOWN, "imageID is in a form imagekit cannot compare"
+
+
+def record_pod(
+    workspace: Workspace,
+    pod_json: Path,
+    *,
+    plan: str | None = None,
+    expect: str | None = None,
+    expect_config: str | None = None,
+    container: str | None = None,
+    where: str | None = None,
+    record: bool = True,
+) -> PodReport:
+    """Check each container's imageID against the expected digests; one record each."""
+    if expect is not None:
+        manifest, config = Digest(expect), Digest(expect_config) if expect_config else None
+    elif plan is not None:
+        manifest, config = expected_from_plan(workspace, plan)
+        if expect_config is not None:
+            config = Digest(expect_config)
+    else:
+        raise UsageError(
+            "nothing to compare the pod with",
+            hint="pass --expect sha256:... or --plan NAME (its newest push record is used)",
+        )
+    pods, data = load_pods(pod_json)
+    input_sha256 = "sha256:" + hashlib.sha256(data).hexdigest()
+    pending: list[ContainerCheck] = []
+    for pod in pods:
+        statuses = [(s, False) for s in pod.status.containerStatuses]
+        if container is not None:
+            statuses += [(s, True) for s in pod.status.initContainerStatuses]
+            statuses = [(s, init) for s, init in statuses if s.name == container]
+        for status, init in statuses:
+            parsed = parse_image_id(status.imageID)
+            verdict, reason = _judge(parsed, manifest, config, status.imageID)
+            pending.append(
+                ContainerCheck(
+                    pod=pod.metadata.name,
+                    namespace=pod.metadata.namespace,
+                    node=pod.spec.nodeName,
+                    container=status.name,
+                    init=init,
+                    image=status.image,
+                    image_id_raw=status.imageID,
+                    parsed=parsed,
+                    status=verdict,
+                    reason=reason,
+                )
+            )
+    if not pending:
+        raise UsageError(
+            f"{pod_json} has no container statuses"
+            + (f" for container {container!r}" if container else ""),
+            hint="record the pod after its containers were created",
+        )
+    evidence: Path | None = None
+    if record:
+        run_dir = new_run_dir(workspace.evidence_dir, "pods", pending[0].pod)
+        evidence = run_dir / "containers.json"
+        write_json(
+            evidence,
+            {
+                "input_sha256": input_sha256,
+                "expected_manifest_digest": str(manifest),
+                "expected_config_digest": str(config) if config else None,
+                "containers": [c.to_json() for c in pending],
+            },
+        )
+        saved: list[ContainerCheck] = []
+        for check in pending:
+            shown = check.image_id_raw or check.image
+            rec = append_record(
+                workspace,
+                "final-pull",
+                plan=plan,
+                images={"image": shown},
+                status=check.status,
+                scope=(
+                    f"kubelet reports container {check.container} of pod "
+                    f"{check.namespace}/{check.pod} on {check.node or 'an unknown node'} running "
+                    f"{shown or 'nothing yet'}: {check.reason}; this proves which image the "
+                    "cluster ran, not what it served"
+                ),
+                evidence=evidence,
+                details={
+                    "source": "pod",
+                    "pod": check.pod,
+                    "namespace": check.namespace,
+                    "container": check.container,
+                    "init": check.init,
+                    "image": check.image,
+                    "image_id": str(check.parsed.digest) if check.parsed.digest else None,
+                    "image_id_raw": check.image_id_raw,
+                    "image_id_form": check.parsed.form,
+                    "expected_manifest_digest": str(manifest),
+                    "expected_config_digest": str(config) if config else None,
+                    "where": where or check.node,
+                    "input_sha256": input_sha256,
+                },
+            )
+            saved.append(replace(check, record=rec))
+        pending = saved
+    return PodReport(str(pod_json), manifest, config, tuple(pending), evidence)

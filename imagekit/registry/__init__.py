@@ -1,0 +1,59 @@
+"""The OCI registry client: read (and, through ``request``, write) registries safely.
+
+Public API::
+
+    from imagekit.registry import RegistryClient, ResolvedImage, Descriptor
+
+    with RegistryClient(insecure=("myreg:5000",), docker_config=None) as client:
+        image = client.resolve(ref, platform=None)      # -> ResolvedImage (index narrowed to
+                                                        #    linux/amd64 unless told otherwise)
+        body, media_type, digest = client.get_manifest(ref, "tag-or-digest")
+        for chunk in client.stream_blob(ref, image.layers[0]):   # verified as it arrives
+            ...
+        client.blob_exists(ref, digest); client.ping("host:port")
+        response = client.request("PUT", ref, "manifests/v1", scope_actions=("pull", "push"),
+                                  headers=..., content=...)      # auth, retries, errors
+
+- Loopback hosts (127.0.0.0/8, ::1, localhost) use plain HTTP; hosts in ``insecure`` too;
+  everything else HTTPS verified against the system trust store.
+- Credentials come from the docker config (``$DOCKER_CONFIG/config.json``: auths,
+  credHelpers, credsStore); never logged, never in messages or reprs.
+- Every manifest and blob is checked against its digest and size as it arrives; errors are
+  the classes of imagekit.errors (DigestMismatch exits 1, registry errors exit 3).
+
+Modules: transport (httpx, redirects, limits, retries), auth (WWW-Authenticate, tokens),
+credentials (docker config), manifest (media types, models, Descriptor), client.
+"""
+
+from imagekit.registry.client import (
+    DEFAULT_PLATFORM,
+    RegistryClient,
+    ResolvedImage,
+    select_platform,
+)
+from imagekit.registry.manifest import (
+    ACCEPT,
+    INDEX_TYPES,
+    MANIFEST_TYPES,
+    Descriptor,
+    ImageConfig,
+    ImageIndex,
+    ImageManifest,
+)
+from imagekit.registry.transport import RetryPolicy, is_loopback
+
+__all__ = [
+    "ACCEPT",
+    "DEFAULT_PLATFORM",
+    "INDEX_TYPES",
+    "MANIFEST_TYPES",
+    "Descriptor",
+    "ImageConfig",
+    "ImageIndex",
+    "ImageManifest",
+    "RegistryClient",
+    "ResolvedImage",
+    "RetryPolicy",
+    "is_loopback",
+    "select_platform",
+]

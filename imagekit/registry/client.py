@@ -1,0 +1,746 @@
+"""RegistryClient: the OCI distribution API, read side, with every byte checked.
+
+Reads go ``resolve`` -> ``get_manifest`` -> ``stream_blob``; each returns only bytes whose
+digest and size were verified against what was asked for. ``request`` is the documented
+low-level entry (auth, retries, redirects and error mapping) that the push side
+(``imagekit.registry.upload``) builds on.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+import httpx
+
+from imagekit.errors import (
+    DigestMismatch,
+    ReferenceFormatError,
+    RegistryError,
+    RegistryNotFound,
+    RegistryProtocolError,
+    RegistryUnauthorized,
+    RetriesExhausted,
+)
+from imagekit.refs import Digest, Platform, Reference
+from imagekit.registry.auth import Authenticator, repository_scope
+from imagekit.registry.credentials import CredentialStore
+from imagekit.registry.manifest import (
+    ACCEPT,
+    CONFIG_TYPES,
+    INDEX_TYPES,
+    MANIFEST_TYPES,
+    Descriptor,
+    ImageConfig,
+    ImageIndex,
+    ImageManifest,
+    detect_media_type,
+    parse_config,
+    parse_manifest,
+)
+from imagekit.registry.transport import (
+    MAX_MANIFEST_BYTES,
+    MAX_SMALL_BODY_BYTES,
+    Content,
+    RetryPolicy,
+    Transport,
+    api_host,
+    content_length,
+    excerpt,
+    public_url,
+    read_limited,
+)
+
+DEFAULT_PLATFORM = Platform("linux", "amd64")
+_TAG = re.compile(r"[\w][\w.-]{0,127}", re.ASCII)
+_CONTENT_RANGE = re.compile(r"bytes (\d+)-(\d+)/(\d+|\*)")
+# Attestation manifests (BuildKit provenance/SBOM) sit in indexes as platform unknown/unknown:
+# https://docs.docker.com/build/metadata/attestations/attestation-storage/
+_ATTESTATION_ANNOTATION = "vnd.docker.reference.type"
+
+
+@dataclass(frozen=True)
+class ResolvedImage:
+    """One image, resolved to a single platform manifest, with its config read and verified."""
+
+    reference: Reference
+    index_digest: Digest | None
+    index_media_type: str | None
+    platform: Platform | None
+    manifest_digest: Digest
+    manifest_media_type: str
+    manifest_bytes: bytes
+    manifest: ImageManifest
+    config_digest: Digest
+    config_bytes: bytes
+    config: ImageConfig
+    layers: tuple[Descriptor, ...]
+    diff_ids: tuple[Digest, ...]
+
+    @property
+    def compressed_layer_bytes(self) -> int:
+        return sum(layer.size for layer in self.layers)
+
+    @property
+    def pinned_reference(self) -> Reference:
+        """``registry/repo@manifest_digest``: this exact platform image."""
+        return self.reference.pinned_only(self.manifest_digest)
+
+    def to_json(self) -> dict[str, Any]:
+        """The fields of an image lock entry (as in the public MiniMax-M3 lock), and more."""
+        return {
+            "source_tag": self.reference.familiar,
+            "reference": str(self.reference),
+            "index_digest": str(self.index_digest) if self.index_digest else None,
+            "index_media_type": self.index_media_type,
+            "platform": str(self.platform) if self.platform else None,
+            "manifest_digest": str(self.manifest_digest),
+            "manifest_media_type": self.manifest_media_type,
+            "config_digest": str(self.config_digest),
+            "config_media_type": self.manifest.config.mediaType,
+            "compressed_layer_bytes": self.compressed_layer_bytes,
+            "layer_digests": [str(layer.digest) for layer in self.layers],
+            "layers": [layer.to_json() for layer in self.layers],
+            "diff_ids": [str(d) for d in self.diff_ids],
+        }
+
+
+def _error_detail(body: bytes) -> str:
+    """``CODE: message`` from a distribution error body, else a short excerpt."""
+    try:
+        document = json.loads(body)
+    except (ValueError, UnicodeDecodeError):
+        return excerpt(body)
+    errors = document.get("errors") if isinstance(document, dict) else None
+    if isinstance(errors, list) and errors and isinstance(errors[0], dict):
+        code, message = errors[0].get("code"), errors[0].get("message")
+        return excerpt(f"{code}: {message}".encode(), 160)
+    return excerpt(body)
+
+
+class RegistryClient:
+    """A client for OCI distribution registries.
+
+    Loopback hosts (127.0.0.0/8, ::1, localhost) are spoken to over plain HTTP, as are hosts
+    in ``insecure``; everything else over HTTPS with certificate verification against the
+    system trust store. Credentials come from the docker config (``docker_config`` is its
+    directory, default ``$DOCKER_CONFIG`` or ``~/.docker``). ``transport`` replaces the
+    network (tests use httpx.MockTransport).
+    """
+
+    def __init__(
+        self,
+        *,
+        insecure: Sequence[str] = (),
+        docker_config: Path | None = None,
+        transport: httpx.BaseTransport | None = None,
+        max_attempts: int = 5,
+        timeout: float = 60.0,
+        retry_policy: RetryPolicy | None = None,
+    ) -> None:
+        policy = retry_policy or RetryPolicy(max_attempts=max_attempts)
+        self._transport = Transport(
+            insecure=insecure, transport=transport, policy=policy, timeout=timeout
+        )
+        self._policy = policy
+        self._auth = Authenticator(self._transport, CredentialStore(docker_config))
+
+    def __repr__(self) -> str:
+        return f"RegistryClient(insecure={sorted(self._transport.insecure)!r})"
+
+    def __enter__(self) -> RegistryClient:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._transport.close()
+
+    # ------------------------------------------------------------------ low level
+
+    def request(
+        self,
+        method: str,
+        ref_or_host: Reference | str,
+        path: str,
+        *,
+        scope_actions: Sequence[str] = ("pull",),
+        extra_scopes: Sequence[str] = (),
+        headers: Mapping[str, str] | None = None,
+        content: Content = None,
+        stream: bool = False,
+        allow_status: Sequence[int] = (),
+    ) -> httpx.Response:
+        """Send one registry API request with auth, retries, redirects and error mapping.
+
+        ``path`` is relative to ``/v2/<repository>/`` for a Reference (``blobs/uploads/``),
+        to ``/v2/`` for a bare host, absolute when it starts with ``/`` (``/v2/x/y``), or a
+        full URL (an upload ``Location``; the Authorization header goes only to the
+        registry's own origin). The bearer token asked for covers
+        ``repository:<repo>:<scope_actions>`` plus ``extra_scopes`` (for a cross-repository
+        mount add ``repository:<source>:pull``). ``content`` is bytes or a zero-argument
+        callable returning a fresh iterable of bytes each time it is called (so streamed
+        uploads can be re-sent after a 401 or a retry).
+
+        Returns the response for any 2xx, and for statuses in ``allow_status``; with
+        ``stream`` the body is unread (close the response), otherwise it is read (4 MiB at
+        most). Raises RegistryUnauthorized (401/403), RegistryNotFound (404),
+        RegistryError (other statuses), RetriesExhausted (network errors, 408, 429, 5xx
+        after the last attempt), RegistryProtocolError (malformed answers).
+        """
+        if isinstance(ref_or_host, Reference):
+            registry = ref_or_host.registry
+            repository: str | None = ref_or_host.repository
+            scopes = [repository_scope(ref_or_host.repository, scope_actions), *extra_scopes]
+            prefix = f"/v2/{ref_or_host.repository}/"
+        else:
+            registry, repository, scopes, prefix = ref_or_host, None, list(extra_scopes), "/v2/"
+        host = api_host(registry)
+        origin = httpx.URL(self._transport.base_url(host))
+        if path.startswith(("http://", "https://")):
+            url = httpx.URL(path)
+        elif path.startswith("/"):
+            url = origin.join(path)
+        else:
+            url = origin.join(prefix + path)
+        same_origin = (url.scheme, url.host, url.port) == (origin.scheme, origin.host, origin.port)
+        what = f"{method} {public_url(url)}"
+
+        def attempt() -> httpx.Response:
+            # At most three sends: without auth (learning the challenge), with a cached token
+            # (which may have expired), with a token fetched just now. A 401 to a token or
+            # credentials fetched just now is final.
+            for _ in range(3):
+                authorization, fresh = (
+                    self._auth.authorization(registry, scopes) if same_origin else (None, True)
+                )
+                response = self._transport.send(
+                    method,
+                    str(url),
+                    registry=registry,
+                    headers=headers,
+                    authorization=authorization,
+                    content=content,
+                    stream=True,
+                )
+                if (
+                    response.status_code == 401
+                    and same_origin
+                    and not (authorization is not None and fresh)
+                    and self._auth.on_unauthorized(registry, response, scopes)
+                ):
+                    response.close()
+                    continue
+                ok = 200 <= response.status_code < 300 or response.status_code in allow_status
+                if ok and not stream:
+                    # Inside the attempt: a body cut off mid-way (Transient) is sent again.
+                    read_limited(response, MAX_MANIFEST_BYTES, registry=registry, what="answer")
+                return response
+            raise AssertionError("unreachable")  # pragma: no cover
+
+        response = self._policy.run(attempt, registry=registry, what=what)
+        status = response.status_code
+        if 200 <= status < 300 or status in allow_status:
+            return response
+        try:
+            body = (
+                b""
+                if method == "HEAD"
+                else read_limited(
+                    response, MAX_SMALL_BODY_BYTES, registry=registry, what="error body"
+                )
+            )
+        finally:
+            response.close()
+        raise self._status_error(status, body, registry, repository, url)
+
+    def _status_error(
+        self, status: int, body: bytes, registry: str, repository: str | None, url: httpx.URL
+    ) -> RegistryError:
+        where = f"{registry}/{repository}" if repository else registry
+        detail = _error_detail(body) if body else ""
+        suffix = f": {detail}" if detail else ""
+        login = f"log in with `docker login {registry}` (imagekit reads the docker config)"
+        cls: type[RegistryError] = RegistryError
+        hint: str | None = None
+        if status == 401:
+            cls, hint = RegistryUnauthorized, login
+            if self._auth.has_credentials(registry):
+                message = f"{registry} refused the credentials from the docker config (HTTP 401)"
+            else:
+                message = f"{registry} requires authentication and no credentials were found"
+        elif status == 403:
+            cls, hint = RegistryUnauthorized, f"check your permissions on {where}; {login}"
+            message = f"{where}: access denied (HTTP 403)"
+        elif status == 404:
+            cls, message = RegistryNotFound, f"{where}: not found (HTTP 404)"
+        else:
+            message = f"{where}: {public_url(url)} answered HTTP {status}"
+        return cls(
+            message + suffix,
+            registry=registry,
+            repository=repository,
+            status=status,
+            url=public_url(url),
+            hint=hint,
+        )
+
+    def ping(self, registry_host: str) -> None:
+        """Check that ``/v2/`` answers as a registry and that our credentials are accepted."""
+        response = self.request("GET", registry_host, "", stream=True)
+        body = read_limited(response, MAX_SMALL_BODY_BYTES, registry=registry_host, what="answer")
+        version = response.headers.get("Docker-Distribution-API-Version", "")
+        if version.startswith("registry/2"):
+            return
+        try:
+            json.loads(body)
+        except (ValueError, UnicodeDecodeError):
+            raise RegistryProtocolError(
+                f"{registry_host} does not answer as a registry at /v2/: {excerpt(body)}",
+                registry=registry_host,
+                status=response.status_code,
+                hint="check the host and port of the registry",
+            ) from None
+
+    # ------------------------------------------------------------------ manifests
+
+    def get_manifest(
+        self,
+        ref: Reference,
+        reference_or_digest: str | Digest,
+        *,
+        expected_size: int | None = None,
+        accept: Sequence[str] = ACCEPT,
+    ) -> tuple[bytes, str, Digest]:
+        """Fetch a manifest or index: its exact bytes, media type and digest, all checked.
+
+        When asked by digest, the sha256 of the bytes received must equal it; a
+        Docker-Content-Digest header must agree with the bytes too; the media type must be
+        unambiguous (see :func:`detect_media_type`). ``expected_size`` (from a descriptor)
+        caps what is read at that size and must equal the length received.
+        """
+        asked = str(reference_or_digest)
+        wanted: Digest | None = None
+        if isinstance(reference_or_digest, Digest) or ":" in asked or "@" in asked:
+            wanted = Digest(asked)  # refuses malformed digests before any URL is formed
+        elif not _TAG.fullmatch(asked):
+            raise ReferenceFormatError(f"malformed tag {asked!r}")
+        registry, repository = ref.registry, ref.repository
+        limit = MAX_MANIFEST_BYTES
+        if expected_size is not None:
+            if expected_size > MAX_MANIFEST_BYTES:
+                raise RegistryProtocolError(
+                    f"{ref.name}: manifest {asked} is declared as {expected_size} bytes, over "
+                    f"the {MAX_MANIFEST_BYTES}-byte limit",
+                    registry=registry,
+                    repository=repository,
+                    digest=str(wanted),
+                )
+            limit = expected_size
+
+        def fetch() -> tuple[bytes, httpx.Headers]:
+            response = self.request(
+                "GET",
+                ref,
+                f"manifests/{asked}",
+                headers={"Accept": ", ".join(accept)},
+                stream=True,
+            )
+            # A body cut off mid-way raises Transient here, so the GET is tried again.
+            return read_limited(response, limit, registry=registry, what=f"manifest {asked}"), (
+                response.headers
+            )
+
+        body, response_headers = self._policy.run(
+            fetch, registry=registry, what=f"GET manifest {asked} from {ref.name}"
+        )
+        if wanted is not None:
+            actual = _digest_of(body, wanted.algorithm)
+            if actual != wanted:
+                raise DigestMismatch(
+                    f"{ref.name}: the manifest served for {wanted} has digest {actual}",
+                    expected=str(wanted),
+                    actual=str(actual),
+                    registry=registry,
+                    repository=repository,
+                    hint="the registry served other bytes than the digest names; do not use it",
+                )
+        header = response_headers.get("Docker-Content-Digest")
+        if header:
+            try:
+                announced = Digest(header.strip())
+            except ReferenceFormatError as exc:
+                raise RegistryProtocolError(
+                    f"{ref.name}: malformed Docker-Content-Digest header "
+                    f"{excerpt(header.encode())}",
+                    registry=registry,
+                    repository=repository,
+                ) from exc
+            actual = _digest_of(body, announced.algorithm)
+            if actual != announced:
+                raise DigestMismatch(
+                    f"{ref.name}: Docker-Content-Digest says {announced} but the manifest bytes "
+                    f"of {asked} hash to {actual}",
+                    expected=str(announced),
+                    actual=str(actual),
+                    registry=registry,
+                    repository=repository,
+                )
+        if expected_size is not None and len(body) != expected_size:
+            raise RegistryProtocolError(
+                f"{ref.name}: manifest {asked} is {len(body)} bytes, its descriptor says "
+                f"{expected_size}",
+                registry=registry,
+                repository=repository,
+                digest=str(wanted),
+            )
+        media_type = detect_media_type(
+            body,
+            response_headers.get("Content-Type"),
+            registry=registry,
+            repository=repository,
+            digest=str(wanted) if wanted else None,
+        )
+        return body, media_type, wanted or Digest.of_bytes(body)
+
+    # ------------------------------------------------------------------ blobs
+
+    def blob_exists(self, ref: Reference, digest: Digest | str) -> bool:
+        """HEAD the blob: True on 200, False on 404; other answers raise."""
+        checked = Digest(str(digest))
+        response = self.request("HEAD", ref, f"blobs/{checked}", allow_status=(404,))
+        return response.status_code != 404
+
+    def fetch_blob(
+        self, ref: Reference, desc: Descriptor, *, limit: int = MAX_MANIFEST_BYTES
+    ) -> bytes:
+        """A small blob (a config) in memory, verified; refused when over ``limit``."""
+        if desc.size > limit:
+            raise RegistryProtocolError(
+                f"{ref.name}: blob {desc.digest} is {desc.size} bytes, over the {limit}-byte "
+                "limit for documents",
+                registry=ref.registry,
+                repository=ref.repository,
+                digest=str(desc.digest),
+            )
+        return b"".join(self.stream_blob(ref, desc))
+
+    def stream_blob(
+        self,
+        ref: Reference,
+        desc: Descriptor,
+        chunk_size: int = 1 << 20,
+        *,
+        on_restart: Callable[[], None] | None = None,
+    ) -> Iterator[bytes]:
+        """Yield a blob's raw bytes as they arrive, verifying size and digest on the way.
+
+        The bytes hashed are the bytes on the wire (``iter_raw``; ``Accept-Encoding:
+        identity`` is asked for), so a Content-Encoding can never change them. More bytes
+        than ``desc.size`` stop the download at once; fewer, or a wrong digest at the end,
+        raise after the last chunk (DigestMismatch for the digest). A dropped connection is
+        resumed with ``Range: bytes=N-``, accepted only as a 206 whose Content-Range starts
+        at N. When the digest is wrong after a resume, or the registry ignores the Range, the
+        blob is restarted once from byte 0, if ``on_restart`` is given: it is called first so
+        the consumer can throw away what it got (bytes already yielded cannot be taken back;
+        without it those cases raise instead).
+        """
+        digest = Digest(str(desc.digest))
+        registry, repository = ref.registry, ref.repository
+        where = f"{ref.name}@{digest}"
+        hasher = digest.new_hasher()
+        received = 0
+        drops = 0
+        resumed = False
+        restarted = False
+
+        def restart() -> None:
+            nonlocal hasher, received, resumed, restarted
+            assert on_restart is not None  # noqa: S101 - guarded by callers
+            restarted, resumed, received = True, False, 0
+            hasher = digest.new_hasher()
+            on_restart()
+
+        while True:
+            headers = {"Accept-Encoding": "identity"}
+            if received:
+                headers["Range"] = f"bytes={received}-"
+            response = self.request("GET", ref, f"blobs/{digest}", headers=headers, stream=True)
+            try:
+                if received:
+                    start = _range_start(response.headers.get("Content-Range"), desc.size)
+                    if response.status_code == 206 and start == received:
+                        resumed = True
+                    elif response.status_code == 200 and on_restart is not None and not restarted:
+                        restart()  # the registry ignored Range: this answer is the whole blob
+                    else:
+                        raise RegistryProtocolError(
+                            f"{where}: resuming at byte {received} got HTTP "
+                            f"{response.status_code} with Content-Range "
+                            f"{response.headers.get('Content-Range')!r}; refused",
+                            registry=registry,
+                            repository=repository,
+                            digest=str(digest),
+                        )
+                elif response.status_code != 200:
+                    raise RegistryProtocolError(
+                        f"{where}: expected HTTP 200 for the blob, got {response.status_code}",
+                        registry=registry,
+                        repository=repository,
+                        digest=str(digest),
+                    )
+                declared = content_length(response)
+                if declared is not None and received + declared > desc.size:
+                    raise RegistryProtocolError(
+                        f"{where}: the registry announces {received + declared} bytes, the "
+                        f"descriptor says {desc.size}",
+                        registry=registry,
+                        repository=repository,
+                        digest=str(digest),
+                    )
+                try:
+                    # No chunk_size here: httpx would buffer up to it, and bytes still in
+                    # its buffer when the connection drops would be lost to the resume.
+                    for chunk in _split(response.iter_raw(), chunk_size):
+                        if received + len(chunk) > desc.size:
+                            raise RegistryProtocolError(
+                                f"{where}: the blob is longer than its descriptor's "
+                                f"{desc.size} bytes; refused",
+                                registry=registry,
+                                repository=repository,
+                                digest=str(digest),
+                            )
+                        hasher.update(chunk)
+                        received += len(chunk)
+                        yield chunk
+                except httpx.TransportError as exc:
+                    drops += 1
+                    if drops >= self._policy.max_attempts:
+                        raise RetriesExhausted(
+                            f"{where}: the download broke off {drops} times; last at byte "
+                            f"{received}: {type(exc).__name__}",
+                            registry=registry,
+                            repository=repository,
+                            digest=str(digest),
+                        ) from exc
+                    continue
+            finally:
+                response.close()
+            if received < desc.size:
+                raise RegistryProtocolError(
+                    f"{where}: the blob ended after {received} of {desc.size} bytes",
+                    registry=registry,
+                    repository=repository,
+                    digest=str(digest),
+                )
+            actual = Digest.from_hasher(hasher)
+            if actual == digest:
+                return
+            if resumed and not restarted and on_restart is not None:
+                restart()
+                continue
+            raise DigestMismatch(
+                f"{where}: the blob's bytes hash to {actual}"
+                + (" (after a resumed download)" if resumed else ""),
+                expected=str(digest),
+                actual=str(actual),
+                registry=registry,
+                repository=repository,
+                hint="the registry served other bytes than the digest names; do not use it",
+            )
+
+    # ------------------------------------------------------------------ resolve
+
+    def resolve(self, ref: Reference, platform: Platform | None = None) -> ResolvedImage:
+        """Resolve a reference to one platform's manifest and its verified config.
+
+        An index (or manifest list) is narrowed to ``platform`` (default linux/amd64);
+        entries with platform unknown/unknown, such as attestation manifests, are never
+        chosen. A single manifest is checked against ``platform`` when one is given.
+        """
+        registry, repository = ref.registry, ref.repository
+        body, media_type, digest = self.get_manifest(ref, ref.identifier)
+        index_digest: Digest | None = None
+        index_media_type: str | None = None
+        chosen: Platform | None = None
+        if media_type in INDEX_TYPES:
+            index = parse_manifest(
+                body, media_type, registry=registry, repository=repository, digest=str(digest)
+            )
+            assert isinstance(index, ImageIndex)  # noqa: S101 - parse_manifest's contract
+            want = platform or DEFAULT_PLATFORM
+            entry = select_platform(
+                index,
+                want,
+                where=f"{ref}",
+                registry=registry,
+                repository=repository,
+                digest=str(digest),
+            )
+            index_digest, index_media_type = digest, media_type
+            chosen = entry.platform
+            body, media_type, digest = self.get_manifest(
+                ref, entry.digest, expected_size=entry.size
+            )
+            if media_type != entry.media_type:
+                raise RegistryProtocolError(
+                    f"{ref}: index entry {entry.digest} says {entry.media_type}, the manifest "
+                    f"is {media_type}",
+                    registry=registry,
+                    repository=repository,
+                    digest=str(entry.digest),
+                )
+        if media_type not in MANIFEST_TYPES:
+            raise RegistryProtocolError(
+                f"{ref}: expected an image manifest, got {media_type} (nested indexes are not "
+                "supported)",
+                registry=registry,
+                repository=repository,
+                digest=str(digest),
+            )
+        manifest = parse_manifest(
+            body, media_type, registry=registry, repository=repository, digest=str(digest)
+        )
+        assert isinstance(manifest, ImageManifest)  # noqa: S101 - parse_manifest's contract
+        if manifest.config.mediaType not in CONFIG_TYPES:
+            raise RegistryProtocolError(
+                f"{ref}: not a container image (config media type {manifest.config.mediaType})",
+                registry=registry,
+                repository=repository,
+                digest=str(digest),
+            )
+        config_desc = Descriptor.from_model(manifest.config)
+        config_bytes = self.fetch_blob(ref, config_desc)
+        config = parse_config(
+            config_bytes, registry=registry, repository=repository, digest=str(config_desc.digest)
+        )
+        own = config.platform()
+        if chosen is not None and (chosen.os, chosen.architecture) != (own.os, own.architecture):
+            raise RegistryProtocolError(
+                f"{ref}: the index says {chosen} but the image config says {own}",
+                registry=registry,
+                repository=repository,
+                digest=str(digest),
+            )
+        if chosen is None:
+            if platform is not None and not platform.matches(own.os, own.architecture, own.variant):
+                raise RegistryNotFound(
+                    f"no matching manifest for {platform} in {ref}: it is a single-platform "
+                    f"image for {own}",
+                    registry=registry,
+                    repository=repository,
+                    digest=str(digest),
+                    hint=f"use --platform {own} or another reference",
+                )
+            chosen = own
+        layers = tuple(Descriptor.from_model(layer) for layer in manifest.layers)
+        diff_ids = tuple(config.rootfs.diff_ids)
+        if len(diff_ids) != len(layers):
+            raise RegistryProtocolError(
+                f"{ref}: the manifest has {len(layers)} layers but the config lists "
+                f"{len(diff_ids)} diff_ids",
+                registry=registry,
+                repository=repository,
+                digest=str(digest),
+            )
+        return ResolvedImage(
+            reference=ref,
+            index_digest=index_digest,
+            index_media_type=index_media_type,
+            platform=chosen,
+            manifest_digest=digest,
+            manifest_media_type=media_type,
+            manifest_bytes=body,
+            manifest=manifest,
+            config_digest=config_desc.digest,
+            config_bytes=config_bytes,
+            config=config,
+            layers=layers,
+            diff_ids=diff_ids,
+        )
+
+
+def is_attestation(desc: Descriptor) -> bool:
+    """Entries that are never an image: unknown/unknown platforms and attestation manifests."""
+    if desc.annotations and _ATTESTATION_ANNOTATION in desc.annotations:
+        return True
+    return desc.platform is not None and (desc.platform.os, desc.platform.architecture) == (
+        "unknown",
+        "unknown",
+    )
+
+
+def select_platform(
+    index: ImageIndex,
+    want: Platform,
+    *,
+    where: str,
+    registry: str,
+    repository: str | None = None,
+    digest: str | None = None,
+) -> Descriptor:
+    """The index entry for ``want``; never another platform, never an attestation.
+
+    An exact variant match wins; a request without variant takes the first entry of that
+    os/architecture (an entry without variant before one with).
+    """
+    entries = [Descriptor.from_model(m) for m in index.manifests]
+    usable = [e for e in entries if e.platform is not None and not is_attestation(e)]
+    matches = [
+        e
+        for e in usable
+        if e.platform is not None
+        and want.matches(e.platform.os, e.platform.architecture, e.platform.variant)
+    ]
+    if not matches:
+        available = ", ".join(sorted({str(e.platform) for e in usable})) or "none"
+        raise RegistryNotFound(
+            f"no matching manifest for {want} in {where} (available: {available})",
+            registry=registry,
+            repository=repository,
+            digest=digest,
+            hint="pick one of the available platforms with --platform",
+        )
+    matches.sort(
+        key=lambda e: 0 if e.platform is not None and e.platform.variant == want.variant else 1
+    )
+    return matches[0]
+
+
+def _split(pieces: Iterator[bytes], size: int) -> Iterator[bytes]:
+    """Pass pieces through as they arrive, cutting any larger than ``size``."""
+    for piece in pieces:
+        if len(piece) <= size:
+            yield piece
+            continue
+        for start in range(0, len(piece), size):
+            yield piece[start : start + size]
+
+
+def _digest_of(body: bytes, algorithm: str) -> Digest:
+    return Digest(f"{algorithm}:{hashlib.new(algorithm, body).hexdigest()}")
+
+
+def _range_start(header: str | None, size: int) -> int | None:
+    """The first byte of a ``Content-Range: bytes START-END/TOTAL``; None when malformed."""
+    if not header:
+        return None
+    match = _CONTENT_RANGE.fullmatch(header.strip())
+    if not match:
+        return None
+    start, end, total = int(match.group(1)), int(match.group(2)), match.group(3)
+    if end < start or end >= size or (total != "*" and int(total) != size):
+        return None
+    return start

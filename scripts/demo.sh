@@ -1,0 +1,143 @@
+#!/usr/bin/env bash
+# `make demo`: the whole pipeline for the demo plan on this machine, with nothing from the
+# internet but the package registries.
+#
+#   1. two loopback registries (R: push target, M: mirror), their data under .demo/ in the
+#      repository root; kept between runs and reused when they already answer;
+#   2. the base image (Debian bookworm from mmdebstrap, cached) pushed to R, pinned by digest;
+#   3. `imagekit pipeline demo --registry R --mirror M --base R/...@sha256:...`;
+#   4. the ledger records this run added, `imagekit ledger verify`, and where the evidence is.
+#
+# The demo's ledger and evidence live under .demo/ too (IMAGEKIT_LEDGER, IMAGEKIT_EVIDENCE_DIR)
+# so that a demo never writes loopback records into the project's own ledger.
+# `scripts/demo.sh --stop` (make clean-demo) stops the registries; `--purge` also deletes .demo/.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$(pwd)
+demo=$root/.demo
+registry_port=${IMAGEKIT_DEMO_REGISTRY_PORT:-5101}
+mirror_port=${IMAGEKIT_DEMO_MIRROR_PORT:-5102}
+imagekit=$root/.venv/bin/imagekit
+python=$root/.venv/bin/python
+log() { printf 'demo: %s\n' "$*" >&2; }
+
+# Does a registry answer /v2/ on this loopback port? (python: a fresh machine may lack curl)
+answers() {
+  "$python" -c 'import sys, urllib.request
+urllib.request.urlopen("http://127.0.0.1:%s/v2/" % sys.argv[1], timeout=2)' "$1" 2>/dev/null
+}
+
+stop_one() {
+  local name=$1 pidfile=$demo/$1/registry.pid
+  if [ -f "$pidfile" ]; then
+    local pid
+    pid=$(cat "$pidfile")
+    # Only the process this script started, checked by its command line.
+    if [ -r "/proc/$pid/cmdline" ] && tr '\0' ' ' <"/proc/$pid/cmdline" | grep -q "$demo/$name/config.yml"; then
+      kill "$pid" && log "stopped registry $name (pid $pid)"
+    fi
+    rm -f "$pidfile"
+  fi
+}
+
+start_one() {
+  local name=$1 port=$2 dir=$demo/$1
+  mkdir -p "$dir/data"
+  if answers "$port"; then
+    if [ -f "$dir/registry.pid" ] && kill -0 "$(cat "$dir/registry.pid")" 2>/dev/null; then
+      log "registry $name already answers on 127.0.0.1:$port (reused)"
+      return
+    fi
+    log "127.0.0.1:$port answers but is not the demo's registry $name; pick another port with" \
+      "IMAGEKIT_DEMO_$(echo "$name" | tr '[:lower:]' '[:upper:]')_PORT"
+    exit 3
+  fi
+  # JSON is YAML. Loopback only, our own storage, no auth (the demo registries are private
+  # to this machine); deletes enabled so old demo images can be cleaned up.
+  cat >"$dir/config.yml" <<EOF
+{"version": 0.1,
+ "log": {"level": "warn", "accesslog": {"disabled": true}},
+ "storage": {"filesystem": {"rootdirectory": "$dir/data"}, "delete": {"enabled": true}},
+ "http": {"addr": "127.0.0.1:$port"}}
+EOF
+  setsid nohup docker-registry serve "$dir/config.yml" >>"$dir/registry.log" 2>&1 </dev/null &
+  echo $! >"$dir/registry.pid"
+  for _ in $(seq 1 50); do
+    answers "$port" && { log "registry $name started on 127.0.0.1:$port (data in .demo/$name)"; return; }
+    sleep 0.2
+  done
+  log "registry $name did not answer; its log:"
+  tail -n 20 "$dir/registry.log" >&2
+  exit 3
+}
+
+case "${1:-}" in
+  --stop) stop_one registry; stop_one mirror; exit 0 ;;
+  --purge) stop_one registry; stop_one mirror; rm -rf "$demo"; log "removed .demo/"; exit 0 ;;
+  "") ;;
+  *) log "usage: scripts/demo.sh [--stop|--purge]"; exit 2 ;;
+esac
+
+[ -x "$imagekit" ] || { log "run scripts/setup-host.sh first (make demo does)"; exit 3; }
+command -v docker-registry >/dev/null || { log "docker-registry is missing: make setup"; exit 3; }
+mkdir -p "$demo"
+start_one registry "$registry_port"
+start_one mirror "$mirror_port"
+
+registry=127.0.0.1:$registry_port
+mirror=127.0.0.1:$mirror_port
+log "making sure the base image is in $registry (first run: mmdebstrap, about a minute)"
+base=$("$python" -c '
+import shutil, sys
+from tests.support.base_image import push_base
+client = "/usr/bin/docker" if shutil.which("/usr/bin/docker") else (shutil.which("docker") or "docker")
+print(push_base(client, sys.argv[1]).reference)
+' "$registry")
+log "base: $base"
+
+export IMAGEKIT_LEDGER=$demo/ledger.jsonl
+export IMAGEKIT_EVIDENCE_DIR=$demo/evidence
+before=0
+if [ -s "$IMAGEKIT_LEDGER" ]; then
+  before=$(wc -l <"$IMAGEKIT_LEDGER")
+fi
+
+set +e
+"$imagekit" pipeline demo --registry "$registry" --mirror "$mirror" --base "$base"
+status=$?
+set -e
+
+echo
+echo "== ledger records this run added ($IMAGEKIT_LEDGER) =="
+"$python" - "$IMAGEKIT_LEDGER" "$before" <<'EOF'
+import json, sys
+path, before = sys.argv[1], int(sys.argv[2])
+try:
+    lines = open(path, encoding="utf-8").read().splitlines()
+except FileNotFoundError:
+    lines = []
+for line in lines[before:]:
+    r = json.loads(line)
+    roles = r["images"]
+    image = next((roles[k] for k in ("pushed", "destination", "image") if k in roles), "")
+    print(f'#{r["seq"]:<4} {r["kind"]:<18} {r["status"]:<26} {image}')
+EOF
+echo
+echo "== imagekit ledger verify =="
+set +e
+"$imagekit" ledger verify --ledger "$IMAGEKIT_LEDGER"
+verify=$?
+set -e
+echo
+cat <<EOF
+== where to look ==
+  evidence (build logs, audit reports, mirror reports, pulls): .demo/evidence/demo/ and .demo/evidence/mirror/
+  the pipeline summary as JSON:   ls -t .demo/evidence/demo/pipeline/*/pipeline.json | head -1
+  every record of the plan:       IMAGEKIT_LEDGER=.demo/ledger.jsonl .venv/bin/imagekit ledger show --plan demo
+  run it again:                   make demo   (registries and base are reused)
+  stop the registries:            make clean-demo   (data stays in .demo/; scripts/demo.sh --purge removes it)
+EOF
+if [ "$status" -ne 0 ]; then
+  exit "$status"
+fi
+exit "$verify"

@@ -1,0 +1,224 @@
+"""`imagekit audit` against real images with planted defects, run by the real engine.
+
+Two images are built from the base image fixture (tests/fixtures/audit/README.md says what
+each holds): a healthy one, and one FROM it with one planted defect per check. Each defect
+must come out of a real locked-down container as the status the issue names; the healthy
+image must come out as CPU_PASS and, with a CLI that needs a GPU to parse its arguments, as
+CPU_PASS_GPU_CLI_DEFERRED. The images are removed afterwards.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from imagekit.audit.report import CheckResult
+from imagekit.audit.stage import AuditRequest, AuditResult, audit
+from imagekit.engine import Engine
+from imagekit.errors import UsageError
+from imagekit.ledger import read_records
+from imagekit.workspace import Workspace
+from tests.support.base_image import BaseImage
+
+pytestmark = pytest.mark.integration
+
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "audit"
+TAMPERED = "/usr/local/lib/python3.11/dist-packages/tamperpkg/core.py"
+
+
+@dataclass(frozen=True)
+class AuditImages:
+    healthy: str
+    defects: str
+
+
+def _build(engine: Engine, dockerfile: str, tag: str, build_args: dict[str, str]) -> None:
+    """A BuildKit build through the engine's client (no buildx here), --network host."""
+    previous = os.environ.get("DOCKER_BUILDKIT")
+    os.environ["DOCKER_BUILDKIT"] = "1"
+    try:
+        engine.client.legacy_build(
+            FIXTURES,
+            file=FIXTURES / dockerfile,
+            build_args=build_args,
+            network="host",
+            tags=[tag],
+        )
+    finally:
+        if previous is None:
+            os.environ.pop("DOCKER_BUILDKIT", None)
+        else:
+            os.environ["DOCKER_BUILDKIT"] = previous
+
+
+@pytest.fixture(scope="module")
+def images(engine: Engine, base_image: BaseImage) -> Iterator[AuditImages]:
+    suffix = secrets.token_hex(4)
+    healthy = f"imagekit-test/audit-healthy:{suffix}"
+    defects = f"imagekit-test/audit-defects:{suffix}"
+    try:
+        _build(engine, "Dockerfile.healthy", healthy, {"BASE": base_image.local_tag})
+        _build(engine, "Dockerfile.defects", defects, {"HEALTHY": healthy})
+        yield AuditImages(healthy=healthy, defects=defects)
+    finally:
+        for tag in (defects, healthy):
+            if engine.client.image.exists(tag):
+                engine.client.image.remove(tag, force=True)
+
+
+def _check(result: AuditResult, name: str) -> CheckResult:
+    check = result.report.check(name)
+    assert check is not None, f"no check {name}: {[c.name for c in result.report.checks]}"
+    return check
+
+
+def test_healthy_image_is_cpu_pass(
+    engine: Engine, images: AuditImages, workspace: Workspace
+) -> None:
+    result = audit(workspace, AuditRequest(ref=images.healthy, offline=True), engine=engine)
+
+    assert result.verdict.status == "CPU_PASS", result.verdict.sentence
+    assert result.exit_code == 0
+    assert result.scope == "CPU-only checks, no weights loaded, no GPU test"
+    record = _check(result, "record")
+    assert record.status == "PASS"
+    assert record.data["checked_distributions"] >= 2  # tamperpkg and fakeserve, via pip
+    av = _check(result, "av-roundtrip")
+    assert av.status == "PASS"
+    assert "AV_ROUNDTRIP_PASS 8" in av.stdout
+    assert _check(result, "pip-check").stdout.strip() == "No broken requirements found."
+    assert _check(result, "torch").status == "SKIPPED"  # absent and not required by generic
+    # The container really was locked down as the probe saw it.
+    assert result.report.environment["CUDA_VISIBLE_DEVICES"] == ""
+    assert result.report.environment["NVIDIA_VISIBLE_DEVICES"] == "void"
+    assert result.report.environment["HF_HUB_OFFLINE"] == "1"
+    assert result.vulns.status == "skipped"
+    # Evidence: the whole report, the summary, the raw probe output; and the ledger.
+    assert result.evidence_dir.is_relative_to(workspace.evidence_dir)
+    whole = json.loads(result.report_path.read_text())
+    assert whole["status"] == "CPU_PASS"
+    assert "CPU-only checks" in result.summary_path.read_text()
+    assert (result.evidence_dir / "probe-output.json").stat().st_size > 0
+    records = read_records(workspace.ledger_path)
+    assert [(r.kind, r.status) for r in records] == [
+        ("audit", "CPU_PASS"),
+        ("vulnerability-scan", "skipped"),
+    ]
+    assert records[0].evidence is not None
+
+
+def test_gpu_cli_is_deferred_with_raw_failure_kept(
+    engine: Engine, images: AuditImages, workspace: Workspace
+) -> None:
+    request = AuditRequest(
+        ref=images.healthy, profile=str(FIXTURES / "profile-deferred.yaml"), offline=True
+    )
+    result = audit(workspace, request, engine=engine)
+
+    assert result.verdict.status == "CPU_PASS_GPU_CLI_DEFERRED", result.verdict.sentence
+    assert result.exit_code == 0
+    cli = _check(result, "cli:serve-help")
+    assert cli.status == "DEFERRED"
+    raw = cli.data["raw_failure"]
+    assert raw["exit_code"] != 0
+    assert raw["command"] == ["fakeserve", "serve", "--help=all"]
+    assert "Failed to infer device type" in raw["stderr"]
+    assert "--tool-call-parser" in cli.stdout  # the fallback's help, which passed
+    assert _check(result, "model-sources").status == "PASS"
+    assert result.verdict.deferred == ("cli:serve-help",)
+
+
+def test_each_planted_defect_is_reported_and_a_hung_check_times_out(
+    images: AuditImages, workspace: Workspace
+) -> None:
+    """Through the CLI: --json gives one document, exit 1 for CPU_CHECK_INCOMPLETE."""
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "imagekit.cli",
+            "audit",
+            images.defects,
+            "--profile",
+            str(FIXTURES / "profile-defects.yaml"),
+            "--offline",
+            "--json",
+        ],  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert proc.returncode == 1, proc.stderr
+    doc = json.loads(proc.stdout)
+    checks = {c["name"]: c for c in doc["checks"]}
+    status = {name: c["status"] for name, c in checks.items()}
+    assert status == {
+        "versions": "PASS",
+        "pip-check": "FAIL",
+        "find-spec": "FAIL",
+        "record": "FAIL",
+        "torch": "FAIL",
+        "av-roundtrip": "FAIL",
+        "model-sources": "SKIPPED",
+        "cli:serve-help": "DEFERRED",
+        "cli:bench-help": "TIMEOUT",
+    }
+    assert doc["status"] == "CPU_CHECK_INCOMPLETE"
+    assert set(doc["failing_checks"]) == {
+        "pip-check", "find-spec", "record", "torch", "av-roundtrip", "cli:bench-help",
+    }  # fmt: skip
+    assert "evidence:" in proc.stderr
+
+    report = json.loads(Path(doc["evidence"]["report"]).read_text())
+    whole = {c["name"]: c for c in report["checks"]}
+    assert whole["pip-check"]["data"]["conflicts"] == [
+        {
+            "distribution": "nixl",
+            "version": "1.2.0",
+            "requirement": "nixl-cu12",
+            "problem": "missing",
+            "installed": None,
+        }
+    ]
+    assert "nixl 1.2.0 requires nixl-cu12, which is not installed." in whole["pip-check"]["stdout"]
+    modules = whole["find-spec"]["data"]["modules"]
+    assert modules["nixl"]["found"] and not modules["nixl_cu13"]["found"]
+    assert [e["path"] for e in whole["record"]["data"]["differ"]] == ["tamperpkg/core.py"]
+    assert "CPU-only build" in whole["torch"]["reason"] and "sm_90" in whole["torch"]["reason"]
+    assert whole["torch"]["data"]["arch_list"] == []
+    assert "not installed" in whole["av-roundtrip"]["reason"]
+    # The hung check was killed at its own limit while the others finished on their own.
+    assert 5 <= whole["cli:bench-help"]["duration_s"] < 30
+    assert all(c["duration_s"] < 60 for n, c in whole.items() if n != "cli:bench-help")
+
+
+def test_overlaid_file_is_named_as_expected_not_as_tampering(
+    engine: Engine, images: AuditImages, workspace: Workspace
+) -> None:
+    request = AuditRequest(ref=images.defects, offline=True, expected_paths=(TAMPERED,))
+    result = audit(workspace, request, engine=engine)
+
+    record = _check(result, "record")
+    assert record.status == "PASS", record.reason
+    assert [e["path"] for e in record.data["expected_overlays"]] == ["tamperpkg/core.py"]
+    assert "expected overlay" in record.reason
+
+
+def test_a_tag_that_is_not_local_is_refused_not_pulled(
+    engine: Engine, workspace: Workspace
+) -> None:
+    with pytest.raises(UsageError, match="not pinned by digest"):
+        audit(
+            workspace,
+            AuditRequest(ref="127.0.0.1:9/imagekit-test/absent:latest", offline=True),
+            engine=engine,
+        )

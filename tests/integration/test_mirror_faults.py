@@ -1,0 +1,148 @@
+"""The fault matrix: a fault-injecting proxy in front of the real registry, DST read through it.
+
+Transient faults (a connection dropped mid-blob, 503 and 429 with Retry-After, a slow drip)
+must be survived by bounded retries and resume with the same verdict as without faults.
+Corruption (a truncated body, flipped bytes, a lying Docker-Content-Digest) must end in
+``error`` or ``mismatch`` naming the blob. No fault may ever produce a positive verdict.
+Every case also asserts that its fault actually fired.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from imagekit.mirror import MirrorOptions, Verdict, mirror
+from imagekit.registry import RegistryClient, RetryPolicy
+from imagekit.workspace import Workspace
+from tests.support.faultproxy import Fault, FaultProxy
+from tests.support.oci_layout import Layer, LayoutWriter, make_tar, push_layout, skopeo_copy
+from tests.support.registries import RunningRegistry
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(scope="module")
+def dst_registry(make_registry: Callable[..., RunningRegistry]) -> RunningRegistry:
+    # A registry of its own: skopeo's blob-info cache would otherwise reuse SRC's blobs
+    # instead of recompressing, and the "copy" would be identical.
+    return make_registry()
+
+
+@pytest.fixture(scope="module")
+def images(
+    registry: RunningRegistry,
+    dst_registry: RunningRegistry,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> tuple[str, str, str]:
+    """SRC (gzip level 6, docker format) and a recompressed copy of it: (src, dst_repo, tag)."""
+    tmp = tmp_path_factory.mktemp("faults")
+    layers = [Layer.gzip(make_tar(100 + i, size=300_000)) for i in range(3)]
+    writer = LayoutWriter(tmp / "layout")
+    writer.index([writer.image(layers)])
+    src = f"{registry.host}/imagekit-test/faults-src:1"
+    push_layout(tmp / "layout", src, "--format", "v2s2")
+    # gzip at level 9 from the decompressed layers: other blobs, same content
+    skopeo_copy(f"docker://{src}", f"dir:{tmp / 'plain'}", "--dest-decompress")
+    dst_repo = "imagekit-test/faults-dst"
+    skopeo_copy(
+        f"dir:{tmp / 'plain'}",
+        f"docker://{dst_registry.host}/{dst_repo}:1",
+        "--dest-compress",
+        "--dest-compress-level",
+        "9",
+    )
+    return src, dst_repo, "1"
+
+
+@pytest.fixture
+def proxy(dst_registry: RunningRegistry) -> Iterator[FaultProxy]:
+    running = FaultProxy(dst_registry.host).start()
+    yield running
+    running.stop()
+
+
+def _verify(
+    images: tuple[str, str, str], proxy: FaultProxy, workspace: Workspace
+) -> tuple[Verdict, str, Path | None]:
+    src, dst_repo, tag = images
+    # Short waits so the matrix runs quickly; the attempts stay bounded as in production.
+    client = RegistryClient(retry_policy=RetryPolicy(max_attempts=4, initial_wait=0.05))
+    with client:
+        report = mirror(
+            src,
+            f"{proxy.host}/{dst_repo}:{tag}",
+            options=MirrorOptions(workers=2),
+            workspace=workspace,
+            client=client,
+        )
+    return report.verdict, report.message, report.evidence
+
+
+def test_baseline_without_faults(
+    images: tuple[str, str, str], proxy: FaultProxy, workspace: Workspace
+) -> None:
+    verdict, message, evidence = _verify(images, proxy, workspace)
+    assert verdict is Verdict.CONTENT_IDENTICAL, message
+    assert message == "same config, same 3 diffIDs, compressed blobs differ"
+    assert evidence is not None and evidence.is_file()
+    assert any("/blobs/" in path for _, path, _, _, _ in proxy.log)
+
+
+@pytest.mark.parametrize(
+    "fault",
+    [
+        Fault("drop", after=20_000, times=2, only_full=True),
+        Fault("status", status=503, retry_after="1", times=2),
+        Fault("status", status=429, retry_after="0", times=1),
+        Fault("status", status=503, path=r"/manifests/", times=1, retry_after="0"),
+        Fault("drip", piece=16_384, delay=0.002, times=3),
+        Fault("wrong_digest", times=3),  # on blobs: the bytes are checked, not the header
+    ],
+    ids=["drop-mid-blob", "503-retry-after", "429", "503-manifest", "drip", "blob-header"],
+)
+def test_transient_faults_are_survived_with_the_same_verdict(
+    images: tuple[str, str, str], proxy: FaultProxy, workspace: Workspace, fault: Fault
+) -> None:
+    proxy.set_faults(fault)
+    verdict, message, _ = _verify(images, proxy, workspace)
+    assert proxy.fired() == fault.times
+    assert verdict is Verdict.CONTENT_IDENTICAL, message
+    if fault.kind == "drop":
+        # resumed with Range where the connection broke, not downloaded again from 0
+        resumed = [r for _, path, status, _, r in proxy.log if "/blobs/" in path and r]
+        assert len(resumed) >= 2 and all(
+            r.startswith("bytes=") and r != "bytes=0-" for r in resumed
+        )
+
+
+@pytest.mark.parametrize(
+    ("fault", "names"),
+    [
+        (Fault("truncate", after=5_000, times=-1), "blob"),
+        (Fault("flip", offset=10_000, times=-1), "blob"),
+        (Fault("flip", offset=10_000, times=1), "blob"),
+        (Fault("wrong_digest", path=r"/manifests/", times=-1), "Docker-Content-Digest"),
+        (Fault("status", status=503, times=-1, retry_after="0"), "503"),
+        (Fault("drop", after=1_000, times=-1), "broke off"),
+    ],
+    ids=["truncate", "flip-always", "flip-once", "manifest-digest", "503-forever", "drop-forever"],
+)
+def test_corruption_and_exhaustion_end_in_error_naming_the_blob(
+    images: tuple[str, str, str],
+    proxy: FaultProxy,
+    workspace: Workspace,
+    fault: Fault,
+    names: str,
+) -> None:
+    proxy.set_faults(fault)
+    verdict, message, evidence = _verify(images, proxy, workspace)
+    assert proxy.fired() >= 1
+    assert verdict in (Verdict.ERROR, Verdict.MISMATCH), message
+    assert verdict not in (Verdict.IDENTICAL, Verdict.CONTENT_IDENTICAL)
+    assert names in message
+    if names == "blob":
+        assert "sha256:" in message
+    assert evidence is not None and evidence.is_file()

@@ -1,0 +1,164 @@
+"""Small images written as OCI image layouts, for skopeo to push into real registries.
+
+The tests need images whose layers we control byte for byte (multi-member gzip, skippable
+zstd frames, a replaced layer with a self-consistent config); an OCI layout on disk plus
+`skopeo copy oci:DIR docker://...` gives them real manifests in a real registry without any
+network. Configs carry the fields Docker writes, so a conversion that drops some shows.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import io
+import json
+import random
+import subprocess
+import tarfile
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
+OCI_INDEX = "application/vnd.oci.image.index.v1+json"
+OCI_CONFIG = "application/vnd.oci.image.config.v1+json"
+OCI_GZIP = "application/vnd.oci.image.layer.v1.tar+gzip"
+OCI_ZSTD = "application/vnd.oci.image.layer.v1.tar+zstd"
+OCI_TAR = "application/vnd.oci.image.layer.v1.tar"
+
+
+def sha256(data: bytes) -> str:
+    return "sha256:" + hashlib.sha256(data).hexdigest()
+
+
+def make_tar(seed: int, files: int = 4, size: int = 200_000) -> bytes:
+    """A reproducible, compressible tar of a few text files."""
+    rng = random.Random(seed)  # noqa: S311 - test data, not secrets
+    words = [rng.randbytes(4).hex()[: rng.randint(2, 8)] for _ in range(400)]
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        for i in range(files):
+            data = " ".join(rng.choices(words, k=size // 4)).encode()[:size]
+            info = tarfile.TarInfo(f"layer{seed}/file{i}.txt")
+            info.size, info.mtime, info.mode = len(data), 0, 0o644
+            tar.addfile(info, io.BytesIO(data))
+    return buf.getvalue()
+
+
+@dataclass(frozen=True)
+class Layer:
+    """One layer: the uncompressed tar (its sha256 is the diffID) and the blob as stored."""
+
+    tar: bytes
+    blob: bytes
+    media_type: str = OCI_GZIP
+
+    @classmethod
+    def gzip(cls, tar: bytes, level: int = 6) -> Layer:
+        return cls(tar, gzip.compress(tar, compresslevel=level, mtime=0))
+
+    @property
+    def diff_id(self) -> str:
+        return sha256(self.tar)
+
+
+def config_for(
+    layers: Sequence[Layer], *, arch: str = "amd64", extra: dict[str, Any] | None = None
+) -> bytes:
+    document: dict[str, Any] = {
+        "architecture": arch,
+        "os": "linux",
+        "created": "2026-01-01T00:00:00Z",
+        "config": {"Env": ["PATH=/usr/bin"], "Cmd": ["/bin/sh"], "Labels": {"t": "imagekit"}},
+        "rootfs": {"type": "layers", "diff_ids": [layer.diff_id for layer in layers]},
+        "history": [{"created_by": f"layer {i}"} for i in range(len(layers))],
+    }
+    document.update(extra or {})
+    return json.dumps(document, sort_keys=True).encode()
+
+
+class LayoutWriter:
+    """Writes blobs and manifests into one OCI layout directory."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        (root / "blobs" / "sha256").mkdir(parents=True, exist_ok=True)
+        (root / "oci-layout").write_text('{"imageLayoutVersion": "1.0.0"}')
+
+    def blob(self, data: bytes) -> dict[str, Any]:
+        digest = sha256(data)
+        (self.root / "blobs" / "sha256" / digest.split(":")[1]).write_bytes(data)
+        return {"digest": digest, "size": len(data)}
+
+    def image(self, layers: Sequence[Layer], config: bytes | None = None) -> dict[str, Any]:
+        """Write an image manifest; returns its descriptor (mediaType, digest, size)."""
+        config = config if config is not None else config_for(layers)
+        manifest = {
+            "schemaVersion": 2,
+            "mediaType": OCI_MANIFEST,
+            "config": {"mediaType": OCI_CONFIG, **self.blob(config)},
+            "layers": [
+                {"mediaType": layer.media_type, **self.blob(layer.blob)} for layer in layers
+            ],
+        }
+        return {"mediaType": OCI_MANIFEST, **self.blob(json.dumps(manifest).encode())}
+
+    def attestation(self, subject: dict[str, Any]) -> dict[str, Any]:
+        """A BuildKit-style attestation manifest (in-toto layer) pointing at ``subject``."""
+        statement = json.dumps({"_type": "https://in-toto.io/Statement/v0.1"}).encode()
+        manifest = {
+            "schemaVersion": 2,
+            "mediaType": OCI_MANIFEST,
+            "config": {"mediaType": OCI_CONFIG, **self.blob(b"{}")},
+            "layers": [{"mediaType": "application/vnd.in-toto+json", **self.blob(statement)}],
+        }
+        return {
+            "mediaType": OCI_MANIFEST,
+            **self.blob(json.dumps(manifest).encode()),
+            "platform": {"architecture": "unknown", "os": "unknown"},
+            "annotations": {
+                "vnd.docker.reference.digest": subject["digest"],
+                "vnd.docker.reference.type": "attestation-manifest",
+            },
+        }
+
+    def index(self, entries: Sequence[dict[str, Any]], tag: str = "latest") -> None:
+        """Write index.json listing ``entries`` (the layout's root) under ``tag``."""
+        if len(entries) == 1:
+            top = [{**entries[0], "annotations": {"org.opencontainers.image.ref.name": tag}}]
+        else:
+            inner = {"schemaVersion": 2, "mediaType": OCI_INDEX, "manifests": list(entries)}
+            top = [
+                {
+                    "mediaType": OCI_INDEX,
+                    **self.blob(json.dumps(inner).encode()),
+                    "annotations": {"org.opencontainers.image.ref.name": tag},
+                }
+            ]
+        (self.root / "index.json").write_text(
+            json.dumps({"schemaVersion": 2, "mediaType": OCI_INDEX, "manifests": top})
+        )
+
+
+def skopeo_copy(src: str, dst: str, *args: str) -> None:
+    """Run a real `skopeo copy` between transports, TLS off for loopback registries."""
+    subprocess.run(
+        [
+            "skopeo",
+            "copy",
+            "--quiet",
+            "--src-tls-verify=false",
+            "--dest-tls-verify=false",
+            *args,
+            src,
+            dst,
+        ],
+        check=True,
+        capture_output=True,
+        timeout=600,
+    )
+
+
+def push_layout(root: Path, dest: str, *args: str, tag: str = "latest") -> None:
+    skopeo_copy(f"oci:{root}:{tag}", f"docker://{dest}", *args)

@@ -1,0 +1,403 @@
+"""RegistryClient against protocol faults a real registry will not produce (MockTransport)."""
+
+from __future__ import annotations
+
+import gzip
+import json
+
+import httpx
+import pytest
+
+from imagekit.errors import (
+    DigestMismatch,
+    ReferenceFormatError,
+    RegistryNotFound,
+    RegistryProtocolError,
+    RegistryUnauthorized,
+    RetriesExhausted,
+)
+from imagekit.refs import Digest, parse_platform, parse_reference
+from imagekit.registry import Descriptor
+from imagekit.registry.transport import MAX_MANIFEST_BYTES
+from tests.unit.registry.fakes import (
+    HOST,
+    OCI_MANIFEST,
+    DropAfter,
+    FakeRegistry,
+    blob_response,
+    dumps,
+    entry,
+    index_of,
+    make_image,
+    sha,
+)
+
+REPO = "team/app"
+REF = parse_reference(f"{HOST}/{REPO}:v1")
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        "sha256:../../x",
+        "sha256:" + "A" * 64,
+        "sha256:" + "a" * 63,
+        "sha256:" + "a" * 65,
+        "md5:" + "a" * 32,
+        "sha256:" + "a" * 62 + "/.",
+    ],
+)
+def test_malformed_digests_never_reach_a_url(bad: str) -> None:
+    fake = FakeRegistry()
+    with fake.client() as client:
+        with pytest.raises(ReferenceFormatError):
+            client.get_manifest(REF, bad)
+        with pytest.raises(ReferenceFormatError):
+            client.blob_exists(REF, bad)
+    assert fake.requests == []
+
+
+def test_manifest_by_digest_is_hashed_over_exact_bytes() -> None:
+    image = make_image()
+    # Same JSON, different bytes (pretty-printed): its digest is of these bytes, not a re-dump.
+    pretty = json.dumps(json.loads(image.manifest), indent=3).encode()
+    fake = FakeRegistry()
+    fake.add_manifest(REPO, sha(pretty), pretty, OCI_MANIFEST)
+    with fake.client() as client:
+        body, media_type, digest = client.get_manifest(REF, sha(pretty))
+    assert body == pretty
+    assert digest == sha(pretty) != image.manifest_digest
+    assert media_type == OCI_MANIFEST
+
+
+def test_manifest_bytes_not_matching_the_digest_asked_for() -> None:
+    image, other = make_image(b"a"), make_image(b"b")
+    fake = FakeRegistry()
+    fake.add_manifest(REPO, image.manifest_digest, other.manifest, OCI_MANIFEST)
+    with fake.client() as client, pytest.raises(DigestMismatch) as info:
+        client.get_manifest(REF, image.manifest_digest)
+    assert info.value.expected == image.manifest_digest
+    assert info.value.actual == other.manifest_digest
+    assert info.value.exit_code == 1
+
+
+def test_docker_content_digest_disagreeing_with_body() -> None:
+    image = make_image()
+    fake = FakeRegistry()
+    fake.overrides[f"/v2/{REPO}/manifests/v1"] = lambda request: httpx.Response(
+        200,
+        content=image.manifest,
+        headers={"Content-Type": OCI_MANIFEST, "Docker-Content-Digest": sha(b"other")},
+    )
+    with fake.client() as client, pytest.raises(DigestMismatch) as info:
+        client.get_manifest(REF, "v1")
+    assert info.value.expected == sha(b"other")
+
+
+def test_malformed_docker_content_digest_header() -> None:
+    image = make_image()
+    fake = FakeRegistry()
+    fake.overrides[f"/v2/{REPO}/manifests/v1"] = lambda request: httpx.Response(
+        200,
+        content=image.manifest,
+        headers={"Content-Type": OCI_MANIFEST, "Docker-Content-Digest": "sha256:../../etc"},
+    )
+    with fake.client() as client, pytest.raises(RegistryProtocolError):
+        client.get_manifest(REF, "v1")
+
+
+def test_oversize_manifest_refused() -> None:
+    fake = FakeRegistry()
+    huge = b'{"schemaVersion":2,"x":"' + b"a" * MAX_MANIFEST_BYTES + b'"}'
+    fake.overrides[f"/v2/{REPO}/manifests/v1"] = lambda request: httpx.Response(
+        200, content=huge, headers={"Content-Type": OCI_MANIFEST}
+    )
+    with fake.client() as client, pytest.raises(RegistryProtocolError, match="limit"):
+        client.get_manifest(REF, "v1")
+
+
+def test_oversize_error_body_refused() -> None:
+    fake = FakeRegistry()
+    fake.overrides[f"/v2/{REPO}/manifests/v1"] = lambda request: httpx.Response(
+        404, content=b"x" * (2 << 20)
+    )
+    with fake.client() as client, pytest.raises(RegistryProtocolError, match="limit"):
+        client.get_manifest(REF, "v1")
+
+
+def test_html_answer_is_a_protocol_error_with_an_excerpt() -> None:
+    fake = FakeRegistry()
+    fake.overrides[f"/v2/{REPO}/manifests/v1"] = lambda request: httpx.Response(
+        200, content=b"<html><body>Welcome to nginx!</body></html>",
+        headers={"Content-Type": "text/html"},
+    )
+    with fake.client() as client, pytest.raises(RegistryProtocolError) as info:
+        client.get_manifest(REF, "v1")
+    assert "Welcome to nginx!" in info.value.message
+    assert info.value.exit_code == 3
+
+
+def test_index_child_not_matching_its_entry() -> None:
+    amd64, impostor = make_image(b"amd64"), make_image(b"impostor")
+    index = index_of(entry(amd64))
+    fake = FakeRegistry()
+    fake.add_manifest(REPO, "v1", index, "application/vnd.oci.image.index.v1+json")
+    # The registry serves other bytes under the child's digest.
+    fake.add_manifest(REPO, amd64.manifest_digest, impostor.manifest, OCI_MANIFEST)
+    with fake.client() as client, pytest.raises(DigestMismatch):
+        client.resolve(REF)
+
+
+def test_index_child_longer_than_its_entry_size() -> None:
+    amd64 = make_image(b"amd64")
+    child = dict(entry(amd64))
+    child["size"] = len(amd64.manifest) - 5
+    fake = FakeRegistry()
+    fake.add_manifest(REPO, "v1", index_of(child), "application/vnd.oci.image.index.v1+json")
+    fake.add_image(REPO, amd64)
+    with fake.client() as client, pytest.raises(RegistryProtocolError, match="limit"):
+        client.resolve(REF)
+
+
+def test_index_child_media_type_must_match_its_entry() -> None:
+    amd64 = make_image(b"amd64")
+    child = dict(entry(amd64))
+    child["mediaType"] = "application/vnd.docker.distribution.manifest.v2+json"
+    fake = FakeRegistry()
+    fake.add_manifest(REPO, "v1", index_of(child), "application/vnd.oci.image.index.v1+json")
+    fake.add_image(REPO, amd64)
+    with fake.client() as client, pytest.raises(RegistryProtocolError, match="says"):
+        client.resolve(REF)
+
+
+def test_attestation_entries_never_chosen_and_missing_platform_is_clear() -> None:
+    arm = make_image(b"arm", arch="arm64", variant="v8")
+    attestation = make_image(b"att", arch="unknown")
+    index = index_of(
+        # First in the index and claiming nothing but an attestation: must not be taken.
+        entry(attestation, os="unknown", arch="unknown",
+              annotations={"vnd.docker.reference.type": "attestation-manifest"}),
+        entry(arm, arch="arm64", variant="v8"),
+    )
+    fake = FakeRegistry()
+    fake.add_manifest(REPO, "v1", index, "application/vnd.oci.image.index.v1+json")
+    fake.add_image(REPO, arm)
+    fake.add_image(REPO, attestation)
+    with fake.client() as client:
+        with pytest.raises(RegistryNotFound) as info:
+            client.resolve(REF)  # default linux/amd64
+        assert str(info.value.message).startswith("no matching manifest for linux/amd64 in ")
+        assert "(available: linux/arm64/v8)" in info.value.message
+        with pytest.raises(RegistryNotFound):
+            client.resolve(REF, parse_platform("unknown/unknown"))
+        resolved = client.resolve(REF, parse_platform("linux/arm64"))
+    assert resolved.manifest_digest == arm.manifest_digest
+    assert str(resolved.platform) == "linux/arm64/v8"
+
+
+def test_single_manifest_checked_against_requested_platform() -> None:
+    image = make_image()
+    fake = FakeRegistry()
+    fake.add_image(REPO, image, tag="v1")
+    with fake.client() as client:
+        assert str(client.resolve(REF).platform) == "linux/amd64"
+        with pytest.raises(RegistryNotFound, match="no matching manifest for linux/arm64"):
+            client.resolve(REF, parse_platform("linux/arm64"))
+
+
+def _desc(data: bytes, size: int | None = None) -> Descriptor:
+    return Descriptor("application/octet-stream", Digest(sha(data)), len(data) if size is None else size)
+
+
+def test_blob_longer_than_descriptor_stops_at_size() -> None:
+    data = b"x" * 1000
+    fake = FakeRegistry()
+    fake.overrides[f"/v2/{REPO}/blobs/{sha(data)}"] = lambda request: httpx.Response(
+        200, content=data + b"extra"
+    )
+    got: list[bytes] = []
+    with fake.client() as client, pytest.raises(RegistryProtocolError):
+        for chunk in client.stream_blob(REF, _desc(data), chunk_size=100):
+            got.append(chunk)
+    assert sum(len(c) for c in got) <= len(data)
+
+
+def test_blob_shorter_than_descriptor() -> None:
+    data = b"x" * 1000
+    fake = FakeRegistry()
+    fake.blobs[f"/v2/{REPO}/blobs/{sha(data)}"] = data[:900]
+    with fake.client() as client, pytest.raises(RegistryProtocolError, match="ended after 900"):
+        b"".join(client.stream_blob(REF, _desc(data)))
+
+
+def test_blob_with_wrong_bytes_is_a_digest_mismatch() -> None:
+    data = b"x" * 1000
+    fake = FakeRegistry()
+    fake.blobs[f"/v2/{REPO}/blobs/{sha(data)}"] = b"y" * 1000
+    with fake.client() as client, pytest.raises(DigestMismatch):
+        b"".join(client.stream_blob(REF, _desc(data)))
+
+
+def test_dropped_blob_resumes_with_range() -> None:
+    data = bytes(range(256)) * 400
+    path = f"/v2/{REPO}/blobs/{sha(data)}"
+    fake = FakeRegistry()
+    calls: list[str | None] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        calls.append(request.headers.get("Range"))
+        if len(calls) == 1:
+            return httpx.Response(200, stream=DropAfter(data, 30000),
+                                  headers={"Content-Length": str(len(data))})
+        return blob_response(request, data)
+
+    fake.overrides[path] = handler
+    with fake.client() as client:
+        assert b"".join(client.stream_blob(REF, _desc(data))) == data
+    assert calls == [None, "bytes=30000-"]
+
+
+def test_resume_accepts_only_206_starting_where_it_stopped() -> None:
+    data = bytes(range(256)) * 400
+    path = f"/v2/{REPO}/blobs/{sha(data)}"
+    fake = FakeRegistry()
+    calls = 0
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        nonlocal calls
+        calls += 1
+        if calls == 1:
+            return httpx.Response(200, stream=DropAfter(data, 30000))
+        # Claims a range starting elsewhere.
+        return httpx.Response(206, content=data[100:],
+                              headers={"Content-Range": f"bytes 100-{len(data) - 1}/{len(data)}"})
+
+    fake.overrides[path] = handler
+    with fake.client() as client, pytest.raises(RegistryProtocolError, match="resuming at byte 30000"):
+        b"".join(client.stream_blob(REF, _desc(data)))
+
+
+def test_digest_mismatch_after_resume_restarts_once_from_zero() -> None:
+    data = bytes(range(256)) * 400
+    path = f"/v2/{REPO}/blobs/{sha(data)}"
+    fake = FakeRegistry()
+    calls: list[str | None] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        calls.append(request.headers.get("Range"))
+        if len(calls) == 1:
+            return httpx.Response(200, stream=DropAfter(data, 30000))
+        if len(calls) == 2:  # a resumed tail from another (bad) replica
+            tail = b"\0" * (len(data) - 30000)
+            return httpx.Response(
+                206, content=tail,
+                headers={"Content-Range": f"bytes 30000-{len(data) - 1}/{len(data)}"},
+            )
+        return blob_response(request, data)
+
+    fake.overrides[path] = handler
+    restarts: list[int] = []
+    out = bytearray()
+
+    def on_restart() -> None:
+        restarts.append(len(out))
+        out.clear()
+
+    with fake.client() as client:
+        for chunk in client.stream_blob(REF, _desc(data), on_restart=on_restart):
+            out.extend(chunk)
+    assert bytes(out) == data
+    assert restarts == [len(data)]
+    assert calls == [None, "bytes=30000-", None]
+
+
+def test_digest_mismatch_after_resume_without_restart_hook_raises() -> None:
+    data = bytes(range(256)) * 400
+    path = f"/v2/{REPO}/blobs/{sha(data)}"
+    fake = FakeRegistry()
+    calls = 0
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        nonlocal calls
+        calls += 1
+        if calls == 1:
+            return httpx.Response(200, stream=DropAfter(data, 30000))
+        tail = b"\0" * (len(data) - 30000)
+        return httpx.Response(206, content=tail,
+                              headers={"Content-Range": f"bytes 30000-{len(data) - 1}/{len(data)}"})
+
+    fake.overrides[path] = handler
+    with fake.client() as client, pytest.raises(DigestMismatch, match="resumed"):
+        b"".join(client.stream_blob(REF, _desc(data)))
+
+
+def test_endless_drops_are_bounded() -> None:
+    data = bytes(range(256)) * 400
+    fake = FakeRegistry()
+    fake.overrides[f"/v2/{REPO}/blobs/{sha(data)}"] = lambda request: httpx.Response(
+        200, stream=DropAfter(b"", 0)
+    )
+    with fake.client(max_attempts=3) as client, pytest.raises(RetriesExhausted):
+        b"".join(client.stream_blob(REF, _desc(data)))
+
+
+def test_content_encoding_never_changes_hashed_bytes() -> None:
+    # A gzip layer served with Content-Encoding: gzip (as some object stores do): the
+    # bytes hashed must be the gzip bytes on the wire, not the inflated tar.
+    image = make_image()
+    fake = FakeRegistry()
+    seen: list[str | None] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen.append(request.headers.get("Accept-Encoding"))
+        return httpx.Response(200, content=image.layer, headers={"Content-Encoding": "gzip"})
+
+    fake.overrides[f"/v2/{REPO}/blobs/{sha(image.layer)}"] = handler
+    desc = _desc(image.layer)
+    with fake.client() as client:
+        got = b"".join(client.stream_blob(REF, desc))
+    assert got == image.layer
+    assert gzip.decompress(got) != got
+    assert seen == ["identity"]
+
+
+def test_unauthorized_without_credentials_names_registry_and_login(tmp_path: object) -> None:
+    fake = FakeRegistry()
+    fake.overrides[f"/v2/{REPO}/manifests/v1"] = lambda request: httpx.Response(
+        401, headers={"WWW-Authenticate": 'Basic realm="x"'},
+        json={"errors": [{"code": "UNAUTHORIZED", "message": "authentication required"}]},
+    )
+    with fake.client(docker_config=tmp_path) as client, pytest.raises(RegistryUnauthorized) as info:
+        client.get_manifest(REF, "v1")
+    assert HOST in info.value.message
+    assert info.value.hint is not None and f"docker login {HOST}" in info.value.hint
+    assert info.value.exit_code == 3
+
+
+def test_schema1_refused_clearly() -> None:
+    fake = FakeRegistry()
+    body = dumps({"schemaVersion": 1, "name": REPO, "tag": "v1", "fsLayers": []})
+    fake.add_manifest(REPO, "v1", body, "application/vnd.docker.distribution.manifest.v1+prettyjws")
+    with fake.client() as client, pytest.raises(RegistryProtocolError, match="schema 1"):
+        client.resolve(REF)
+
+
+def test_not_found_and_blob_exists() -> None:
+    image = make_image()
+    fake = FakeRegistry()
+    fake.add_image(REPO, image, tag="v1")
+    with fake.client() as client:
+        assert client.blob_exists(REF, sha(image.layer))
+        assert not client.blob_exists(REF, sha(b"absent"))
+        with pytest.raises(RegistryNotFound, match="NOT_FOUND"):
+            client.get_manifest(REF, "v2")
+
+
+def test_ping_refuses_a_web_server() -> None:
+    fake = FakeRegistry()
+    fake.overrides["/v2/"] = lambda request: httpx.Response(
+        200, content=b"<!doctype html><title>Router login</title>",
+        headers={"Content-Type": "text/html"},
+    )
+    with fake.client() as client, pytest.raises(RegistryProtocolError, match="Router login"):
+        client.ping(HOST)

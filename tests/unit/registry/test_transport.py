@@ -1,0 +1,211 @@
+"""Retries, Retry-After, redirects and the scheme rule of the registry transport."""
+
+from __future__ import annotations
+
+import base64
+import json
+from datetime import UTC, datetime, timedelta
+from email.utils import format_datetime
+from pathlib import Path
+
+import httpx
+import pytest
+
+from imagekit.errors import RegistryError, RegistryNotFound, RegistryProtocolError, RetriesExhausted
+from imagekit.refs import parse_reference
+from imagekit.registry import RegistryClient, RetryPolicy
+from imagekit.registry.transport import is_loopback, parse_retry_after
+from tests.unit.registry.fakes import HOST, FakeRegistry, StreamingMock, make_image, sha
+
+REPO = "team/app"
+REF = parse_reference(f"{HOST}/{REPO}:v1")
+
+
+@pytest.mark.parametrize(
+    ("host", "loop"),
+    [
+        ("127.0.0.1:5000", True),
+        ("127.8.9.1", True),
+        ("localhost:5000", True),
+        ("[::1]:5000", True),
+        ("::1", True),
+        ("10.0.0.1:5000", False),
+        ("registry.example.com", False),
+        ("localhost.example.com:5000", False),
+    ],
+)
+def test_loopback_detection(host: str, loop: bool) -> None:
+    assert is_loopback(host) is loop
+
+
+def test_https_unless_loopback_or_insecure() -> None:
+    seen: list[str] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen.append(str(request.url))
+        return httpx.Response(200, json={}, headers={"Docker-Distribution-API-Version": "registry/2.0"})
+
+    with RegistryClient(insecure=("myreg:5000",), transport=httpx.MockTransport(handler)) as client:
+        client.ping("127.0.0.1:5000")
+        client.ping("myreg:5000")
+        client.ping("other.example:5000")
+    assert seen == [
+        "http://127.0.0.1:5000/v2/",
+        "http://myreg:5000/v2/",
+        "https://other.example:5000/v2/",
+    ]
+
+
+def test_retry_after_parsing() -> None:
+    now = datetime(2026, 1, 1, tzinfo=UTC)
+    assert parse_retry_after("7") == 7.0
+    assert parse_retry_after(format_datetime(now + timedelta(seconds=30), usegmt=True), now=now) == 30.0
+    assert parse_retry_after("soon") is None
+    assert parse_retry_after(None) is None
+
+
+@pytest.mark.parametrize("status", [429, 503])
+def test_retry_after_is_honoured(status: int) -> None:
+    image = make_image()
+    fake = FakeRegistry()
+    fake.add_image(REPO, image, tag="v1")
+    answers = iter([httpx.Response(status, headers={"Retry-After": "3"})])
+    original = fake.__call__
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        return next(answers, None) or original(request)
+
+    sleeps: list[float] = []
+    policy = RetryPolicy(max_attempts=3, initial_wait=0.01, max_wait=0.02, sleep=sleeps.append)
+    with RegistryClient(transport=StreamingMock(handler), retry_policy=policy,
+                        insecure=(HOST,)) as client:
+        body, _, _ = client.get_manifest(REF, "v1")
+    assert body == image.manifest
+    assert sleeps == [3.0]
+
+
+def test_retry_after_is_capped() -> None:
+    calls = 0
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        nonlocal calls
+        calls += 1
+        return httpx.Response(429, headers={"Retry-After": "86400"})
+
+    sleeps: list[float] = []
+    policy = RetryPolicy(max_attempts=2, max_retry_after=5, sleep=sleeps.append)
+    with RegistryClient(transport=StreamingMock(handler), retry_policy=policy,
+                        insecure=(HOST,)) as client, pytest.raises(RetriesExhausted):
+        client.ping(HOST)
+    assert sleeps == [5]
+    assert calls == 2
+
+
+@pytest.mark.parametrize("status", [408, 500, 502, 504])
+def test_transient_statuses_are_retried_with_backoff_then_give_up(status: int) -> None:
+    fake = FakeRegistry()
+    fake.overrides["/v2/"] = lambda request: httpx.Response(status)
+    sleeps: list[float] = []
+    with fake.client(max_attempts=4, sleeps=sleeps) as client, pytest.raises(RetriesExhausted) as info:
+        client.ping(HOST)
+    assert len([r for r in fake.requests if r.url.path == "/v2/"]) == 4
+    assert len(sleeps) == 3 and all(0 < s <= 0.02 for s in sleeps)
+    assert str(status) in info.value.message
+    assert info.value.registry == HOST
+
+
+@pytest.mark.parametrize("status", [400, 404, 405, 409, 416])
+def test_other_4xx_are_not_retried(status: int) -> None:
+    fake = FakeRegistry()
+    fake.overrides[f"/v2/{REPO}/manifests/v1"] = lambda request: httpx.Response(status)
+    with fake.client() as client, pytest.raises(RegistryError) as info:
+        client.get_manifest(REF, "v1")
+    assert len(fake.requests) == 1
+    assert info.value.status == status
+    assert not isinstance(info.value, RetriesExhausted)
+    if status == 404:
+        assert isinstance(info.value, RegistryNotFound)
+
+
+def test_network_errors_are_retried() -> None:
+    image = make_image()
+    fake = FakeRegistry()
+    fake.add_image(REPO, image, tag="v1")
+    failures = iter([httpx.ConnectError("refused"), httpx.ReadTimeout("slow")])
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        failure = next(failures, None)
+        if failure is not None:
+            raise failure
+        return fake(request)
+
+    policy = RetryPolicy(max_attempts=3, initial_wait=0.001, max_wait=0.001, sleep=lambda _: None)
+    with RegistryClient(transport=StreamingMock(handler), retry_policy=policy,
+                        insecure=(HOST,)) as client:
+        assert client.get_manifest(REF, "v1")[0] == image.manifest
+
+
+def _config_with(tmp_path: Path, host: str, user: str, password: str) -> Path:
+    token = base64.b64encode(f"{user}:{password}".encode()).decode()
+    (tmp_path / "config.json").write_text(json.dumps({"auths": {host: {"auth": token}}}))
+    return tmp_path
+
+
+def test_authorization_never_follows_a_redirect_to_another_host(tmp_path: Path) -> None:
+    image = make_image()
+    seen: dict[str, str | None] = {}
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen[f"{request.url.host}{request.url.path}"] = request.headers.get("Authorization")
+        if request.url.host == "objects.example.test":
+            return httpx.Response(200, content=image.layer)
+        if request.headers.get("Authorization") is None:
+            return httpx.Response(401, headers={"WWW-Authenticate": 'Basic realm="r"'})
+        # Like S3-backed registries: the blob lives elsewhere, behind a pre-signed URL.
+        return httpx.Response(
+            307, headers={"Location": "https://objects.example.test/bucket/x?X-Signature=s3cr3t"}
+        )
+
+    config = _config_with(tmp_path, HOST, "alice", "pw")
+    policy = RetryPolicy(max_attempts=1)
+    with RegistryClient(insecure=(HOST,), docker_config=config,
+                        transport=StreamingMock(handler), retry_policy=policy) as client:
+        from imagekit.registry import Descriptor
+        from imagekit.refs import Digest
+
+        desc = Descriptor("application/octet-stream", Digest(sha(image.layer)), len(image.layer))
+        assert b"".join(client.stream_blob(REF, desc)) == image.layer
+    assert seen[f"{HOST}/v2/{REPO}/blobs/{sha(image.layer)}"] is not None
+    assert seen["objects.example.test/bucket/x"] is None
+
+
+def test_https_registry_may_not_redirect_to_http() -> None:
+    def handler(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(307, headers={"Location": "http://evil.example.test/x"})
+
+    policy = RetryPolicy(max_attempts=1)
+    with RegistryClient(transport=StreamingMock(handler), retry_policy=policy) as client:
+        with pytest.raises(RegistryProtocolError, match="redirected to a http URL"):
+            client.get_manifest(parse_reference("registry.example.com/a/b:v1"), "v1")
+
+
+def test_redirect_loops_are_bounded() -> None:
+    def handler(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(302, headers={"Location": str(request.url)})
+
+    with RegistryClient(transport=StreamingMock(handler), insecure=(HOST,)) as client:
+        with pytest.raises(RegistryProtocolError, match="redirects"):
+            client.ping(HOST)
+
+
+def test_presigned_query_never_in_messages() -> None:
+    def handler(request: httpx.Request) -> httpx.Response:
+        if request.url.host == "objects.example.test":
+            return httpx.Response(500)
+        return httpx.Response(307, headers={"Location": "https://objects.example.test/o?X-Amz-Signature=s3cr3t"})
+
+    policy = RetryPolicy(max_attempts=2, sleep=lambda _: None)
+    with RegistryClient(insecure=(HOST,), transport=StreamingMock(handler), retry_policy=policy) as client:
+        with pytest.raises(RetriesExhausted) as info:
+            client.ping(HOST)
+    assert "s3cr3t" not in str(info.value) and "s3cr3t" not in json.dumps(info.value.to_json())

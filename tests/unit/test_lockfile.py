@@ -1,0 +1,197 @@
+"""The lock rendered from a ledger: current state per plan, only what concerns that image."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from imagekit.ledger import append_record, verify
+from imagekit.lockfile import NOT_RECORDED, encode_lock, render_lock, write_lock
+from imagekit.workspace import Workspace
+
+BASE_INDEX = "sha256:" + "1" * 64
+BASE_MANIFEST = "sha256:" + "2" * 64
+BASE_CONFIG = "sha256:" + "3" * 64
+OLD_ID = "sha256:" + "4" * 64
+NEW_ID = "sha256:" + "5" * 64
+NEW_MANIFEST = "sha256:" + "6" * 64
+BASE_REF = f"mirror.example.com/base/sglang@{BASE_MANIFEST}"
+PUSHED = f"registry.example.com/serving/sglang@{NEW_MANIFEST}"
+
+
+@pytest.fixture
+def ws(tmp_path: Path) -> Workspace:
+    return Workspace(
+        root=tmp_path,
+        plans_dir=tmp_path / "manifests",
+        dockerfiles_dir=tmp_path / "dockerfiles",
+        evidence_dir=tmp_path / "evidence",
+        ledger_path=tmp_path / "manifests" / "ledger.jsonl",
+    )
+
+
+def _history(ws: Workspace) -> None:
+    base = {
+        "source_tag": "lmsysorg/sglang:v0.5-cu130",
+        "index_digest": BASE_INDEX,
+        "platform": "linux/amd64",
+        "manifest_digest": BASE_MANIFEST,
+        "config_digest": BASE_CONFIG,
+        "compressed_layer_bytes": 123456,
+        "layer_digests": ["sha256:" + "7" * 64],
+    }
+    add = append_record
+    add(
+        ws,
+        "mirror-verify",
+        plan=None,  # `imagekit mirror` run on its own records no plan
+        images={"source": "upstream/sglang@" + BASE_INDEX, "destination": BASE_REF},
+        status="content-identical",
+        scope="",
+        details={"message": "content-identical: same config, same 1 diffIDs, blobs differ"},
+    )
+    add(
+        ws,
+        "build",
+        plan="m3",
+        images={"image": "m3:old", "base": BASE_REF},
+        status="built",
+        scope="",
+        details={"image_id": OLD_ID, "base": base},
+    )
+    add(ws, "audit", plan="m3", images={"image": OLD_ID}, status="CPU_PASS", scope="old")
+    add(
+        ws,
+        "rejected-build",
+        plan="m3",
+        images={"base": BASE_REF},
+        status="rejected",
+        scope="",
+        details={"reason": "find_spec('nixl') assertion failed after uninstall"},
+    )
+    add(
+        ws,
+        "build",
+        plan="m3",
+        images={"image": "m3:new", "base": BASE_REF},
+        status="built",
+        scope="",
+        details={"image_id": NEW_ID, "base": base},
+    )
+    add(
+        ws,
+        "push",
+        plan="m3",
+        images={"image": "m3:new", "pushed": PUSHED},
+        status="pushed",
+        scope="",
+        details={"manifest_digest": NEW_MANIFEST, "config_digest": NEW_ID},
+    )
+    add(ws, "note", plan="other", images={}, status="ok", scope="unrelated plan")
+
+
+def test_lock_shows_current_image_and_keeps_investigations(ws: Workspace) -> None:
+    _history(ws)
+    lock = render_lock(ws)
+    m3 = lock["images"]["m3"]
+    assert m3["upstream_base"] == {
+        "reference": BASE_REF,
+        "source_tag": "lmsysorg/sglang:v0.5-cu130",
+        "index_digest": BASE_INDEX,
+        "platform": "linux/amd64",
+        "manifest_digest": BASE_MANIFEST,
+        "config_digest": BASE_CONFIG,
+        "compressed_layer_bytes": 123456,
+        "layer_digests": ["sha256:" + "7" * 64],
+    }
+    assert m3["base_content_verification"]["verdict"] == "content-identical"
+    assert "blobs differ" in m3["base_content_verification"]["statement"]
+    assert m3["prepared_image"]["manifest_digest"] == NEW_MANIFEST
+    assert m3["prepared_image"]["config_digest"] == NEW_ID
+    assert m3["prepared_image"]["reference"] == PUSHED
+    assert m3["prepared_image"]["build"]["record_seq"] == 5
+    # The old build's CPU_PASS is not an audit of the new image.
+    assert m3["audit"] == NOT_RECORDED
+    assert m3["destination"] == NOT_RECORDED
+    assert m3["final_pull"] == NOT_RECORDED
+    kinds = [(i["kind"], i["record_seq"]) for i in m3["investigations"]]
+    assert kinds == [("build", 2), ("rejected-build", 4)]
+    assert "nixl" in m3["investigations"][1]["reason"]
+    assert lock["ledger"]["records"] == 7 and lock["ledger"]["head"] == verify(ws).head
+    assert set(lock["images"]) == {"m3", "other"}
+
+
+def test_lock_picks_up_audit_destination_and_final_pull_of_current_image(ws: Workspace) -> None:
+    _history(ws)
+    append_record(
+        ws,
+        "audit",
+        plan="m3",
+        images={"image": PUSHED},
+        status="CPU_PASS_GPU_CLI_DEFERRED",
+        scope="CPU checks only",
+    )
+    append_record(
+        ws,
+        "mirror-verify",
+        plan=None,
+        images={"source": PUSHED, "destination": f"cloud.example.com/s@{NEW_MANIFEST}"},
+        status="identical",
+        scope="",
+        details={"message": "identical"},
+    )
+    append_record(
+        ws,
+        "final-pull",
+        plan="m3",
+        images={"image": PUSHED},
+        status="mismatch",
+        scope="wrong",
+        details={"image_id": OLD_ID},
+    )
+    append_record(
+        ws,
+        "final-pull",
+        plan="m3",
+        images={"image": PUSHED},
+        status="verified",
+        scope="",
+        details={
+            "image_id": NEW_ID,
+            "image_store": "classic",
+            "engine_version": "20.10.24",
+            "where": "gpu-node-07",
+        },
+    )
+    # A plan-less verdict about some other image must not be taken for this plan's.
+    append_record(
+        ws,
+        "mirror-verify",
+        plan=None,
+        images={"source": "x/y@" + OLD_ID, "destination": "z/y@" + OLD_ID},
+        status="mismatch",
+        scope="",
+    )
+    m3 = render_lock(ws)["images"]["m3"]
+    assert m3["audit"]["status"] == "CPU_PASS_GPU_CLI_DEFERRED"
+    assert m3["destination"]["verdict"] == "identical"
+    assert m3["base_content_verification"]["verdict"] == "content-identical"
+    assert m3["final_pull"]["status"] == "verified"
+    assert m3["final_pull"]["image_id"] == NEW_ID
+    assert m3["final_pull"]["where"] == "gpu-node-07"
+    assert ("final-pull", 10) in [(i["kind"], i["record_seq"]) for i in m3["investigations"]]
+
+
+def test_lock_is_deterministic_and_written_atomically(ws: Workspace, tmp_path: Path) -> None:
+    _history(ws)
+    out = tmp_path / "manifests" / "images.lock.json"
+    first = write_lock(ws, out)
+    data = out.read_bytes()
+    assert data == encode_lock(render_lock(ws))
+    write_lock(ws, out)
+    assert out.read_bytes() == data
+    assert json.loads(data) == first.document
+    assert list(out.parent.glob(".*.tmp")) == []
+    assert b"T" not in json.dumps(first.document["ledger"]).encode()  # no wall-clock time

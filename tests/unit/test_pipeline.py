@@ -1,0 +1,123 @@
+"""The pipeline's chaining: first no stops the run, later stages are "not run", exit codes.
+
+The stages themselves run for real in tests/integration/test_pipeline.py; here each stage is
+replaced by a function that returns a chosen outcome, to pin down the orchestration rules.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from imagekit import pipeline
+from imagekit.errors import BuildRejected, RegistryError, UsageError
+from imagekit.pipeline import (
+    ERROR,
+    FAILED,
+    NOT_RUN,
+    PASSED,
+    STAGES,
+    StageOutcome,
+    repository_for,
+    run_pipeline,
+)
+from imagekit.workspace import Workspace
+
+
+@pytest.fixture
+def ws(tmp_path: Path) -> Workspace:
+    root = tmp_path / "p"
+    (root / "manifests").mkdir(parents=True)
+    return Workspace(
+        root=root,
+        plans_dir=root / "manifests",
+        dockerfiles_dir=root / "dockerfiles",
+        evidence_dir=root / "evidence",
+        ledger_path=root / "manifests" / "ledger.jsonl",
+    )
+
+
+def patch_stages(monkeypatch: pytest.MonkeyPatch, behaviour: dict[str, Any]) -> list[str]:
+    called: list[str] = []
+
+    def make(stage: str) -> Any:
+        def run(ctx: Any) -> StageOutcome:
+            called.append(stage)
+            what = behaviour.get(stage, PASSED)
+            if isinstance(what, BaseException):
+                raise what
+            return StageOutcome(stage, what, "detail", digest="sha256:" + "a" * 64)
+
+        return run
+
+    monkeypatch.setattr(pipeline, "_STAGE_FUNCTIONS", {s: make(s) for s in STAGES})
+    return called
+
+
+def test_repository_for() -> None:
+    assert repository_for("127.0.0.1:5000", "demo") == "127.0.0.1:5000/imagekit/demo"
+    assert repository_for("127.0.0.1:5000/team/", "demo") == "127.0.0.1:5000/team/demo"
+    with pytest.raises(UsageError):
+        repository_for("127.0.0.1:5000/team:v1", "demo")
+
+
+def test_all_stages_pass(ws: Workspace, monkeypatch: pytest.MonkeyPatch) -> None:
+    called = patch_stages(monkeypatch, {})
+    result = run_pipeline(ws, "demo", registry="127.0.0.1:1", mirror="127.0.0.1:2")
+    assert called == list(STAGES)
+    assert result.ok and result.exit_code == 0
+    assert [s.status for s in result.stages] == [PASSED] * len(STAGES)
+    assert all(s.seconds is not None for s in result.stages)
+    saved = json.loads(result.evidence.read_text())
+    assert saved["ok"] is True and len(saved["stages"]) == len(STAGES)
+    table = result.table()
+    assert table[0].split() == ["stage", "status", "digest", "time", "evidence"]
+    assert len(table) == len(STAGES) + 1
+
+
+def test_a_no_stops_the_run_and_the_rest_is_not_run(
+    ws: Workspace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    called = patch_stages(monkeypatch, {"audit": FAILED})
+    result = run_pipeline(ws, "demo", registry="127.0.0.1:1", mirror="127.0.0.1:2")
+    assert called == ["doctor", "build", "audit"]
+    statuses = {s.stage: s.status for s in result.stages}
+    assert statuses["audit"] == FAILED
+    assert [statuses[s] for s in ("push", "mirror", "final-pull", "ledger")] == [NOT_RUN] * 4
+    assert not result.ok and result.exit_code == 1
+    assert result.final_reference is None
+    assert all(s.digest is None for s in result.stages if s.status == NOT_RUN)
+
+
+def test_a_rejected_build_exits_1(ws: Workspace, monkeypatch: pytest.MonkeyPatch) -> None:
+    patch_stages(monkeypatch, {"build": BuildRejected("assertion failed: pip check")})
+    result = run_pipeline(ws, "demo", registry="127.0.0.1:1", mirror="127.0.0.1:2")
+    build = next(s for s in result.stages if s.stage == "build")
+    assert build.status == FAILED and "pip check" in build.detail
+    assert result.exit_code == 1
+    assert result.error is not None and result.error["stage"] == "build"
+
+
+def test_an_unreachable_registry_exits_3(ws: Workspace, monkeypatch: pytest.MonkeyPatch) -> None:
+    patch_stages(monkeypatch, {"push": RegistryError("refused", registry="127.0.0.1:1")})
+    result = run_pipeline(ws, "demo", registry="127.0.0.1:1", mirror="127.0.0.1:2")
+    assert {s.stage: s.status for s in result.stages}["push"] == ERROR
+    assert result.exit_code == 3
+
+
+def test_a_missing_stage_module_is_could_not_finish(
+    ws: Workspace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    patch_stages(monkeypatch, {"mirror": ModuleNotFoundError("No module named 'x.upload'")})
+    result = run_pipeline(ws, "demo", registry="127.0.0.1:1", mirror="127.0.0.1:2")
+    mirror = next(s for s in result.stages if s.stage == "mirror")
+    assert mirror.status == ERROR and "not available" in mirror.detail
+    assert result.exit_code == 3
+
+
+def test_registry_and_mirror_must_differ(ws: Workspace) -> None:
+    with pytest.raises(UsageError):
+        run_pipeline(ws, "demo", registry="127.0.0.1:1", mirror="127.0.0.1:1")

@@ -1,0 +1,369 @@
+"""Plans: the shipped plans validate, and every kind of bad input is exit 2 naming file and key."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+from click.testing import CliRunner
+
+from imagekit.cli.plans_cmd import command as plans_command
+from imagekit.errors import PlanError
+from imagekit.plan import Overlay, PipInstall, load_plan, plan_schema
+
+REPO = Path(__file__).resolve().parents[2]
+DIGEST = "sha256:" + "ab" * 32
+BASE = f"127.0.0.1:5000/team/base@{DIGEST}"
+
+
+def good_plan() -> dict[str, object]:
+    return {
+        "name": "p",
+        "base": {"reference": BASE, "found_as": "bookworm", "platform": "linux/amd64"},
+        "steps": [
+            {"kind": "remove_system_packages", "names": ["python3-gi"]},
+            {"kind": "pip_install", "requirements": ["six==1.16.0", "pkg[extra]==2.0"]},
+            {
+                "kind": "overlay",
+                "source": "files/patch.py",
+                "destination": "/usr/lib/python3/dist-packages/x/patch.py",
+                "replaces": {"sha256": "cd" * 32},
+            },
+            {
+                "kind": "overlay",
+                "source": "files/launcher",
+                "destination": "/usr/local/bin/launcher",
+                "replaces": {"absent": True},
+            },
+            {"kind": "env", "vars": {"A": "1"}},
+            {"kind": "labels", "labels": {"org.example.team": "serving"}},
+            {"kind": "entrypoint", "argv": ["launcher"]},
+            {"kind": "cmd", "argv": ["--help"]},
+        ],
+        "assertions": {
+            "pip_check": True,
+            "find_spec": ["six"],
+            "imports": ["x.patch"],
+            "commands": [{"argv": ["launcher", "--version"], "exit_code": 0}],
+        },
+        "audit_profile": "generic",
+    }
+
+
+@pytest.fixture
+def dirs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, Path]:
+    plans = tmp_path / "manifests"
+    dockerfiles = tmp_path / "dockerfiles"
+    (dockerfiles / "p" / "files").mkdir(parents=True)
+    plans.mkdir()
+    (dockerfiles / "p" / "files" / "patch.py").write_text("x = 1\n")
+    (dockerfiles / "p" / "files" / "launcher").write_text("#!/bin/sh\n")
+    (tmp_path / "outside.py").write_text("secret = 1\n")
+    monkeypatch.setenv("IMAGEKIT_ROOT", str(tmp_path))
+    monkeypatch.setenv("IMAGEKIT_PLANS_DIR", str(plans))
+    monkeypatch.setenv("IMAGEKIT_DOCKERFILES_DIR", str(dockerfiles))
+    return plans, dockerfiles
+
+
+def write(plans: Path, data: object, name: str = "p") -> Path:
+    path = plans / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return path
+
+
+def test_a_good_plan_loads_with_its_exact_bytes(dirs: tuple[Path, Path]) -> None:
+    plans, dockerfiles = dirs
+    path = write(plans, good_plan())
+    loaded = load_plan(path, dockerfiles_dir=dockerfiles)
+    assert loaded.name == "p"
+    assert str(loaded.base) == BASE
+    assert loaded.digest.hex == __import__("hashlib").sha256(path.read_bytes()).hexdigest()
+    assert [type(s).__name__ for s in loaded.plan.steps][:3] == [
+        "RemoveSystemPackages",
+        "PipInstall",
+        "Overlay",
+    ]
+    assert isinstance(loaded.plan.steps[1], PipInstall)
+    assert loaded.plan.steps[1].canonical() == ["six==1.16.0", "pkg[extra]==2.0"]
+    assert len(loaded.plan.overlays) == 2
+    assert isinstance(loaded.plan.steps[2], Overlay)
+
+
+@pytest.mark.parametrize("name", ["demo", "m3-cu13", "m3-vllm"])
+def test_shipped_plans_validate(name: str) -> None:
+    loaded = load_plan(REPO / "manifests" / f"{name}.yaml", dockerfiles_dir=REPO / "dockerfiles")
+    assert loaded.base.pinned and loaded.base.tag is None
+
+
+def test_shipped_plans_carry_what_the_issue_asks() -> None:
+    cu13 = load_plan(REPO / "manifests" / "m3-cu13.yaml", dockerfiles_dir=REPO / "dockerfiles")
+    assert str(cu13.base) == (
+        "docker.io/lmsysorg/sglang@sha256:"
+        "8cc6e6f90bf803e9817800b679173d0b526f2b42b2c61b7ecafecdadb610eb55"
+    )
+    assert cu13.plan.base.found_as == "dev-cu13-minimax-m3"
+    assert cu13.plan.assertions.find_spec == ["nixl"] and cu13.plan.assertions.pip_check
+    assert cu13.plan.audit_profile == "sglang"
+    vllm = load_plan(REPO / "manifests" / "m3-vllm.yaml", dockerfiles_dir=REPO / "dockerfiles")
+    assert vllm.plan.base.found_as == "minimax-m3"
+    assert vllm.plan.steps[0].model_dump()["names"] == [
+        "python3-gi",
+        "python3-software-properties",
+        "software-properties-common",
+    ]
+    assert vllm.plan.audit_profile == "vllm"
+
+
+def _mutate(path: list[object], value: object) -> dict[str, object]:
+    data: dict[str, object] = good_plan()
+    node: object = data
+    for part in path[:-1]:
+        node = node[part]  # type: ignore[index]
+    node[path[-1]] = value  # type: ignore[index]
+    return data
+
+
+STEP_OVERLAY = 2
+
+BAD_CASES = [
+    # (id, path to change, new value, key named in the error, words in the message or hint)
+    (
+        "tag-only",
+        ["base", "reference"],
+        "lmsysorg/sglang:dev-cu13",
+        "base.reference",
+        "imagekit inspect",
+    ),
+    (
+        "short-digest",
+        ["base", "reference"],
+        "lmsysorg/sglang@sha256:abc123",
+        "base.reference",
+        "64",
+    ),
+    (
+        "upper-hex-digest",
+        ["base", "reference"],
+        "lmsysorg/sglang@sha256:" + "AB" * 32,
+        "base.reference",
+        "hex",
+    ),
+    (
+        "tag-and-digest",
+        ["base", "reference"],
+        f"lmsysorg/sglang:x@{DIGEST}",
+        "base.reference",
+        "found_as",
+    ),
+    ("bad-platform", ["base", "platform"], "amd64", "base.platform", "platform"),
+    ("unpinned", ["steps", 1, "requirements"], ["six"], "steps[1].requirements", "=="),
+    ("ranged", ["steps", 1, "requirements"], ["six>=1,<2"], "steps[1].requirements", "=="),
+    ("greater", ["steps", 1, "requirements"], ["six>=1.16"], "steps[1].requirements", "=="),
+    ("wildcard", ["steps", 1, "requirements"], ["six==1.*"], "steps[1].requirements", "=="),
+    (
+        "url",
+        ["steps", 1, "requirements"],
+        ["six @ https://example.invalid/six.whl"],
+        "steps[1].requirements",
+        "URL",
+    ),
+    ("not-a-req", ["steps", 1, "requirements"], ["six ==="], "steps[1].requirements", "valid"),
+    (
+        "source-missing",
+        ["steps", STEP_OVERLAY, "source"],
+        "files/nope.py",
+        "steps[2].source",
+        "does not exist",
+    ),
+    (
+        "source-escapes",
+        ["steps", STEP_OVERLAY, "source"],
+        "../../outside.py",
+        "steps[2].source",
+        "plan folder",
+    ),
+    (
+        "source-absolute",
+        ["steps", STEP_OVERLAY, "source"],
+        "/etc/passwd",
+        "steps[2].source",
+        "relative",
+    ),
+    (
+        "relative-destination",
+        ["steps", STEP_OVERLAY, "destination"],
+        "usr/lib/x.py",
+        "steps[2].destination",
+        "absolute",
+    ),
+    (
+        "dotdot-destination",
+        ["steps", STEP_OVERLAY, "destination"],
+        "/usr/../etc/x",
+        "steps[2].destination",
+        "normalised",
+    ),
+    (
+        "same-destination",
+        ["steps", 3, "destination"],
+        "/usr/lib/python3/dist-packages/x/patch.py",
+        "steps[3].destination",
+        "also written by steps[2]",
+    ),
+    (
+        "short-overlay-hash",
+        ["steps", STEP_OVERLAY, "replaces"],
+        {"sha256": "abc"},
+        "steps[2].replaces.sha256",
+        "pin-overlay",
+    ),
+    (
+        "replaces-both",
+        ["steps", STEP_OVERLAY, "replaces"],
+        {"sha256": "cd" * 32, "absent": True},
+        "steps[2].replaces",
+        "exactly one",
+    ),
+    (
+        "misspelt-step-key",
+        ["steps", STEP_OVERLAY, "destinaton"],
+        "/x",
+        "steps[2].destinaton",
+        "did you mean 'destination'",
+    ),
+    ("misspelt-top-key", ["assertion"], {"pip_check": True}, "assertion", "did you mean"),
+    ("misspelt-base-key", ["base", "platfrom"], "linux/amd64", "base.platfrom", "platform"),
+    ("unknown-step", ["steps", 0, "kind"], "apt_install", "steps[0]", "kind"),
+    (
+        "not-strict-int",
+        ["assertions", "commands", 0, "exit_code"],
+        "0",
+        "assertions.commands[0].exit_code",
+        "integer",
+    ),
+    ("bad-deb-name", ["steps", 0, "names"], ["python3-*"], "steps[0].names", "exact"),
+    (
+        "reserved-label",
+        ["steps", 5, "labels"],
+        {"io.imagekit.plan": "x"},
+        "steps[5].labels",
+        "imagekit",
+    ),
+    ("bad-module", ["assertions", "find_spec"], ["nixl; rm"], "assertions.find_spec", "module"),
+    ("bad-profile", ["audit_profile"], "gpu", "audit_profile", "generic"),
+]
+
+
+@pytest.mark.parametrize(
+    ("path", "value", "key", "words"),
+    [c[1:] for c in BAD_CASES],
+    ids=[c[0] for c in BAD_CASES],
+)
+def test_bad_input_names_file_and_key(
+    dirs: tuple[Path, Path], path: list[object], value: object, key: str, words: str
+) -> None:
+    plans, dockerfiles = dirs
+    plan_file = write(plans, _mutate(path, value))
+    with pytest.raises(PlanError) as info:
+        load_plan(plan_file, dockerfiles_dir=dockerfiles)
+    err = info.value
+    assert err.exit_code == 2
+    assert err.path == str(plan_file)
+    assert err.key == key
+    assert words in err.diagnostics()
+    assert "\n" not in err.message
+    # Through the CLI: exit 2, one error line naming the file and the key.
+    result = CliRunner().invoke(plans_command, ["validate", "p"])
+    assert result.exit_code == 2, result.output
+    first = result.stderr.splitlines()[0]
+    assert first.startswith("error: ") and str(plan_file) in first and key in first
+
+
+def test_cli_json_error_is_one_document(dirs: tuple[Path, Path]) -> None:
+    plans, _ = dirs
+    write(plans, _mutate(["base", "reference"], "ubuntu:22.04"))
+    result = CliRunner().invoke(plans_command, ["validate", "p", "--json"])
+    assert result.exit_code == 2
+    doc = json.loads(result.stdout)
+    assert doc["error"]["type"] == "PlanError"
+    assert doc["error"]["key"] == "base.reference"
+    assert "imagekit inspect" in doc["error"]["hint"]
+
+
+def test_duplicate_yaml_key_is_refused(dirs: tuple[Path, Path]) -> None:
+    plans, dockerfiles = dirs
+    text = yaml.safe_dump(good_plan(), sort_keys=False) + "audit_profile: vllm\n"
+    (plans / "p.yaml").write_text(text)
+    with pytest.raises(PlanError, match="appears twice"):
+        load_plan(plans / "p.yaml", dockerfiles_dir=dockerfiles)
+
+
+def test_name_must_match_file(dirs: tuple[Path, Path]) -> None:
+    plans, dockerfiles = dirs
+    path = write(plans, good_plan(), name="other")
+    with pytest.raises(PlanError) as info:
+        load_plan(path, dockerfiles_dir=dockerfiles)
+    assert info.value.key == "name"
+
+
+def test_missing_file_and_bad_yaml(dirs: tuple[Path, Path]) -> None:
+    plans, dockerfiles = dirs
+    with pytest.raises(PlanError, match="no such plan file"):
+        load_plan(plans / "nope.yaml", dockerfiles_dir=dockerfiles)
+    (plans / "p.yaml").write_text("name: [unclosed\n")
+    with pytest.raises(PlanError, match="not valid YAML at line"):
+        load_plan(plans / "p.yaml", dockerfiles_dir=dockerfiles)
+    (plans / "p.yaml").write_text("- a list\n")
+    with pytest.raises(PlanError, match="mapping"):
+        load_plan(plans / "p.yaml", dockerfiles_dir=dockerfiles)
+
+
+def test_base_override_must_be_pinned_too(dirs: tuple[Path, Path]) -> None:
+    plans, dockerfiles = dirs
+    path = write(plans, good_plan())
+    other = "127.0.0.1:5999/x/base@sha256:" + "ef" * 32
+    loaded = load_plan(path, dockerfiles_dir=dockerfiles, base_override=other)
+    assert str(loaded.base) == other and loaded.base_overridden
+    with pytest.raises(PlanError) as info:
+        load_plan(path, dockerfiles_dir=dockerfiles, base_override="127.0.0.1:5999/x/base:tag")
+    assert info.value.key == "base.reference (override)"
+    assert "imagekit inspect" in (info.value.hint or "")
+
+
+def test_symlinked_source_escaping_the_folder_is_refused(dirs: tuple[Path, Path]) -> None:
+    plans, dockerfiles = dirs
+    (dockerfiles / "p" / "files" / "link.py").symlink_to(dockerfiles.parent / "outside.py")
+    path = write(plans, _mutate(["steps", STEP_OVERLAY, "source"], "files/link.py"))
+    with pytest.raises(PlanError, match="outside"):
+        load_plan(path, dockerfiles_dir=dockerfiles)
+
+
+def test_validate_all_lists_every_error(dirs: tuple[Path, Path]) -> None:
+    plans, _ = dirs
+    write(plans, good_plan())
+    bad = _mutate(["base", "reference"], "ubuntu")
+    bad["name"] = "q"
+    write(plans, bad, name="q")
+    result = CliRunner().invoke(plans_command, ["validate", "--json"])
+    assert result.exit_code == 2
+    doc = json.loads(result.stdout)
+    assert [(d["name"], d["valid"]) for d in doc] == [("p", True), ("q", False)]
+    assert "base.reference" in doc[1]["error"]
+
+
+def test_list_show_and_schema(dirs: tuple[Path, Path]) -> None:
+    plans, _ = dirs
+    write(plans, good_plan())
+    listed = CliRunner().invoke(plans_command, ["list", "--json"])
+    assert listed.exit_code == 0 and json.loads(listed.stdout)[0]["base"] == BASE
+    shown = CliRunner().invoke(plans_command, ["show", "p", "--json"])
+    assert shown.exit_code == 0
+    assert json.loads(shown.stdout)["plan"]["steps"][1]["requirements"][0] == "six==1.16.0"
+    schema = CliRunner().invoke(plans_command, ["schema"])
+    assert schema.exit_code == 0
+    doc = json.loads(schema.stdout)
+    assert doc == json.loads(json.dumps(plan_schema()))
+    assert doc["additionalProperties"] is False
+    assert "base" in doc["required"]

@@ -1,0 +1,202 @@
+"""record-pod: kubelet imageID forms (containerd, cri-dockerd) against the expected digests."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from imagekit.errors import UsageError
+from imagekit.ledger import append_record, read_records, verify
+from imagekit.pods import MISMATCH, UNKNOWN, VERIFIED, parse_image_id, record_pod
+from imagekit.workspace import Workspace
+
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "pods"
+MANIFEST = "sha256:" + "3f" * 32
+CONFIG = "sha256:" + "c0" * 32
+OTHER = "sha256:" + "9a" * 32
+REPO = "registry.example.com/serving/sglang"
+
+
+@pytest.fixture
+def ws(tmp_path: Path) -> Workspace:
+    return Workspace(
+        root=tmp_path,
+        plans_dir=tmp_path / "manifests",
+        dockerfiles_dir=tmp_path / "dockerfiles",
+        evidence_dir=tmp_path / "evidence",
+        ledger_path=tmp_path / "manifests" / "ledger.jsonl",
+    )
+
+
+@pytest.mark.parametrize(
+    ("raw", "form", "repository", "digest"),
+    [
+        (f"docker-pullable://{REPO}@{MANIFEST}", "repo-digest", REPO, MANIFEST),
+        (f"{REPO}@{MANIFEST}", "repo-digest", REPO, MANIFEST),
+        (f"docker://{CONFIG}", "image-id", None, CONFIG),
+        (CONFIG, "image-id", None, CONFIG),
+        ("", "unparsed", None, None),
+        (f"{REPO}:latest", "unparsed", None, None),
+        (f"{REPO}@sha256:../../etc", "unparsed", None, None),
+    ],
+)
+def test_parse_image_id_forms(
+    raw: str, form: str, repository: str | None, digest: str | None
+) -> None:
+    parsed = parse_image_id(raw)
+    assert (parsed.form, parsed.repository, parsed.digest) == (form, repository, digest)
+
+
+def test_containerd_pod_matches_and_is_recorded(ws: Workspace) -> None:
+    report = record_pod(ws, FIXTURES / "containerd_pod.json", plan="m3", expect=MANIFEST)
+    assert report.ok
+    # Init containers are not the service; they are left out unless asked for by name.
+    assert [(c.container, c.status) for c in report.checks] == [("server", VERIFIED)]
+    records = read_records(ws.ledger_path)
+    assert len(records) == 1
+    rec = records[0]
+    assert rec.kind == "final-pull" and rec.status == VERIFIED and rec.plan == "m3"
+    assert rec.images == {"image": f"{REPO}@{MANIFEST}"}
+    assert rec.details["source"] == "pod"
+    assert rec.details["pod"] == "m3-probe-zero-gpu" and rec.details["namespace"] == "serving"
+    assert rec.details["image_id"] == MANIFEST and rec.details["where"] == "gpu-node-07"
+    assert rec.evidence is not None
+    evidence = json.loads((ws.root / rec.evidence.path).read_text())
+    assert evidence["containers"][0]["image_id"] == f"{REPO}@{MANIFEST}"
+    # The pod document itself (env values and all) is never copied into evidence.
+    assert "MODEL_PATH" not in (ws.root / rec.evidence.path).read_text()
+    assert verify(ws).ok
+
+
+def test_cri_dockerd_pod_with_docker_pullable_prefix(ws: Workspace) -> None:
+    report = record_pod(ws, FIXTURES / "cri_dockerd_pod.json", expect=MANIFEST)
+    assert report.ok
+    assert report.checks[0].image_id_raw == f"docker-pullable://{REPO}@{MANIFEST}"
+    assert read_records(ws.ledger_path)[0].details["image_id_form"] == "repo-digest"
+
+
+def test_bare_image_id_needs_the_config_digest(ws: Workspace) -> None:
+    path = FIXTURES / "cri_dockerd_image_id.json"
+    unknown = record_pod(ws, path, expect=MANIFEST)
+    assert not unknown.ok and unknown.checks[0].status == UNKNOWN
+    known = record_pod(ws, path, expect=MANIFEST, expect_config=CONFIG)
+    assert known.ok and known.checks[0].status == VERIFIED
+    wrong = record_pod(ws, path, expect=MANIFEST, expect_config=OTHER)
+    assert wrong.checks[0].status == MISMATCH
+    assert [r.status for r in read_records(ws.ledger_path)] == [UNKNOWN, VERIFIED, MISMATCH]
+
+
+def test_pod_list_with_one_mismatch_fails_and_records_both(ws: Workspace) -> None:
+    report = record_pod(ws, FIXTURES / "pod_list_mismatch.json", expect=MANIFEST)
+    assert not report.ok
+    assert [(c.pod, c.status) for c in report.checks] == [("m3-a", VERIFIED), ("m3-b", MISMATCH)]
+    assert OTHER in report.checks[1].reason
+    assert [r.status for r in read_records(ws.ledger_path)] == [VERIFIED, MISMATCH]
+
+
+def test_pending_pod_is_unknown_not_a_pass(ws: Workspace) -> None:
+    report = record_pod(ws, FIXTURES / "pod_pending.json", expect=MANIFEST)
+    assert not report.ok and report.checks[0].status == UNKNOWN
+    assert "not been created" in report.checks[0].reason
+
+
+def test_container_filter_reaches_init_containers(ws: Workspace) -> None:
+    report = record_pod(
+        ws, FIXTURES / "containerd_pod.json", expect=MANIFEST, container="fetch-config"
+    )
+    assert [(c.container, c.init, c.status) for c in report.checks] == [
+        ("fetch-config", True, MISMATCH)
+    ]
+    with pytest.raises(UsageError, match="no container statuses"):
+        record_pod(ws, FIXTURES / "containerd_pod.json", expect=MANIFEST, container="nope")
+
+
+def test_expected_digest_comes_from_the_plans_newest_push(ws: Workspace) -> None:
+    with pytest.raises(UsageError, match="no ledger"):
+        record_pod(ws, FIXTURES / "cri_dockerd_image_id.json", plan="m3")
+    append_record(ws, "push", plan="other", images={}, status="pushed", scope="")
+    with pytest.raises(UsageError, match="no push record"):
+        record_pod(ws, FIXTURES / "cri_dockerd_image_id.json", plan="m3")
+    append_record(
+        ws,
+        "push",
+        plan="m3",
+        images={"pushed": f"{REPO}@{OTHER}"},
+        status="pushed",
+        scope="",
+        details={"manifest_digest": OTHER, "config_digest": OTHER},
+    )
+    append_record(
+        ws,
+        "push",
+        plan="m3",
+        images={"pushed": f"{REPO}@{MANIFEST}"},
+        status="pushed",
+        scope="",
+        details={"manifest_digest": MANIFEST, "config_digest": CONFIG},
+    )
+    report = record_pod(ws, FIXTURES / "cri_dockerd_image_id.json", plan="m3")
+    assert report.ok
+    assert report.expected_manifest_digest == MANIFEST
+    assert report.expected_config_digest == CONFIG
+    with pytest.raises(UsageError, match="nothing to compare"):
+        record_pod(ws, FIXTURES / "cri_dockerd_image_id.json")
+
+
+def test_not_a_pod_is_usage_error(ws: Workspace, tmp_path: Path) -> None:
+    bad = tmp_path / "svc.json"
+    bad.write_text(json.dumps({"kind": "Service", "metadata": {"name": "x"}}))
+    with pytest.raises(UsageError, match="not a Pod"):
+        record_pod(ws, bad, expect=MANIFEST)
+    bad.write_text("{")
+    with pytest.raises(UsageError, match="not JSON"):
+        record_pod(ws, bad, expect=MANIFEST)
+
+
+def _cli(ws: Workspace, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "IMAGEKIT_ROOT": str(ws.root), "IMAGEKIT_LEDGER": str(ws.ledger_path)}
+    return subprocess.run(
+        [sys.executable, "-c", "from imagekit.cli import main; main()", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+    )
+
+
+def test_cli_record_pod_exit_codes_and_json(ws: Workspace) -> None:
+    ok = _cli(
+        ws,
+        "ledger",
+        "record-pod",
+        str(FIXTURES / "containerd_pod.json"),
+        "--expect",
+        MANIFEST,
+        "--json",
+    )
+    assert ok.returncode == 0, ok.stderr
+    assert json.loads(ok.stdout)["containers"][0]["status"] == VERIFIED
+    bad = _cli(
+        ws,
+        "ledger",
+        "record-pod",
+        str(FIXTURES / "pod_list_mismatch.json"),
+        "--expect",
+        MANIFEST,
+        "--json",
+    )
+    assert bad.returncode == 1
+    assert json.loads(bad.stdout)["ok"] is False
+    usage = _cli(ws, "ledger", "record-pod", str(FIXTURES / "containerd_pod.json"), "--json")
+    assert usage.returncode == 2
+    assert "nothing to compare" in json.loads(usage.stdout)["error"]["message"]
+    shown = _cli(ws, "ledger", "show", "--kind", "final-pull", "--json")
+    assert shown.returncode == 0
+    assert len(json.loads(shown.stdout)["records"]) == 3
+    checked = _cli(ws, "ledger", "verify")
+    assert checked.returncode == 0 and "ledger ok: 3 records" in checked.stdout
