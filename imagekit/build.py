@@ -182,18 +182,23 @@ def analyse_failure(lines: list[str]) -> _Failure:
         last = (own or output)[-LAST_LINES:] + [f"ERROR: {error_text}"]
     else:
         last = [line for line in lines if line.strip()][-LAST_LINES:]
-    text = "\n".join(lines)
+    # Only what the steps printed counts: the step headers echo the scripts, markers included.
+    printed = [m.group(2) for line in lines if (m := _STEP_OUTPUT.match(line))]
     if step and len(step) > 160:
         step = step[:157] + "..."
-    if drift := re.search(rf"{DRIFT_MARKER} (path=\S+ expected=\S+ actual=\S+)", text):
-        return _Failure(step, last, "overlay-drift", f"overlay guard refused: {drift.group(1)}")
-    fails = re.findall(rf"{ASSERT_FAIL_MARKER} (.*)", text)
+    for text in printed:
+        if drift := re.fullmatch(rf"{DRIFT_MARKER} (path=\S+ expected=\S+ actual=\S+)", text):
+            message = f"overlay guard refused: {drift.group(1)}"
+            return _Failure(step, last, "overlay-drift", message)
+    fails = [m.group(1) for t in printed if (m := re.fullmatch(rf"{ASSERT_FAIL_MARKER} (.*)", t))]
     if fails:
         return _Failure(
             step, last, "assertion-failed", "assertions rejected the build: " + "; ".join(fails)
         )
-    if pkg := re.search(rf"{PACKAGE_MARKER} (.*)", text):
-        return _Failure(step, last, "system-packages", f"package removal refused: {pkg.group(1)}")
+    for text in printed:
+        if pkg := re.fullmatch(rf"{PACKAGE_MARKER} (\S+ \S+=.*)", text):
+            message = f"package removal refused: {pkg.group(1)}"
+            return _Failure(step, last, "system-packages", message)
     if failed:
         return _Failure(step, last, "step-failed", f"build step failed: {error_text}")
     return _Failure(None, last, "build-failed", "the build failed before any step ran")

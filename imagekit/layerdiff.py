@@ -545,11 +545,19 @@ class SavedImage:
         declared = list(self.diff_ids())
         wanted = set(indices)
         scans_by_member: dict[str, LayerScan] = {}
+        links: dict[str, str] = {}
         manifest: list[dict[str, Any]] | None = None
         with engine_errors(f"`docker save {self.image}`"):
             stream = io.BufferedReader(_IterReader(iter(self.client.image.save(self.image))))
             with tarfile.open(fileobj=stream, mode="r|") as outer:
                 for member in outer:
+                    if member.issym():
+                        # `docker save` writes a layer that occurs twice (same diffID) once and
+                        # links the second path to it.
+                        links[member.name] = posixpath.normpath(
+                            posixpath.join(posixpath.dirname(member.name), member.linkname)
+                        )
+                        continue
                     if not member.isreg():
                         continue
                     content = outer.extractfile(member)
@@ -572,7 +580,7 @@ class SavedImage:
             )
         result: dict[int, LayerScan] = {}
         for index, name in enumerate(layer_names):
-            layer_scan = scans_by_member.get(name)
+            layer_scan = scans_by_member.get(links.get(name, name))
             if layer_scan is None:
                 raise CheckFailed(f"`docker save {self.image}` did not send layer {name}")
             if layer_scan.diff_id != declared[index]:

@@ -447,7 +447,7 @@ def _start(
     limits: LayerLimits,
 ) -> tuple[_Inflater, Compression]:
     detected = sniff_compression(head)
-    if detected != declared and policy is MediaTypePolicy.STRICT:
+    if detected != declared and policy == MediaTypePolicy.STRICT:
         raise LayerFormatError(
             f"media type {media_type} says {declared} but the bytes are {detected}",
             hint="the copy relabelled or recompressed the layer without fixing its media "

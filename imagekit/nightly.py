@@ -3,8 +3,10 @@
 A plan pins its base by digest, but its pip installs go to a live package index, and a
 rebuild is only as good as the assumption that nothing upstream changed. Each night every
 plan (or those named) is rebuilt without cache, its assertions and audit run again, and the
-new image is compared with the last accepted image of that plan in the ledger (the image a
-complete pipeline pulled at its end; failing that, the last one pushed):
+new image is pushed as a candidate (beside the accepted image, or to ``--registry``) and
+compared with the last accepted image of that plan in the ledger (the image a complete
+pipeline pulled at its end; failing that, the last one pushed). Both are then read from the
+registry layer by layer, so the base layers they share are streamed once, not twice:
 
 - the same diffIDs: ``reproducible`` (bit for bit);
 - otherwise the layers' contents are compared (imagekit.layerdiff: paths, modes, owners,
@@ -28,9 +30,10 @@ from typing import Any, TextIO
 
 from imagekit.errors import CheckFailed, ImagekitError, UsageError
 from imagekit.evidence import new_run_dir, write_json
-from imagekit.layerdiff import ImageComparison, RegistryImage, SavedImage, compare_images
+from imagekit.layerdiff import ImageComparison, RegistryImage, compare_images
 from imagekit.ledger import LedgerRecord, append_record, read_records
 from imagekit.plan import list_plans, load_plan, plan_path
+from imagekit.refs import parse_reference
 from imagekit.workspace import Workspace
 
 REPRODUCIBLE, EQUIVALENT, CHANGED = "reproducible", "equivalent", "changed"
@@ -202,10 +205,11 @@ def _night_for_plan(
     client: Any,
     echo: TextIO,
     keep_images: bool,
+    candidate_registry: str | None,
 ) -> PlanNight:
-    from imagekit.build import BuildOptions, build_plan
+    from imagekit.build import BuildOptions, build_plan, push_image
     from imagekit.engine import connect, engine_errors
-    from imagekit.pipeline import audit_image
+    from imagekit.pipeline import audit_image, repository_for
 
     loaded = load_plan(
         plan_path(workspace.plans_dir, name),
@@ -238,6 +242,7 @@ def _night_for_plan(
     except CheckFailed as exc:
         return PlanNight(name, REJECTED, 1, exc.message.splitlines()[0], baseline=baseline)
     engine = connect()
+    remote_tag: str | None = None
     try:
         audit_status, _, _ = audit_image(workspace, built.tag, name)
         if baseline is None:
@@ -250,14 +255,26 @@ def _night_for_plan(
                 image_id=built.image_id,
                 audit_status=audit_status,
             )
+        # The candidate goes next to the accepted image (or to --registry): the registry
+        # already holds the shared base layers, so only the new layers travel, and both
+        # images can then be read layer by layer, the shared bottom only once.
+        if candidate_registry is not None:
+            repo = repository_for(candidate_registry, name)
+        else:
+            repo = parse_reference(baseline.reference).name
+        log = built.evidence_dir / "nightly-push.log"
+        candidate, _ = push_image(engine, built.tag, repo, log)
+        remote_tag = f"{repo}:{built.tag.rpartition(':')[2]}"
         comparison = compare_images(
             RegistryImage.open(client, baseline.reference, loaded.platform),
-            SavedImage(engine.client, built.tag, f"rebuild {built.image_id}"),
+            RegistryImage.open(client, candidate, loaded.platform),
         )
     finally:
         if not keep_images:
-            with engine_errors(f"removing the nightly tag {built.tag}"):
-                engine.client.image.remove(built.tag)
+            for tag in (built.tag, remote_tag):
+                if tag is not None:
+                    with engine_errors(f"removing the nightly tag {tag}"):
+                        engine.client.image.remove(tag)
     verdict = comparison.verdict
     changes = _changes(comparison)
     worse = audit_rank(audit_status) > audit_rank(baseline.audit_status)
@@ -295,7 +312,12 @@ def _night_for_plan(
         workspace,
         "note",
         plan=name,
-        images={"image": built.image_id, "base": str(loaded.base), "source": baseline.reference},
+        images={
+            "image": built.image_id,
+            "base": str(loaded.base),
+            "source": baseline.reference,
+            "pushed": candidate,
+        },
         status=f"nightly-{status}",
         scope=(
             f"a rebuild without cache compared with the accepted {baseline.reference}: "
@@ -320,6 +342,7 @@ def run_nightly(
     base_override: str | None = None,
     echo: TextIO | None = None,
     keep_images: bool = False,
+    candidate_registry: str | None = None,
     client: Any = None,
 ) -> NightlyResult:
     """Rebuild, audit and compare each plan; a failing plan does not stop the others."""
@@ -351,6 +374,7 @@ def run_nightly(
                     client=client,
                     echo=echo,
                     keep_images=keep_images,
+                    candidate_registry=candidate_registry,
                 )
             except ImagekitError as exc:
                 status = REJECTED if isinstance(exc, CheckFailed) else ERROR

@@ -76,12 +76,17 @@ def pin_overlays(
     """Hash each overlay's destination in the base and rewrite the plan's expected hashes."""
     path = plan_path(workspace.plans_dir, name)
     loaded = load_plan(path, dockerfiles_dir=workspace.dockerfiles_dir, base_override=base_override)
+    if not loaded.plan.overlays:
+        return PinReport(loaded.name, path, str(loaded.base), (), rewritten=False)
     engine = connect()
     ensure_base(engine, loaded.base, loaded.plan.base.platform, _NullLog())
     results: list[PinnedOverlay] = []
     with engine_errors(f"creating a stopped container of {loaded.base}"):
         container = engine.client.container.create(
-            str(loaded.base), command=["/nonexistent"], networks=["none"]
+            str(loaded.base),
+            command=["/nonexistent"],
+            networks=["none"],
+            labels={"io.imagekit.purpose": "pin-overlay"},
         )
     try:
         for index, step in enumerate(loaded.plan.steps):

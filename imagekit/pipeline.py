@@ -281,7 +281,9 @@ def _mirror(ctx: _Context) -> StageOutcome:
     return StageOutcome(
         "mirror",
         status,
-        f"{report.verdict}: {report.message}",
+        report.message
+        if report.message.startswith(str(report.verdict))
+        else (f"{report.verdict}: {report.message}"),
         digest=digest,
         seconds=None,
         evidence=str(report.evidence) if report.evidence else None,

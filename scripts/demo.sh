@@ -131,7 +131,8 @@ set -e
 echo
 cat <<EOF
 == where to look ==
-  evidence (build logs, audit reports, mirror reports, pulls): .demo/evidence/demo/ and .demo/evidence/mirror/
+  evidence: build logs, doctor and audit reports in .demo/evidence/demo/,
+            mirror reports in .demo/evidence/mirror/, final pulls in .demo/evidence/pull/
   the pipeline summary as JSON:   ls -t .demo/evidence/demo/pipeline/*/pipeline.json | head -1
   every record of the plan:       IMAGEKIT_LEDGER=.demo/ledger.jsonl .venv/bin/imagekit ledger show --plan demo
   run it again:                   make demo   (registries and base are reused)

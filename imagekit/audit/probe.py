@@ -877,8 +877,20 @@ def plan_checks(spec: dict[str, Any]) -> list[tuple[str, Callable[[], dict[str, 
         return float(timeouts.get(kind, default))
 
     checks: list[tuple[str, Callable[[], dict[str, Any]]]] = []
+    switched_off = {
+        "av-roundtrip": not profile.get("video", True),
+        "record": not profile.get("record", True),
+    }
     for kind in ("versions", "find-spec", "record", "torch", "av-roundtrip", "model-sources"):
-        if kind == "av-roundtrip" and not profile.get("video", True):
+        if switched_off.get(kind):
+            checks.append(
+                (
+                    kind,
+                    lambda kind=kind: check_result(  # type: ignore[misc]
+                        kind, kind, SKIPPED, "the profile turns this check off", None
+                    ),
+                )
+            )
             continue
         checks.append(
             (kind, lambda kind=kind: run_inner(kind, kind, spec, limit(kind)))  # type: ignore[misc]

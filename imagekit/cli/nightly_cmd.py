@@ -22,12 +22,18 @@ from imagekit.workspace import Workspace
     type=click.Path(dir_okay=False, path_type=Path),
     help="Append a job summary in markdown to FILE (e.g. $GITHUB_STEP_SUMMARY).",
 )
+@click.option(
+    "--registry",
+    "candidate_registry",
+    help="Push rebuilt candidates here (host or prefix; default: beside the accepted image).",
+)
 @click.option("--keep-images", is_flag=True, help="Keep the rebuilt images in the engine.")
 @json_option
 def command(
     plans: str | None,
     base_override: str | None,
     markdown: Path | None,
+    candidate_registry: str | None,
     keep_images: bool,
     as_json: bool,
 ) -> None:
@@ -36,7 +42,11 @@ def command(
 
     def action() -> NightlyResult:
         result = run_nightly(
-            Workspace.from_env(), names, base_override=base_override, keep_images=keep_images
+            Workspace.from_env(),
+            names,
+            base_override=base_override,
+            keep_images=keep_images,
+            candidate_registry=candidate_registry,
         )
         if markdown is not None:
             with markdown.open("a", encoding="utf-8") as fh:

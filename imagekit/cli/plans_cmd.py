@@ -127,7 +127,14 @@ def pin_overlay_cmd(name: str, base: str | None, dry_run: bool, as_json: bool) -
                 f"steps[{item.step}] {item.destination}: {item.status} "
                 f"(plan {item.expected}, base {item.found})"
             )
-        click.echo(f"{report.path}: {'rewritten' if report.rewritten else 'unchanged'}")
+        pending = any(item.status == "updated" for item in report.overlays)
+        if report.rewritten:
+            state = "rewritten"
+        elif pending:
+            state = "not written (--dry-run)"
+        else:
+            state = "unchanged"
+        click.echo(f"{report.path}: {state}")
 
     run(
         lambda: pin_overlays(ws, name, base_override=base, write=not dry_run),

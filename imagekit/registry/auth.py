@@ -177,6 +177,8 @@ class Authenticator:
         self._tokens: dict[tuple[str, tuple[str, ...]], _Token] = {}
         self._cred_cache: dict[str, Credential | None] = {}
         self._lock = threading.Lock()
+        # Held while a token is fetched, so parallel downloads do not each ask for one.
+        self._token_lock = threading.RLock()
 
     def __repr__(self) -> str:
         return f"Authenticator(registries={sorted(self._challenges)})"
@@ -206,11 +208,12 @@ class Authenticator:
             return cred.basic_header(), True
         if challenge.scheme == "bearer":
             key = (registry, tuple(sorted(scopes)))
-            token = self._tokens.get(key)
-            if token is not None and token.expires_at > time.monotonic():
-                return f"Bearer {token.value}", False
-            token = self._fetch_token(registry, challenge, scopes)
-            self._tokens[key] = token
+            with self._token_lock:
+                token = self._tokens.get(key)
+                if token is not None and token.expires_at > time.monotonic():
+                    return f"Bearer {token.value}", False
+                token = self._fetch_token(registry, challenge, scopes)
+                self._tokens[key] = token
             return f"Bearer {token.value}", True
         return None, True
 
@@ -225,10 +228,11 @@ class Authenticator:
         chosen = _choose(challenges)
         if chosen is None:
             return False
-        self._challenges[registry] = chosen
-        # Forget tokens for this registry: the one we sent was refused (expired or too narrow).
-        for key in [k for k in self._tokens if k[0] == registry]:
-            del self._tokens[key]
+        with self._token_lock:
+            self._challenges[registry] = chosen
+            # Forget this registry's tokens: the one we sent was refused (expired or too narrow).
+            for key in [k for k in self._tokens if k[0] == registry]:
+                del self._tokens[key]
         if chosen.scheme == "basic":
             # Basic only helps if we have credentials (the caller knows whether it sent them).
             return self.has_credentials(registry)
@@ -284,14 +288,12 @@ class Authenticator:
                     registry=registry,
                     headers={"Content-Type": "application/x-www-form-urlencoded"},
                     content=body,
-                    stream=True,
                 )
             return self._transport.send(
                 "GET",
                 str(url),
                 registry=registry,
                 authorization=cred.basic_header() if cred is not None else None,
-                stream=True,
             )
 
         def fetch() -> tuple[int, bytes, str]:

@@ -49,6 +49,7 @@ from imagekit.registry.transport import (
     MAX_SMALL_BODY_BYTES,
     Content,
     RetryPolicy,
+    Transient,
     Transport,
     api_host,
     content_length,
@@ -59,6 +60,7 @@ from imagekit.registry.transport import (
 
 DEFAULT_PLATFORM = Platform("linux", "amd64")
 _TAG = re.compile(r"[\w][\w.-]{0,127}", re.ASCII)
+_DIGEST_IN_PATH = re.compile(r"/(?:manifests|blobs)/(sha(?:256|512):[0-9a-f]+)$")
 _CONTENT_RANGE = re.compile(r"bytes (\d+)-(\d+)/(\d+|\*)")
 # Attestation manifests (BuildKit provenance/SBOM) sit in indexes as platform unknown/unknown:
 # https://docs.docker.com/build/metadata/attestations/attestation-storage/
@@ -233,7 +235,6 @@ class RegistryClient:
                     headers=headers,
                     authorization=authorization,
                     content=content,
-                    stream=True,
                 )
                 if (
                     response.status_code == 401
@@ -250,20 +251,26 @@ class RegistryClient:
                 return response
             raise AssertionError("unreachable")  # pragma: no cover
 
-        response = self._policy.run(attempt, registry=registry, what=what)
+        named = _DIGEST_IN_PATH.search(url.path)
+        response = self._policy.run(
+            attempt,
+            registry=registry,
+            what=what,
+            repository=repository,
+            digest=named.group(1) if named else None,
+        )
         status = response.status_code
         if 200 <= status < 300 or status in allow_status:
             return response
-        try:
-            body = (
-                b""
-                if method == "HEAD"
-                else read_limited(
+        body = b""
+        if method != "HEAD":
+            try:
+                body = read_limited(
                     response, MAX_SMALL_BODY_BYTES, registry=registry, what="error body"
                 )
-            )
-        finally:
-            response.close()
+            except Transient:
+                body = b""  # the status says enough; a cut-off error body is not worth a retry
+        response.close()
         raise self._status_error(status, body, registry, repository, url)
 
     def _status_error(
@@ -299,8 +306,8 @@ class RegistryClient:
 
     def ping(self, registry_host: str) -> None:
         """Check that ``/v2/`` answers as a registry and that our credentials are accepted."""
-        response = self.request("GET", registry_host, "", stream=True)
-        body = read_limited(response, MAX_SMALL_BODY_BYTES, registry=registry_host, what="answer")
+        response = self.request("GET", registry_host, "")
+        body = response.content
         version = response.headers.get("Docker-Distribution-API-Version", "")
         if version.startswith("registry/2"):
             return
@@ -364,7 +371,11 @@ class RegistryClient:
             )
 
         body, response_headers = self._policy.run(
-            fetch, registry=registry, what=f"GET manifest {asked} from {ref.name}"
+            fetch,
+            registry=registry,
+            what=f"GET manifest {asked} from {ref.name}",
+            repository=repository,
+            digest=str(wanted) if wanted else None,
         )
         if wanted is not None:
             actual = _digest_of(body, wanted.algorithm)

@@ -16,7 +16,7 @@ schema 1 manifests; a ``mediaType`` that disagrees with the Content-Type; a "man
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal
 
 from pydantic import (
@@ -148,7 +148,8 @@ class Descriptor:
     digest: Digest
     size: int
     urls: tuple[str, ...] = ()
-    annotations: dict[str, str] | None = None
+    # Excluded from the hash (a dict is unhashable) so descriptors can sit in sets.
+    annotations: dict[str, str] | None = field(default=None, hash=False)
     platform: Platform | None = None
 
     @classmethod

@@ -13,6 +13,7 @@ must never travel with them (moby/moby#21008; containerd strips it the same way)
 from __future__ import annotations
 
 import ipaddress
+import math
 import random
 import re
 import ssl
@@ -111,10 +112,18 @@ class RetryPolicy:
 
     def backoff(self, attempt: int) -> float:
         """Exponential backoff with "equal jitter": half fixed, half random, capped."""
-        ceiling = min(self.max_wait, self.initial_wait * 2 ** max(0, attempt - 1))
+        ceiling = min(self.max_wait, math.ldexp(self.initial_wait, max(0, attempt - 1)))
         return ceiling / 2 + random.uniform(0, ceiling / 2)  # noqa: S311 - not for security
 
-    def run(self, action: Callable[[], T], *, registry: str, what: str) -> T:
+    def run(
+        self,
+        action: Callable[[], T],
+        *,
+        registry: str,
+        what: str,
+        repository: str | None = None,
+        digest: str | None = None,
+    ) -> T:
         """Call ``action`` until it stops raising Transient or the attempts run out."""
 
         def wait(state: tenacity.RetryCallState) -> float:
@@ -138,6 +147,8 @@ class RetryPolicy:
             raise RetriesExhausted(
                 f"{what}: gave up after {self.max_attempts} attempts; last: {detail}",
                 registry=registry,
+                repository=repository,
+                digest=digest,
                 hint=f"check that {registry} is reachable and healthy, then try again",
             ) from exc
 
@@ -188,13 +199,11 @@ class Transport:
         headers: Mapping[str, str] | None = None,
         authorization: str | None = None,
         content: Content = None,
-        stream: bool = False,
     ) -> httpx.Response:
         """One attempt: send, follow redirects by hand, raise Transient on retryable faults.
 
         ``authorization`` goes only to the origin of ``url``; a redirect to another origin
-        drops it. The response is returned unread when ``stream`` is true (callers close it)
-        and read into memory (at most MAX_MANIFEST_BYTES) otherwise.
+        drops it. The response is returned with its body unread (the caller closes it).
         """
         origin = httpx.URL(url)
         current = origin
@@ -238,11 +247,6 @@ class Transport:
                     f"{method} {_public_url(current)} answered {response.status_code}",
                     retry_after=retry_after if response.status_code in (429, 503) else None,
                 )
-            if not stream:
-                try:
-                    read_limited(response, MAX_MANIFEST_BYTES, registry=registry, what="answer")
-                finally:
-                    response.close()
             return response
         raise RegistryProtocolError(
             f"{registry}: more than {MAX_REDIRECTS} redirects for {_public_url(origin)}",

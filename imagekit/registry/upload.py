@@ -10,7 +10,9 @@ Used by `imagekit mirror --copy`. Every blob goes the cheapest safe way
    blobs, and for large ones ``PATCH`` chunks of ``chunk_size`` followed by the closing
    ``PUT ?digest=``. A chunk whose PATCH fails is resumed where the registry's upload status
    (``GET`` on the upload URL, ``Range: 0-N``) says it stopped, so a dropped connection costs
-   at most one chunk, never the blob.
+   at most one chunk. distribution/distribution refuses the status of a session whose
+   answer was lost (its upload URL signs the offset); there the blob starts over in a new
+   session, at most twice.
 
 Manifests are PUT as the exact bytes SRC served, so every digest is preserved; an index is
 copied with all its children (attestation manifests included), children first. Memory stays
@@ -20,6 +22,7 @@ bounded by one chunk per blob in flight.
 from __future__ import annotations
 
 import re
+import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -55,6 +58,7 @@ class CopyResult:
     blobs_uploaded: int = 0
     bytes_uploaded: int = 0
     chunk_resumes: int = 0
+    upload_restarts: int = 0
     log: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
@@ -69,7 +73,16 @@ class CopyResult:
             "blobs_uploaded": self.blobs_uploaded,
             "bytes_uploaded": self.bytes_uploaded,
             "chunk_resumes": self.chunk_resumes,
+            "upload_restarts": self.upload_restarts,
         }
+
+
+class _LostUpload(Exception):
+    """An upload session that cannot be continued; the blob is sent again in a new one."""
+
+    def __init__(self, cause: RegistryError) -> None:
+        super().__init__(cause.message)
+        self.cause = cause
 
 
 class _Copier:
@@ -86,9 +99,16 @@ class _Copier:
     ) -> None:
         self.client, self.src, self.dst, self.result = client, src, dst, result
         self.chunk_size, self.workers, self._log = chunk_size, workers, log
+        self._lock = threading.Lock()
+
+    def count(self, name: str, amount: int = 1) -> None:
+        """Add to a counter of the result; blobs are copied on several threads."""
+        with self._lock:
+            setattr(self.result, name, getattr(self.result, name) + amount)
 
     def say(self, text: str) -> None:
-        self.result.log.append(text)
+        with self._lock:
+            self.result.log.append(text)
         if self._log is not None:
             self._log(text)
 
@@ -97,7 +117,7 @@ class _Copier:
     def blob(self, desc: Descriptor) -> None:
         digest = desc.digest
         if self.client.blob_exists(self.dst, digest):
-            self.result.blobs_existing += 1
+            self.count("blobs_existing")
             return
         location: str | None = None
         if self.src.registry == self.dst.registry and self.src.repository != self.dst.repository:
@@ -111,19 +131,29 @@ class _Copier:
                 allow_status=(201, 202),
             )
             if response.status_code == 201:
-                self.result.blobs_mounted += 1
+                self.count("blobs_mounted")
                 self.say(f"mounted {digest.short} from {self.src.repository}")
                 return
             location = response.headers.get("Location")  # 202: an upload session instead
-        if location is None:
-            location = self._start_upload()
-        if desc.size <= self.chunk_size:
-            data = b"".join(self.client.stream_blob(self.src, desc))  # verified as it arrives
-            self._put(location, digest, data)
-        else:
-            self._chunked(location, desc)
-        self.result.blobs_uploaded += 1
-        self.result.bytes_uploaded += desc.size
+        for attempt in range(3):
+            if location is None:
+                location = self._start_upload()
+            try:
+                if desc.size <= self.chunk_size:
+                    # verified as it arrives; a retried PUT re-sends these bytes
+                    data = b"".join(self.client.stream_blob(self.src, desc))
+                    self._put(location, digest, data)
+                else:
+                    self._chunked(location, desc)
+                break
+            except _LostUpload as exc:
+                if attempt == 2:
+                    raise exc.cause from exc
+                self.count("upload_restarts")
+                self.say(f"restarting the upload of {digest.short}: {exc.cause.message}")
+                location = None
+        self.count("blobs_uploaded")
+        self.count("bytes_uploaded", desc.size)
         self.say(f"uploaded {digest.short} ({desc.size} bytes)")
 
     def _start_upload(self) -> str:
@@ -140,7 +170,7 @@ class _Copier:
                 registry=self.dst.registry,
                 repository=self.dst.repository,
             )
-        return location
+        return str(location)
 
     def _put(self, location: str, digest: Digest, data: bytes) -> None:
         url = httpx.URL(location).copy_merge_params({"digest": str(digest)})
@@ -192,9 +222,9 @@ class _Copier:
                 return self._location(response)
             except RegistryError as exc:
                 if attempt == 2 or isinstance(exc, RegistryProtocolError):
-                    raise
-                self.result.chunk_resumes += 1
-                location, received = self._status(location)
+                    raise _LostUpload(exc) from exc
+                self.count("chunk_resumes")
+                location, received = self._status(location, exc)
                 if received < offset or received > offset + len(chunk):
                     raise RegistryProtocolError(
                         f"{self.dst.name}: the upload is at byte {received}, expected a "
@@ -207,9 +237,18 @@ class _Copier:
                     return location
         raise AssertionError("unreachable")  # pragma: no cover
 
-    def _status(self, location: str) -> tuple[str, int]:
-        """(upload URL, bytes the registry holds) from GET on the upload URL (204)."""
-        response = self.client.request("GET", self.dst, location, scope_actions=PUSH)
+    def _status(self, location: str, cause: RegistryError) -> tuple[str, int]:
+        """(upload URL, bytes the registry holds) from GET on the upload URL (204).
+
+        distribution/distribution signs the offset into the upload URL's ``_state``; once
+        the registry took a chunk whose answer was lost, that URL is refused (404
+        BLOB_UPLOAD_INVALID) and the session cannot be resumed: the blob starts over in a
+        new session (:class:`_LostUpload`).
+        """
+        try:
+            response = self.client.request("GET", self.dst, location, scope_actions=PUSH)
+        except RegistryError as exc:
+            raise _LostUpload(cause) from exc
         match = _RANGE.fullmatch(response.headers.get("Range", "").strip())
         received = int(match.group(1)) + 1 if match else 0
         return response.headers.get("Location") or location, received
@@ -255,7 +294,7 @@ class _Copier:
                 repository=self.dst.repository,
                 digest=str(digest),
             )
-        self.result.manifests += 1
+        self.count("manifests")
         self.say(f"put manifest {digest.short} ({media_type})" + (f" as :{tag}" if tag else ""))
 
 

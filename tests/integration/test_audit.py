@@ -142,9 +142,7 @@ def test_each_planted_defect_is_reported_and_a_hung_check_times_out(
     """Through the CLI: --json gives one document, exit 1 for CPU_CHECK_INCOMPLETE."""
     proc = subprocess.run(
         [
-            sys.executable,
-            "-m",
-            "imagekit.cli",
+            str(Path(sys.executable).parent / "imagekit"),
             "audit",
             images.defects,
             "--profile",
@@ -158,6 +156,7 @@ def test_each_planted_defect_is_reported_and_a_hung_check_times_out(
         check=False,
     )
     assert proc.returncode == 1, proc.stderr
+    assert proc.stdout.strip(), proc.stderr
     doc = json.loads(proc.stdout)
     checks = {c["name"]: c for c in doc["checks"]}
     status = {name: c["status"] for name, c in checks.items()}

@@ -76,8 +76,15 @@ def test_inspect_base_image_matches_skopeo(base_image: BaseImage) -> None:
     assert len(doc["layer_digests"]) == 1 and doc["compressed_layer_bytes"] > 50_000_000
     assert_matches_skopeo(doc, base_image.reference)
     # The lock entry's keys, as the public MiniMax-M3 image lock names them.
-    for key in ("source_tag", "index_digest", "platform", "manifest_digest", "config_digest",
-                "compressed_layer_bytes", "layer_digests"):
+    for key in (
+        "source_tag",
+        "index_digest",
+        "platform",
+        "manifest_digest",
+        "config_digest",
+        "compressed_layer_bytes",
+        "layer_digests",
+    ):
         assert key in doc
 
 
@@ -90,9 +97,13 @@ def test_inspect_human_output(base_image: BaseImage) -> None:
 
 
 @pytest.fixture(scope="module")
-def multi(tmp_path_factory: pytest.TempPathFactory, registry: RunningRegistry) -> tuple[Layout, str]:
+def multi(
+    tmp_path_factory: pytest.TempPathFactory, registry: RunningRegistry
+) -> tuple[Layout, str]:
     layout = write_layout(tmp_path_factory.mktemp("inspect-layout"), salt=secrets.token_hex(4))
-    return layout, push_layout(layout, registry.host, f"imagekit-test/inspect-{secrets.token_hex(3)}")
+    return layout, push_layout(
+        layout, registry.host, f"imagekit-test/inspect-{secrets.token_hex(3)}"
+    )
 
 
 def test_inspect_index_and_platforms(multi: tuple[Layout, str]) -> None:
@@ -124,10 +135,20 @@ def test_inspect_with_credentials(
     creds = f"{reg.username}:{reg.password}"
     dest = f"{reg.host}/imagekit-test/base-{flavour}:{secrets.token_hex(3)}"
     subprocess.run(
-        ["skopeo", "copy", "--src-tls-verify=false", "--dest-tls-verify=false",
-         "--preserve-digests", "--dest-creds", creds,
-         f"docker://{base_image.reference}", f"docker://{dest}"],
-        check=True, capture_output=True, timeout=300,
+        [
+            "skopeo",
+            "copy",
+            "--src-tls-verify=false",
+            "--dest-tls-verify=false",
+            "--preserve-digests",
+            "--dest-creds",
+            creds,
+            f"docker://{base_image.reference}",
+            f"docker://{dest}",
+        ],
+        check=True,
+        capture_output=True,
+        timeout=300,
     )
     # Without credentials: exit 3, naming the registry and how to log in.
     done = imagekit("inspect", dest)

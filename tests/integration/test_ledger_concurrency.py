@@ -51,6 +51,15 @@ def test_eight_processes_append_1600_records_without_loss(
     workers = [_spawn(w, 200, start) for w in range(8)]
     time.sleep(0.5)  # let the interpreters start and wait at the line
     start.touch()
+    # A reader during the appends (shared lock) never sees a half-written line.
+    readings = 0
+    while any(proc.poll() is None for proc in workers):
+        if workspace.ledger_path.exists():
+            during = verify(workspace)
+            assert during.ok, during.problems
+            readings += 1
+        time.sleep(0.05)
+    assert readings > 0
     for proc in workers:
         _, err = proc.communicate(timeout=300)
         assert proc.returncode == 0, err.decode()

@@ -14,6 +14,8 @@ that the fault fired (``proxy.fired``) and what the client made of it:
 ``after`` and ``offset`` move to the middle of a body shorter than them, so a fault that
 fired (counted in ``Fault.fired``) always changed something.
 - ``wrong_digest``: replace the Docker-Content-Digest header with another digest.
+- ``reset``: forward the request (the registry acts on it), then close the connection
+  without an answer, as a relay that dies after an upload chunk went through.
 
 Everything else passes through unchanged, Range and Authorization headers included.
 """
@@ -35,7 +37,7 @@ WRONG_DIGEST = "sha256:" + "0" * 64
 
 @dataclass
 class Fault:
-    kind: str  # drop | status | drip | truncate | flip | wrong_digest
+    kind: str  # drop | status | drip | truncate | flip | wrong_digest | reset
     path: str = r"/blobs/sha256:"  # regex searched in the request path
     method: str = "GET"
     times: int = 1  # how many matching requests get the fault; -1: all of them
@@ -112,12 +114,23 @@ class FaultProxy:
                 length = int(self.headers.get("Content-Length") or 0)
                 body = self.rfile.read(length) if length else None
                 headers = {k: v for k, v in self.headers.items() if k.lower() not in _HOP}
-                headers["Host"] = proxy.upstream
+                # The client's Host stays: the registry builds upload Locations from it, so
+                # they point back at this proxy and every request of an upload passes here.
                 upstream = http.client.HTTPConnection(proxy.upstream, timeout=60)
                 try:
                     upstream.request(self.command, self.path, body=body, headers=headers)
                     response = upstream.getresponse()
                     data = response.read() if self.command != "HEAD" else b""
+                    if fault is not None and fault.kind == "reset":
+                        self.close_connection = True
+                        self.connection.setsockopt(
+                            socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00"
+                        )
+                        self.connection.close()
+                        proxy.log.append(
+                            (self.command, self.path, 0, kind, self.headers.get("Range", ""))
+                        )
+                        return
                     self._reply(response, data, fault)
                 finally:
                     upstream.close()

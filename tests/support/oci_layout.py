@@ -162,3 +162,41 @@ def skopeo_copy(src: str, dst: str, *args: str) -> None:
 
 def push_layout(root: Path, dest: str, *args: str, tag: str = "latest") -> None:
     skopeo_copy(f"oci:{root}:{tag}", f"docker://{dest}", *args)
+
+
+def push_dir(directory: Path, dest: str) -> None:
+    """Push a skopeo ``dir:`` copy as it is, through the plain registry API.
+
+    skopeo's docker:// destination always gzips uncompressed layers; pushing the dir's blobs
+    and manifest ourselves keeps them uncompressed (a copy as some relays store it).
+    """
+    from imagekit.refs import parse_reference
+    from imagekit.registry import RegistryClient
+
+    ref = parse_reference(dest)
+    manifest = (directory / "manifest.json").read_bytes()
+    document = json.loads(manifest)
+    with RegistryClient() as client:
+        for desc in [document["config"], *document["layers"]]:
+            data = (directory / desc["digest"].split(":")[1]).read_bytes()
+            started = client.request(
+                "POST", ref, "blobs/uploads/", scope_actions=("pull", "push"), content=b""
+            )
+            location = started.headers["Location"]
+            separator = "&" if "?" in location else "?"
+            client.request(
+                "PUT",
+                ref,
+                f"{location}{separator}digest={desc['digest']}",
+                scope_actions=("pull", "push"),
+                headers={"Content-Type": "application/octet-stream"},
+                content=data,
+            )
+        client.request(
+            "PUT",
+            ref,
+            f"manifests/{ref.tag}",
+            scope_actions=("pull", "push"),
+            headers={"Content-Type": document["mediaType"]},
+            content=manifest,
+        )

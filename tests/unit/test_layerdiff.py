@@ -309,3 +309,46 @@ def test_registry_image_refuses_a_layer_that_is_not_its_diff_id() -> None:
     image = _registry_image([gzip.compress(layer)], [Digest("sha256:" + "1" * 64)])
     with pytest.raises(DigestMismatch):
         image.scan([0])
+
+
+def test_saved_image_reads_docker_save_with_a_linked_duplicate_layer() -> None:
+    """`docker save` (20.10) writes a repeated layer once and symlinks the second path."""
+    import json
+    from types import SimpleNamespace
+
+    from imagekit.layerdiff import SavedImage
+
+    empty = make_tar([])
+    top = make_tar([f("app", b"a")])
+    ids = [Digest("sha256:" + hashlib.sha256(t).hexdigest()) for t in (BASE, empty, empty, top)]
+    names = ["a/layer.tar", "b/layer.tar", "c/layer.tar", "d/layer.tar"]
+    manifest = json.dumps([{"Config": "x.json", "Layers": names}]).encode()
+    outer = io.BytesIO()
+    with tarfile.open(fileobj=outer, mode="w") as tar:
+        for name, data in (("a/layer.tar", BASE), ("b/layer.tar", empty), ("d/layer.tar", top)):
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+        link = tarfile.TarInfo("c/layer.tar")
+        link.type, link.linkname = tarfile.SYMTYPE, "../b/layer.tar"
+        tar.addfile(link)
+        info = tarfile.TarInfo("manifest.json")
+        info.size = len(manifest)
+        tar.addfile(info, io.BytesIO(manifest))
+    blob = outer.getvalue()
+
+    class Images:
+        def inspect(self, image: str) -> Any:
+            return SimpleNamespace(root_fs=SimpleNamespace(layers=[str(i) for i in ids]))
+
+        def save(self, image: str) -> Any:
+            return iter([blob[i : i + 4096] for i in range(0, len(blob), 4096)])
+
+    saved = SavedImage(SimpleNamespace(image=Images()), "img", "saved")
+    scans = saved.scan([0, 2, 3])
+    assert sorted(scans) == [0, 2, 3]
+    assert scans[2].diff_id == ids[2]
+    assert "app" in scans[3].entries
+    result = compare_images(saved, TarSource("other", [BASE, empty, empty, make_tar([])]))
+    assert result.verdict == "changed"
+    assert result.diff is not None and [c.path for c in result.diff.files] == ["app"]

@@ -32,13 +32,21 @@ D = "sha256:" + "a" * 64
         (f"ubuntu@{D}", "docker.io", "library/ubuntu", None, D),
         (f"r.example/a/b:v1@{D}", "r.example", "a/b", "v1", D),
         ("a/b__c/d-e.f", "docker.io", "a/b__c/d-e.f", None, None),
+        # Its familiar form must keep docker.io/, or "a.b" would read as a registry host.
+        ("docker.io/a.b/c", "docker.io", "a.b/c", None, None),
+        ("docker.io/localhost/c", "docker.io", "localhost/c", None, None),
     ],
 )
 def test_normalisation(
     text: str, registry: str, repository: str, tag: str | None, digest: str | None
 ) -> None:
     ref = parse_reference(text)
-    assert (ref.registry, ref.repository, ref.tag, ref.digest) == (registry, repository, tag, digest)
+    assert (ref.registry, ref.repository, ref.tag, ref.digest) == (
+        registry,
+        repository,
+        tag,
+        digest,
+    )
     assert ref.pinned is (digest is not None)
     assert parse_reference(str(ref)) == ref
     assert parse_reference(ref.familiar) == ref

@@ -74,7 +74,9 @@ class _Writer:
         return self.blob(data), len(data)
 
 
-def _image(writer: _Writer, os_: str, arch: str, variant: str | None, payload: bytes) -> LayoutImage:
+def _image(
+    writer: _Writer, os_: str, arch: str, variant: str | None, payload: bytes
+) -> LayoutImage:
     tar = _tar_with("hello.txt", payload)
     layer = gzip.compress(tar, mtime=0)
     layer_digest = writer.blob(layer)
@@ -123,7 +125,11 @@ def write_layout(
     statement = json.dumps({"_type": "https://in-toto.io/Statement/v0.1", "salt": salt}).encode()
     att_layer = writer.blob(statement)
     att_config, att_config_size = writer.json_blob(
-        {"architecture": "unknown", "os": "unknown", "rootfs": {"type": "layers", "diff_ids": [sha256(statement)]}}
+        {
+            "architecture": "unknown",
+            "os": "unknown",
+            "rootfs": {"type": "layers", "diff_ids": [sha256(statement)]},
+        }
     )
     att_manifest, att_size = writer.json_blob(
         {
@@ -135,7 +141,9 @@ def write_layout(
                     "mediaType": "application/vnd.in-toto+json",
                     "digest": att_layer,
                     "size": len(statement),
-                    "annotations": {"in-toto.io/predicate-type": "https://slsa.dev/provenance/v0.2"},
+                    "annotations": {
+                        "in-toto.io/predicate-type": "https://slsa.dev/provenance/v0.2"
+                    },
                 }
             ],
         }
@@ -206,8 +214,9 @@ def skopeo_copy(
         raise AssertionError(f"skopeo copy failed: {done.stderr[-2000:]}")
 
 
-def push_layout(layout: Layout, host: str, repository: str, tag: str = "multi",
-                *, dest_creds: str | None = None) -> str:
+def push_layout(
+    layout: Layout, host: str, repository: str, tag: str = "multi", *, dest_creds: str | None = None
+) -> str:
     """Push the layout's index to host/repository:tag; returns the reference pushed."""
     dest = f"{host}/{repository}:{tag}"
     skopeo_copy(f"oci:{layout.path}:{tag}", f"docker://{dest}", dest_creds=dest_creds)

@@ -79,7 +79,9 @@ def test_resolve_index_picks_amd64_never_the_attestation(
     assert raw == image.manifest_bytes
 
 
-def test_resolve_other_platform_and_missing_platform(layout: Layout, pushed: dict[str, str]) -> None:
+def test_resolve_other_platform_and_missing_platform(
+    layout: Layout, pushed: dict[str, str]
+) -> None:
     ref = parse_reference(pushed["none"])
     with RegistryClient() as client:
         arm = client.resolve(ref, parse_platform("linux/arm64"))
@@ -101,8 +103,11 @@ def test_manifest_by_digest_and_blob_stream(layout: Layout, pushed: dict[str, st
         body, media_type, digest = client.get_manifest(ref, amd64.manifest_digest)
         assert digest == amd64.manifest_digest == Digest.of_bytes(body)
         assert media_type == "application/vnd.oci.image.manifest.v1+json"
-        desc = Descriptor("application/vnd.oci.image.layer.v1.tar+gzip",
-                          Digest(amd64.layer_digest), amd64.layer_size)
+        desc = Descriptor(
+            "application/vnd.oci.image.layer.v1.tar+gzip",
+            Digest(amd64.layer_digest),
+            amd64.layer_size,
+        )
         hasher = hashlib.sha256()
         chunks = 0
         for chunk in client.stream_blob(ref, desc, chunk_size=256 * 1024):

@@ -45,7 +45,9 @@ class Image:
         return sha(self.manifest)
 
 
-def make_image(payload: bytes = b"hello\n", arch: str = "amd64", variant: str | None = None) -> Image:
+def make_image(
+    payload: bytes = b"hello\n", arch: str = "amd64", variant: str | None = None
+) -> Image:
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w") as tar:
         info = tarfile.TarInfo("hello.txt")
@@ -82,8 +84,13 @@ def index_of(*entries: dict[str, Any]) -> bytes:
     return dumps({"schemaVersion": 2, "mediaType": OCI_INDEX, "manifests": list(entries)})
 
 
-def entry(image: Image, os: str = "linux", arch: str = "amd64", variant: str | None = None,
-          annotations: dict[str, str] | None = None) -> dict[str, Any]:
+def entry(
+    image: Image,
+    os: str = "linux",
+    arch: str = "amd64",
+    variant: str | None = None,
+    annotations: dict[str, str] | None = None,
+) -> dict[str, Any]:
     platform: dict[str, str] = {"os": os, "architecture": arch}
     if variant:
         platform["variant"] = variant
@@ -140,7 +147,9 @@ class FakeRegistry:
         if path in self.overrides:
             return self.overrides[path](request)
         if path == "/v2/":
-            return httpx.Response(200, json={}, headers={"Docker-Distribution-API-Version": "registry/2.0"})
+            return httpx.Response(
+                200, json={}, headers={"Docker-Distribution-API-Version": "registry/2.0"}
+            )
         if path in self.manifests:
             body, media_type = self.manifests[path]
             return httpx.Response(
@@ -155,7 +164,9 @@ class FakeRegistry:
     def client(self, **kwargs: Any) -> RegistryClient:
         sleeps: list[float] = kwargs.pop("sleeps", [])
         policy = RetryPolicy(
-            max_attempts=kwargs.pop("max_attempts", 4), initial_wait=0.01, max_wait=0.02,
+            max_attempts=kwargs.pop("max_attempts", 4),
+            initial_wait=0.01,
+            max_wait=0.02,
             sleep=sleeps.append,
         )
         return RegistryClient(
@@ -163,7 +174,7 @@ class FakeRegistry:
         )
 
 
-class _Chunks(httpx.SyncByteStream):
+class Chunks(httpx.SyncByteStream):
     def __init__(self, data: bytes, size: int = 4096) -> None:
         self.data, self.size = data, size
 
@@ -181,7 +192,7 @@ class StreamingMock(httpx.MockTransport):
             return httpx.Response(
                 response.status_code,
                 headers=response.headers,
-                stream=_Chunks(b"".join(response.stream)),  # raw, not decoded
+                stream=Chunks(b"".join(response.stream)),  # raw, not decoded
                 request=request,
             )
         return response

@@ -28,21 +28,32 @@ REALM = "https://auth.example.test/token"
         (
             'Bearer realm="https://auth.docker.io/token",service="registry.docker.io",'
             'scope="repository:library/ubuntu:pull"',
-            [Challenge("bearer", {"realm": "https://auth.docker.io/token",
-                                  "service": "registry.docker.io",
-                                  "scope": "repository:library/ubuntu:pull"})],
+            [
+                Challenge(
+                    "bearer",
+                    {
+                        "realm": "https://auth.docker.io/token",
+                        "service": "registry.docker.io",
+                        "scope": "repository:library/ubuntu:pull",
+                    },
+                )
+            ],
         ),
         ('Basic realm="Registry Realm"', [Challenge("basic", {"realm": "Registry Realm"})]),
         ("basic realm=x", [Challenge("basic", {"realm": "x"})]),
         (
             'Basic realm="a", Bearer realm="https://t/x",scope="repository:a/b:pull,push"',
-            [Challenge("basic", {"realm": "a"}),
-             Challenge("bearer", {"realm": "https://t/x", "scope": "repository:a/b:pull,push"})],
+            [
+                Challenge("basic", {"realm": "a"}),
+                Challenge("bearer", {"realm": "https://t/x", "scope": "repository:a/b:pull,push"}),
+            ],
         ),
         ('Bearer realm="a\\"b"', [Challenge("bearer", {"realm": 'a"b'})]),
-        ("Negotiate YWJj==, Basic realm=r", [Challenge("negotiate", {"": "YWJj=="}),
-                                              Challenge("basic", {"realm": "r"})]),
-        ("Bearer  realm = \"x\" , service=y", [Challenge("bearer", {"realm": "x", "service": "y"})]),
+        (
+            "Negotiate YWJj==, Basic realm=r",
+            [Challenge("negotiate", {"": "YWJj=="}), Challenge("basic", {"realm": "r"})],
+        ),
+        ('Bearer  realm = "x" , service=y', [Challenge("bearer", {"realm": "x", "service": "y"})]),
         ("Basic", [Challenge("basic", {})]),
     ],
 )
@@ -60,7 +71,7 @@ def test_parses_real_world_challenges(header: str, expected: list[Challenge]) ->
         'Bearer realm="a",realm="b"',
         "Bearer realm=a b=c",
         "=x",
-        "Bearer realm=\"x\\",
+        'Bearer realm="x\\',
         "x" * 10000,
     ],
 )
@@ -72,8 +83,25 @@ def test_refuses_malformed_challenges(header: str) -> None:
 _header_text = st.one_of(
     st.text(max_size=200),
     st.lists(
-        st.sampled_from(['Bearer', 'Basic', ' ', ',', '=', '"', '\\', 'realm', 'scope',
-                         '"https://a/b"', 'x', 'token68==', '\t', 'é', '\x00']),
+        st.sampled_from(
+            [
+                "Bearer",
+                "Basic",
+                " ",
+                ",",
+                "=",
+                '"',
+                "\\",
+                "realm",
+                "scope",
+                '"https://a/b"',
+                "x",
+                "token68==",
+                "\t",
+                "é",
+                "\x00",
+            ]
+        ),
         max_size=30,
     ).map("".join),
 )
@@ -129,19 +157,21 @@ class TokenFake(FakeRegistry):
             scope = f"repository:{REPO}:pull"
             return httpx.Response(
                 401,
-                headers={"WWW-Authenticate":
-                         f'Bearer realm="{REALM}",service="reg",scope="{scope}"'},
+                headers={
+                    "WWW-Authenticate": f'Bearer realm="{REALM}",service="reg",scope="{scope}"'
+                },
             )
         return super().__call__(request)
 
 
 def _client(fake: FakeRegistry, config: Path | None = None) -> RegistryClient:
     policy = RetryPolicy(max_attempts=2, sleep=lambda _: None)
-    return RegistryClient(insecure=(HOST,), transport=StreamingMock(fake), retry_policy=policy,
-                          docker_config=config)
+    return RegistryClient(
+        insecure=(HOST,), transport=StreamingMock(fake), retry_policy=policy, docker_config=config
+    )
 
 
-def _config(tmp_path: Path, user: str = "alice", password: str = "s3cret-pw") -> Path:
+def _config(tmp_path: Path, user: str = "alice", password: str = "s3cret-pw") -> Path:  # noqa: S107
     auth = base64.b64encode(f"{user}:{password}".encode()).decode()
     (tmp_path / "config.json").write_text(json.dumps({"auths": {HOST: {"auth": auth}}}))
     return tmp_path
@@ -154,8 +184,13 @@ def test_token_scope_is_per_repository_and_cached(tmp_path: Path) -> None:
     with _client(fake, _config(tmp_path)) as client:
         client.resolve(REF)
         client.resolve(REF)
-        client.request("HEAD", REF, f"blobs/{image.manifest_digest}", allow_status=(404,),
-                       scope_actions=("pull", "push"))
+        client.request(
+            "HEAD",
+            REF,
+            f"blobs/{image.manifest_digest}",
+            allow_status=(404,),
+            scope_actions=("pull", "push"),
+        )
     scopes = [r.url.params.get_list("scope") for r in fake.token_requests]
     assert scopes == [[f"repository:{REPO}:pull"], [f"repository:{REPO}:pull,push"]]
     assert fake.token_requests[0].headers["Authorization"].startswith("Basic ")
@@ -223,3 +258,37 @@ def test_reprs_hide_secrets(tmp_path: Path) -> None:
         text += repr(client._auth.credential(HOST))  # noqa: SLF001
     assert "s3cret-pw" not in text
     assert "tok1" not in text
+
+
+def test_identity_token_uses_the_oauth2_refresh_grant(tmp_path: Path) -> None:
+    image = make_image()
+    fake = TokenFake()
+    fake.add_image(REPO, image, tag="v1")
+    original = fake.__call__
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        if request.url.host == "auth.example.test":
+            form = dict(httpx.QueryParams(request.content.decode()))
+            fake.token_requests.append(request)
+            assert request.method == "POST"
+            assert "Authorization" not in request.headers
+            assert form["grant_type"] == "refresh_token"
+            assert form["refresh_token"] == "refresh-abc"
+            assert form["scope"] == f"repository:{REPO}:pull"
+            assert form["service"] == "reg"
+            fake.valid.add("oauth-token")
+            return httpx.Response(200, json={"access_token": "oauth-token", "expires_in": 300})
+        return original(request)
+
+    (tmp_path / "config.json").write_text(
+        json.dumps({"auths": {HOST: {"identitytoken": "refresh-abc"}}})
+    )
+    policy = RetryPolicy(max_attempts=1)
+    with RegistryClient(
+        insecure=(HOST,),
+        transport=StreamingMock(handler),
+        retry_policy=policy,
+        docker_config=tmp_path,
+    ) as client:
+        assert client.get_manifest(REF, "v1")[0] == image.manifest
+    assert len(fake.token_requests) == 1

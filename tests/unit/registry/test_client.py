@@ -22,6 +22,7 @@ from imagekit.registry.transport import MAX_MANIFEST_BYTES
 from tests.unit.registry.fakes import (
     HOST,
     OCI_MANIFEST,
+    Chunks,
     DropAfter,
     FakeRegistry,
     blob_response,
@@ -128,7 +129,8 @@ def test_oversize_error_body_refused() -> None:
 def test_html_answer_is_a_protocol_error_with_an_excerpt() -> None:
     fake = FakeRegistry()
     fake.overrides[f"/v2/{REPO}/manifests/v1"] = lambda request: httpx.Response(
-        200, content=b"<html><body>Welcome to nginx!</body></html>",
+        200,
+        content=b"<html><body>Welcome to nginx!</body></html>",
         headers={"Content-Type": "text/html"},
     )
     with fake.client() as client, pytest.raises(RegistryProtocolError) as info:
@@ -175,8 +177,12 @@ def test_attestation_entries_never_chosen_and_missing_platform_is_clear() -> Non
     attestation = make_image(b"att", arch="unknown")
     index = index_of(
         # First in the index and claiming nothing but an attestation: must not be taken.
-        entry(attestation, os="unknown", arch="unknown",
-              annotations={"vnd.docker.reference.type": "attestation-manifest"}),
+        entry(
+            attestation,
+            os="unknown",
+            arch="unknown",
+            annotations={"vnd.docker.reference.type": "attestation-manifest"},
+        ),
         entry(arm, arch="arm64", variant="v8"),
     )
     fake = FakeRegistry()
@@ -206,20 +212,33 @@ def test_single_manifest_checked_against_requested_platform() -> None:
 
 
 def _desc(data: bytes, size: int | None = None) -> Descriptor:
-    return Descriptor("application/octet-stream", Digest(sha(data)), len(data) if size is None else size)
+    return Descriptor(
+        "application/octet-stream", Digest(sha(data)), len(data) if size is None else size
+    )
 
 
 def test_blob_longer_than_descriptor_stops_at_size() -> None:
     data = b"x" * 1000
     fake = FakeRegistry()
+    # Chunked, no Content-Length: the excess shows only while reading.
+    fake.overrides[f"/v2/{REPO}/blobs/{sha(data)}"] = lambda request: httpx.Response(
+        200, stream=Chunks(data + b"extra" * 1000, size=100)
+    )
+    received = 0
+    with fake.client() as client, pytest.raises(RegistryProtocolError, match="longer than"):
+        for chunk in client.stream_blob(REF, _desc(data), chunk_size=100):
+            received += len(chunk)
+    assert received == len(data)
+
+
+def test_blob_announced_longer_than_descriptor() -> None:
+    data = b"x" * 1000
+    fake = FakeRegistry()
     fake.overrides[f"/v2/{REPO}/blobs/{sha(data)}"] = lambda request: httpx.Response(
         200, content=data + b"extra"
     )
-    got: list[bytes] = []
-    with fake.client() as client, pytest.raises(RegistryProtocolError):
-        for chunk in client.stream_blob(REF, _desc(data), chunk_size=100):
-            got.append(chunk)
-    assert sum(len(c) for c in got) <= len(data)
+    with fake.client() as client, pytest.raises(RegistryProtocolError, match="announces 1005"):
+        b"".join(client.stream_blob(REF, _desc(data)))
 
 
 def test_blob_shorter_than_descriptor() -> None:
@@ -247,8 +266,9 @@ def test_dropped_blob_resumes_with_range() -> None:
     def handler(request: httpx.Request) -> httpx.Response:
         calls.append(request.headers.get("Range"))
         if len(calls) == 1:
-            return httpx.Response(200, stream=DropAfter(data, 30000),
-                                  headers={"Content-Length": str(len(data))})
+            return httpx.Response(
+                200, stream=DropAfter(data, 30000), headers={"Content-Length": str(len(data))}
+            )
         return blob_response(request, data)
 
     fake.overrides[path] = handler
@@ -269,11 +289,17 @@ def test_resume_accepts_only_206_starting_where_it_stopped() -> None:
         if calls == 1:
             return httpx.Response(200, stream=DropAfter(data, 30000))
         # Claims a range starting elsewhere.
-        return httpx.Response(206, content=data[100:],
-                              headers={"Content-Range": f"bytes 100-{len(data) - 1}/{len(data)}"})
+        return httpx.Response(
+            206,
+            content=data[100:],
+            headers={"Content-Range": f"bytes 100-{len(data) - 1}/{len(data)}"},
+        )
 
     fake.overrides[path] = handler
-    with fake.client() as client, pytest.raises(RegistryProtocolError, match="resuming at byte 30000"):
+    with (
+        fake.client() as client,
+        pytest.raises(RegistryProtocolError, match="resuming at byte 30000"),
+    ):
         b"".join(client.stream_blob(REF, _desc(data)))
 
 
@@ -290,7 +316,8 @@ def test_digest_mismatch_after_resume_restarts_once_from_zero() -> None:
         if len(calls) == 2:  # a resumed tail from another (bad) replica
             tail = b"\0" * (len(data) - 30000)
             return httpx.Response(
-                206, content=tail,
+                206,
+                content=tail,
                 headers={"Content-Range": f"bytes 30000-{len(data) - 1}/{len(data)}"},
             )
         return blob_response(request, data)
@@ -323,8 +350,9 @@ def test_digest_mismatch_after_resume_without_restart_hook_raises() -> None:
         if calls == 1:
             return httpx.Response(200, stream=DropAfter(data, 30000))
         tail = b"\0" * (len(data) - 30000)
-        return httpx.Response(206, content=tail,
-                              headers={"Content-Range": f"bytes 30000-{len(data) - 1}/{len(data)}"})
+        return httpx.Response(
+            206, content=tail, headers={"Content-Range": f"bytes 30000-{len(data) - 1}/{len(data)}"}
+        )
 
     fake.overrides[path] = handler
     with fake.client() as client, pytest.raises(DigestMismatch, match="resumed"):
@@ -364,7 +392,8 @@ def test_content_encoding_never_changes_hashed_bytes() -> None:
 def test_unauthorized_without_credentials_names_registry_and_login(tmp_path: object) -> None:
     fake = FakeRegistry()
     fake.overrides[f"/v2/{REPO}/manifests/v1"] = lambda request: httpx.Response(
-        401, headers={"WWW-Authenticate": 'Basic realm="x"'},
+        401,
+        headers={"WWW-Authenticate": 'Basic realm="x"'},
         json={"errors": [{"code": "UNAUTHORIZED", "message": "authentication required"}]},
     )
     with fake.client(docker_config=tmp_path) as client, pytest.raises(RegistryUnauthorized) as info:
@@ -396,8 +425,47 @@ def test_not_found_and_blob_exists() -> None:
 def test_ping_refuses_a_web_server() -> None:
     fake = FakeRegistry()
     fake.overrides["/v2/"] = lambda request: httpx.Response(
-        200, content=b"<!doctype html><title>Router login</title>",
+        200,
+        content=b"<!doctype html><title>Router login</title>",
         headers={"Content-Type": "text/html"},
     )
     with fake.client() as client, pytest.raises(RegistryProtocolError, match="Router login"):
         client.ping(HOST)
+
+
+def test_oversize_config_refused_before_download() -> None:
+    image = make_image()
+    manifest = json.loads(image.manifest)
+    manifest["config"]["size"] = MAX_MANIFEST_BYTES + 1
+    body = dumps(manifest)
+    fake = FakeRegistry()
+    fake.add_image(REPO, image)
+    fake.add_manifest(REPO, "v1", body, OCI_MANIFEST)
+    with fake.client() as client, pytest.raises(RegistryProtocolError, match="over the"):
+        client.resolve(REF)
+    assert not any("/blobs/" in r.url.path for r in fake.requests)
+
+
+def test_registry_ignoring_range_restarts_from_zero_once() -> None:
+    data = bytes(range(256)) * 400
+    path = f"/v2/{REPO}/blobs/{sha(data)}"
+    fake = FakeRegistry()
+    calls: list[str | None] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        calls.append(request.headers.get("Range"))
+        if len(calls) == 1:
+            return httpx.Response(200, stream=DropAfter(data, 30000))
+        return httpx.Response(200, content=data)  # Range ignored: the whole blob again
+
+    fake.overrides[path] = handler
+    out = bytearray()
+    with fake.client() as client:
+        for chunk in client.stream_blob(REF, _desc(data), on_restart=out.clear):
+            out.extend(chunk)
+    assert bytes(out) == data
+    assert calls == [None, "bytes=30000-"]
+    # Without a restart hook the bytes already handed out cannot be taken back: refused.
+    calls.clear()
+    with fake.client() as client, pytest.raises(RegistryProtocolError, match="resuming"):
+        b"".join(client.stream_blob(REF, _desc(data)))

@@ -1,4 +1,4 @@
-"""Docker config lookups: auths, credHelpers, credsStore (real helper executables), DOCKER_CONFIG."""
+"""Docker config lookups: auths, credHelpers, credsStore (real helper programs), DOCKER_CONFIG."""
 
 from __future__ import annotations
 
@@ -28,7 +28,9 @@ def _helper(bin_dir: Path, name: str, answers: dict[str, tuple[str, str]]) -> No
     """A real docker-credential-NAME executable speaking the helper protocol."""
     bin_dir.mkdir(parents=True, exist_ok=True)
     script = bin_dir / f"docker-credential-{name}"
-    table = json.dumps({k: {"ServerURL": k, "Username": u, "Secret": p} for k, (u, p) in answers.items()})
+    table = json.dumps(
+        {k: {"ServerURL": k, "Username": u, "Secret": p} for k, (u, p) in answers.items()}
+    )
     script.write_text(
         "#!/usr/bin/env python3\n"
         "import json, sys\n"
@@ -44,11 +46,16 @@ def _helper(bin_dir: Path, name: str, answers: dict[str, tuple[str, str]]) -> No
 
 def test_auths_base64_and_plain_fields(tmp_path: Path) -> None:
     store = CredentialStore(
-        _write(tmp_path, {"auths": {
-            "reg.example:5000": {"auth": _b64("alice:pa:ss")},
-            "https://other.example/v1/": {"username": "bob", "password": "pw"},
-            "hub": {},
-        }})
+        _write(
+            tmp_path,
+            {
+                "auths": {
+                    "reg.example:5000": {"auth": _b64("alice:pa:ss")},
+                    "https://other.example/v1/": {"username": "bob", "password": "pw"},
+                    "hub": {},
+                }
+            },
+        )
     )
     alice = store.lookup("reg.example:5000")
     assert alice == Credential("alice", "pa:ss")
@@ -57,12 +64,16 @@ def test_auths_base64_and_plain_fields(tmp_path: Path) -> None:
 
 
 def test_docker_hub_key(tmp_path: Path) -> None:
-    store = CredentialStore(_write(tmp_path, {"auths": {"https://index.docker.io/v1/": {"auth": _b64("u:p")}}}))
+    store = CredentialStore(
+        _write(tmp_path, {"auths": {"https://index.docker.io/v1/": {"auth": _b64("u:p")}}})
+    )
     assert store.lookup("docker.io") == Credential("u", "p")
 
 
 def test_identity_token(tmp_path: Path) -> None:
-    store = CredentialStore(_write(tmp_path, {"auths": {"r.example": {"identitytoken": "refresh-xyz"}}}))
+    store = CredentialStore(
+        _write(tmp_path, {"auths": {"r.example": {"identitytoken": "refresh-xyz"}}})
+    )
     cred = store.lookup("r.example")
     assert cred is not None and cred.is_identity_token and cred.secret == "refresh-xyz"
     assert "refresh-xyz" not in repr(cred) and "refresh-xyz" not in str(cred)
@@ -88,16 +99,25 @@ def test_missing_config_means_anonymous(tmp_path: Path) -> None:
 def test_cred_helpers_and_creds_store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     bin_dir = tmp_path / "bin"
     _helper(bin_dir, "imagekitpass", {"helped.example": ("helper-user", "helper-pw")})
-    _helper(bin_dir, "imagekitstore", {
-        "stored.example": ("store-user", "store-pw"),
-        "https://index.docker.io/v1/": ("<token>", "hub-refresh"),
-    })
+    _helper(
+        bin_dir,
+        "imagekitstore",
+        {
+            "stored.example": ("store-user", "store-pw"),
+            "https://index.docker.io/v1/": ("<token>", "hub-refresh"),
+        },
+    )
     monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
-    store = CredentialStore(_write(tmp_path / "cfg", {
-        "credHelpers": {"helped.example": "imagekitpass"},
-        "credsStore": "imagekitstore",
-        "auths": {"fallback.example": {"auth": _b64("file:pw")}},
-    }))
+    store = CredentialStore(
+        _write(
+            tmp_path / "cfg",
+            {
+                "credHelpers": {"helped.example": "imagekitpass"},
+                "credsStore": "imagekitstore",
+                "auths": {"fallback.example": {"auth": _b64("file:pw")}},
+            },
+        )
+    )
     assert store.lookup("helped.example") == Credential("helper-user", "helper-pw")
     assert store.lookup("stored.example") == Credential("store-user", "store-pw")
     hub = store.lookup("docker.io")

@@ -47,16 +47,16 @@ def test_media_type_disagreeing_with_content_type() -> None:
 
 
 def test_manifest_carrying_manifests_refused() -> None:
-    doc = dumps({"schemaVersion": 2, "mediaType": OCI_MANIFEST, "config": {}, "layers": [],
-                 "manifests": []})
+    doc = dumps(
+        {"schemaVersion": 2, "mediaType": OCI_MANIFEST, "config": {}, "layers": [], "manifests": []}
+    )
     with pytest.raises(RegistryProtocolError, match="also carries `manifests`"):
         detect(doc, OCI_MANIFEST)
 
 
 @pytest.mark.parametrize("extra", ["layers", "config"])
 def test_index_carrying_layers_refused(extra: str) -> None:
-    doc = dumps({"schemaVersion": 2, "mediaType": DOCKER_MANIFEST_LIST, "manifests": [],
-                 extra: []})
+    doc = dumps({"schemaVersion": 2, "mediaType": DOCKER_MANIFEST_LIST, "manifests": [], extra: []})
     with pytest.raises(RegistryProtocolError, match="also carries `layers` or `config`"):
         detect(doc, DOCKER_MANIFEST_LIST)
 
@@ -105,39 +105,67 @@ def test_models_parse_and_forbid_unknown_fields() -> None:
     assert manifest.layers[0].size > 0
     index = parse_manifest(INDEX, OCI_INDEX, registry="r")
     assert isinstance(index, ImageIndex)
-    odd = dumps({"schemaVersion": 2, "mediaType": OCI_MANIFEST, "config": {}, "layers": [],
-                 "surprise": True})
+    odd = dumps(
+        {
+            "schemaVersion": 2,
+            "mediaType": OCI_MANIFEST,
+            "config": {},
+            "layers": [],
+            "surprise": True,
+        }
+    )
     with pytest.raises(RegistryProtocolError, match="malformed"):
         parse_manifest(odd, OCI_MANIFEST, registry="r")
 
 
 def test_descriptor_digest_validated_in_models() -> None:
-    doc = dumps({
-        "schemaVersion": 2, "mediaType": OCI_MANIFEST,
-        "config": {"mediaType": "x", "digest": "sha256:../../etc/passwd", "size": 1},
-        "layers": [],
-    })
+    doc = dumps(
+        {
+            "schemaVersion": 2,
+            "mediaType": OCI_MANIFEST,
+            "config": {"mediaType": "x", "digest": "sha256:../../etc/passwd", "size": 1},
+            "layers": [],
+        }
+    )
     with pytest.raises(RegistryProtocolError, match="config.digest"):
         parse_manifest(doc, OCI_MANIFEST, registry="r")
 
 
 def test_negative_size_refused() -> None:
-    doc = dumps({
-        "schemaVersion": 2, "mediaType": OCI_MANIFEST,
-        "config": {"mediaType": "x", "digest": "sha256:" + "a" * 64, "size": -1},
-        "layers": [],
-    })
+    doc = dumps(
+        {
+            "schemaVersion": 2,
+            "mediaType": OCI_MANIFEST,
+            "config": {"mediaType": "x", "digest": "sha256:" + "a" * 64, "size": -1},
+            "layers": [],
+        }
+    )
     with pytest.raises(RegistryProtocolError):
         parse_manifest(doc, OCI_MANIFEST, registry="r")
 
 
 def test_config_keeps_diff_ids_and_ignores_legacy_fields() -> None:
     config = parse_config(
-        dumps({"architecture": "amd64", "os": "linux", "docker_version": "20.10",
-               "container_config": {}, "rootfs": {"type": "layers", "diff_ids": [IMAGE.diff_id]}}),
+        dumps(
+            {
+                "architecture": "amd64",
+                "os": "linux",
+                "docker_version": "20.10",
+                "container_config": {},
+                "rootfs": {"type": "layers", "diff_ids": [IMAGE.diff_id]},
+            }
+        ),
         registry="r",
     )
     assert config.rootfs.diff_ids == (IMAGE.diff_id,)
     with pytest.raises(RegistryProtocolError):
-        parse_config(dumps({"architecture": "amd64", "os": "linux",
-                            "rootfs": {"type": "layers", "diff_ids": ["sha256:XYZ"]}}), registry="r")
+        parse_config(
+            dumps(
+                {
+                    "architecture": "amd64",
+                    "os": "linux",
+                    "rootfs": {"type": "layers", "diff_ids": ["sha256:XYZ"]},
+                }
+            ),
+            registry="r",
+        )

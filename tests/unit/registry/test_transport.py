@@ -43,7 +43,9 @@ def test_https_unless_loopback_or_insecure() -> None:
 
     def handler(request: httpx.Request) -> httpx.Response:
         seen.append(str(request.url))
-        return httpx.Response(200, json={}, headers={"Docker-Distribution-API-Version": "registry/2.0"})
+        return httpx.Response(
+            200, json={}, headers={"Docker-Distribution-API-Version": "registry/2.0"}
+        )
 
     with RegistryClient(insecure=("myreg:5000",), transport=httpx.MockTransport(handler)) as client:
         client.ping("127.0.0.1:5000")
@@ -59,7 +61,10 @@ def test_https_unless_loopback_or_insecure() -> None:
 def test_retry_after_parsing() -> None:
     now = datetime(2026, 1, 1, tzinfo=UTC)
     assert parse_retry_after("7") == 7.0
-    assert parse_retry_after(format_datetime(now + timedelta(seconds=30), usegmt=True), now=now) == 30.0
+    assert (
+        parse_retry_after(format_datetime(now + timedelta(seconds=30), usegmt=True), now=now)
+        == 30.0
+    )
     assert parse_retry_after("soon") is None
     assert parse_retry_after(None) is None
 
@@ -77,8 +82,9 @@ def test_retry_after_is_honoured(status: int) -> None:
 
     sleeps: list[float] = []
     policy = RetryPolicy(max_attempts=3, initial_wait=0.01, max_wait=0.02, sleep=sleeps.append)
-    with RegistryClient(transport=StreamingMock(handler), retry_policy=policy,
-                        insecure=(HOST,)) as client:
+    with RegistryClient(
+        transport=StreamingMock(handler), retry_policy=policy, insecure=(HOST,)
+    ) as client:
         body, _, _ = client.get_manifest(REF, "v1")
     assert body == image.manifest
     assert sleeps == [3.0]
@@ -94,8 +100,12 @@ def test_retry_after_is_capped() -> None:
 
     sleeps: list[float] = []
     policy = RetryPolicy(max_attempts=2, max_retry_after=5, sleep=sleeps.append)
-    with RegistryClient(transport=StreamingMock(handler), retry_policy=policy,
-                        insecure=(HOST,)) as client, pytest.raises(RetriesExhausted):
+    with (
+        RegistryClient(
+            transport=StreamingMock(handler), retry_policy=policy, insecure=(HOST,)
+        ) as client,
+        pytest.raises(RetriesExhausted),
+    ):
         client.ping(HOST)
     assert sleeps == [5]
     assert calls == 2
@@ -106,7 +116,10 @@ def test_transient_statuses_are_retried_with_backoff_then_give_up(status: int) -
     fake = FakeRegistry()
     fake.overrides["/v2/"] = lambda request: httpx.Response(status)
     sleeps: list[float] = []
-    with fake.client(max_attempts=4, sleeps=sleeps) as client, pytest.raises(RetriesExhausted) as info:
+    with (
+        fake.client(max_attempts=4, sleeps=sleeps) as client,
+        pytest.raises(RetriesExhausted) as info,
+    ):
         client.ping(HOST)
     assert len([r for r in fake.requests if r.url.path == "/v2/"]) == 4
     assert len(sleeps) == 3 and all(0 < s <= 0.02 for s in sleeps)
@@ -140,8 +153,9 @@ def test_network_errors_are_retried() -> None:
         return fake(request)
 
     policy = RetryPolicy(max_attempts=3, initial_wait=0.001, max_wait=0.001, sleep=lambda _: None)
-    with RegistryClient(transport=StreamingMock(handler), retry_policy=policy,
-                        insecure=(HOST,)) as client:
+    with RegistryClient(
+        transport=StreamingMock(handler), retry_policy=policy, insecure=(HOST,)
+    ) as client:
         assert client.get_manifest(REF, "v1")[0] == image.manifest
 
 
@@ -168,10 +182,14 @@ def test_authorization_never_follows_a_redirect_to_another_host(tmp_path: Path) 
 
     config = _config_with(tmp_path, HOST, "alice", "pw")
     policy = RetryPolicy(max_attempts=1)
-    with RegistryClient(insecure=(HOST,), docker_config=config,
-                        transport=StreamingMock(handler), retry_policy=policy) as client:
-        from imagekit.registry import Descriptor
+    with RegistryClient(
+        insecure=(HOST,),
+        docker_config=config,
+        transport=StreamingMock(handler),
+        retry_policy=policy,
+    ) as client:
         from imagekit.refs import Digest
+        from imagekit.registry import Descriptor
 
         desc = Descriptor("application/octet-stream", Digest(sha(image.layer)), len(image.layer))
         assert b"".join(client.stream_blob(REF, desc)) == image.layer
@@ -202,10 +220,23 @@ def test_presigned_query_never_in_messages() -> None:
     def handler(request: httpx.Request) -> httpx.Response:
         if request.url.host == "objects.example.test":
             return httpx.Response(500)
-        return httpx.Response(307, headers={"Location": "https://objects.example.test/o?X-Amz-Signature=s3cr3t"})
+        return httpx.Response(
+            307, headers={"Location": "https://objects.example.test/o?X-Amz-Signature=s3cr3t"}
+        )
 
     policy = RetryPolicy(max_attempts=2, sleep=lambda _: None)
-    with RegistryClient(insecure=(HOST,), transport=StreamingMock(handler), retry_policy=policy) as client:
+    with RegistryClient(
+        insecure=(HOST,), transport=StreamingMock(handler), retry_policy=policy
+    ) as client:
         with pytest.raises(RetriesExhausted) as info:
             client.ping(HOST)
     assert "s3cr3t" not in str(info.value) and "s3cr3t" not in json.dumps(info.value.to_json())
+
+
+def test_retries_exhausted_names_registry_repository_and_digest() -> None:
+    fake = FakeRegistry()
+    digest = sha(b"blob")
+    fake.overrides[f"/v2/{REPO}/blobs/{digest}"] = lambda request: httpx.Response(502)
+    with fake.client(max_attempts=2) as client, pytest.raises(RetriesExhausted) as info:
+        client.blob_exists(REF, digest)
+    assert (info.value.registry, info.value.repository, info.value.digest) == (HOST, REPO, digest)

@@ -1,0 +1,366 @@
+"""The verdict table on real mirrors made by skopeo (a real peer tool) in real registries.
+
+Each DST lives in a registry of its own: skopeo's blob-info cache would otherwise reuse SRC's
+blobs in the same registry instead of recompressing, and the copy would be identical.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+import zstandard
+
+from imagekit.engine import Engine
+from imagekit.layers import Compression, MediaTypePolicy
+from imagekit.ledger import read_records
+from imagekit.mirror import MirrorOptions, MirrorReport, Verdict, mirror
+from imagekit.refs import parse_platform, parse_reference
+from imagekit.registry import RegistryClient
+from imagekit.registry.upload import copy_image
+from imagekit.workspace import Workspace
+from tests.support.base_image import BaseImage
+from tests.support.faultproxy import Fault, FaultProxy
+from tests.support.oci_layout import (
+    OCI_GZIP,
+    OCI_TAR,
+    Layer,
+    LayoutWriter,
+    config_for,
+    make_tar,
+    push_dir,
+    push_layout,
+    sha256,
+    skopeo_copy,
+)
+from tests.support.registries import RunningRegistry
+
+pytestmark = pytest.mark.integration
+MakeRegistry = Callable[..., RunningRegistry]
+CONTENT_IDENTICAL = "same config, same {n} diffIDs, compressed blobs differ"
+# Fields Docker writes and an OCI conversion drops (skopeo --dest-compress-format zstd)
+DOCKER_FIELDS = {
+    "container": "0123456789ab",
+    "docker_version": "20.10.24",
+    "container_config": {"Hostname": "0123456789ab", "Cmd": ["/bin/sh"]},
+}
+
+
+def _verify(src: str, dst: str, workspace: Workspace, **options: object) -> MirrorReport:
+    return mirror(src, dst, options=MirrorOptions(**options), workspace=workspace)  # type: ignore[arg-type]
+
+
+@pytest.fixture(scope="module")
+def source(registry: RunningRegistry, tmp_path_factory: pytest.TempPathFactory) -> str:
+    """SRC: three gzip layers, docker v2s2 format, a config with Docker's own fields."""
+    tmp = tmp_path_factory.mktemp("mirror-src")
+    layers = [Layer.gzip(make_tar(10 + i)) for i in range(3)]
+    writer = LayoutWriter(tmp)
+    writer.index([writer.image(layers, config_for(layers, extra=DOCKER_FIELDS))])
+    ref = f"{registry.host}/imagekit-test/mirror-src:1"
+    push_layout(tmp, ref, "--format", "v2s2")
+    return ref
+
+
+def test_same_manifest_is_identical_and_recorded(
+    source: str, make_registry: MakeRegistry, workspace: Workspace
+) -> None:
+    dst = f"{make_registry().host}/copy/same:1"
+    skopeo_copy(f"docker://{source}", f"docker://{dst}", "--preserve-digests")
+    report = _verify(source, dst, workspace)
+    assert report.verdict is Verdict.IDENTICAL and report.exit_code == 0
+    assert all(layer.match and layer.actual_diff_id for layer in report.layers)
+    assert report.evidence is not None
+    saved = json.loads(report.evidence.read_text())
+    assert saved["verdict"] == "identical"
+    assert report.evidence.is_relative_to(workspace.evidence_dir / "mirror")
+    records = read_records(workspace.ledger_path)
+    assert records[-1].kind == "mirror-verify" and records[-1].status == "identical"
+
+
+def test_gzip_recompressed_docker_format_is_content_identical(
+    source: str, make_registry: MakeRegistry, workspace: Workspace, tmp_path: Path
+) -> None:
+    skopeo_copy(f"docker://{source}", f"dir:{tmp_path / 'plain'}", "--dest-decompress")
+    dst = f"{make_registry().host}/copy/gzip9:1"
+    skopeo_copy(
+        f"dir:{tmp_path / 'plain'}",
+        f"docker://{dst}",
+        "--dest-compress",
+        "--dest-compress-level",
+        "9",
+    )
+    report = _verify(source, dst, workspace)
+    assert report.verdict is Verdict.CONTENT_IDENTICAL, report.message
+    assert report.message == CONTENT_IDENTICAL.format(n=3)
+    assert report.config_digest_equal and not report.compressed_digests_equal
+    assert report.destination is not None
+    assert report.destination["manifest_media_type"].startswith("application/vnd.docker")
+    for layer in report.layers:
+        assert layer.source_digest != layer.destination_digest
+        assert layer.actual_diff_id == layer.expected_diff_id
+    assert report.exit_code == 0
+
+
+def test_zstd_oci_conversion_is_config_differs_naming_fields(
+    source: str, make_registry: MakeRegistry, workspace: Workspace
+) -> None:
+    dst = f"{make_registry().host}/copy/zstd:1"
+    skopeo_copy(f"docker://{source}", f"docker://{dst}", "--dest-compress-format", "zstd")
+    report = _verify(source, dst, workspace)
+    assert report.verdict is Verdict.CONFIG_DIFFERS, report.message
+    assert report.exit_code == 1
+    assert all(layer.match and layer.compression == Compression.ZSTD for layer in report.layers)
+    dropped = [d for d in report.config_differences if d.endswith("(only in SRC)")]
+    assert any(d.startswith("container_config") for d in dropped), report.config_differences
+    assert "container_config" in report.message
+    assert any("before 23.0" in note for note in report.notes)
+    allowed = _verify(source, dst, workspace, allow_config_differences=True)
+    assert allowed.verdict is Verdict.CONFIG_DIFFERS and allowed.exit_code == 0
+
+
+def test_uncompressed_layer_copy_is_content_identical(
+    source: str, registry: RunningRegistry, workspace: Workspace, tmp_path: Path
+) -> None:
+    skopeo_copy(f"docker://{source}", f"dir:{tmp_path / 'plain'}", "--dest-decompress")
+    dst = f"{registry.host}/imagekit-test/copy-plain:1"
+    push_dir(tmp_path / "plain", dst)
+    report = _verify(source, dst, workspace)
+    assert report.verdict is Verdict.CONTENT_IDENTICAL, report.message
+    assert {layer.compression for layer in report.layers} == {Compression.NONE}
+    assert {layer.destination_media_type for layer in report.layers} == {
+        "application/vnd.docker.image.rootfs.diff.tar"
+    }
+
+
+def test_replaced_layer_with_self_consistent_config_is_mismatch_naming_it(
+    registry: RunningRegistry, make_registry: MakeRegistry, workspace: Workspace, tmp_path: Path
+) -> None:
+    layers = [Layer.gzip(make_tar(20 + i)) for i in range(3)]
+    writer = LayoutWriter(tmp_path / "src")
+    writer.index([writer.image(layers)])
+    src = f"{registry.host}/imagekit-test/mirror-replace:1"
+    push_layout(tmp_path / "src", src)
+    # DST: layer 1 replaced, the config's diff_ids and the manifest re-made to match it
+    forged = [layers[0], Layer.gzip(make_tar(99)), layers[2]]
+    writer = LayoutWriter(tmp_path / "dst")
+    writer.index([writer.image(forged)])
+    dst = f"{make_registry().host}/copy/replaced:1"
+    push_layout(tmp_path / "dst", dst)
+    report = _verify(src, dst, workspace)
+    assert report.verdict is Verdict.MISMATCH and report.exit_code == 1
+    assert [layer.match for layer in report.layers] == [True, False, True]
+    bad = report.layers[1]
+    assert bad.expected_diff_id == layers[1].diff_id
+    assert bad.actual_diff_id == forged[1].diff_id == bad.destination_config_diff_id
+    assert f"layer 1 ({bad.destination_digest})" in report.message
+    assert layers[1].diff_id in report.message and forged[1].diff_id in report.message
+
+
+def test_layer_count_differs_is_mismatch(
+    registry: RunningRegistry, workspace: Workspace, tmp_path: Path
+) -> None:
+    layers = [Layer.gzip(make_tar(30 + i)) for i in range(3)]
+    writer = LayoutWriter(tmp_path)
+    writer.index([writer.image(layers)])
+    push_layout(tmp_path, f"{registry.host}/imagekit-test/count-src:1")
+    writer.index([writer.image(layers[:2])])
+    push_layout(tmp_path, f"{registry.host}/imagekit-test/count-dst:1")
+    report = _verify(
+        f"{registry.host}/imagekit-test/count-src:1",
+        f"{registry.host}/imagekit-test/count-dst:1",
+        workspace,
+    )
+    assert report.verdict is Verdict.MISMATCH
+    assert "layer counts differ: SRC has 3, DST has 2; layer 2" in report.message
+    assert layers[2].diff_id in report.message
+
+
+def test_index_with_two_platforms_and_attestation_compares_only_the_platform(
+    registry: RunningRegistry, make_registry: MakeRegistry, workspace: Workspace, tmp_path: Path
+) -> None:
+    amd = [Layer.gzip(make_tar(40 + i)) for i in range(2)]
+    arm = [Layer.gzip(make_tar(50 + i)) for i in range(3)]
+    writer = LayoutWriter(tmp_path)
+    amd_desc = writer.image(amd, config_for(amd, arch="amd64"))
+    arm_desc = writer.image(arm, config_for(arm, arch="arm64"))
+    entries = [
+        {**amd_desc, "platform": {"os": "linux", "architecture": "amd64"}},
+        {**arm_desc, "platform": {"os": "linux", "architecture": "arm64", "variant": "v8"}},
+        writer.attestation(amd_desc),
+    ]
+    writer.index(entries)
+    src = f"{registry.host}/imagekit-test/multi:1"
+    push_layout(tmp_path, src, "--all")
+    dst = f"{make_registry().host}/copy/multi:1"
+    skopeo_copy(f"docker://{src}", f"docker://{dst}", "--all", "--dest-compress-format", "zstd")
+    report = _verify(src, dst, workspace, platform=parse_platform("linux/arm64"))
+    assert report.destination is not None and report.destination["platform"] == "linux/arm64/v8"
+    assert report.destination["index_digest"] is not None
+    assert len(report.layers) == 3
+    assert [layer.expected_diff_id for layer in report.layers] == [x.diff_id for x in arm]
+    assert all(layer.match for layer in report.layers)
+    # zstd recompression rewrote the index and the manifests: diffIDs carry the proof
+    assert report.verdict in (Verdict.CONTENT_IDENTICAL, Verdict.CONFIG_DIFFERS)
+    default = _verify(src, dst, workspace)  # linux/amd64, never the attestation
+    assert default.destination is not None and default.destination["platform"] == "linux/amd64"
+    assert [layer.expected_diff_id for layer in default.layers] == [x.diff_id for x in amd]
+
+
+def test_media_type_gzip_but_bytes_zstd_is_detected_and_policy_applies(
+    registry: RunningRegistry, workspace: Workspace, tmp_path: Path
+) -> None:
+    tars = [make_tar(60), make_tar(61)]
+    src_layers = [Layer.gzip(t) for t in tars]
+    writer = LayoutWriter(tmp_path / "src")
+    writer.index([writer.image(src_layers)])
+    src = f"{registry.host}/imagekit-test/liar-src:1"
+    push_layout(tmp_path / "src", src)
+    lying = [src_layers[0], Layer(tars[1], zstandard.ZstdCompressor().compress(tars[1]), OCI_GZIP)]
+    writer = LayoutWriter(tmp_path / "dst")
+    writer.index([writer.image(lying)])
+    dst = f"{registry.host}/imagekit-test/liar-dst:1"
+    push_layout(tmp_path / "dst", dst)
+    report = _verify(src, dst, workspace)
+    assert report.verdict is Verdict.CONTENT_IDENTICAL, report.message
+    assert report.layers[1].compression == Compression.ZSTD
+    assert "says gzip but the bytes are zstd" in report.layers[1].notes[0]
+    strict = _verify(src, dst, workspace, policy=MediaTypePolicy.STRICT)
+    assert strict.verdict is Verdict.ERROR and strict.exit_code == 3
+    assert "says gzip but the bytes are zstd" in strict.message
+
+
+def test_multi_member_gzip_layer_matches_the_engine(
+    engine: Engine, registry: RunningRegistry, workspace: Workspace, tmp_path: Path
+) -> None:
+    """The engine pulls it (it checks diffIDs) and reports the same diffID we compute."""
+    tar = make_tar(70, files=6)
+    blob = gzip.compress(tar[:300_000], mtime=0) + gzip.compress(tar[300_000:], mtime=0)
+    plain = make_tar(71)
+    layers = [Layer(tar, blob, OCI_GZIP), Layer(plain, plain, OCI_TAR)]
+    writer = LayoutWriter(tmp_path)
+    writer.index([writer.image(layers)])
+    ref = f"{registry.host}/imagekit-test/multimember:1"
+    push_layout(tmp_path, ref, "--format", "v2s2")
+    report = _verify(ref, ref, workspace)
+    assert report.verdict is Verdict.IDENTICAL, report.message
+    assert report.layers[0].actual_diff_id == sha256(tar)
+    try:
+        engine.client.pull(ref, quiet=True)
+        inspected = engine.client.image.inspect(ref)
+        assert [str(d) for d in inspected.root_fs.layers] == [
+            layer.actual_diff_id for layer in report.layers
+        ]
+    finally:
+        subprocess.run([engine.client_path, "rmi", "-f", ref], capture_output=True, check=False)
+
+
+def test_copy_mounts_within_a_registry_and_uploads_across(
+    source: str,
+    registry: RunningRegistry,
+    make_registry: MakeRegistry,
+    workspace: Workspace,
+) -> None:
+    within = f"{registry.host}/imagekit-test/copied:1"
+    report = mirror(source, within, options=MirrorOptions(copy=True), workspace=workspace)
+    assert report.verdict is Verdict.IDENTICAL, report.message
+    assert report.copy is not None and report.copy["blobs_mounted"] == 4  # config + 3 layers
+    assert report.copy["bytes_uploaded"] == 0
+
+    other = f"{make_registry().host}/copy/uploaded:1"
+    with RegistryClient() as client:
+        result = copy_image(
+            client, parse_reference(source), parse_reference(other), chunk_size=64 * 1024
+        )
+    assert result.blobs_uploaded == 4 and result.manifests == 1
+    assert _verify(source, other, workspace).verdict is Verdict.IDENTICAL
+
+
+def test_copy_of_an_index_keeps_every_digest_and_resumes_dropped_chunks(
+    registry: RunningRegistry, make_registry: MakeRegistry, workspace: Workspace, tmp_path: Path
+) -> None:
+    amd = [Layer.gzip(make_tar(80 + i, size=400_000)) for i in range(2)]
+    arm = [Layer.gzip(make_tar(90 + i)) for i in range(2)]
+    writer = LayoutWriter(tmp_path)
+    amd_desc = writer.image(amd, config_for(amd, arch="amd64"))
+    entries = [
+        {**amd_desc, "platform": {"os": "linux", "architecture": "amd64"}},
+        {
+            **writer.image(arm, config_for(arm, arch="arm64")),
+            "platform": {"os": "linux", "architecture": "arm64"},
+        },
+        writer.attestation(amd_desc),
+    ]
+    writer.index(entries)
+    src = f"{registry.host}/imagekit-test/index-copy:1"
+    push_layout(tmp_path, src, "--all")
+    target = make_registry()
+    proxy = FaultProxy(target.host).start()
+    try:
+        # The registry takes the chunk, then the answer never comes back.
+        proxy.set_faults(Fault("reset", method="PATCH", path=r"/blobs/uploads/", times=2))
+        dst = parse_reference(f"{proxy.host}/copy/index:1")
+        with RegistryClient() as client:
+            result = copy_image(client, parse_reference(src), dst, chunk_size=128 * 1024)
+            assert proxy.fired("reset") == 2
+            copied = client.get_manifest(dst, "1")
+            original = client.get_manifest(parse_reference(src), "1")
+    finally:
+        proxy.stop()
+    assert copied == original  # same bytes, media type and digest
+    assert result.manifests == 4  # the index, two images and the attestation
+    # the real registry refuses a session whose answer was lost: the blob starts over
+    assert result.chunk_resumes + result.upload_restarts >= 1
+    report = _verify(src, f"{target.host}/copy/index:1", workspace)
+    assert report.verdict is Verdict.IDENTICAL, report.message
+    assert report.source is not None and report.source["index_digest"] == str(result.digest)
+
+
+def test_base_image_zstd_and_gzip_level_mirrors(
+    base_image: BaseImage, make_registry: MakeRegistry, workspace: Workspace, tmp_path: Path
+) -> None:
+    """The real base image (an engine-made config, ~750 MB): both skopeo conversions."""
+    target = make_registry()
+    zstd_dst = f"{target.host}/copy/base-zstd:1"
+    skopeo_copy(f"docker://{base_image.reference}", f"docker://{zstd_dst}",
+                "--dest-compress-format", "zstd")  # fmt: skip
+    report = _verify(base_image.reference, zstd_dst, workspace)
+    assert report.verdict is Verdict.CONFIG_DIFFERS, report.message
+    assert report.config_differences and all(layer.match for layer in report.layers)
+    subprocess.run(["rm", "-rf", str(target.storage)], check=False)
+
+    plain = tmp_path / "plain"
+    skopeo_copy(f"docker://{base_image.reference}", f"dir:{plain}", "--dest-decompress")
+    gz_dst = f"{make_registry().host}/copy/base-gzip1:1"
+    skopeo_copy(f"dir:{plain}", f"docker://{gz_dst}", "--dest-compress",
+                "--dest-compress-level", "1")  # fmt: skip
+    subprocess.run(["rm", "-rf", str(plain)], check=False)
+    report = _verify(base_image.reference, gz_dst, workspace)
+    assert report.verdict is Verdict.CONTENT_IDENTICAL, report.message
+    assert report.message == CONTENT_IDENTICAL.format(n=len(report.layers))
+
+
+def test_cli_json_prints_one_document_and_the_evidence_path(
+    source: str, make_registry: MakeRegistry, workspace: Workspace, tmp_path: Path
+) -> None:
+    skopeo_copy(f"docker://{source}", f"dir:{tmp_path / 'plain'}", "--dest-decompress")
+    dst = f"{make_registry().host}/copy/cli:1"
+    skopeo_copy(f"dir:{tmp_path / 'plain'}", f"docker://{dst}", "--dest-compress",
+                "--dest-compress-level", "1")  # fmt: skip
+    imagekit = str(Path(sys.executable).parent / "imagekit")
+    argv = [imagekit, "mirror", source, dst, "--verify-diffids", "--json"]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode == 0, done.stderr
+    document = json.loads(done.stdout)  # exactly one JSON document, nothing else
+    assert document["verdict"] == "content-identical"
+    assert document["message"] == CONTENT_IDENTICAL.format(n=3)
+    assert f"evidence: {document['evidence']}" in done.stderr
+    assert Path(document["evidence"]).is_relative_to(workspace.evidence_dir)
+    human = subprocess.run(argv[:-1], capture_output=True, text=True, timeout=300, check=False)
+    assert human.returncode == 0
+    assert "content-identical: same config, same 3 diffIDs, compressed blobs differ" in human.stdout

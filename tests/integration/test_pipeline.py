@@ -1,0 +1,168 @@
+"""`imagekit pipeline demo` end to end: the real engine, BuildKit, two real registries.
+
+What the pipeline promises and each test checks: every stage runs in order and passes on the
+demo plan; each stage appends its own record and the ledger verifies; a gate that says no
+stops the run and every later stage is "not run", never passed.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from python_on_whales.exceptions import DockerException
+
+from imagekit.engine import Engine
+from imagekit.ledger import read_records, verify
+from imagekit.pipeline import FAILED, NOT_RUN, PASSED, STAGES, run_pipeline
+from imagekit.workspace import Workspace
+from tests.support.base_image import BaseImage
+from tests.support.registries import RunningRegistry, free_port
+
+pytestmark = pytest.mark.integration
+
+IMAGEKIT = str(Path(sys.executable).parent / "imagekit")
+
+
+@pytest.fixture
+def created_refs(engine: Engine) -> Iterator[list[str]]:
+    """References the test made in the engine; removed by name afterwards (never by ID)."""
+    refs: list[str] = []
+    yield refs
+    for ref in refs:
+        try:
+            engine.client.image.remove(ref)
+        except DockerException:
+            pass  # already gone (a stage that did not run never made it)
+
+
+def remember_images(result_json: dict[str, object], refs: list[str]) -> None:
+    stages = {s["stage"]: s for s in result_json["stages"]}  # type: ignore[attr-defined]
+    tag = stages["build"]["data"].get("tag")
+    if tag:
+        refs.append(tag)
+        suffix = tag.rpartition(":")[2]
+        refs.append(f"{result_json['registry']}:{suffix}")
+    final = result_json.get("final_reference")
+    if final:
+        refs.append(str(final))
+
+
+def test_pipeline_demo_end_to_end(
+    engine: Engine,
+    base_image: BaseImage,
+    make_registry: Callable[..., RunningRegistry],
+    workspace: Workspace,
+    docker_config: Path,
+    created_refs: list[str],
+) -> None:
+    push_to, mirror_to = make_registry("none"), make_registry("none")
+    proc = subprocess.run(
+        [
+            IMAGEKIT,
+            "pipeline",
+            "demo",
+            "--registry",
+            push_to.host,
+            "--mirror",
+            mirror_to.host,
+            "--base",
+            base_image.reference,
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=800,
+        check=False,
+    )
+    document = json.loads(proc.stdout)  # exactly one JSON document, nothing else
+    remember_images(document, created_refs)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert document["ok"] is True and document["exit_code"] == 0
+    stages = document["stages"]
+    assert [s["stage"] for s in stages] == list(STAGES)
+    assert [s["status"] for s in stages] == [PASSED] * len(STAGES), stages
+    by_stage = {s["stage"]: s for s in stages}
+    assert by_stage["audit"]["detail"] in ("CPU_PASS", "CPU_PASS_GPU_CLI_DEFERRED")
+    assert by_stage["mirror"]["detail"].startswith(("identical", "content-identical"))
+    final = document["final_reference"]
+    assert final.startswith(f"{mirror_to.host}/imagekit/demo@sha256:")
+    assert by_stage["final-pull"]["digest"] == final.partition("@")[2]
+    for stage in stages:
+        if stage["evidence"]:
+            assert (workspace.root / stage["evidence"]).exists() or Path(
+                stage["evidence"]
+            ).exists(), stage
+
+    records = read_records(workspace.ledger_path)
+    added = [r for r in records if r.seq in document["ledger_records"]]
+    kinds = [r.kind for r in added]
+    for kind in ("build", "audit", "push", "mirror-verify", "final-pull"):
+        assert kinds.count(kind) == 1, kinds  # each stage recorded itself, once
+    assert kinds.index("build") < kinds.index("audit") < kinds.index("push")
+    assert kinds.index("push") < kinds.index("mirror-verify") < kinds.index("final-pull")
+    pulled = next(r for r in added if r.kind == "final-pull")
+    assert pulled.status == "verified" and pulled.images["image"] == final
+    assert verify(workspace).ok
+    assert "pipeline.json" in document["evidence"]
+    assert Path(document["evidence"]).exists()
+
+
+def test_rejected_build_stops_the_pipeline(
+    engine: Engine,
+    base_image: BaseImage,
+    make_registry: Callable[..., RunningRegistry],
+    workspace: Workspace,
+    docker_config: Path,
+    created_refs: list[str],
+) -> None:
+    plan = workspace.plans_dir / "demo.yaml"
+    text = plan.read_text()
+    needle = "    - argv: [imagekit-demo-hello]\n      exit_code: 0\n"
+    assert needle in text
+    plan.write_text(text.replace(needle, "    - argv: [imagekit-demo-hello]\n      exit_code: 7\n"))
+    push_to, mirror_to = make_registry("none"), make_registry("none")
+    result = run_pipeline(
+        workspace,
+        "demo",
+        registry=push_to.host,
+        mirror=mirror_to.host,
+        base_override=base_image.reference,
+    )
+    statuses = {s.stage: s.status for s in result.stages}
+    assert statuses["doctor"] == PASSED
+    assert statuses["build"] == FAILED
+    assert [statuses[s] for s in STAGES[2:]] == [NOT_RUN] * (len(STAGES) - 2)
+    assert result.exit_code == 1 and not result.ok
+    kinds = [r.kind for r in read_records(workspace.ledger_path)]
+    assert "rejected-build" in kinds
+    assert not {"push", "mirror-verify", "final-pull", "audit"} & set(kinds)
+
+
+def test_doctor_no_stops_before_the_build(
+    engine: Engine,
+    base_image: BaseImage,
+    make_registry: Callable[..., RunningRegistry],
+    workspace: Workspace,
+    docker_config: Path,
+) -> None:
+    push_to = make_registry("none")
+    nothing_there = f"127.0.0.1:{free_port()}"
+    result = run_pipeline(
+        workspace,
+        "demo",
+        registry=push_to.host,
+        mirror=nothing_there,
+        base_override=base_image.reference,
+    )
+    statuses = {s.stage: s.status for s in result.stages}
+    assert statuses["doctor"] == FAILED
+    doctor = next(s for s in result.stages if s.stage == "doctor")
+    assert "registry mirror" in doctor.detail
+    assert all(statuses[s] == NOT_RUN for s in STAGES[1:])
+    assert result.exit_code == 1
+    assert not workspace.ledger_path.exists() or not read_records(workspace.ledger_path)

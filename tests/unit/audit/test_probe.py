@@ -1,0 +1,228 @@
+"""The probe's own logic, run for real against this interpreter (no container needed)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from imagekit.audit import probe
+
+PROBE = Path(probe.__file__)
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "audit"
+STANDIN_TORCH = FIXTURES / "pkgs" / "torch-standin"
+
+
+def run_probe(spec: dict[str, Any], env: dict[str, str] | None = None) -> dict[str, Any]:
+    proc = subprocess.run(
+        [sys.executable, str(PROBE), "--spec-json", json.dumps(spec)],
+        capture_output=True,
+        timeout=120,
+        check=True,
+        env=env,
+    )
+    return {c["name"]: c for c in json.loads(proc.stdout)["checks"]}
+
+
+def spec(**profile: Any) -> dict[str, Any]:
+    # Only the checks under test: video off, and nothing that hashes all of site-packages.
+    base: dict[str, Any] = {
+        "name": "unit", "video": False, "record": False, "timeouts": {"default": 60},
+    }  # fmt: skip
+    base.update(profile)
+    return {"profile": base, "expected_paths": [], "host": False}
+
+
+def test_pip_check_lines_of_both_shapes_are_parsed() -> None:
+    text = (
+        "nixl 1.2.0 requires nixl-cu12, which is not installed.\n"
+        "moviepy 2.2.1 has requirement pillow<12.0,>=9.2.0, but you have pillow 12.2.0.\n"
+        "something pip says that no pattern knows\n"
+    )
+    conflicts, unparsed = probe.parse_pip_check(text)
+    assert conflicts == [
+        {
+            "distribution": "nixl",
+            "version": "1.2.0",
+            "requirement": "nixl-cu12",
+            "problem": "missing",
+            "installed": None,
+        },
+        {
+            "distribution": "moviepy",
+            "version": "2.2.1",
+            "requirement": "pillow<12.0,>=9.2.0",
+            "problem": "version-conflict",
+            "installed": "pillow 12.2.0",
+        },
+    ]
+    assert unparsed == ["something pip says that no pattern knows"]
+    assert probe.parse_pip_check("No broken requirements found.\n") == ([], [])
+
+
+@pytest.mark.parametrize(
+    ("arches", "capability", "covered"),
+    [
+        (["sm_80", "sm_90"], (9, 0), True),
+        (["sm_80", "sm_86"], (9, 0), False),
+        (["sm_80", "compute_80"], (9, 0), True),  # PTX is JIT-compiled upwards
+        (["sm_90a"], (9, 0), True),
+        (["sm_90a"], (10, 0), False),  # arch-specific code runs on 9.0 only
+        (["sm_86"], (8, 9), True),  # same major, higher minor
+        ([], (9, 0), False),
+    ],
+)
+def test_compiled_arches_cover_a_capability(
+    arches: list[str], capability: tuple[int, int], covered: bool
+) -> None:
+    assert probe.covers(arches, *capability) is covered
+
+
+def test_a_hung_check_times_out_while_the_others_finish() -> None:
+    checks = run_probe(
+        spec(
+            modules=["json"],
+            cli=[
+                {
+                    "name": "hangs",
+                    "command": ["{python}", "-c", "import time; time.sleep(600)"],
+                    "timeout_s": 2,
+                },
+                {
+                    "name": "quick",
+                    "command": ["{python}", "-c", "print('--flag')"],
+                    "flags": ["--flag"],
+                },
+            ],
+        )  # fmt: skip
+    )
+    assert checks["cli:hangs"]["status"] == "TIMEOUT"
+    assert 2 <= checks["cli:hangs"]["duration_s"] < 20
+    assert checks["cli:quick"]["status"] == "PASS"
+    assert checks["find-spec"]["status"] == "PASS"
+
+
+def test_garbage_output_cannot_break_the_report() -> None:
+    noise = "import sys; sys.stdout.buffer.write(bytes(range(256)) * 4); print(' --ok')"
+    checks = run_probe(
+        spec(cli=[{"name": "noise", "command": ["{python}", "-c", noise], "flags": ["--ok"]}])
+    )
+    noisy = checks["cli:noise"]
+    assert noisy["status"] == "PASS"
+    note = "stdout was not valid UTF-8: decoded with replacement characters"
+    assert note in noisy["output_notes"]
+    assert "\ufffd" in noisy["stdout"]
+
+
+def test_a_cli_failing_for_an_unknown_reason_fails_even_with_a_fallback() -> None:
+    cli = {
+        "name": "broken",
+        "command": ["{python}", "-c", "import sys; sys.exit('ImportError: libcuda.so')"],
+        "flags": [],
+        "environmental_failure": {
+            "pattern": "Failed to infer device type",
+            "fallback": {"command": ["{python}", "-c", "print('fine')"]},
+        },
+    }
+    checks = run_probe(spec(cli=[cli]))
+    assert checks["cli:broken"]["status"] == "FAIL"
+
+
+def test_a_deferred_cli_whose_fallback_fails_is_a_fail() -> None:
+    cli = {
+        "name": "gpu",
+        "command": ["{python}", "-c", "import sys; sys.exit('Failed to infer device type')"],
+        "flags": ["--block-size"],
+        "environmental_failure": {
+            "pattern": "Failed to infer device type",
+            "fallback": {"command": ["{python}", "-c", "print('--max-model-len')"]},
+        },
+    }
+    checks = run_probe(spec(cli=[cli]))
+    assert checks["cli:gpu"]["status"] == "FAIL"
+    assert "fallback failed" in checks["cli:gpu"]["reason"]
+    assert "Failed to infer device type" in checks["cli:gpu"]["data"]["raw_failure"]["stderr"]
+
+
+def test_cpu_only_torch_fails_when_sm_90_is_required() -> None:
+    """The stand-in has what a real CPU wheel has: version.cuda None, no arch flags."""
+    env = {"PYTHONPATH": str(STANDIN_TORCH), "PATH": "/usr/bin:/bin"}
+    checks = run_probe(spec(torch={"required": True, "arches": ["sm_90"]}), env=env)
+    torch = checks["torch"]
+    assert torch["status"] == "FAIL"
+    assert "CPU-only build" in torch["reason"]
+    assert torch["data"]["cuda"] is None
+
+
+def test_arch_flags_are_read_without_a_gpu(tmp_path: Path) -> None:
+    """get_arch_list() is [] without a GPU; the build's arch flags still list sm_90."""
+    pkg = tmp_path / "torch"
+    (pkg / "cuda").mkdir(parents=True)
+    (pkg / "_C").mkdir()
+    (pkg / "__init__.py").write_text(
+        "from torch import _C, cuda, version\n__version__ = '2.11.0'\n"
+    )
+    (pkg / "version.py").write_text("cuda = '13.0'\n")
+    (pkg / "cuda" / "__init__.py").write_text("def get_arch_list():\n    return []\n")
+    (pkg / "_C" / "__init__.py").write_text(
+        "def _cuda_getArchFlags():\n    return 'sm_80 sm_90 sm_100'\n"
+    )
+    env = {"PYTHONPATH": str(tmp_path), "PATH": "/usr/bin:/bin"}
+    checks = run_probe(spec(torch={"required": True, "arches": ["sm_90"]}), env=env)
+    assert checks["torch"]["status"] == "PASS", checks["torch"]["reason"]
+    assert checks["torch"]["data"]["arch_list"] == ["sm_80", "sm_90", "sm_100"]
+    missing = run_probe(spec(torch={"required": True, "arches": ["sm_120"]}), env=env)
+    assert missing["torch"]["status"] == "FAIL"
+    assert "lacks required sm_120" in missing["torch"]["reason"]
+
+
+def test_output_is_capped_and_the_cap_noted(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(probe, "OUTPUT_CAP", 1000)
+    proc = probe.run_process([sys.executable, "-c", "print('x' * 5000)"], timeout_s=30)
+    rendered = probe.render_output(proc)
+    assert len(rendered["stdout"]) == 1000
+    assert rendered["stdout_bytes"] == 5001
+    assert rendered["output_capped"] is True
+    assert rendered["output_notes"] == ["stdout capped: kept the first 1000 of 5001 bytes"]
+
+
+def test_missing_required_distribution_fails_versions() -> None:
+    checks = run_probe(spec(distributions=["pip"], required_distributions=["surely-not-installed"]))
+    assert checks["versions"]["status"] == "FAIL"
+    assert checks["versions"]["data"]["versions"]["surely-not-installed"] is None
+
+
+def _old_pythons() -> list[str]:
+    """Real Python 3.8 and 3.9 interpreters on this machine (pyenv's, or on PATH)."""
+    import shutil
+
+    found = []
+    pyenv = Path.home() / ".pyenv" / "versions"
+    for minor in ("3.8", "3.9"):
+        builds = sorted(pyenv.glob(minor + ".*/bin/python")) if pyenv.is_dir() else []
+        if builds:
+            found.append(str(builds[-1]))
+        elif (path := shutil.which("python" + minor)) and "shims" not in path:
+            found.append(path)
+    return found
+
+
+@pytest.mark.parametrize("python", _old_pythons() or [None])
+def test_probe_runs_on_old_interpreters(python: str | None) -> None:
+    """Images ship old interpreters: the probe must keep to what Python 3.8 has."""
+    if python is None:
+        pytest.skip("no Python 3.8 or 3.9 on this machine to run the probe with")
+    proc = subprocess.run(
+        [python, str(PROBE), "--spec-json", json.dumps(spec(modules=["json"]))],
+        capture_output=True,
+        timeout=120,
+        check=True,
+    )
+    checks = {c["name"]: c["status"] for c in json.loads(proc.stdout)["checks"]}
+    assert checks["find-spec"] == "PASS"
+    assert checks["versions"] == "PASS"
+    assert checks["pip-check"] in ("PASS", "FAIL")  # whatever that interpreter's pip says
