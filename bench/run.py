@@ -2,8 +2,10 @@
 
 One run, side by side, on one image in a loopback registry (issue 3):
 
-1. imagekit: the CLI verifying the image against itself (every layer streamed, compressed
-   digest checked, inflated, diffID hashed), in a child process whose peak RSS is measured.
+1. imagekit: the mirror command verifying the image against itself (every layer streamed,
+   compressed digest checked, inflated, diffID hashed), in a fresh interpreter whose own
+   peak RSS is measured. It alternates with step 4 (best of two each), the machine being
+   shared.
 2. `docker pull` from a cold engine (the image removed first): it checks diffIDs while it
    extracts, so it is the tool people use as a verifier today.
 3. `skopeo copy` to a dir, then `gzip -dc BLOB | sha256sum` per layer.
@@ -29,7 +31,6 @@ import json
 import os
 import platform
 import random
-import resource
 import shutil
 import subprocess
 import sys
@@ -177,16 +178,19 @@ def _run(argv: list[str], **kwargs: Any) -> subprocess.CompletedProcess[bytes]:
     return subprocess.run(argv, check=True, capture_output=True, **kwargs)  # noqa: S603
 
 
-def _timed_child(argv: list[str], env: dict[str, str]) -> tuple[float, float, int, bytes]:
-    """Run a child; return (seconds, peak RSS MiB, exit code, stdout)."""
+def _timed_child(argv: list[str], env: dict[str, str], out: Path) -> tuple[float, float, int]:
+    """Run a child with stdout to ``out``; return (seconds, its own peak RSS MiB, exit code).
+
+    os.wait4 gives this child's rusage alone (RUSAGE_CHILDREN would mix in every child
+    reaped before, the layer generators included).
+    """
     started = time.monotonic()
-    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)  # noqa: S603
-    out, _err = proc.communicate()
-    # communicate() reaped the child; its rusage is in RUSAGE_CHILDREN as a running maximum,
-    # so the verify child runs first of all children whose RSS we report.
+    with out.open("wb") as stdout:
+        proc = subprocess.Popen(argv, stdout=stdout, stderr=subprocess.DEVNULL, env=env)  # noqa: S603
+        _pid, status, usage = os.wait4(proc.pid, 0)
     seconds = time.monotonic() - started
-    peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
-    return seconds, peak, proc.returncode, out
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    return seconds, usage.ru_maxrss / 1024, proc.returncode
 
 
 def _limit_worker(path: str) -> int:
@@ -266,23 +270,42 @@ def main(argv: list[str] | None = None) -> int:
         env = dict(os.environ, IMAGEKIT_EVIDENCE_DIR=str(tmp / "evidence"))
         env["IMAGEKIT_LEDGER"] = str(tmp / "ledger.jsonl")
 
-        # 1. imagekit (first child: its peak RSS is the children's maximum so far)
+        # 1. imagekit and the machine limit, alternated (limit, imagekit, limit, imagekit):
+        # the machine is shared, so each gets its best of two under similar load.
         verify = [
             sys.executable, "-c", "from imagekit.cli.mirror_cmd import command; command()",
             ref, ref, "--verify-diffids", "--json", "--no-record",
         ]  # fmt: skip
-        seconds, peak, code, out = _timed_child(verify, env)
-        report = json.loads(out)
-        if code != 0 or report["verdict"] != "identical":
-            raise SystemExit(f"imagekit verify failed: {code} {report.get('message')}")
+        _run(["skopeo", "copy", "--quiet", "--src-tls-verify=false", f"docker://{ref}",
+              f"dir:{tmp / 'local'}"], timeout=900)  # fmt: skip
+        local = [tmp / "local" / layer["digest"].split(":")[1] for layer in layers]
+        runs: dict[str, list[float]] = {"imagekit": [], "limit": [], "in_process": []}
+        peaks: list[float] = []
+        loads: list[float] = []
+        for _ in range(2):
+            loads.append(os.getloadavg()[0])
+            runs["limit"].append(round(machine_limit(local, cores), 2))
+            loads.append(os.getloadavg()[0])
+            seconds, peak, code = _timed_child(verify, env, tmp / "verify.json")
+            report = json.loads((tmp / "verify.json").read_text())
+            if code != 0 or report["verdict"] != "identical":
+                raise SystemExit(f"imagekit verify failed: {code} {report.get('message')}")
+            runs["imagekit"].append(round(seconds, 2))
+            runs["in_process"].append(report["seconds"])
+            peaks.append(round(peak, 1))
+        shutil.rmtree(tmp / "local")
         results["imagekit"] = {
-            "seconds": round(seconds, 2),
-            "seconds_in_process": report["seconds"],
+            "seconds": min(runs["imagekit"]),
+            "runs": runs["imagekit"],
+            "seconds_in_process": runs["in_process"],
             "command": "the mirror command in a fresh interpreter (startup and imports included)",
-            "peak_rss_mib": round(peak, 1),
+            "peak_rss_mib": max(peaks),
+            "peak_rss_runs": peaks,
             "verdict": report["verdict"],
             "workers": cores,
         }
+        results["machine_limit"] = {"seconds": min(runs["limit"]), "runs": runs["limit"]}
+        results["machine"]["loadavg_before_each_limit_imagekit_run"] = loads
 
         # 2. cold docker pull
         digest = (
@@ -326,8 +349,6 @@ def main(argv: list[str] | None = None) -> int:
             "copy_seconds": round(copied, 2),
         }
 
-        # 4. the machine's limit on the same blobs, read locally
-        results["machine_limit"] = {"seconds": round(machine_limit(blobs, cores), 2)}
         results["machine"]["loadavg_at_end"] = list(os.getloadavg())
 
         ours = results["imagekit"]["seconds"]
@@ -365,11 +386,12 @@ def _write(out: Path, results: dict[str, Any]) -> None:
     (out / "mirror-verify.json").write_text(json.dumps(results, indent=2, sort_keys=True) + "\n")
     image, ratios = results["image"], results["ratios"]
     rows = [
-        ("imagekit mirror --verify-diffids", results["imagekit"]["seconds"], "1.00"),
+        ("imagekit mirror --verify-diffids (best of 2)", results["imagekit"]["seconds"], "1.00"),
         ("docker pull (cold engine)", results["docker_pull"]["seconds"], None),
         ("skopeo copy to dir + gzip -dc \\| sha256sum", results["skopeo_gzip_sha256sum"]["seconds"],
          None),
-        ("machine limit (isal + sha256, all cores, local)", results["machine_limit"]["seconds"],
+        ("machine limit: isal + sha256, all cores, local (best of 2)",
+         results["machine_limit"]["seconds"],
          None),
     ]  # fmt: skip
     ours = results["imagekit"]["seconds"]

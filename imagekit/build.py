@@ -33,7 +33,7 @@ import shutil
 import sys
 import tempfile
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol, TextIO
 
@@ -434,14 +434,7 @@ def build_plan(
         evidence=log_path,
         details={"manifest_digest": manifest, "config_digest": image_id},
     )
-    return BuildResult(
-        **{
-            **result.__dict__,
-            "pushed": pushed,
-            "manifest_digest": manifest,
-            "ledger": [*seqs, push_seq],
-        }
-    )
+    return replace(result, pushed=pushed, manifest_digest=manifest, ledger=[*seqs, push_seq])
 
 
 def _run_build(

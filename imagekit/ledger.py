@@ -80,7 +80,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -91,16 +91,6 @@ from imagekit.refs import Digest
 from imagekit.workspace import Workspace
 
 SCHEMA_VERSION = 1
-KINDS: tuple[str, ...] = (
-    "build",
-    "rejected-build",
-    "audit",
-    "vulnerability-scan",
-    "push",
-    "mirror-verify",
-    "final-pull",
-    "note",
-)
 Kind = Literal[
     "build",
     "rejected-build",
@@ -111,6 +101,7 @@ Kind = Literal[
     "final-pull",
     "note",
 ]
+KINDS: tuple[str, ...] = get_args(Kind)
 
 # Keys that name a credential; a record carrying one is refused whatever its value.
 _SECRET_KEYS = re.compile(

@@ -52,8 +52,12 @@ class _NullLog:
         pass
 
 
+_NOT_A_FILE = b"\0imagekit: a link or a directory\0"
+
+
 def _read_file(engine: Engine, container: str, path: str) -> bytes | None:
-    """The file's bytes in the stopped container, or None when it does not exist there."""
+    """The file's bytes in the stopped container; None when nothing is there, and a marker
+    when a link or directory is (the guard would hash a link's target: pin that file)."""
     with tempfile.TemporaryDirectory(prefix="imagekit-pin-") as tmp:
         target = Path(tmp) / "file"
         try:
@@ -65,8 +69,8 @@ def _read_file(engine: Engine, container: str, path: str) -> bytes | None:
             raise EngineUnavailable(
                 f"copying {path} out of the base failed: {text.strip()}"
             ) from exc
-        if target.is_dir():
-            raise PlanError(f"{path} is a directory in the base, not a file")
+        if target.is_symlink() or target.is_dir():
+            return _NOT_A_FILE
         return target.read_bytes()
 
 
@@ -93,6 +97,13 @@ def pin_overlays(
             if not isinstance(step, Overlay):
                 continue
             data = _read_file(engine, str(container.id), step.destination)
+            if data is _NOT_A_FILE and not step.replaces.absent:
+                raise PlanError(
+                    f"{step.destination} is a link or a directory in the base, not a file",
+                    path=str(path),
+                    key=f"steps[{index}].destination",
+                    hint="overlay the file a link points to",
+                )
             found = "absent" if data is None else "sha256:" + hashlib.sha256(data).hexdigest()
             if step.replaces.absent:
                 status = "ok" if data is None else "drift"

@@ -55,7 +55,9 @@ RESERVED_LABEL_PREFIXES = ("org.opencontainers.image.base.", "io.imagekit.")
 AUDIT_PROFILES = ("generic", "sglang", "vllm")
 
 
-def _fail(kind: str, message: str, hint: str | None = None, key: str | None = None) -> Any:
+def _fail(
+    kind: str, message: str, hint: str | None = None, key: str | None = None
+) -> PydanticCustomError:
     """A pydantic error carrying our hint (and a key, for checks that span several fields)."""
     ctx: dict[str, Any] = {"msg": message}
     if hint:

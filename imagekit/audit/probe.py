@@ -277,6 +277,7 @@ _HAS_REQUIREMENT = re.compile(
     r"^(?P<dist>\S+) (?P<version>\S+) has requirement (?P<requirement>.+), "
     r"but you have (?P<installed_name>\S+) (?P<installed_version>\S+)\.$"
 )
+_EXTENSION = re.compile(r"\.(so(\.[\w.]+)?|pyd)$")
 _OS_SITE = re.compile(r"^/usr/lib/python3(\.\d+)?/dist-packages(/|$)")
 _NOT_SUPPORTED = re.compile(r"^(?P<dist>\S+) (?P<version>\S+) is not supported on this platform$")
 
@@ -531,18 +532,22 @@ def inner_record(spec: dict[str, Any]) -> None:
     checked_dists = 0
     checked_files = 0
     os_managed: list[str] = []
+    packaging_changes: list[dict[str, Any]] = []
+    not_applied: list[dict[str, Any]] = []
     for dist in md.distributions():
         name = _dist_name(dist)
         text = dist.read_text("RECORD")
         if text is None:
             no_record.append("%s %s" % (name, dist.version))
             continue
-        if dist.read_text("INSTALLER") is None and _OS_SITE.match(str(dist.locate_file(""))):
-            # Debian/Ubuntu packages keep the wheel's RECORD but strip the .so files and move
-            # the scripts, so their RECORD does not describe what dpkg installed; dpkg's own
-            # md5sums do. Listed, not verified, not failed.
+        # Debian/Ubuntu packages keep the wheel's RECORD but strip the extension modules and
+        # move the scripts out of the package; those two changes are the packager's, listed
+        # apart. Every other file (the Python sources) must still match.
+        from_os = dist.read_text("INSTALLER") is None and bool(
+            _OS_SITE.match(str(dist.locate_file("")))
+        )
+        if from_os:
             os_managed.append("%s %s" % (name, dist.version))
-            continue
         checked_dists += 1
         for row in csv.reader(io.StringIO(text)):
             if not row or len(row) < 2 or not row[1]:
@@ -557,6 +562,9 @@ def inner_record(spec: dict[str, Any]) -> None:
             if not os.path.exists(path):
                 if "__pycache__" in rel and rel.endswith(".pyc"):
                     missing_bytecode += 1
+                elif from_os and rel.startswith("../"):
+                    entry["change"] = "moved by the OS package"
+                    packaging_changes.append(entry)
                 else:
                     missing.append(entry)
                 continue
@@ -573,14 +581,24 @@ def inner_record(spec: dict[str, Any]) -> None:
                 if real in expected:
                     expected_seen.add(real)
                     overlaid.append(entry)
+                elif from_os and _EXTENSION.search(rel):
+                    entry["change"] = "stripped by the OS package"
+                    packaging_changes.append(entry)
                 else:
                     differ.append(entry)
+            elif real in expected:
+                # A planned overlay whose file still has the original's hash was not applied.
+                entry["problem"] = "planned overlay not applied: file matches the original"
+                expected_seen.add(real)
+                not_applied.append(entry)
     for entry in differ:
         print("DIFFERS %s: %s" % (entry["distribution"], entry["path"]))
     for entry in missing:
         print("MISSING %s: %s" % (entry["distribution"], entry["path"]))
     for entry in overlaid:
         print("OVERLAID (expected) %s: %s" % (entry["distribution"], entry["path"]))
+    for entry in not_applied:
+        print("OVERLAY NOT APPLIED %s: %s" % (entry["distribution"], entry["path"]))
     data = {
         "checked_distributions": checked_dists,
         "checked_files": checked_files,
@@ -591,24 +609,31 @@ def inner_record(spec: dict[str, Any]) -> None:
         "missing_bytecode_files": missing_bytecode,
         "distributions_without_record": sorted(no_record),
         "distributions_managed_by_os_packages": sorted(os_managed),
+        "os_packaging_changes": packaging_changes,
+        "overlays_not_applied": not_applied,
     }
     summary = "%d files of %d distributions hashed" % (checked_files, checked_dists)
     if no_record:
         summary += "; %d distributions have no RECORD and were not verified" % len(no_record)
-    if os_managed:
-        summary += "; %d OS-packaged distributions not verified against RECORD" % len(os_managed)
-    if differ or missing:
+    if packaging_changes:
+        summary += "; %d files stripped or moved by OS packages (%s), listed apart" % (
+            len(packaging_changes),
+            ", ".join(sorted({e["distribution"] for e in packaging_changes})),
+        )
+    if differ or missing or not_applied:
         parts = []
-        if differ:
-            parts.append(
-                "differ from RECORD: "
-                + ", ".join("%s:%s" % (e["distribution"], e["path"]) for e in differ[:20])
-            )
-        if missing:
-            parts.append(
-                "missing: "
-                + ", ".join("%s:%s" % (e["distribution"], e["path"]) for e in missing[:20])
-            )
+        for label, entries in (
+            ("differ from RECORD", differ),
+            ("missing", missing),
+            ("planned overlay not applied (file still matches RECORD)", not_applied),
+        ):
+            if entries:
+                parts.append(
+                    label
+                    + ": "
+                    + ", ".join("%s:%s" % (e["distribution"], e["path"]) for e in entries[:20])
+                    + (" and %d more" % (len(entries) - 20) if len(entries) > 20 else "")
+                )
         emit(FAIL, "; ".join(parts) + " (" + summary + ")", data)
     elif checked_dists == 0:
         emit(SKIPPED, "no installer-written RECORD to verify (" + summary + ")", data)

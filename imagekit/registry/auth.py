@@ -244,7 +244,13 @@ class Authenticator:
             raise RegistryProtocolError(
                 f"{registry} asked for a bearer token without a realm", registry=registry
             )
-        realm_url = httpx.URL(realm)
+        try:
+            realm_url = httpx.URL(realm)
+        except httpx.InvalidURL as exc:
+            raise RegistryProtocolError(
+                f"{registry} gave a token realm that is not a valid URL: {excerpt(realm.encode())}",
+                registry=registry,
+            ) from exc
         realm_host = realm_url.netloc.decode()
         if realm_url.scheme not in ("http", "https"):
             raise RegistryProtocolError(

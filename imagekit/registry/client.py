@@ -271,7 +271,9 @@ class RegistryClient:
             except Transient:
                 body = b""  # the status says enough; a cut-off error body is not worth a retry
         response.close()
-        raise self._status_error(status, body, registry, repository, url)
+        error = self._status_error(status, body, registry, repository, url)
+        error.digest = named.group(1) if named else None
+        raise error
 
     def _status_error(
         self, status: int, body: bytes, registry: str, repository: str | None, url: httpx.URL

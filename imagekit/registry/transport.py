@@ -226,7 +226,14 @@ class Transport:
                         status=response.status_code,
                         url=_public_url(current),
                     )
-                target = current.join(location)
+                try:
+                    target = current.join(location)
+                except httpx.InvalidURL as exc:
+                    raise RegistryProtocolError(
+                        f"{registry} redirected to an invalid URL",
+                        registry=registry,
+                        url=_public_url(current),
+                    ) from exc
                 if target.scheme not in ("http", "https") or (
                     current.scheme == "https" and target.scheme == "http"
                 ):

@@ -9,11 +9,13 @@ CPU_PASS_GPU_CLI_DEFERRED. The images are removed afterwards.
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import secrets
 import subprocess
 import sys
+import tarfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,10 +25,11 @@ import pytest
 from imagekit.audit.report import CheckResult
 from imagekit.audit.stage import AuditRequest, AuditResult, audit
 from imagekit.engine import Engine
-from imagekit.errors import UsageError
+from imagekit.errors import CouldNotFinish, UsageError
 from imagekit.ledger import read_records
 from imagekit.workspace import Workspace
 from tests.support.base_image import BaseImage
+from tests.support.registries import RunningRegistry
 
 pytestmark = pytest.mark.integration
 
@@ -221,3 +224,66 @@ def test_a_tag_that_is_not_local_is_refused_not_pulled(
             AuditRequest(ref="127.0.0.1:9/imagekit-test/absent:latest", offline=True),
             engine=engine,
         )
+
+
+def test_a_plan_adds_its_modules_and_overlays(
+    engine: Engine, base_image: BaseImage, workspace: Workspace
+) -> None:
+    """The demo plan audited against its own base: its overlay is not there yet, nor six."""
+    request = AuditRequest(ref=base_image.local_tag, plan="demo", offline=True)
+    result = audit(workspace, request, engine=engine)
+
+    assert result.plan == "demo"
+    assert result.evidence_dir.relative_to(workspace.evidence_dir).parts[0] == "demo"
+    modules = _check(result, "find-spec").data["modules"]
+    assert set(modules) == {"six", "av", "numpy"}
+    assert not modules["six"]["found"]
+    record = _check(result, "record")
+    assert record.status == "FAIL"
+    assert [e["path"] for e in record.data["overlays_not_applied"]] == ["av/about.py"]
+    assert result.verdict.status == "CPU_CHECK_INCOMPLETE"
+
+
+def test_a_registry_reference_is_pulled_by_digest(
+    engine: Engine, images: AuditImages, registry: RunningRegistry, workspace: Workspace
+) -> None:
+    client = engine.client
+    remote = f"{registry.host}/imagekit-test/audit-pull:{secrets.token_hex(4)}"
+    client.image.tag(images.healthy, remote)
+    client.image.push(remote, quiet=True)
+    pushed = client.image.inspect(remote)
+    prefix = remote.rsplit(":", 1)[0] + "@"
+    digest = next(d for d in pushed.repo_digests if d.startswith(prefix)).split("@")[1]
+    client.image.remove(remote)  # the tag and its repo digest leave the engine
+    pinned = f"{prefix}{digest}"
+    assert not client.image.exists(pinned)
+    try:
+        result = audit(workspace, AuditRequest(ref=pinned, offline=True), engine=engine)
+        assert result.image is not None and result.image.pulled
+        assert result.image.manifest_digest == digest
+        assert result.evidence_dir.parent.name == digest.replace(":", "_")
+        assert result.verdict.status == "CPU_PASS"
+    finally:
+        if client.image.exists(pinned):
+            client.image.remove(pinned)
+
+
+def test_an_image_without_python_could_not_be_audited(
+    engine: Engine, tmp_path: Path, workspace: Workspace
+) -> None:
+    """No python3 in the image: the audit did not run, which is exit 3, never a status."""
+    rootfs = tmp_path / "rootfs.tar"
+    payload = b"not an interpreter\n"
+    with tarfile.open(rootfs, "w") as tar:
+        info = tarfile.TarInfo("etc/motd")
+        info.size = len(payload)
+        tar.addfile(info, io.BytesIO(payload))
+    tag = f"imagekit-test/audit-nopython:{secrets.token_hex(4)}"
+    engine.client.import_(rootfs, tag)
+    try:
+        with pytest.raises(CouldNotFinish) as info_exc:
+            audit(workspace, AuditRequest(ref=tag, offline=True), engine=engine)
+        assert info_exc.value.exit_code == 3
+        assert "did not run" in info_exc.value.message
+    finally:
+        engine.client.image.remove(tag, force=True)

@@ -173,7 +173,7 @@ def test_drifted_overlay_fails_before_the_copy(
     assert f"path={AV_ABOUT}" in err.message
     assert f"expected=sha256:{wrong}" in err.message
     assert f"actual=sha256:{AV_ABOUT_SHA256}" in err.message
-    assert err.step is not None and "IMAGEKIT_OVERLAY_DRIFT" in err.step
+    assert err.step is not None and f"p={AV_ABOUT};" in err.step
     log = err.log.read_text()
     assert not re.search(r"^#\d+ \[\d+/\d+\] COPY overlay/av_about\.py", log, re.MULTILINE)
     assert not engine.client.image.exists(tag)

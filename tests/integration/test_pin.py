@@ -43,7 +43,9 @@ def test_pin_overlay_fills_the_hash_and_keeps_the_rest(
     ]
     assert path.read_text() == original  # only the hash changed back; comments kept
     # The stopped container it copied from is gone.
-    left = engine.client.container.list(all=True, filters={"label": "io.imagekit.purpose"})
+    left = engine.client.container.list(
+        all=True, filters=[("label", "io.imagekit.purpose=pin-overlay")]
+    )
     assert left == []
 
 

@@ -107,7 +107,7 @@ _header_text = st.one_of(
 )
 
 
-@settings(max_examples=2000, deadline=None)
+@settings(max_examples=1000, deadline=None)
 @given(_header_text)
 def test_fuzzed_headers_only_parse_or_raise_our_error(header: str) -> None:
     try:
@@ -292,3 +292,15 @@ def test_identity_token_uses_the_oauth2_refresh_grant(tmp_path: Path) -> None:
     ) as client:
         assert client.get_manifest(REF, "v1")[0] == image.manifest
     assert len(fake.token_requests) == 1
+
+
+@pytest.mark.parametrize(
+    "realm", ["http://[::1", "https://a b/\x01", "ftp://auth.example/t", "/token"]
+)
+def test_unusable_realm_is_a_protocol_error(realm: str, tmp_path: Path) -> None:
+    def handler(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(401, headers={"WWW-Authenticate": f'Bearer realm="{realm}"'})
+
+    with _client(handler, tmp_path) as client:  # type: ignore[arg-type]
+        with pytest.raises(RegistryProtocolError, match="realm"):
+            client.get_manifest(REF, "v1")

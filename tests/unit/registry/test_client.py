@@ -469,3 +469,12 @@ def test_registry_ignoring_range_restarts_from_zero_once() -> None:
     calls.clear()
     with fake.client() as client, pytest.raises(RegistryProtocolError, match="resuming"):
         b"".join(client.stream_blob(REF, _desc(data)))
+
+
+def test_not_found_names_the_digest() -> None:
+    fake = FakeRegistry()
+    digest = sha(b"absent manifest")
+    with fake.client() as client, pytest.raises(RegistryNotFound) as info:
+        client.get_manifest(REF, digest)
+    assert (info.value.registry, info.value.repository, info.value.digest) == (HOST, REPO, digest)
+    assert info.value.status == 404

@@ -1,0 +1,126 @@
+"""`imagekit nightly` on the demo plan: an unchanged plan, then a plan whose pin moved.
+
+The accepted image comes from a real pipeline run (two real registries, the base fixture).
+A rebuild without cache of the unchanged plan must come out reproducible or equivalent, and
+say which; after the demo plan's six pin changes, the night must name that change.
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from python_on_whales.exceptions import DockerException
+
+from imagekit.engine import Engine
+from imagekit.ledger import read_records, verify
+from imagekit.nightly import CHANGED, EQUIVALENT, REPRODUCIBLE, run_nightly
+from imagekit.pipeline import run_pipeline
+from imagekit.workspace import Workspace
+from tests.support.base_image import BaseImage
+from tests.support.registries import RunningRegistry
+
+pytestmark = pytest.mark.integration
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+PIN, MOVED = "six==1.16.0", "six==1.17.0"
+
+
+@dataclass(frozen=True)
+class Accepted:
+    workspace: Workspace
+    base: str
+    final_reference: str
+
+
+def _workspace(root: Path) -> Workspace:
+    (root / "manifests").mkdir(parents=True)
+    (root / "evidence").mkdir()
+    shutil.copy2(REPO_ROOT / "manifests" / "demo.yaml", root / "manifests" / "demo.yaml")
+    shutil.copytree(REPO_ROOT / "dockerfiles", root / "dockerfiles")
+    return Workspace(
+        root=root,
+        plans_dir=root / "manifests",
+        dockerfiles_dir=root / "dockerfiles",
+        evidence_dir=root / "evidence",
+        ledger_path=root / "manifests" / "ledger.jsonl",
+    )
+
+
+@pytest.fixture(scope="module")
+def accepted(
+    engine: Engine,
+    base_image: BaseImage,
+    make_registry: Callable[..., RunningRegistry],
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[Accepted]:
+    """One complete pipeline of the demo plan: the image the nights compare with."""
+    ws = _workspace(tmp_path_factory.mktemp("nightly") / "project")
+    assert PIN in (ws.plans_dir / "demo.yaml").read_text()
+    push_to, mirror_to = make_registry("none"), make_registry("none")
+    result = run_pipeline(
+        ws, "demo", registry=push_to.host, mirror=mirror_to.host, base_override=base_image.reference
+    )
+    made = []
+    build = next(s for s in result.stages if s.stage == "build")
+    if build.data.get("tag"):
+        made += [build.data["tag"], f"{result.registry}:{build.data['tag'].rpartition(':')[2]}"]
+    if result.final_reference:
+        made.append(result.final_reference)
+    try:
+        assert result.ok, [s.to_json() for s in result.stages]
+        assert result.final_reference is not None
+        yield Accepted(ws, base_image.reference, result.final_reference)
+    finally:
+        for ref in made:
+            try:
+                engine.client.image.remove(ref)
+            except DockerException:
+                pass
+
+
+def test_unchanged_plan_is_reproducible_or_equivalent(accepted: Accepted) -> None:
+    ws = accepted.workspace
+    night = run_nightly(ws, ["demo"], base_override=accepted.base)
+    assert night.exit_code == 0, night.to_json()
+    plan = night.plans[0]
+    # Which one it is depends on BuildKit's timestamps; the report must say which.
+    assert plan.status in (REPRODUCIBLE, EQUIVALENT), plan.to_json()
+    assert plan.baseline is not None
+    assert plan.baseline.reference == accepted.final_reference
+    assert plan.baseline.record_kind == "final-pull"
+    assert plan.audit_status == plan.baseline.audit_status
+    comparison = plan.comparison
+    assert comparison is not None and comparison.verdict == plan.status
+    if plan.status == EQUIVALENT:
+        assert comparison.diff is not None
+        assert not comparison.diff.packages and not comparison.diff.files
+        assert comparison.shared_layers >= 1  # the pinned base is the same layer
+    assert f"**{plan.status}**" in night.markdown()
+    note = read_records(ws.ledger_path)[-1]
+    assert note.kind == "note" and note.status == f"nightly-{plan.status}"
+    assert plan.evidence is not None and plan.evidence.exists()
+    assert verify(ws).ok
+
+
+def test_changed_pin_is_named(accepted: Accepted) -> None:
+    ws = accepted.workspace
+    plan_file = ws.plans_dir / "demo.yaml"
+    original = plan_file.read_text()
+    plan_file.write_text(original.replace(PIN, MOVED))
+    try:
+        night = run_nightly(ws, ["demo"], base_override=accepted.base)
+    finally:
+        plan_file.write_text(original)
+    plan = night.plans[0]
+    assert plan.status == CHANGED, plan.to_json()
+    assert night.exit_code == 0  # a change is reported loudly, not failed
+    assert any(c.startswith("python six 1.16.0 -> 1.17.0") for c in plan.changes), plan.changes
+    assert plan.comparison is not None and plan.comparison.diff is not None
+    changed_files = {f.path for f in plan.comparison.diff.files}
+    assert any("six" in path for path in changed_files)
+    markdown = night.markdown()
+    assert "## demo: what changed" in markdown and "python six 1.16.0 -> 1.17.0" in markdown
