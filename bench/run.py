@@ -227,7 +227,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--scale", type=float, default=1.0, help="multiply layer sizes (a quick dry run: 0.1)"
     )
+    parser.add_argument(
+        "--render", type=Path, default=None, help="only re-render the markdown of a results JSON"
+    )
     args = parser.parse_args(argv)
+    if args.render is not None:
+        _write(args.out, json.loads(args.render.read_text()))
+        return 0
     cores = os.cpu_count() or 1
     tmp = Path(tempfile.mkdtemp(prefix="imagekit-bench-"))
     registry = None
@@ -383,6 +389,11 @@ def main(argv: list[str] | None = None) -> int:
 
 def _write(out: Path, results: dict[str, Any]) -> None:
     out.mkdir(parents=True, exist_ok=True)
+    # The verification alone, without the interpreter start and the CLI's imports.
+    in_process = min(results["imagekit"]["seconds_in_process"])
+    results["ratios"]["imagekit_in_process_share_of_limit"] = round(
+        results["machine_limit"]["seconds"] / in_process, 2
+    )
     (out / "mirror-verify.json").write_text(json.dumps(results, indent=2, sort_keys=True) + "\n")
     image, ratios = results["image"], results["ratios"]
     rows = [
@@ -414,8 +425,12 @@ def _write(out: Path, results: dict[str, Any]) -> None:
         f"- docker pull / imagekit: **{ratios['docker_pull_over_imagekit']}x** (target >= 4)",
         f"- skopeo+gzip+sha256sum / imagekit: **{ratios['skopeo_gzip_over_imagekit']}x** "
         "(target >= 2)",
-        f"- imagekit reaches **{ratios['imagekit_share_of_limit'] * 100:.0f}%** of the machine "
+        f"- imagekit (wall time of the command, startup included) reaches "
+        f"**{ratios['imagekit_share_of_limit'] * 100:.0f}%** of the machine "
         "limit (target >= 80%)",
+        f"- the verification itself (in-process time from the report, best of 2: "
+        f"{in_process:.2f} s, without interpreter start and CLI imports) reaches "
+        f"**{ratios['imagekit_in_process_share_of_limit'] * 100:.0f}%** of the limit",
         f"- imagekit peak RSS: **{results['imagekit']['peak_rss_mib']} MiB** (target < 150)",
         "",
         "Single run on a shared machine; ratios are measured side by side in that one run. "

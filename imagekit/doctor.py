@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from imagekit.build import CA_ENV, DEFAULT_CA_BUNDLE
 from imagekit.errors import ImagekitError
 from imagekit.plan import LoadedPlan, PipInstall, load_plan, plan_path
 from imagekit.refs import Platform, parse_reference
@@ -38,7 +39,6 @@ GiB = 1 << 30
 # So: compressed x (1 download + 3 extracted) + 2 GiB for the build's layers and evidence.
 HEADROOM_FACTOR = 4.0
 HEADROOM_FIXED = 2 * GiB
-DEFAULT_CA_BUNDLE = "/etc/ssl/certs/ca-certificates.crt"
 BINFMT_DIR = Path("/proc/sys/fs/binfmt_misc")
 # uname -m -> OCI architecture, and OCI architecture -> the name qemu's binfmt handler uses.
 _UNAME_TO_OCI = {
@@ -112,8 +112,9 @@ class HostFacts:
 
     machine: str = field(default_factory=host_platform.machine)
     binfmt_dir: Path = BINFMT_DIR
+    # The same bundle the build mounts: $IMAGEKIT_PIP_CA, else the host's (imagekit.build).
     ca_bundle: Path = field(
-        default_factory=lambda: Path(os.environ.get("IMAGEKIT_CA_BUNDLE", DEFAULT_CA_BUNDLE))
+        default_factory=lambda: Path(os.environ.get(CA_ENV) or DEFAULT_CA_BUNDLE)
     )
     disk_usage: Callable[[str], Any] = shutil.disk_usage
 
@@ -194,14 +195,14 @@ def check_ca_bundle(plan: LoadedPlan | None, facts: HostFacts) -> Check:
             status,
             f"{path} cannot be read ({exc.strerror})"
             + ("" if needs else "; the plan has no RUN step that needs it"),
-            "install ca-certificates or point IMAGEKIT_CA_BUNDLE at your CA bundle",
+            f"install ca-certificates or point {CA_ENV} at your CA bundle",
         )
     if b"BEGIN CERTIFICATE" not in head:
         return Check(
             "ca-bundle",
             NO if needs else SKIP,
             f"{path} holds no PEM certificate",
-            "point IMAGEKIT_CA_BUNDLE at a PEM bundle",
+            f"point {CA_ENV} at a PEM bundle",
         )
     return Check("ca-bundle", OK, f"{path} is a PEM bundle (mounted into RUN steps only)")
 
@@ -309,6 +310,33 @@ def check_registry(client: RegistryClient, host: str, role: str) -> Check:
     return Check(f"registry {role}", OK, f"{host} answers /v2/ and accepts our credentials")
 
 
+def check_push_access(client: RegistryClient, repository: str, role: str) -> Check:
+    """Open an upload session in the repository and cancel it: proves push rights, writes nothing.
+
+    ``/v2/`` accepting our credentials says nothing about push rights on one repository (a
+    token registry answers /v2/ to anyone); the upload session is the first step of a real push.
+    """
+    ref = parse_reference(repository)
+    name = f"push access {role}"
+    try:
+        response = client.request(
+            "POST", ref, "blobs/uploads/", scope_actions=("pull", "push"), content=b""
+        )
+        location = response.headers.get("Location")
+        if not location:
+            return Check(name, NO, f"{ref.name}: the upload answer has no Location header")
+        client.request(
+            "DELETE",
+            ref,
+            location,  # absolute path or full URL; request() keeps auth to the origin
+            scope_actions=("pull", "push"),
+            allow_status=(404, 405),
+        )
+    except ImagekitError as exc:
+        return Check(name, NO, f"{ref.name}: {exc.message}", exc.hint)
+    return Check(name, OK, f"{ref.name} accepts an upload from us (session opened and cancelled)")
+
+
 def check_base(client: RegistryClient, plan: LoadedPlan) -> tuple[Check, int | None, str | None]:
     """Resolve the pinned base for the plan's platform: proves pull access and sizes it."""
     try:
@@ -341,7 +369,12 @@ def run_doctor(
     client: RegistryClient | None = None,
     facts: HostFacts | None = None,
 ) -> DoctorReport:
-    """Run every preflight check; ``registries`` are (role, host) pairs beyond the base's."""
+    """Run every preflight check.
+
+    ``registries`` are (role, target) pairs beyond the base's registry, each target a registry
+    host or a repository prefix as `imagekit pipeline --registry/--mirror` take them; with a
+    plan, push access is checked on the very repository the plan would be pushed to.
+    """
     facts = facts or HostFacts()
     plan: LoadedPlan | None = None
     if plan_name is not None:
@@ -366,6 +399,12 @@ def run_doctor(
             checks.append(base_check)
         for role, text in registries:
             checks.append(check_registry(client, _registry_host(text), role))
+            if checks[-1].status == OK and (plan_name is not None or "/" in text):
+                # The repository the pipeline will push this plan to (pipeline.repository_for).
+                from imagekit.pipeline import repository_for
+
+                target = repository_for(text, plan_name) if plan_name is not None else text
+                checks.append(check_push_access(client, target, role))
     finally:
         if owned:
             client.close()

@@ -59,6 +59,16 @@ class Baseline:
     audit_status: str | None
 
 
+def _pullable(text: str | None) -> bool:
+    """A reference pinned by digest that a registry can serve (a pod's bare image ID is not)."""
+    if not text or "/" not in text:
+        return False
+    try:
+        return parse_reference(text).pinned
+    except ImagekitError:
+        return False
+
+
 def find_baseline(records: list[LedgerRecord], plan: str) -> Baseline | None:
     """The newest verified final pull of the plan, else its newest push; with its audit."""
     accepted: LedgerRecord | None = None
@@ -67,7 +77,10 @@ def find_baseline(records: list[LedgerRecord], plan: str) -> Baseline | None:
             (
                 r
                 for r in reversed(records)
-                if r.plan == plan and r.kind == kind and r.status == status and role in r.images
+                if r.plan == plan
+                and r.kind == kind
+                and r.status == status
+                and _pullable(r.images.get(role))
             ),
             None,
         )

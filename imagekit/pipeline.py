@@ -160,6 +160,8 @@ class _Context:
     workspace: Workspace
     name: str
     base_override: str | None
+    registry: str
+    mirror: str
     push_repo: str
     mirror_repo: str
     echo: TextIO
@@ -177,7 +179,7 @@ Stage = Callable[[_Context], StageOutcome]
 def _doctor(ctx: _Context) -> StageOutcome:
     from imagekit.doctor import run_doctor
 
-    registries = [("push", ctx.push_repo), ("mirror", ctx.mirror_repo)]
+    registries = [("push", ctx.registry), ("mirror", ctx.mirror)]
     report = run_doctor(
         ctx.workspace, ctx.name, registries=registries, base_override=ctx.base_override
     )
@@ -345,6 +347,8 @@ def run_pipeline(
         workspace=workspace,
         name=name,
         base_override=base_override,
+        registry=registry,
+        mirror=mirror,
         push_repo=repository_for(registry, name),
         mirror_repo=repository_for(mirror, name),
         echo=echo,

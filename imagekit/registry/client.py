@@ -245,7 +245,9 @@ class RegistryClient:
                     response.close()
                     continue
                 ok = 200 <= response.status_code < 300 or response.status_code in allow_status
-                if ok and not stream:
+                # A HEAD answer has no body but announces the GET body's Content-Length
+                # (RFC 9110, 9.3.2): reading it would refuse every blob over the limit.
+                if ok and not stream and method != "HEAD":
                     # Inside the attempt: a body cut off mid-way (Transient) is sent again.
                     read_limited(response, MAX_MANIFEST_BYTES, registry=registry, what="answer")
                 return response

@@ -124,3 +124,17 @@ def test_changed_pin_is_named(accepted: Accepted) -> None:
     assert any("six" in path for path in changed_files)
     markdown = night.markdown()
     assert "## demo: what changed" in markdown and "python six 1.16.0 -> 1.17.0" in markdown
+
+
+def test_unreachable_base_fails_the_night_with_3(
+    engine: Engine, workspace: Workspace, docker_config: Path
+) -> None:
+    from tests.support.registries import free_port
+
+    gone = f"127.0.0.1:{free_port()}/imagekit-test/base@sha256:{'e' * 64}"
+    night = run_nightly(workspace, ["demo"], base_override=gone)
+    plan = night.plans[0]
+    assert plan.status == "base-unreachable", plan.to_json()
+    assert plan.exit_code == 3 and night.exit_code == 3
+    assert "cannot be reached" in plan.detail
+    assert "FAILED (could not finish)" in night.markdown()

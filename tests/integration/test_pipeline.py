@@ -111,6 +111,23 @@ def test_pipeline_demo_end_to_end(
     assert "pipeline.json" in document["evidence"]
     assert Path(document["evidence"]).exists()
 
+    # A second run into the same, now warm, registries (as a second `make demo` does).
+    again = run_pipeline(
+        workspace,
+        "demo",
+        registry=push_to.host,
+        mirror=mirror_to.host,
+        base_override=base_image.reference,
+    )
+    again_build = next(s for s in again.stages if s.stage == "build")
+    if again_build.data.get("tag"):
+        created_refs.append(again_build.data["tag"])
+        created_refs.append(f"{again.registry}:{again_build.data['tag'].rpartition(':')[2]}")
+    assert again.ok, [s.to_json() for s in again.stages]
+    assert again.final_reference is not None
+    assert again.ledger_seq_before == max(document["ledger_records"])
+    assert verify(workspace).ok
+
 
 def test_rejected_build_stops_the_pipeline(
     engine: Engine,

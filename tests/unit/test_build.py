@@ -13,8 +13,9 @@ import pytest
 from imagekit.build import BuildOptions, _ca_bundle, _check_push_repo, analyse_failure
 from imagekit.errors import ReferenceFormatError, UsageError
 
-DRIFT_LOG = """\
-#5 [2/4] RUN set -eu; p=/usr/lib/x.py; want=00; echo "IMAGEKIT_OVERLAY_DRIFT path=$p expected=sha256:$want actual=missing"
+GUARD = 'p=/usr/lib/x.py; echo "IMAGEKIT_OVERLAY_DRIFT path=$p expected=$w actual=missing"'
+DRIFT_LOG = f"""\
+#5 [2/4] RUN {GUARD}
 #5 sha256:aa
 #5 0.101 IMAGEKIT_OVERLAY_DRIFT path=/usr/lib/x.py expected=sha256:00 actual=sha256:11
 #5 ERROR: executor failed running [/bin/sh -c set -eu; ...]: exit code: 1
@@ -42,7 +43,7 @@ def test_drift_names_path_expected_and_actual() -> None:
     assert failure.message == (
         "overlay guard refused: path=/usr/lib/x.py expected=sha256:00 actual=sha256:11"
     )
-    assert failure.step is not None and failure.step.startswith("[2/4] RUN set -eu; p=/usr/lib/x")
+    assert failure.step is not None and failure.step.startswith("[2/4] RUN p=/usr/lib/x.py; echo")
     assert failure.last_lines[-1].startswith("ERROR: executor failed")
 
 

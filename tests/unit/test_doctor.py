@@ -180,3 +180,36 @@ def test_report_fails_when_any_check_says_no() -> None:
 @pytest.mark.parametrize("status", [OK, SKIP])
 def test_report_ok_statuses(status: str) -> None:
     assert DoctorReport(None, (Check("a", status, "x"),)).ok
+
+
+def test_push_access_opens_and_cancels_an_upload() -> None:
+    from imagekit.doctor import check_push_access
+
+    seen: list[tuple[str, str]] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen.append((request.method, request.url.path))
+        if request.method == "POST":
+            return httpx.Response(202, headers={"Location": "/v2/team/demo/blobs/uploads/u1"})
+        return httpx.Response(204)
+
+    with registry_client(handler) as client:
+        check = check_push_access(client, "127.0.0.1:5000/team/demo", "push")
+    assert check.status == OK
+    assert seen == [
+        ("POST", "/v2/team/demo/blobs/uploads/"),
+        ("DELETE", "/v2/team/demo/blobs/uploads/u1"),
+    ]
+
+
+def test_push_access_denied_says_no() -> None:
+    from imagekit.doctor import check_push_access
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(
+            403, json={"errors": [{"code": "DENIED", "message": "requested access is denied"}]}
+        )
+
+    with registry_client(handler) as client:
+        check = check_push_access(client, "127.0.0.1:5000/team/demo", "mirror")
+    assert check.status == NO and check.name == "push access mirror"

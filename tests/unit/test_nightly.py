@@ -92,3 +92,11 @@ def test_markdown_names_the_changes() -> None:
     assert "## b: what changed" in text and "- python six 1.16.0 -> 1.17.0" in text
     failed = NightlyResult("t", (PlanNight("d", BASE_UNREACHABLE, 3, "gone"),)).markdown()
     assert "**Night FAILED (could not finish)** (exit 3)" in failed
+
+
+def test_baseline_skips_records_without_a_pullable_reference(ws: Workspace) -> None:
+    record(ws, "final-pull", "verified", image=f"m/imagekit/demo@{DIGEST}")
+    # `ledger record-pod` style: a bare image ID, nothing a registry can serve
+    record(ws, "final-pull", "verified", image="sha256:" + "d" * 64)
+    baseline = find_baseline(read_records(ws.ledger_path), "demo")
+    assert baseline is not None and baseline.reference == f"m/imagekit/demo@{DIGEST}"
