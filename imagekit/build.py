@@ -44,13 +44,15 @@ from imagekit.engine import Engine, connect, engine_errors
 from imagekit.errors import (
     BuildRejected,
     EngineUnavailable,
+    ImagekitError,
     RegistryError,
     UsageError,
 )
 from imagekit.evidence import new_run_dir, write_bytes
 from imagekit.ledger import append_record
 from imagekit.plan import LoadedPlan, load_plan, plan_path
-from imagekit.refs import Digest, Reference, parse_reference
+from imagekit.refs import Digest, Reference, parse_platform, parse_reference
+from imagekit.registry import RegistryClient
 from imagekit.render import (
     ASSERT_FAIL_MARKER,
     DOCKERFILE,
@@ -384,9 +386,7 @@ def build_plan(
         image_id = _run_build(
             workspace, loaded, rendered, engine, tag, ca, index_url, options, tee, log_path
         )
-    base_details = {"platform": loaded.plan.base.platform, "manifest_digest": loaded.base.digest}
-    if loaded.plan.base.found_as:
-        base_details["source_tag"] = loaded.plan.base.found_as
+    base_details = _base_details(loaded)
     seqs = [
         _record(
             workspace,
@@ -435,6 +435,33 @@ def build_plan(
         details={"manifest_digest": manifest, "config_digest": image_id},
     )
     return replace(result, pushed=pushed, manifest_digest=manifest, ledger=[*seqs, push_seq])
+
+
+def _base_details(loaded: LoadedPlan) -> dict[str, Any]:
+    """What the lock file needs about the upstream base, read from its registry.
+
+    The engine only tells the config digest; the index digest, layer digests and compressed
+    size come from the registry. They are information for the record, not a gate (the build
+    already pulled the base by digest), so a registry that cannot answer now leaves the reason
+    in the record instead of failing a build that succeeded.
+    """
+    details: dict[str, Any] = {
+        "platform": loaded.plan.base.platform,
+        "manifest_digest": str(loaded.base.digest),
+    }
+    if loaded.plan.base.found_as:
+        details["source_tag"] = loaded.plan.base.found_as
+    try:
+        with RegistryClient() as client:
+            resolved = client.resolve(loaded.base, parse_platform(loaded.plan.base.platform))
+    except ImagekitError as exc:
+        details["inspect_error"] = exc.message
+        return details
+    inspected = resolved.to_json()
+    for key in ("index_digest", "config_digest", "compressed_layer_bytes", "layer_digests"):
+        details[key] = inspected[key]
+    details["diff_ids"] = inspected["diff_ids"]
+    return details
 
 
 def _run_build(

@@ -390,7 +390,7 @@ def verify_images(
                 f"layer counts differ: SRC has {len(src.layers)}, DST has {len(dst.layers)}; "
                 f"layer {k}: expected diffID {exp}, actual {act}",
             )
-        message = "mismatch: " + "; ".join(parts)
+        message = "; ".join(parts)
     elif not config_equal:
         verdict = Verdict.CONFIG_DIFFERS
         message = (
@@ -400,7 +400,7 @@ def verify_images(
         )
     elif manifest_equal:
         verdict = Verdict.IDENTICAL
-        message = f"identical: same manifest {dst.manifest_digest}, all {n} layers verified"
+        message = f"same manifest {dst.manifest_digest}, all {n} layers verified"
     else:
         verdict = Verdict.CONTENT_IDENTICAL
         if compressed_equal:

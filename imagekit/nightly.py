@@ -14,10 +14,11 @@ registry layer by layer, so the base layers they share are streamed once, not tw
   else differs, else ``changed`` with the distributions added, removed or at another version
   and the files added, removed or changed.
 
-A change is reported, not failed: it may be wanted. What fails the night: an audit status
-worse than the accepted one, a rebuild whose assertions reject it, a plan with nothing
-accepted to compare with (exit 1); a base that can no longer be reached, or a stage that
-could not finish (exit 3). Every plan is tried even when an earlier one failed.
+A change is reported, not failed: it may be wanted. What fails the night: a preflight
+(`imagekit doctor`) that says no, an audit status worse than the accepted one, a rebuild
+whose assertions reject it, a plan with nothing accepted to compare with (exit 1); a base
+that can no longer be reached, or a stage that could not finish (exit 3). Every plan is
+tried even when an earlier one failed.
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ from imagekit.workspace import Workspace
 
 REPRODUCIBLE, EQUIVALENT, CHANGED = "reproducible", "equivalent", "changed"
 AUDIT_WORSE, REJECTED, NO_BASELINE = "audit-worse", "rejected", "no-baseline"
-BASE_UNREACHABLE, ERROR = "base-unreachable", "error"
+BASE_UNREACHABLE, ERROR, PREFLIGHT_NO = "base-unreachable", "error", "preflight-no"
 # Best first; any status not listed ranks below all of them.
 AUDIT_RANK = ("CPU_PASS", "CPU_PASS_GPU_CLI_DEFERRED", "CPU_CHECK_INCOMPLETE")
 
@@ -221,6 +222,7 @@ def _night_for_plan(
     candidate_registry: str | None,
 ) -> PlanNight:
     from imagekit.build import BuildOptions, build_plan, push_image
+    from imagekit.doctor import run_doctor
     from imagekit.engine import connect, engine_errors
     from imagekit.pipeline import audit_image, repository_for
 
@@ -245,6 +247,12 @@ def _night_for_plan(
         if (workspace.ledger_path.exists())
         else None
     )
+    # The same preflight as `imagekit pipeline`: a night should not spend an hour finding out
+    # that the disk is too small or BuildKit is missing.
+    preflight = run_doctor(workspace, name, base_override=base_override, client=client)
+    if not preflight.ok:
+        said_no = "; ".join(f"{c.name}: {c.detail}" for c in preflight.failed)
+        return PlanNight(name, PREFLIGHT_NO, 1, f"doctor said no: {said_no}", baseline=baseline)
     try:
         built = build_plan(
             workspace,

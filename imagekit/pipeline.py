@@ -74,7 +74,8 @@ class PipelineResult:
             return 0
         if self.error is not None:
             return int(self.error.get("exit_code", 3))
-        return 1
+        # A stage that reported (not raised) "error", e.g. a mirror verdict of error.
+        return 3 if any(s.status == ERROR for s in self.stages) else 1
 
     @property
     def final_reference(self) -> str | None:

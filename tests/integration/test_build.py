@@ -148,6 +148,11 @@ def test_demo_builds_end_to_end_and_pushes(
     assert [r.kind for r in records] == ["build", "push"]
     assert records[0].status == "built" and records[0].details["image_id"] == doc["image_id"]
     assert records[0].images["base"] == base_image.reference
+    # The base as the registry describes it, for the lock file's upstream entry.
+    base_details = records[0].details["base"]
+    assert base_details["manifest_digest"] == base_image.digest
+    assert base_details["config_digest"].startswith("sha256:")
+    assert len(base_details["layer_digests"]) == 1 and base_details["compressed_layer_bytes"] > 0
     assert records[1].images["pushed"] == doc["pushed"]
 
 

@@ -253,7 +253,7 @@ def test_multi_member_gzip_layer_matches_the_engine(
     try:
         engine.client.pull(ref, quiet=True)
         inspected = engine.client.image.inspect(ref)
-        assert [str(d) for d in inspected.root_fs.layers] == [
+        assert [str(d) for d in inspected.root_fs.layers or []] == [
             layer.actual_diff_id for layer in report.layers
         ]
     finally:
@@ -332,6 +332,7 @@ def test_base_image_zstd_and_gzip_level_mirrors(
     report = _verify(base_image.reference, zstd_dst, workspace)
     assert report.verdict is Verdict.CONFIG_DIFFERS, report.message
     assert report.config_differences and all(layer.match for layer in report.layers)
+    assert report.config_differences[0] in report.message
     subprocess.run(["rm", "-rf", str(target.storage)], check=False)
 
     plain = tmp_path / "plain"
@@ -364,3 +365,25 @@ def test_cli_json_prints_one_document_and_the_evidence_path(
     human = subprocess.run(argv[:-1], capture_output=True, text=True, timeout=300, check=False)
     assert human.returncode == 0
     assert "content-identical: same config, same 3 diffIDs, compressed blobs differ" in human.stdout
+
+
+def test_copy_with_token_auth_mounts_with_a_pull_scope_on_the_source(
+    token_registry: RunningRegistry, docker_config: Path, workspace: Workspace, tmp_path: Path
+) -> None:
+    """A cross-repository mount needs push on DST and pull on SRC in one bearer token."""
+    (docker_config / "config.json").write_text(
+        json.dumps({"auths": token_registry.docker_auth_entry()})
+    )
+    layers = [Layer.gzip(make_tar(110 + i)) for i in range(2)]
+    writer = LayoutWriter(tmp_path)
+    writer.index([writer.image(layers)])
+    src = f"{token_registry.host}/team-a/app:1"
+    creds = f"{token_registry.username}:{token_registry.password}"
+    push_layout(tmp_path, src, "--dest-creds", creds)
+    dst = f"{token_registry.host}/team-b/app:1"
+    options = MirrorOptions(copy=True, docker_config=docker_config)
+    report = mirror(src, dst, options=options, workspace=workspace)
+    assert report.verdict is Verdict.IDENTICAL, report.message
+    assert report.copy is not None and report.copy["blobs_mounted"] == 3
+    assert report.copy["bytes_uploaded"] == 0
+    assert token_registry.password not in report.evidence.read_text()  # type: ignore[union-attr]

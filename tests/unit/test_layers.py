@@ -7,7 +7,9 @@ import hashlib
 import io
 import random
 import resource
+import shutil
 import struct
+import subprocess
 import tarfile
 from collections.abc import Iterator
 
@@ -21,6 +23,7 @@ from imagekit.layers import (
     Compression,
     LayerLimits,
     MediaTypePolicy,
+    Restart,
     diff_id_of_stream,
     sniff_compression,
 )
@@ -106,6 +109,24 @@ def test_multi_frame_zstd_with_skippable_frames(chunk: int) -> None:
     result = diff_id_of_stream(chunked(blob, chunk), media_type=OCI_ZSTD)
     assert result.diff_id == sha(TAR)
     assert result.detected is Compression.ZSTD
+
+
+def test_reference_tools_agree_on_members_and_frames() -> None:
+    """`gzip -dc` and `zstd -dc` (the reference decoders) give the diffIDs we compute."""
+    cctx = zstandard.ZstdCompressor(level=3)
+    streams = {
+        "gzip": (GZ, gzip.compress(TAR[:400_000]) + gzip.compress(TAR[400_000:])),
+        "zstd": (
+            OCI_ZSTD,
+            skippable(b"meta") + cctx.compress(TAR[:400_000]) + cctx.compress(TAR[400_000:]),
+        ),
+    }
+    for tool, (media_type, blob) in streams.items():
+        path = shutil.which(tool)
+        assert path is not None, f"{tool} is part of the test environment"
+        decoded = subprocess.run([path, "-dc"], input=blob, capture_output=True, check=True)
+        ours = diff_id_of_stream(chunked(blob, 65536), media_type=media_type).diff_id
+        assert ours == sha(decoded.stdout) == sha(TAR)
 
 
 def test_truncated_zstd_is_an_error() -> None:
@@ -219,9 +240,9 @@ def test_stream_errors_reach_the_caller_after_the_data() -> None:
 
 def test_restart_throws_away_what_was_hashed() -> None:
     blob = gzip.compress(TAR)
-    seen = []
+    seen: list[int] = []
     # a resume, then the client restarts from byte 0 (the registry ignored Range)
-    stream = [blob[:5000], blob[5000:9000], RESTART, *chunked(blob, 999)]
+    stream: list[bytes | Restart] = [blob[:5000], blob[5000:9000], RESTART, *chunked(blob, 999)]
     result = diff_id_of_stream(stream, media_type=GZ, on_progress=seen.append)
     assert result.diff_id == sha(TAR) and result.compressed_bytes == len(blob)
     assert sum(seen) == len(blob) and min(seen) < 0

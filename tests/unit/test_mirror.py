@@ -189,3 +189,33 @@ def test_cli_json_is_one_document_and_bad_reference_exits_2(
     assert json.loads(result.stdout)["error"]["type"] == "ReferenceFormatError"
     result = runner.invoke(main, ["mirror", "a/b:1", "x/y:1"])
     assert result.exit_code == 2 and "--verify-diffids" in result.output
+
+
+def test_foreign_layer_is_reported_not_skipped(tmp_path: Path) -> None:
+    memory = Memory()
+    memory.push("src", TARS)
+    memory.push("dst", TARS, level=1)
+    manifest = json.loads(memory.manifests[("dst", "1")])
+    layer = manifest["layers"][0]
+    layer["mediaType"] = "application/vnd.docker.image.rootfs.foreign.diff.tar.gzip"
+    layer["urls"] = ["https://foreign.example/layer.tar.gz"]
+    del memory.blobs[layer["digest"]]  # only at its URL, which is never followed
+    memory.manifests[("dst", "1")] = json.dumps(manifest).encode()
+    report = _run(memory, tmp_path)
+    assert report.verdict is Verdict.ERROR
+    assert "non-distributable (foreign) layer with 1 external URL(s), not followed" in (
+        report.message
+    )
+    assert report.layers[0].error and report.layers[1].match
+
+
+def test_progress_bars_render_to_stderr(capsys: pytest.CaptureFixture[str]) -> None:
+    from imagekit.cli.mirror_cmd import _Bars
+
+    with _Bars() as bars:
+        bars.start(0, "sha256:" + "a" * 64, 1000)
+        bars.advance(0, 600)
+        bars.finish(0)
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert "aaaaaaaaaaaa" in captured.err

@@ -121,3 +121,9 @@ def test_a_missing_stage_module_is_could_not_finish(
 def test_registry_and_mirror_must_differ(ws: Workspace) -> None:
     with pytest.raises(UsageError):
         run_pipeline(ws, "demo", registry="127.0.0.1:1", mirror="127.0.0.1:1")
+
+
+def test_a_reported_error_exits_3(ws: Workspace, monkeypatch: pytest.MonkeyPatch) -> None:
+    patch_stages(monkeypatch, {"mirror": ERROR})  # e.g. a mirror verdict of "error"
+    result = run_pipeline(ws, "demo", registry="127.0.0.1:1", mirror="127.0.0.1:2")
+    assert result.error is None and result.exit_code == 3

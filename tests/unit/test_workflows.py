@@ -84,7 +84,7 @@ def test_nightly_writes_the_job_summary_and_keeps_evidence() -> None:
     assert "scripts/setup-host.sh" in text
     assert 'imagekit nightly "${args[@]}"' in text
     assert '--markdown "$GITHUB_STEP_SUMMARY"' in text
-    assert "actions/upload-artifact@" in text and "path: evidence/" in text
+    assert "actions/upload-artifact@" in text and "evidence/" in text
     assert "if: always()" in text
 
 
