@@ -84,6 +84,8 @@ class MirrorOptions:
     insecure: tuple[str, ...] = ()
     docker_config: Path | None = None
     record: bool = True
+    # The plan the image belongs to, for the ledger record (`imagekit pipeline` sets it).
+    plan: str | None = None
 
 
 @dataclass(frozen=True)
@@ -528,7 +530,7 @@ def _record(
     append_record(
         workspace,
         "mirror-verify",
-        plan=None,
+        plan=options.plan,
         images=images,
         status=str(report.verdict),
         scope=f"diffIDs of every layer of {platform}, DST blobs streamed and hashed; "

@@ -273,7 +273,7 @@ def _mirror(ctx: _Context) -> StageOutcome:
     report = mirror(
         ctx.pushed,
         destination,
-        options=MirrorOptions(copy=True),
+        options=MirrorOptions(copy=True, plan=ctx.name),
         workspace=ctx.workspace,
     )
     dst = report.destination or {}

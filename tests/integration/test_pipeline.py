@@ -105,6 +105,7 @@ def test_pipeline_demo_end_to_end(
         assert kinds.count(kind) == 1, kinds  # each stage recorded itself, once
     assert kinds.index("build") < kinds.index("audit") < kinds.index("push")
     assert kinds.index("push") < kinds.index("mirror-verify") < kinds.index("final-pull")
+    assert {r.plan for r in added} == {"demo"}  # `ledger show --plan demo` finds them all
     pulled = next(r for r in added if r.kind == "final-pull")
     assert pulled.status == "verified" and pulled.images["image"] == final
     assert verify(workspace).ok
