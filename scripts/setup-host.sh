@@ -10,8 +10,12 @@ cd "$(dirname "$0")/.."
 log() { printf 'setup-host: %s\n' "$*" >&2; }
 as_root() { if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi; }
 
-# 1. Debian packages.
-packages=(docker.io docker-registry skopeo mmdebstrap apache2-utils)
+# 1. Debian packages. Where an engine already answers (a CI runner with Docker's own
+# packages, say), Debian's docker.io is not installed over it: the two conflict.
+packages=(docker-registry skopeo mmdebstrap apache2-utils)
+if ! docker info >/dev/null 2>&1 && ! /usr/bin/docker info >/dev/null 2>&1; then
+  packages=(docker.io "${packages[@]}")
+fi
 missing=()
 for pkg in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
@@ -28,8 +32,9 @@ if command -v systemctl >/dev/null 2>&1 && systemctl is-active --quiet docker-re
   as_root systemctl stop docker-registry || true
 fi
 
-# 2. The engine. Debian's client (/usr/bin/docker) is used to ask: it always exists after step 1.
+# 2. The engine. Debian's client (/usr/bin/docker) is used to ask when it is there.
 client=/usr/bin/docker
+[ -x "$client" ] || client=$(command -v docker)
 if ! "$client" info >/dev/null 2>&1; then
   log "starting dockerd (no default bridge, no iptables)"
   # No container may reach private address ranges here: no bridge at all, builds use
