@@ -1,8 +1,9 @@
 """Build a plan on the local engine through BuildKit, keep the log, and record the outcome.
 
 The flow: load and render the plan, make sure the pinned base is in the engine (pulling it by
-digest; a registry that cannot be reached ends here with exit 3), copy the Dockerfile and only
-the overlay files it names into a temporary build context, build, and write the whole log to
+digest; a registry that cannot be reached ends here with exit 3), put the rendered files (the
+Dockerfile and the assertion checker its last step bind-mounts) and only the overlay files it
+names into a temporary build context, build, and write the whole log to
 evidence/NAME/<time>-<id>/build.log while streaming it to stderr. A build whose step fails (an
 overlay guard, an assertion, a pip install) is a BuildRejected (exit 1) that names the failing
 step and its last lines; its log and a ``rejected-build`` ledger record stay.
@@ -55,7 +56,6 @@ from imagekit.refs import Digest, Reference, parse_platform, parse_reference
 from imagekit.registry import RegistryClient
 from imagekit.render import (
     ASSERT_FAIL_MARKER,
-    DOCKERFILE,
     DRIFT_MARKER,
     PACKAGE_MARKER,
     PIP_CA_SECRET,
@@ -225,8 +225,13 @@ def _ca_bundle(options: BuildOptions) -> Path | None:
 
 
 def _stage_context(rendered: Rendered, into: Path) -> None:
-    """Only the Dockerfile and the overlay files it copies go into the build context."""
-    (into / DOCKERFILE).write_bytes(rendered.data)
+    """Only the rendered files and the overlay files the Dockerfile copies go into the context.
+
+    The rendered files come from this render, not from the committed copies, so a build runs
+    exactly the checks of the plan it records.
+    """
+    for name, data in rendered.files().items():
+        (into / name).write_bytes(data)
     for relative, source in rendered.sources:
         target = into / relative
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -372,7 +377,8 @@ def build_plan(
     index_url = options.index_url or os.environ.get("PIP_INDEX_URL") or None
     engine = engine or connect()
     run_dir = new_run_dir(workspace.evidence_dir, loaded.name)
-    write_bytes(run_dir / DOCKERFILE, rendered.data)
+    for rendered_name, rendered_data in rendered.files().items():
+        write_bytes(run_dir / rendered_name, rendered_data)
     tag = options.tag or f"imagekit/{loaded.name}:{run_dir.name}"
     log_path = run_dir / "build.log"
     builder = "buildx" if engine.has_buildx else "docker build (BuildKit)"
@@ -404,6 +410,7 @@ def build_plan(
                 "image_id": image_id,
                 "plan_sha256": loaded.digest.hex,
                 "dockerfile_sha256": rendered.digest.hex,
+                "rendered_sha256": {n: Digest.of_bytes(d).hex for n, d in rendered.files().items()},
                 "builder": builder,
                 "base": base_details,
             },

@@ -52,6 +52,8 @@ _HEX64 = re.compile(r"[0-9a-f]{64}")
 # shell and Dockerfile quoting problems (no spaces, quotes, '$', globs or backslashes).
 _PATH_CHARS = re.compile(r"[A-Za-z0-9._+@=,:-]+")
 RESERVED_LABEL_PREFIXES = ("org.opencontainers.image.base.", "io.imagekit.")
+# Files `imagekit render` writes into dockerfiles/NAME/; an overlay source may not be one.
+RENDERED_FILES = ("Dockerfile", "imagekit-assert.py")
 AUDIT_PROFILES = ("generic", "sglang", "vllm")
 
 
@@ -229,7 +231,7 @@ class Overlay(_Model):
     def _source(cls, value: str, info: ValidationInfo) -> str:
         if value.startswith("/") or posixpath.normpath(value) != value:
             raise _fail("source", f"{value!r} must be a plain relative path under the plan folder")
-        if value.split("/")[0] == ".." or value in (".", "Dockerfile"):
+        if value.split("/")[0] == ".." or value == "." or value in RENDERED_FILES:
             raise _fail("source", f"{value!r} escapes the plan folder or is not an overlay file")
         _check_path_chars(value, "source")
         folder = (info.context or {}).get("overlay_dir")

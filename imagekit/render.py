@@ -22,6 +22,16 @@ BuildKit (no ``# syntax=`` line, which would make every build pull a frontend im
   io.imagekit.plan / io.imagekit.plan-sha256 (the sha256 of the plan file's exact bytes);
 - the plan's assertions as the last RUN step: a standard-library Python checker that prints
   one ``IMAGEKIT_ASSERT_PASS``/``IMAGEKIT_ASSERT_FAIL`` line a check and exits 1 if any failed.
+  The checker is its own file beside the Dockerfile (dockerfiles/NAME/imagekit-assert.py, the
+  plan's checks embedded as a Python literal), rendered and committed with it, and the step
+  reaches it through a BuildKit bind mount from the build context
+  (``RUN --mount=type=bind,source=imagekit-assert.py,target=/tmp/imagekit-assert.py``): it is
+  never copied into a layer, and the build log and image history show one short RUN line
+  instead of the whole script (BuildKit echoes every RUN line into the log). The bind mount
+  is in the Dockerfile frontend built into BuildKit, so it too needs no ``# syntax=`` line.
+  The target sits in /tmp, a folder every image has: Docker 20.10's BuildKit removes a file's
+  mount point afterwards but keeps any folder it had to create for it, which would leave an
+  empty folder in the image and show up as a change in `imagekit nightly`.
 """
 
 from __future__ import annotations
@@ -30,10 +40,12 @@ import json
 import shlex
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from imagekit.errors import PlanError
 from imagekit.evidence import write_bytes
 from imagekit.plan import (
+    RENDERED_FILES,
     Assertions,
     Cmd,
     Entrypoint,
@@ -49,7 +61,8 @@ from imagekit.plan import (
 from imagekit.refs import Digest, Reference
 from imagekit.workspace import Workspace
 
-DOCKERFILE = "Dockerfile"
+DOCKERFILE, ASSERT_SCRIPT = RENDERED_FILES
+ASSERT_MOUNT = "/tmp/imagekit-assert.py"  # noqa: S108 - a mount point inside the image
 PIP_CA_SECRET = "pip_ca"  # noqa: S105 - the id of a secret mount, not a secret
 PIP_INDEX_SECRET = "pip_index"  # noqa: S105 - the id of a secret mount, not a secret
 DRIFT_MARKER = "IMAGEKIT_OVERLAY_DRIFT"
@@ -57,46 +70,65 @@ ASSERT_FAIL_MARKER = "IMAGEKIT_ASSERT_FAIL"
 ASSERT_PASS_MARKER = "IMAGEKIT_ASSERT_PASS"  # noqa: S105 - a log marker
 PACKAGE_MARKER = "IMAGEKIT_PACKAGES"
 
-# The in-build assertion checker. Standard library only and Python 3.8-compatible, because it
-# runs with whatever python3 the base image has. Every check runs (one failure does not hide
-# the next); the exit status is 1 when any failed.
+# The in-build assertion checker, after the plan's SPEC. Standard library only and Python
+# 3.8-compatible, because it runs with whatever python3 the base image has. Every check runs
+# (one failure does not hide the next); the exit status is 1 when any failed.
+_CHECKER_HEAD = """\
+# The post-build assertions of the plan {name} ({name}.yaml); do not edit by hand.
+# `imagekit render {name}` writes this file beside the Dockerfile, whose last step runs it
+# through a BuildKit bind mount, so it is never in the image. Standard library only and
+# Python 3.8-compatible: it runs with whatever python3 the base image has.
+# ruff: noqa: E501
+import importlib
+import importlib.util
+import json
+import subprocess
+import sys
+
+"""
 _CHECKER = """\
-import importlib, importlib.util, json, subprocess, sys
-spec = SPEC
 failed = []
+
+
 def report(ok, what, detail):
     line = ("IMAGEKIT_ASSERT_PASS " if ok else "IMAGEKIT_ASSERT_FAIL ") + what
     print(line + (": " + detail if detail else ""), flush=True)
     if not ok:
         failed.append(what)
-if spec["pip_check"]:
-    r = subprocess.run([sys.executable, "-m", "pip", "check"], stdout=subprocess.PIPE,
-                       stderr=subprocess.STDOUT, universal_newlines=True)
+
+
+if SPEC["pip_check"]:
+    r = subprocess.run(  # noqa: S603 - this interpreter's pip
+        [sys.executable, "-m", "pip", "check"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     print(r.stdout, end="", flush=True)
-    report(r.returncode == 0, "pip_check", "exit %d" % r.returncode)
-for name in spec["find_spec"]:
+    report(r.returncode == 0, "pip_check", f"exit {r.returncode}")
+for name in SPEC["find_spec"]:
     try:
         found = importlib.util.find_spec(name) is not None
         detail = "" if found else "find_spec returned None"
     except Exception as exc:
-        found, detail = False, "%s: %s" % (type(exc).__name__, exc)
+        found, detail = False, f"{type(exc).__name__}: {exc}"
     report(found, "find_spec " + name, detail)
-for name in spec["imports"]:
+for name in SPEC["imports"]:
     try:
         importlib.import_module(name)
         ok, detail = True, ""
     except BaseException as exc:
-        ok, detail = False, "%s: %s" % (type(exc).__name__, exc)
+        ok, detail = False, f"{type(exc).__name__}: {exc}"
     report(ok, "import " + name, detail)
-for cmd in spec["commands"]:
+for cmd in SPEC["commands"]:
     what = "command " + json.dumps(cmd["argv"])
     try:
-        code = subprocess.run(cmd["argv"]).returncode
-        report(code == cmd["exit_code"], what, "exit %d, expected %d" % (code, cmd["exit_code"]))
+        code = subprocess.run(cmd["argv"]).returncode  # noqa: S603 - the plan's own command
+        report(code == cmd["exit_code"], what, f"exit {code}, expected {cmd['exit_code']}")
     except OSError as exc:
-        report(False, what, "%s: %s" % (type(exc).__name__, exc))
+        report(False, what, f"{type(exc).__name__}: {exc}")
 if failed:
-    print("IMAGEKIT_ASSERTIONS_REJECTED %d failed: %s" % (len(failed), "; ".join(failed)))
+    print(f"IMAGEKIT_ASSERTIONS_REJECTED {len(failed)} failed: {'; '.join(failed)}")
     sys.exit(1)
 print("IMAGEKIT_ASSERTIONS_PASSED")
 """
@@ -104,11 +136,17 @@ print("IMAGEKIT_ASSERTIONS_PASSED")
 
 @dataclass(frozen=True)
 class Rendered:
-    """A Dockerfile's text and the overlay files (relative source -> file) its COPYs need."""
+    """A Dockerfile's text, the files rendered beside it, and the overlay files it copies.
+
+    ``generated`` holds the rendered files other than the Dockerfile (name -> bytes; today
+    only the assertion checker, when the plan has assertions); ``sources`` the overlay files
+    (relative source -> file) its COPYs need. All of them go into the build context.
+    """
 
     plan: str
     dockerfile: str
     sources: tuple[tuple[str, Path], ...]
+    generated: tuple[tuple[str, bytes], ...] = ()
 
     @property
     def data(self) -> bytes:
@@ -117,6 +155,10 @@ class Rendered:
     @property
     def digest(self) -> Digest:
         return Digest.of_bytes(self.data)
+
+    def files(self) -> dict[str, bytes]:
+        """Every rendered file by its name in dockerfiles/NAME/, the Dockerfile first."""
+        return {DOCKERFILE: self.data, **dict(self.generated)}
 
 
 @dataclass(frozen=True)
@@ -194,11 +236,41 @@ def _overlay(step: Overlay) -> list[str]:
     return [f"RUN {guard}", f"COPY {step.source} {path}"]
 
 
-def _assertions(assertions: Assertions) -> str:
-    data = json.loads(json.dumps(assertions.model_dump(mode="json"), sort_keys=True))
-    # A Python literal (str, int, bool, list, dict in sorted order): repr is deterministic.
-    program = f"SPEC = {data!r}\n{_CHECKER}"
-    return "RUN " + json.dumps(["python3", "-c", program])
+def _str_literal(value: str) -> str:
+    """repr, in double quotes where repr picks single ones (as ``ruff format`` would write)."""
+    text = repr(value)
+    # repr picks single quotes unless the text has a ' and no "; so here it has neither.
+    if text.startswith("'") and '"' not in value:
+        return '"' + text[1:-1] + '"'
+    return text
+
+
+def _literal(value: Any, indent: str = "") -> str:
+    """A Python literal of JSON-shaped data, one item a line with keys sorted: reviewable."""
+    inner = indent + "    "
+    if isinstance(value, dict):
+        items = [f"{inner}{_str_literal(k)}: {_literal(value[k], inner)},\n" for k in sorted(value)]
+        return "{\n" + "".join(items) + indent + "}" if items else "{}"
+    if isinstance(value, list):
+        items = [f"{inner}{_literal(v, inner)},\n" for v in value]
+        return "[\n" + "".join(items) + indent + "]" if items else "[]"
+    if isinstance(value, str):
+        return _str_literal(value)
+    if isinstance(value, (bool, int)) or value is None:
+        return repr(value)  # deterministic for these types
+    raise TypeError(f"not JSON-shaped: {type(value).__name__}")
+
+
+def assertion_checker(name: str, assertions: Assertions) -> bytes:
+    """The checker file for a plan's assertions: header, the plan's SPEC, the fixed checker."""
+    spec = _literal(assertions.model_dump(mode="json"))
+    head = _CHECKER_HEAD.format(name=name)
+    return f"{head}SPEC = {spec}\n\n{_CHECKER}".encode()
+
+
+def _assertions_step() -> str:
+    mount = f"--mount=type=bind,source={ASSERT_SCRIPT},target={ASSERT_MOUNT}"
+    return f"RUN {mount} python3 {ASSERT_MOUNT}"
 
 
 def render(loaded: LoadedPlan) -> Rendered:
@@ -236,21 +308,47 @@ def render(loaded: LoadedPlan) -> Rendered:
         "io.imagekit.plan-sha256": loaded.digest.hex,
     }
     lines.append("LABEL " + " \\\n      ".join(f"{k}={_quote(v)}" for k, v in labels.items()))
+    generated: list[tuple[str, bytes]] = []
     if not plan.assertions.empty:
-        lines.append(_assertions(plan.assertions))
-    return Rendered(plan=plan.name, dockerfile="\n".join(lines) + "\n", sources=tuple(sources))
+        lines.append(f"# The plan's assertions: {ASSERT_SCRIPT} beside this file.")
+        lines.append(_assertions_step())
+        generated.append((ASSERT_SCRIPT, assertion_checker(plan.name, plan.assertions)))
+    return Rendered(
+        plan=plan.name,
+        dockerfile="\n".join(lines) + "\n",
+        sources=tuple(sources),
+        generated=tuple(generated),
+    )
+
+
+def _stale(rendered: Rendered, folder: Path) -> list[str]:
+    """The rendered files whose committed copy differs (or exists though it should not)."""
+    wanted = rendered.files()
+    stale = []
+    for name in RENDERED_FILES:
+        path = folder / name
+        current = path.read_bytes() if path.exists() else None
+        if current != wanted.get(name):
+            stale.append(name)
+    return stale
 
 
 def write_rendered(loaded: LoadedPlan) -> RenderResult:
-    """Write dockerfiles/NAME/Dockerfile beside the overlay sources; report if it changed."""
+    """Write the Dockerfile (and the checker) beside the overlay sources; report a change.
+
+    A checker left from an earlier render of a plan that no longer has assertions is removed,
+    so the folder holds exactly what the plan renders to.
+    """
     rendered = render(loaded)
     target = loaded.overlay_dir / DOCKERFILE
-    old = target.read_bytes() if target.exists() else None
-    if old == rendered.data:
-        return RenderResult(rendered.plan, target, rendered.digest, changed=False)
-    target.unlink(missing_ok=True)
-    digest = write_bytes(target, rendered.data)
-    return RenderResult(rendered.plan, target, digest, changed=True)
+    stale = _stale(rendered, loaded.overlay_dir)
+    wanted = rendered.files()
+    for name in stale:
+        path = loaded.overlay_dir / name
+        path.unlink(missing_ok=True)
+        if name in wanted:
+            write_bytes(path, wanted[name])
+    return RenderResult(rendered.plan, target, rendered.digest, changed=bool(stale))
 
 
 def render_plans(
@@ -269,10 +367,8 @@ def render_plans(
         if check:
             rendered = render(loaded)
             target = loaded.overlay_dir / DOCKERFILE
-            current = target.read_bytes() if target.exists() else None
-            results.append(
-                RenderResult(rendered.plan, target, rendered.digest, current != rendered.data)
-            )
+            stale = bool(_stale(rendered, loaded.overlay_dir))
+            results.append(RenderResult(rendered.plan, target, rendered.digest, stale))
         else:
             results.append(write_rendered(loaded))
     return results

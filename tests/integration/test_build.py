@@ -134,6 +134,16 @@ def test_demo_builds_end_to_end_and_pushes(
     assert _run(engine, tag, "python3", "-c", "import six; print(six.__version__)") == "1.16.0\n"
     # Neither the CA bundle nor the index URL is in the image, its env or its history.
     assert _run(engine, tag, "sh", "-c", "ls -A /run/secrets 2>/dev/null | wc -l") == "0\n"
+    # The assertion checker was bind-mounted for its step only: not in the image, and the log
+    # shows one short RUN line for it, not the script.
+    assert _run(engine, tag, "sh", "-c", "test -e /tmp/imagekit-assert.py; echo $?") == "1\n"
+    # ... and it left nothing behind: no mount-point folder either.
+    assert _run(engine, tag, "sh", "-c", "ls -A /tmp | wc -l") == "0\n"
+    run_lines = [line for line in text.splitlines() if "/tmp/imagekit-assert.py" in line]
+    assert run_lines and all(len(line) < 200 for line in run_lines)
+    assert "def report(" not in text
+    checker = (workspace.dockerfiles_dir / "demo" / "imagekit-assert.py").read_bytes()
+    assert (log.parent / "imagekit-assert.py").read_bytes() == checker
     history = subprocess.run(
         [engine.client_path, "history", "--no-trunc", "--format", "{{.CreatedBy}}", tag],
         capture_output=True,
@@ -209,7 +219,8 @@ def test_failed_assertion_rejects_the_build_and_keeps_its_log(
     assert error["type"] == "BuildFailed" and error["reason"] == "assertion-failed"
     assert "find_spec numpy" in error["message"]
     assert any("IMAGEKIT_ASSERT_FAIL find_spec numpy" in line for line in error["last_lines"])
-    assert error["step"].startswith("[") and 'RUN ["python3", "-c"' in error["step"]
+    assert error["step"].startswith("[")
+    assert "RUN --mount=type=bind,source=imagekit-assert.py," in error["step"]
     log = Path(error["log"])
     assert log.is_file() and "IMAGEKIT_ASSERTIONS_REJECTED 1 failed" in log.read_text()
     assert "IMAGEKIT_ASSERT_PASS pip_check" in log.read_text()

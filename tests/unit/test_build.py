@@ -10,8 +10,18 @@ from pathlib import Path
 
 import pytest
 
-from imagekit.build import BuildOptions, _ca_bundle, _check_push_repo, analyse_failure
+from imagekit.build import (
+    BuildOptions,
+    _ca_bundle,
+    _check_push_repo,
+    _stage_context,
+    analyse_failure,
+)
 from imagekit.errors import ReferenceFormatError, UsageError
+from imagekit.plan import load_plan
+from imagekit.render import ASSERT_SCRIPT, render
+
+REPO = Path(__file__).resolve().parents[2]
 
 GUARD = 'p=/usr/lib/x.py; echo "IMAGEKIT_OVERLAY_DRIFT path=$p expected=$w actual=missing"'
 DRIFT_LOG = f"""\
@@ -25,15 +35,19 @@ DRIFT_LOG = f"""\
 error: failed to solve: executor failed running [/bin/sh -c ...]: exit code: 1
 """.splitlines()
 
-ASSERT_LOG = """\
+ASSERT_RUN = (
+    "RUN --mount=type=bind,source=imagekit-assert.py,target=/tmp/imagekit-assert.py "
+    "python3 /tmp/imagekit-assert.py"
+)
+ASSERT_LOG = f"""\
 #4 [1/3] FROM 127.0.0.1:5000/base@sha256:ab
 #4 DONE 0.0s
-#7 [3/3] RUN ["python3", "-c", "SPEC = ...(\"IMAGEKIT_ASSERT_FAIL \" if ok)"]
+#7 [3/3] {ASSERT_RUN}
 #7 0.90 No broken requirements found.
 #7 0.91 IMAGEKIT_ASSERT_PASS pip_check: exit 0
 #7 0.92 IMAGEKIT_ASSERT_FAIL find_spec numpy: find_spec returned None
 #7 0.93 IMAGEKIT_ASSERTIONS_REJECTED 1 failed: find_spec numpy
-#7 ERROR: executor failed running [python3 -c SPEC = ...]: exit code: 1
+#7 ERROR: executor failed running [/bin/sh -c python3 /tmp/imagekit-assert.py]: exit code: 1
 """.splitlines()
 
 
@@ -53,7 +67,7 @@ def test_assertion_failure_lists_the_failed_checks_only() -> None:
     assert failure.message == (
         "assertions rejected the build: find_spec numpy: find_spec returned None"
     )
-    assert failure.step is not None and failure.step.startswith("[3/3] RUN")
+    assert failure.step == f"[3/3] {ASSERT_RUN}"
     assert "IMAGEKIT_ASSERT_PASS pip_check: exit 0" in failure.last_lines
 
 
@@ -90,3 +104,20 @@ def test_push_takes_a_repository_only() -> None:
         _check_push_repo("127.0.0.1:5000/team/img:v1")
     with pytest.raises(ReferenceFormatError):
         _check_push_repo("127.0.0.1:5000/Team/Img")
+
+
+def test_stage_context_holds_the_rendered_files_and_the_overlays_only(tmp_path: Path) -> None:
+    loaded = load_plan(REPO / "manifests" / "demo.yaml", dockerfiles_dir=REPO / "dockerfiles")
+    rendered = render(loaded)
+    context = tmp_path / "context"
+    context.mkdir()
+    _stage_context(rendered, context)
+    staged = sorted(str(p.relative_to(context)) for p in context.rglob("*") if p.is_file())
+    assert staged == sorted(
+        ["Dockerfile", ASSERT_SCRIPT, "overlay/av_about.py", "overlay/imagekit-demo-hello"]
+    )
+    # The checker staged is this render's, which is what the Dockerfile's bind mount reads.
+    assert (context / ASSERT_SCRIPT).read_bytes() == rendered.files()[ASSERT_SCRIPT]
+    assert f"source={ASSERT_SCRIPT}," in (context / "Dockerfile").read_text()
+    hello = context / "overlay" / "imagekit-demo-hello"
+    assert hello.stat().st_mode & 0o111  # the launcher keeps its mode

@@ -4,14 +4,25 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
+import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 
 from imagekit.cli.render_cmd import command as render_command
-from imagekit.plan import LoadedPlan, load_plan
-from imagekit.render import render, render_plans, write_rendered
+from imagekit.errors import PlanError
+from imagekit.plan import Assertions, LoadedPlan, load_plan
+from imagekit.render import (
+    ASSERT_MOUNT,
+    ASSERT_SCRIPT,
+    assertion_checker,
+    render,
+    render_plans,
+    write_rendered,
+)
 from imagekit.workspace import Workspace
 
 REPO = Path(__file__).resolve().parents[2]
@@ -38,9 +49,11 @@ def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Workspace:
 
 
 def test_render_is_byte_stable() -> None:
-    first = render(_demo()).data
-    second = render(_demo()).data
-    assert first == second
+    first = render(_demo())
+    second = render(_demo())
+    assert first.data == second.data
+    assert first.files() == second.files()
+    assert list(first.files()) == ["Dockerfile", ASSERT_SCRIPT]
     assert render(_demo()).digest == render(_demo()).digest
 
 
@@ -49,8 +62,11 @@ def test_committed_dockerfiles_are_the_render_of_their_plans() -> None:
         loaded = load_plan(
             REPO / "manifests" / f"{name}.yaml", dockerfiles_dir=REPO / "dockerfiles"
         )
-        committed = (REPO / "dockerfiles" / name / "Dockerfile").read_bytes()
-        assert committed == render(loaded).data, f"run `imagekit render {name}`"
+        files = render(loaded).files()
+        assert set(files) == {"Dockerfile", ASSERT_SCRIPT}  # all three plans assert something
+        for file_name, data in files.items():
+            committed = (REPO / "dockerfiles" / name / file_name).read_bytes()
+            assert committed == data, f"run `imagekit render {name}` ({file_name})"
 
 
 def test_from_carries_the_digest_and_labels_name_base_and_plan() -> None:
@@ -114,38 +130,117 @@ def test_remove_packages_is_exact_and_never_autoremove() -> None:
     assert "dpkg-query" in line and "apt-get -s remove" in line
 
 
-def test_assertions_are_the_last_step_and_carry_the_plan_checks() -> None:
-    lines = render(_demo()).dockerfile.splitlines()
-    last = lines[-1]
-    assert last.startswith("RUN [")
-    argv = json.loads(last[len("RUN ") :])
-    assert argv[:2] == ["python3", "-c"]
-    program = argv[2]
-    assert "'find_spec': ['six', 'av', 'numpy']" in program
-    assert "'pip_check': True" in program
-    compile(program, "<assertions>", "exec")
+def test_assertions_are_the_last_step_through_a_bind_mount_of_the_checker() -> None:
+    rendered = render(_demo())
+    last = rendered.dockerfile.splitlines()[-1]
+    assert last == (
+        f"RUN --mount=type=bind,source={ASSERT_SCRIPT},target={ASSERT_MOUNT} python3 {ASSERT_MOUNT}"
+    )
+    assert "find_spec" not in rendered.dockerfile  # the script is not inline any more
+    program = rendered.files()[ASSERT_SCRIPT].decode()
+    assert '    "find_spec": [\n        "six",\n        "av",\n        "numpy",\n    ],' in program
+    assert '    "pip_check": True,' in program
+    compile(program, ASSERT_SCRIPT, "exec")
+
+
+def test_no_assertions_no_checker_and_no_step() -> None:
+    loaded = _demo()
+    bare = replace(loaded, plan=loaded.plan.model_copy(update={"assertions": Assertions()}))
+    rendered = render(bare)
+    assert list(rendered.files()) == ["Dockerfile"]
+    assert "--mount=type=bind" not in rendered.dockerfile
+
+
+def _run_checker(tmp_path: Path, spec: dict[str, object]) -> subprocess.CompletedProcess[str]:
+    script = tmp_path / ASSERT_SCRIPT
+    script.write_bytes(assertion_checker("unit", Assertions.model_validate(spec)))
+    return subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, check=False, timeout=60
+    )
+
+
+def test_checker_passes_and_fails_with_the_markers_build_parses(tmp_path: Path) -> None:
+    ok = _run_checker(
+        tmp_path,
+        {"find_spec": ["json"], "imports": ["json"], "commands": [{"argv": ["true"]}]},
+    )
+    assert ok.returncode == 0, ok.stdout + ok.stderr
+    assert ok.stdout.splitlines() == [
+        "IMAGEKIT_ASSERT_PASS find_spec json",
+        "IMAGEKIT_ASSERT_PASS import json",
+        'IMAGEKIT_ASSERT_PASS command ["true"]: exit 0, expected 0',
+        "IMAGEKIT_ASSERTIONS_PASSED",
+    ]
+    bad = _run_checker(
+        tmp_path,
+        {
+            "find_spec": ["imagekit_no_such_module", "json"],
+            "commands": [{"argv": ["sh", "-c", "exit 3"], "exit_code": 0}],
+        },
+    )
+    assert bad.returncode == 1
+    lines = bad.stdout.splitlines()
+    missing = "imagekit_no_such_module"
+    assert f"IMAGEKIT_ASSERT_FAIL find_spec {missing}: find_spec returned None" in lines
+    assert "IMAGEKIT_ASSERT_PASS find_spec json" in lines  # one failure hides no other check
+    assert 'IMAGEKIT_ASSERT_FAIL command ["sh", "-c", "exit 3"]: exit 3, expected 0' in lines
+    assert lines[-1] == (
+        "IMAGEKIT_ASSERTIONS_REJECTED 2 failed: find_spec imagekit_no_such_module; "
+        'command ["sh", "-c", "exit 3"]'
+    )
+
+
+def test_checker_embeds_quotes_and_non_ascii_exactly(tmp_path: Path) -> None:
+    argv = ["sh", "-c", """test "$0" = 'a"b\\c é'""", """a"b\\c é"""]
+    result = _run_checker(tmp_path, {"commands": [{"argv": argv}]})
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert f"IMAGEKIT_ASSERT_PASS command {json.dumps(argv)}" in result.stdout
+
+
+def test_an_overlay_may_not_be_a_rendered_file(project: Workspace) -> None:
+    path = project.plans_dir / "demo.yaml"
+    (project.dockerfiles_dir / "demo" / ASSERT_SCRIPT).write_text("print('mine')\n")
+    path.write_text(path.read_text().replace("overlay/av_about.py", ASSERT_SCRIPT))
+    with pytest.raises(PlanError, match="imagekit-assert.py"):
+        load_plan(path, dockerfiles_dir=project.dockerfiles_dir)
 
 
 def test_write_rendered_reports_changes(project: Workspace) -> None:
     loaded = load_plan(project.plans_dir / "demo.yaml", dockerfiles_dir=project.dockerfiles_dir)
     target = project.dockerfiles_dir / "demo" / "Dockerfile"
+    checker = project.dockerfiles_dir / "demo" / ASSERT_SCRIPT
     target.unlink()
     assert write_rendered(loaded).changed
     assert not write_rendered(loaded).changed
     assert target.read_bytes() == render(loaded).data
+    checker.write_bytes(checker.read_bytes() + b"# edited\n")  # only the checker differs
+    assert write_rendered(loaded).changed
+    assert checker.read_bytes() == render(loaded).files()[ASSERT_SCRIPT]
+    # A plan that stops asserting anything leaves no checker behind.
+    bare = replace(loaded, plan=loaded.plan.model_copy(update={"assertions": Assertions()}))
+    assert write_rendered(bare).changed
+    assert not checker.exists()
+    assert not write_rendered(bare).changed
 
 
 def test_render_cli_check_finds_stale_files(project: Workspace) -> None:
     ok = CliRunner().invoke(render_command, ["--check", "--json"])
     assert ok.exit_code == 0, ok.output
     assert {d["plan"] for d in json.loads(ok.stdout)} == {"demo", "m3-cu13", "m3-vllm"}
-    target = project.dockerfiles_dir / "m3-cu13" / "Dockerfile"
-    target.write_text(target.read_text() + "RUN true\n")
-    stale = CliRunner().invoke(render_command, ["--check"])
-    assert stale.exit_code == 1
-    assert "STALE" in stale.stdout
-    fixed = CliRunner().invoke(render_command, ["m3-cu13"])
-    assert fixed.exit_code == 0 and "written" in fixed.stdout
+    for stale_file in ("Dockerfile", ASSERT_SCRIPT):
+        target = project.dockerfiles_dir / "m3-cu13" / stale_file
+        committed = target.read_bytes()
+        target.write_bytes(committed + b"# stale\n")
+        stale = CliRunner().invoke(render_command, ["--check"])
+        assert stale.exit_code == 1, stale_file
+        assert "STALE" in stale.stdout
+        assert target.read_bytes() == committed + b"# stale\n"  # --check writes nothing
+        fixed = CliRunner().invoke(render_command, ["m3-cu13"])
+        assert fixed.exit_code == 0 and "written" in fixed.stdout
+        assert target.read_bytes() == committed
+    (project.dockerfiles_dir / "m3-vllm" / ASSERT_SCRIPT).unlink()
+    assert CliRunner().invoke(render_command, ["--check"]).exit_code == 1
+    assert CliRunner().invoke(render_command, []).exit_code == 0
     assert [r.changed for r in render_plans(project, None, check=True)] == [False] * 3
 
 
