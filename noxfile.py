@@ -7,7 +7,13 @@ the type check on the same pinned versions.
 
 from __future__ import annotations
 
+import sys
+
 import nox
+
+# The interpreter running nox is the project's .venv one; calling tools through it (instead
+# of whatever `python` or `pytest` comes first on PATH) keeps every session in that venv.
+PY = sys.executable
 
 nox.options.default_venv_backend = "none"
 nox.options.sessions = ["lint", "typecheck", "tests"]
@@ -15,20 +21,20 @@ nox.options.sessions = ["lint", "typecheck", "tests"]
 
 @nox.session
 def lint(session: nox.Session) -> None:
-    session.run("ruff", "check", ".")
-    session.run("ruff", "format", "--check", ".")
+    session.run(PY, "-m", "ruff", "check", ".")
+    session.run(PY, "-m", "ruff", "format", "--check", ".")
 
 
 @nox.session
 def typecheck(session: nox.Session) -> None:
-    session.run("mypy", "--strict", "imagekit")
+    session.run(PY, "-m", "mypy", "--strict", "imagekit")
 
 
 @nox.session
 def tests(session: nox.Session) -> None:
-    session.run("pytest", "-q", "-ra", "--durations=15", *session.posargs)
+    session.run(PY, "-m", "pytest", "-q", "-ra", "--durations=15", *session.posargs)
 
 
 @nox.session
 def bench(session: nox.Session) -> None:
-    session.run("python", "-m", "bench.run", *session.posargs)
+    session.run(PY, "-m", "bench.run", *session.posargs)
