@@ -174,7 +174,12 @@ def _render_plan(entries: list[Entry], unplanned: list[Entry]) -> dict[str, Any]
         entry = _latest(e for e in candidates if e.record.kind == kind and _concerns(e.record, ids))
         if entry is None or not ids:
             return NOT_RECORDED
-        return {"status": entry.record.status, "scope": entry.record.scope, **_ref(entry)}
+        found = {"status": entry.record.status, "scope": entry.record.scope, **_ref(entry)}
+        # An audit's verdict depends on the profile it ran with (a generic CPU_PASS and a vllm
+        # CPU_CHECK_INCOMPLETE can both be true of one image): the lock names it.
+        if "profile" in entry.record.details:
+            found["profile"] = entry.record.details["profile"]
+        return found
 
     section["audit"] = status_of("audit")
     section["vulnerability_scan"] = status_of("vulnerability-scan")

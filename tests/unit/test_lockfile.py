@@ -195,3 +195,19 @@ def test_lock_is_deterministic_and_written_atomically(ws: Workspace, tmp_path: P
     assert json.loads(data) == first.document
     assert list(out.parent.glob(".*.tmp")) == []
     assert b"T" not in json.dumps(first.document["ledger"]).encode()  # no wall-clock time
+
+
+def test_lock_names_the_profile_an_audit_ran_with(ws: Workspace) -> None:
+    _history(ws)
+    append_record(
+        ws,
+        "audit",
+        plan="m3",
+        images={"image": PUSHED},
+        status="CPU_CHECK_INCOMPLETE",
+        scope="CPU-only checks, no weights loaded, no GPU test",
+        details={"profile": "vllm"},
+    )
+    audit = render_lock(ws)["images"]["m3"]["audit"]
+    assert audit["status"] == "CPU_CHECK_INCOMPLETE"
+    assert audit["profile"] == "vllm"
