@@ -21,18 +21,29 @@ class Workspace:
     ledger_path: Path
 
     @classmethod
+    def at(cls, root: Path) -> Workspace:
+        """The design card's layout below ``root``, ignoring the environment."""
+        return cls(
+            root=root,
+            plans_dir=root / "manifests",
+            dockerfiles_dir=root / "dockerfiles",
+            evidence_dir=root / "evidence",
+            ledger_path=root / "manifests" / "ledger.jsonl",
+        )
+
+    @classmethod
     def from_env(cls, root: Path | None = None) -> Workspace:
         """Defaults below ``root`` (the current directory), each overridable by IMAGEKIT_*."""
-        base = Path(os.environ.get("IMAGEKIT_ROOT", root or Path.cwd()))
+        default = cls.at(Path(os.environ.get("IMAGEKIT_ROOT", root or Path.cwd())))
 
-        def pick(var: str, default: Path) -> Path:
+        def pick(var: str, fallback: Path) -> Path:
             value = os.environ.get(var)
-            return Path(value) if value else default
+            return Path(value) if value else fallback
 
         return cls(
-            root=base,
-            plans_dir=pick("IMAGEKIT_PLANS_DIR", base / "manifests"),
-            dockerfiles_dir=pick("IMAGEKIT_DOCKERFILES_DIR", base / "dockerfiles"),
-            evidence_dir=pick("IMAGEKIT_EVIDENCE_DIR", base / "evidence"),
-            ledger_path=pick("IMAGEKIT_LEDGER", base / "manifests" / "ledger.jsonl"),
+            root=default.root,
+            plans_dir=pick("IMAGEKIT_PLANS_DIR", default.plans_dir),
+            dockerfiles_dir=pick("IMAGEKIT_DOCKERFILES_DIR", default.dockerfiles_dir),
+            evidence_dir=pick("IMAGEKIT_EVIDENCE_DIR", default.evidence_dir),
+            ledger_path=pick("IMAGEKIT_LEDGER", default.ledger_path),
         )

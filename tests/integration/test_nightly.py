@@ -41,13 +41,7 @@ def _workspace(root: Path) -> Workspace:
     (root / "evidence").mkdir()
     shutil.copy2(REPO_ROOT / "manifests" / "demo.yaml", root / "manifests" / "demo.yaml")
     shutil.copytree(REPO_ROOT / "dockerfiles", root / "dockerfiles")
-    return Workspace(
-        root=root,
-        plans_dir=root / "manifests",
-        dockerfiles_dir=root / "dockerfiles",
-        evidence_dir=root / "evidence",
-        ledger_path=root / "manifests" / "ledger.jsonl",
-    )
+    return Workspace.at(root)
 
 
 @pytest.fixture(scope="module")

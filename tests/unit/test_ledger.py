@@ -29,13 +29,7 @@ DIGEST_B = "sha256:" + "b" * 64
 
 @pytest.fixture
 def ws(tmp_path: Path) -> Workspace:
-    return Workspace(
-        root=tmp_path,
-        plans_dir=tmp_path / "manifests",
-        dockerfiles_dir=tmp_path / "dockerfiles",
-        evidence_dir=tmp_path / "evidence",
-        ledger_path=tmp_path / "manifests" / "ledger.jsonl",
-    )
+    return Workspace.at(tmp_path)
 
 
 def _note(ws: Workspace, n: int, plan: str = "p") -> LedgerRecord:

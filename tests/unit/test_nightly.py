@@ -26,13 +26,7 @@ DIGEST = "sha256:" + "b" * 64
 def ws(tmp_path: Path) -> Workspace:
     root = tmp_path / "p"
     (root / "manifests").mkdir(parents=True)
-    return Workspace(
-        root=root,
-        plans_dir=root / "manifests",
-        dockerfiles_dir=root / "dockerfiles",
-        evidence_dir=root / "evidence",
-        ledger_path=root / "manifests" / "ledger.jsonl",
-    )
+    return Workspace.at(root)
 
 
 def record(ws: Workspace, kind: str, status: str, plan: str = "demo", **images: str) -> None:

@@ -31,13 +31,7 @@ from imagekit.workspace import Workspace
 def ws(tmp_path: Path) -> Workspace:
     root = tmp_path / "p"
     (root / "manifests").mkdir(parents=True)
-    return Workspace(
-        root=root,
-        plans_dir=root / "manifests",
-        dockerfiles_dir=root / "dockerfiles",
-        evidence_dir=root / "evidence",
-        ledger_path=root / "manifests" / "ledger.jsonl",
-    )
+    return Workspace.at(root)
 
 
 def patch_stages(monkeypatch: pytest.MonkeyPatch, behaviour: dict[str, Any]) -> list[str]:

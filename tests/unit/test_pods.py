@@ -24,13 +24,7 @@ REPO = "registry.example.com/serving/sglang"
 
 @pytest.fixture
 def ws(tmp_path: Path) -> Workspace:
-    return Workspace(
-        root=tmp_path,
-        plans_dir=tmp_path / "manifests",
-        dockerfiles_dir=tmp_path / "dockerfiles",
-        evidence_dir=tmp_path / "evidence",
-        ledger_path=tmp_path / "manifests" / "ledger.jsonl",
-    )
+    return Workspace.at(tmp_path)
 
 
 @pytest.mark.parametrize(
