@@ -468,15 +468,22 @@ def mirror(
     try:
         step = "resolving SRC"
         try:
-            src = client.resolve(src_ref, options.platform)
             if options.copy:
                 from imagekit.registry.upload import copy_image
 
+                src = client.resolve(src_ref, options.platform)
                 step = "copying SRC to DST"
                 copied = copy_image(client, src_ref, dst_ref, log=log)
                 copy_summary = copied.to_json()
-            step = "resolving DST"
-            dst = client.resolve(dst_ref, options.platform)
+                step = "resolving DST"
+                dst = client.resolve(dst_ref, options.platform)
+            else:
+                # Two independent chains of round trips (manifest, then config): overlap them.
+                with ThreadPoolExecutor(max_workers=2) as pool:
+                    dst_future = pool.submit(client.resolve, dst_ref, options.platform)
+                    src = client.resolve(src_ref, options.platform)
+                    step = "resolving DST"
+                    dst = dst_future.result()
             report = verify_images(client, src, dst, options, progress)
         except ImagekitError as exc:
             if isinstance(exc, UsageError):

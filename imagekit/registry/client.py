@@ -247,7 +247,9 @@ class RegistryClient:
                 ok = 200 <= response.status_code < 300 or response.status_code in allow_status
                 # A HEAD answer has no body but announces the GET body's Content-Length
                 # (RFC 9110, 9.3.2): reading it would refuse every blob over the limit.
-                if ok and not stream and method != "HEAD":
+                if ok and not stream and method == "HEAD":
+                    response.read()  # no body: this hands the connection back to the pool
+                elif ok and not stream:
                     # Inside the attempt: a body cut off mid-way (Transient) is sent again.
                     read_limited(response, MAX_MANIFEST_BYTES, registry=registry, what="answer")
                 return response

@@ -28,6 +28,7 @@ import httpx
 import tenacity
 
 from imagekit.errors import RegistryError, RegistryProtocolError, RetriesExhausted
+from imagekit.registry.wire import StdlibTransport
 
 T = TypeVar("T")
 
@@ -172,9 +173,11 @@ class Transport:
     ) -> None:
         self.insecure = frozenset(insecure)
         self.policy = policy or RetryPolicy()
+        context = _ssl_context()
         self.http = httpx.Client(
-            transport=transport,
-            verify=_ssl_context() if transport is None else True,
+            # httpx's proxy transports (from the environment) still sit in front of this one
+            transport=transport or StdlibTransport(context),
+            verify=context,
             follow_redirects=False,
             timeout=httpx.Timeout(timeout, connect=min(timeout, 15.0)),
             headers={"User-Agent": "imagekit"},

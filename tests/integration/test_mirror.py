@@ -387,3 +387,17 @@ def test_copy_with_token_auth_mounts_with_a_pull_scope_on_the_source(
     assert report.copy is not None and report.copy["blobs_mounted"] == 3
     assert report.copy["bytes_uploaded"] == 0
     assert token_registry.password not in report.evidence.read_text()  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize("missing", ["SRC", "DST"])
+def test_an_unresolvable_side_is_an_error_report_naming_it(
+    missing: str, source: str, registry: RunningRegistry, workspace: Workspace
+) -> None:
+    # SRC and DST are resolved at the same time; the report must still say which one failed.
+    absent = f"{registry.host}/imagekit-test/never-pushed:1"
+    src, dst = (absent, source) if missing == "SRC" else (source, absent)
+    report = _verify(src, dst, workspace)
+    assert report.verdict is Verdict.ERROR and report.exit_code == 3
+    assert report.message.startswith(f"could not finish: resolving {missing}: ")
+    assert "never-pushed" in report.message
+    assert report.evidence is not None and report.evidence.is_file()

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 
+from imagekit import __version__
 from imagekit.cli import _COMMAND_MODULES, main
 
 
@@ -36,3 +39,34 @@ def test_malformed_digest_never_reaches_a_registry() -> None:
     result = CliRunner().invoke(main, ["inspect", "--json", "127.0.0.1:1/x@sha256:../../x"])
     assert result.exit_code == 2
     assert "malformed digest" in json.loads(result.stdout)["error"]["message"]
+
+
+def test_console_script_entry_resumes_the_collector_and_skips_httpx_cli() -> None:
+    # entry() pauses the cyclic GC while a command loads; the command itself must run with
+    # it on again, and httpx's own CLI (rich, pygments) must not have been imported.
+    script = (
+        "import gc, sys\n"
+        "from imagekit.cli import entry\n"
+        "sys.argv = ['imagekit', 'mirror', '--help']\n"
+        "try:\n"
+        "    entry()\n"
+        "except SystemExit as exc:\n"
+        "    print(exc.code, gc.isenabled(), sys.modules.get('httpx._main', 'absent'),\n"
+        "          'rich.console' in sys.modules, file=sys.stderr)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert "Usage: imagekit mirror" in done.stdout
+    assert done.stderr.split() == ["0", "True", "None", "False"], done.stderr
+
+
+def test_python_dash_m_is_the_console_script() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "imagekit", "--version"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0 and done.stdout.strip() == f"imagekit, version {__version__}"
