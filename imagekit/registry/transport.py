@@ -18,6 +18,7 @@ import random
 import re
 import ssl
 import time
+import urllib.request
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -160,6 +161,27 @@ def _ssl_context() -> ssl.SSLContext:
     return ssl.create_default_context()
 
 
+def _proxy_mounts() -> dict[str, httpx.BaseTransport | None]:
+    """httpx transports for the proxies the environment names (HTTP(S)_PROXY, ALL_PROXY,
+    NO_PROXY), in front of the stdlib transport.
+
+    httpx reads those variables only when it builds its own default transport, so with ours
+    they must be mounted here, by httpx's own rules (its ``get_environment_proxies``; httpx
+    is pinned below 0.29, and tests/integration/registry/test_wire.py checks the proxy is
+    used). A NO_PROXY host maps to None: our transport, no proxy. Without any proxy nothing
+    is built, and the CA bundle is loaded only on the first https connection.
+    """
+    if not urllib.request.getproxies():
+        return {}
+    from httpx._utils import get_environment_proxies
+
+    context = _ssl_context()
+    return {
+        pattern: None if url is None else httpx.HTTPTransport(proxy=url, verify=context)
+        for pattern, url in get_environment_proxies().items()
+    }
+
+
 class Transport:
     """One httpx client for all registries, and the scheme, redirect and error rules."""
 
@@ -173,11 +195,9 @@ class Transport:
     ) -> None:
         self.insecure = frozenset(insecure)
         self.policy = policy or RetryPolicy()
-        context = _ssl_context()
         self.http = httpx.Client(
-            # httpx's proxy transports (from the environment) still sit in front of this one
-            transport=transport or StdlibTransport(context),
-            verify=context,
+            transport=transport or StdlibTransport(_ssl_context),
+            mounts=_proxy_mounts() if transport is None else None,
             follow_redirects=False,
             timeout=httpx.Timeout(timeout, connect=min(timeout, 15.0)),
             headers={"User-Agent": "imagekit"},

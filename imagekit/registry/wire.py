@@ -12,7 +12,8 @@ Everything above the wire stays httpx: requests, responses, URLs, redirects, aut
 (:mod:`imagekit.registry.transport`). This module only moves bytes, and raises httpx's own
 exceptions (``ConnectError``, ``ReadTimeout``, ``RemoteProtocolError``...) so that the one
 boundary in transport.py keeps mapping them. Proxies from the environment are not handled
-here: httpx mounts its own proxy transports in front of this one for the URLs they cover.
+here: transport.py mounts httpx's own proxy transports in front of this one for the URLs
+they cover (httpx would silently ignore the variables once given a transport).
 
 What it does, as httpcore does: keep-alive connections pooled per origin (a pooled
 connection the server closed meanwhile is noticed before reuse; a request that fails on a
@@ -28,7 +29,7 @@ import http.client
 import selectors
 import ssl
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import httpx
@@ -147,8 +148,12 @@ class _Body(httpx.SyncByteStream):
 class StdlibTransport(httpx.BaseTransport):
     """An httpx transport that speaks HTTP/1.1 through ``http.client``."""
 
-    def __init__(self, ssl_context: ssl.SSLContext) -> None:
-        self._ssl_context = ssl_context
+    def __init__(self, ssl_context: ssl.SSLContext | Callable[[], ssl.SSLContext]) -> None:
+        """``ssl_context`` may be a factory, called on the first https connection: loading
+        the system's CA bundle takes about 50 ms, which plain-HTTP (loopback) registries
+        need not pay."""
+        self._ssl_source = ssl_context
+        self._ssl_context = ssl_context if isinstance(ssl_context, ssl.SSLContext) else None
         self._idle: dict[Origin, list[http.client.HTTPConnection]] = {}
         # Every open connection, idle or lent to a response, so that close() closes them
         # all, even those of responses their readers never closed.
@@ -187,12 +192,20 @@ class StdlibTransport(httpx.BaseTransport):
                 return conn
             self.discard(conn)
 
+    def _tls(self) -> ssl.SSLContext:
+        with self._lock:
+            if self._ssl_context is None:
+                source = self._ssl_source
+                assert callable(source)  # noqa: S101 - a context was not given, a factory was
+                self._ssl_context = source()
+            return self._ssl_context
+
     def _connect(self, origin: Origin, timeouts: dict[str, float | None]) -> Any:
         scheme, host, port = origin
         conn: http.client.HTTPConnection
         if scheme == "https":
             conn = http.client.HTTPSConnection(
-                host, port, timeout=timeouts["connect"], context=self._ssl_context
+                host, port, timeout=timeouts["connect"], context=self._tls()
             )
         else:
             conn = http.client.HTTPConnection(host, port, timeout=timeouts["connect"])

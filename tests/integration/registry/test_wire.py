@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import http.client
+import http.server
 import io
 import os
 import socket
@@ -796,3 +798,67 @@ def test_server_that_never_reads_is_a_write_timeout() -> None:
             for sock in held:
                 sock.close()
     assert time.monotonic() - started < 5.0
+
+
+class _ForwardProxy(http.server.ThreadingHTTPServer):
+    """A plain HTTP forward proxy on loopback (absolute-URI GET/HEAD), recording targets."""
+
+    def __init__(self) -> None:
+        self.seen: list[str] = []
+        outer = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def _forward(self) -> None:
+                outer.seen.append(f"{self.command} {self.path}")
+                url = httpx.URL(self.path)  # a forward proxy receives the absolute URI
+                upstream = http.client.HTTPConnection(url.host, url.port, timeout=10)
+                headers = {k: v for k, v in self.headers.items() if k.lower() != "proxy-connection"}
+                upstream.request(self.command, url.raw_path.decode(), headers=headers)
+                answer = upstream.getresponse()
+                body = answer.read()
+                self.send_response(answer.status)
+                for name, value in answer.getheaders():
+                    if name.lower() not in ("transfer-encoding", "content-length", "connection"):
+                        self.send_header(name, value)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                if self.command != "HEAD":
+                    self.wfile.write(body)
+                upstream.close()
+
+            do_GET = do_HEAD = _forward  # noqa: N815 - http.server's naming
+
+            def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
+                return None
+
+        super().__init__(("127.0.0.1", 0), Handler)
+
+
+@pytest.mark.parametrize("no_proxy", [None, "127.0.0.1"])
+def test_environment_proxy_is_used_in_front_of_the_stdlib_transport(
+    registry: RunningRegistry, monkeypatch: pytest.MonkeyPatch, no_proxy: str | None
+) -> None:
+    # httpx ignores the proxy variables once it is given a transport of ours; Transport
+    # mounts them itself, by httpx's rules: HTTP_PROXY is used, NO_PROXY hosts go direct.
+    proxy = _ForwardProxy()
+    thread = threading.Thread(target=proxy.serve_forever, daemon=True)
+    thread.start()
+    try:
+        for name in ("NO_PROXY", "no_proxy", "ALL_PROXY", "all_proxy", "HTTPS_PROXY"):
+            monkeypatch.delenv(name, raising=False)
+        monkeypatch.setenv("HTTP_PROXY", f"http://127.0.0.1:{proxy.server_address[1]}")
+        if no_proxy is not None:
+            monkeypatch.setenv("NO_PROXY", no_proxy)
+        transport = Transport()
+        try:
+            response = transport.send("GET", f"http://{registry.host}/v2/", registry=registry.host)
+            assert response.status_code == 200
+            response.close()
+        finally:
+            transport.close()
+    finally:
+        proxy.shutdown()
+        proxy.server_close()
+    assert proxy.seen == ([] if no_proxy else [f"GET http://{registry.host}/v2/"])
