@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 
 from tests.conftest import write_docker_auths
-from tests.integration.registry.layout import Layout, push_layout, skopeo_copy, write_layout
 from tests.support.base_image import BaseImage
+from tests.support.oci_layout import Layout, write_layout
 from tests.support.registries import RunningRegistry
 
 pytestmark = pytest.mark.integration
@@ -101,8 +101,8 @@ def multi(
     tmp_path_factory: pytest.TempPathFactory, registry: RunningRegistry
 ) -> tuple[Layout, str]:
     layout = write_layout(tmp_path_factory.mktemp("inspect-layout"), salt=secrets.token_hex(4))
-    return layout, push_layout(
-        layout, registry.host, f"imagekit-test/inspect-{secrets.token_hex(3)}"
+    return layout, layout.push(
+        f"{registry.host}/imagekit-test/inspect-{secrets.token_hex(3)}:multi"
     )
 
 
@@ -210,7 +210,7 @@ def test_html_answer_exits_3_quoting_it(web_server: str) -> None:
 def test_tampered_manifest_exits_1(make_registry: Any, multi: tuple[Layout, str]) -> None:
     layout, _ = multi
     reg: RunningRegistry = make_registry("none")
-    skopeo_copy(f"oci:{layout.path}:multi", f"docker://{reg.host}/imagekit-test/tampered:multi")
+    layout.push(f"{reg.host}/imagekit-test/tampered:multi")
     digest = layout.images["linux/amd64"].manifest_digest
     hexpart = digest.split(":")[1]
     [stored] = list(reg.storage.rglob(f"blobs/sha256/{hexpart[:2]}/{hexpart}/data"))

@@ -88,7 +88,7 @@ def test_baseline_without_faults(
     assert verdict is Verdict.CONTENT_IDENTICAL, message
     assert message == "same config, same 3 diffIDs, compressed blobs differ"
     assert evidence is not None and evidence.is_file()
-    assert any("/blobs/" in path for _, path, _, _, _ in proxy.log)
+    assert any("/blobs/" in e.path for e in proxy.log)
 
 
 @pytest.mark.parametrize(
@@ -112,7 +112,7 @@ def test_transient_faults_are_survived_with_the_same_verdict(
     assert verdict is Verdict.CONTENT_IDENTICAL, message
     if fault.kind == "drop":
         # resumed with Range where the connection broke, not downloaded again from 0
-        resumed = [r for _, path, status, _, r in proxy.log if "/blobs/" in path and r]
+        resumed = [e.range for e in proxy.log if "/blobs/" in e.path and e.range]
         assert len(resumed) >= 2 and all(
             r.startswith("bytes=") and r != "bytes=0-" for r in resumed
         )

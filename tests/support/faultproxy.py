@@ -1,8 +1,9 @@
 """A fault-injecting HTTP proxy on loopback, IN FRONT OF a real registry.
 
-The registry is real; only faults it cannot be made to produce are added here, each on the
-requests a rule matches and only as many times as the rule says, so a test can prove both
-that the fault fired (``proxy.fired``) and what the client made of it:
+DESIGN.md: a fake is only for a fault the real part cannot be made to produce, and then it
+sits in front of the real part. The registry is real; only faults it cannot be made to produce
+are added here, each on the requests a rule matches and only as many times as the rule says,
+so a test can prove both that the fault fired (``proxy.fired``) and what the client made of it:
 
 - ``drop``: forward the headers and ``after`` body bytes, then cut the connection.
 - ``status``: answer ``status`` (503, 429, ...) with an optional Retry-After, upstream untouched.
@@ -10,14 +11,20 @@ that the fault fired (``proxy.fired``) and what the client made of it:
 - ``truncate``: forward only ``after`` body bytes with a Content-Length that says so (a clean,
   short answer: no transport error to retry).
 - ``flip``: flip the byte at ``offset`` of the body (same length, other bytes).
-
-``after`` and ``offset`` move to the middle of a body shorter than them, so a fault that
-fired (counted in ``Fault.fired``) always changed something.
 - ``wrong_digest``: replace the Docker-Content-Digest header with another digest.
 - ``reset``: forward the request (the registry acts on it), then close the connection
   without an answer, as a relay that dies after an upload chunk went through.
+- ``redirect``: answer 307 to another origin (``localhost`` instead of ``127.0.0.1``, the
+  same port), the way registries send blob downloads to an object store; the registry here
+  keeps blobs on its filesystem and never does. That origin is the "object store": it serves
+  the request from the registry on its own standing (``offsite_authorization``, as a
+  pre-signed URL would), and the log says which Authorization header arrived there.
 
-Everything else passes through unchanged, Range and Authorization headers included.
+``after`` and ``offset`` move to the middle of a body shorter than them, so a fault that
+fired (counted in ``Fault.fired``) always changed something.
+
+Everything else passes through unchanged, Range and Authorization headers included. Each
+request goes into ``proxy.log`` as an ``Exchange`` once its status is known, before its body.
 """
 
 from __future__ import annotations
@@ -33,11 +40,12 @@ from typing import Any
 
 _HOP = {"connection", "keep-alive", "transfer-encoding", "proxy-connection", "upgrade", "te"}
 WRONG_DIGEST = "sha256:" + "0" * 64
+OFFSITE_HOST = "localhost"  # the name a ``redirect`` sends the client to; ours is 127.0.0.1
 
 
 @dataclass
 class Fault:
-    kind: str  # drop | status | drip | truncate | flip | wrong_digest | reset
+    kind: str  # drop | status | drip | truncate | flip | wrong_digest | reset | redirect
     path: str = r"/blobs/sha256:"  # regex searched in the request path
     method: str = "GET"
     times: int = 1  # how many matching requests get the fault; -1: all of them
@@ -58,19 +66,37 @@ class Fault:
         return method == self.method and re.search(self.path, path) is not None
 
 
+@dataclass(frozen=True)
+class Exchange:
+    """One request as the proxy saw it and the status it answered."""
+
+    method: str
+    path: str
+    status: int  # 0: the connection was reset without an answer
+    fault: str  # the kind of the fault that fired on it, or '-'
+    range: str | None  # the Range header that arrived
+    authorization: str | None  # the Authorization header that arrived
+    offsite: bool = False  # it arrived at the "object store" a ``redirect`` points to
+
+
 @dataclass
 class FaultProxy:
     upstream: str  # host:port of the real registry
     faults: list[Fault] = field(default_factory=list)
-    # (method, path, status, fault kind or '-', Range header or '')
-    log: list[tuple[str, str, int, str, str]] = field(default_factory=list)
+    #: What the "object store" uses to read from the registry (its own standing, not ours).
+    offsite_authorization: str | None = None
+    log: list[Exchange] = field(default_factory=list)
     _server: ThreadingHTTPServer | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     @property
-    def host(self) -> str:
+    def port(self) -> int:
         assert self._server is not None
-        return f"127.0.0.1:{self._server.server_address[1]}"
+        return int(self._server.server_address[1])
+
+    @property
+    def host(self) -> str:
+        return f"127.0.0.1:{self.port}"
 
     def fired(self, kind: str | None = None) -> int:
         return sum(f.fired for f in self.faults if kind is None or f.kind == kind)
@@ -96,47 +122,71 @@ class FaultProxy:
             def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
                 return None
 
-            def _handle(self) -> None:
-                fault = proxy._pick(self.command, self.path, self.headers)
-                kind = fault.kind if fault else "-"
-                if fault is not None and fault.kind == "status":
-                    self.send_response(fault.status)
-                    if fault.retry_after is not None:
-                        self.send_header("Retry-After", fault.retry_after)
-                    self.send_header("Content-Length", "0")
-                    self.send_header("Connection", "close")
-                    self.end_headers()
-                    self.close_connection = True
-                    proxy.log.append(
-                        (self.command, self.path, fault.status, kind, self.headers.get("Range", ""))
+            def _record(self, status: int, fault: Fault | None, offsite: bool) -> None:
+                proxy.log.append(
+                    Exchange(
+                        self.command,
+                        self.path,
+                        status,
+                        fault.kind if fault else "-",
+                        self.headers.get("Range"),
+                        self.headers.get("Authorization"),
+                        offsite,
                     )
+                )
+
+            def _handle(self) -> None:
+                offsite = self.headers.get("Host", "").startswith(f"{OFFSITE_HOST}:")
+                # The object store has no faults (a redirect there would send it back again).
+                fault = None if offsite else proxy._pick(self.command, self.path, self.headers)
+                if fault is not None and fault.kind in ("status", "redirect"):
+                    self._answer(fault)
                     return
                 length = int(self.headers.get("Content-Length") or 0)
                 body = self.rfile.read(length) if length else None
                 headers = {k: v for k, v in self.headers.items() if k.lower() not in _HOP}
                 # The client's Host stays: the registry builds upload Locations from it, so
                 # they point back at this proxy and every request of an upload passes here.
+                path = self.path
+                if offsite:
+                    # A pre-signed URL: the store checks its query, never the client's
+                    # Authorization, and reads the registry on its own standing.
+                    path = path.split("?", 1)[0]
+                    headers = {k: v for k, v in headers.items() if k.lower() != "authorization"}
+                    if proxy.offsite_authorization:
+                        headers["Authorization"] = proxy.offsite_authorization
                 upstream = http.client.HTTPConnection(proxy.upstream, timeout=60)
                 try:
-                    upstream.request(self.command, self.path, body=body, headers=headers)
+                    upstream.request(self.command, path, body=body, headers=headers)
                     response = upstream.getresponse()
                     data = response.read() if self.command != "HEAD" else b""
                     if fault is not None and fault.kind == "reset":
+                        self._record(0, fault, offsite)
                         self.close_connection = True
                         self.connection.setsockopt(
                             socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00"
                         )
                         self.connection.close()
-                        proxy.log.append(
-                            (self.command, self.path, 0, kind, self.headers.get("Range", ""))
-                        )
                         return
+                    self._record(response.status, fault, offsite)
                     self._reply(response, data, fault)
                 finally:
                     upstream.close()
-                proxy.log.append(
-                    (self.command, self.path, response.status, kind, self.headers.get("Range", ""))
-                )
+
+            def _answer(self, fault: Fault) -> None:
+                """Answer on the registry's behalf without asking it: ``status``, ``redirect``."""
+                status = 307 if fault.kind == "redirect" else fault.status
+                self._record(status, fault, False)
+                self.send_response(status)
+                if fault.kind == "redirect":
+                    location = f"http://{OFFSITE_HOST}:{proxy.port}{self.path}"
+                    self.send_header("Location", f"{location}?X-Signature=presigned")
+                if fault.retry_after is not None:
+                    self.send_header("Retry-After", fault.retry_after)
+                self.send_header("Content-Length", "0")
+                self.send_header("Connection", "close")
+                self.end_headers()
+                self.close_connection = True
 
             def _reply(
                 self, response: http.client.HTTPResponse, data: bytes, fault: Fault | None
@@ -199,3 +249,9 @@ class FaultProxy:
         if self._server is not None:
             self._server.shutdown()
             self._server.server_close()
+
+    def __enter__(self) -> FaultProxy:
+        return self.start()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()

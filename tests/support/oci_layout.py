@@ -4,6 +4,12 @@ The tests need images whose layers we control byte for byte (multi-member gzip, 
 zstd frames, a replaced layer with a self-consistent config); an OCI layout on disk plus
 `skopeo copy oci:DIR docker://...` gives them real manifests in a real registry without any
 network. Configs carry the fields Docker writes, so a conversion that drops some shows.
+
+``LayoutWriter`` builds a layout piece by piece. ``write_layout`` writes the one the registry
+and inspect tests share: an index with linux/amd64, linux/arm64/v8 and a BuildKit-style
+attestation manifest (platform unknown/unknown, annotated ``vnd.docker.reference.type``), each
+image one gzip layer and a config whose diff_ids are the layer's uncompressed digest; its
+``Layout.push`` copies the whole index byte for byte (``--all --preserve-digests``).
 """
 
 from __future__ import annotations
@@ -15,7 +21,7 @@ import json
 import random
 import subprocess
 import tarfile
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -32,18 +38,27 @@ def sha256(data: bytes) -> str:
     return "sha256:" + hashlib.sha256(data).hexdigest()
 
 
+def tar_of(files: Mapping[str, bytes]) -> bytes:
+    """A reproducible tar of these files (name to content): mode 0644, mtime 0, PAX format."""
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        for name, data in files.items():
+            info = tarfile.TarInfo(name)
+            info.size, info.mtime, info.mode = len(data), 0, 0o644
+            tar.addfile(info, io.BytesIO(data))
+    return buf.getvalue()
+
+
 def make_tar(seed: int, files: int = 4, size: int = 200_000) -> bytes:
     """A reproducible, compressible tar of a few text files."""
     rng = random.Random(seed)  # noqa: S311 - test data, not secrets
     words = [rng.randbytes(4).hex()[: rng.randint(2, 8)] for _ in range(400)]
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as tar:
-        for i in range(files):
-            data = " ".join(rng.choices(words, k=size // 4)).encode()[:size]
-            info = tarfile.TarInfo(f"layer{seed}/file{i}.txt")
-            info.size, info.mtime, info.mode = len(data), 0, 0o644
-            tar.addfile(info, io.BytesIO(data))
-    return buf.getvalue()
+    return tar_of(
+        {
+            f"layer{seed}/file{i}.txt": " ".join(rng.choices(words, k=size // 4)).encode()[:size]
+            for i in range(files)
+        }
+    )
 
 
 @dataclass(frozen=True)
@@ -105,13 +120,31 @@ class LayoutWriter:
         return {"mediaType": OCI_MANIFEST, **self.blob(json.dumps(manifest).encode())}
 
     def attestation(self, subject: dict[str, Any]) -> dict[str, Any]:
-        """A BuildKit-style attestation manifest (in-toto layer) pointing at ``subject``."""
+        """An attestation manifest for ``subject`` as BuildKit writes it; returns its index entry.
+
+        An in-toto layer with its predicate type, a config for unknown/unknown whose diff_ids
+        name that layer, and an index entry annotated with the subject's digest:
+        https://docs.docker.com/build/metadata/attestations/attestation-storage/
+        """
         statement = json.dumps({"_type": "https://in-toto.io/Statement/v0.1"}).encode()
+        config = {
+            "architecture": "unknown",
+            "os": "unknown",
+            "rootfs": {"type": "layers", "diff_ids": [sha256(statement)]},
+        }
         manifest = {
             "schemaVersion": 2,
             "mediaType": OCI_MANIFEST,
-            "config": {"mediaType": OCI_CONFIG, **self.blob(b"{}")},
-            "layers": [{"mediaType": "application/vnd.in-toto+json", **self.blob(statement)}],
+            "config": {"mediaType": OCI_CONFIG, **self.blob(json.dumps(config).encode())},
+            "layers": [
+                {
+                    "mediaType": "application/vnd.in-toto+json",
+                    **self.blob(statement),
+                    "annotations": {
+                        "in-toto.io/predicate-type": "https://slsa.dev/provenance/v0.2"
+                    },
+                }
+            ],
         }
         return {
             "mediaType": OCI_MANIFEST,
@@ -123,8 +156,12 @@ class LayoutWriter:
             },
         }
 
-    def index(self, entries: Sequence[dict[str, Any]], tag: str = "latest") -> None:
-        """Write index.json listing ``entries`` (the layout's root) under ``tag``."""
+    def index(self, entries: Sequence[dict[str, Any]], tag: str = "latest") -> dict[str, Any]:
+        """Write index.json listing ``entries`` (the layout's root) under ``tag``.
+
+        One entry is tagged as it is; several go into an image index blob, which is tagged.
+        Returns the tagged descriptor.
+        """
         if len(entries) == 1:
             top = [{**entries[0], "annotations": {"org.opencontainers.image.ref.name": tag}}]
         else:
@@ -139,11 +176,80 @@ class LayoutWriter:
         (self.root / "index.json").write_text(
             json.dumps({"schemaVersion": 2, "mediaType": OCI_INDEX, "manifests": top})
         )
+        return top[0]
+
+
+@dataclass(frozen=True)
+class LayoutImage:
+    """One platform's image in a layout from ``write_layout``, as a registry will report it."""
+
+    manifest_digest: str
+    config_digest: str
+    layer_digest: str
+    layer_size: int
+    diff_id: str
+
+
+@dataclass(frozen=True)
+class Layout:
+    """What ``write_layout`` wrote: its directory, tag and digests, images keyed by platform."""
+
+    path: Path
+    tag: str
+    index_digest: str
+    attestation_digest: str
+    images: dict[str, LayoutImage]
+
+    def push(self, dest: str, *args: str) -> str:
+        """Copy the whole index to ``dest`` (host/repository:tag) byte for byte; returns it."""
+        push_layout(self.path, dest, "--all", "--preserve-digests", *args, tag=self.tag)
+        return dest
+
+
+def write_layout(
+    root: Path, *, tag: str = "multi", salt: str = "", amd64_payload: int = 0
+) -> Layout:
+    """Write the two-platform index plus an attestation manifest as an OCI layout at root.
+
+    Each image's layer is a tar of one ``hello.txt`` naming its architecture and ``salt``, so
+    layouts with other salts have other image digests. ``amd64_payload`` adds that many
+    incompressible bytes to the amd64 layer (for tests that need a blob of some size).
+    """
+    writer = LayoutWriter(root)
+    filler = random.Random(salt).randbytes(amd64_payload)  # noqa: S311 - test data
+    entries: list[dict[str, Any]] = []
+    images: dict[str, LayoutImage] = {}
+    for platform, payload in (("linux/amd64", filler), ("linux/arm64/v8", b"")):
+        os_, arch, *variant = platform.split("/")
+        fields = {"os": os_, "architecture": arch} | ({"variant": variant[0]} if variant else {})
+        layer = Layer.gzip(tar_of({"hello.txt": f"{arch} {salt}\n".encode() + payload}))
+        config = config_for([layer], arch=arch, extra=fields)
+        manifest = writer.image([layer], config)
+        entries.append({**manifest, "platform": fields})
+        images[platform] = LayoutImage(
+            manifest_digest=manifest["digest"],
+            config_digest=sha256(config),
+            layer_digest=sha256(layer.blob),
+            layer_size=len(layer.blob),
+            diff_id=layer.diff_id,
+        )
+    attestation = writer.attestation(entries[0])
+    top = writer.index([*entries, attestation], tag)
+    return Layout(
+        path=root,
+        tag=tag,
+        index_digest=top["digest"],
+        attestation_digest=attestation["digest"],
+        images=images,
+    )
 
 
 def skopeo_copy(src: str, dst: str, *args: str) -> None:
-    """Run a real `skopeo copy` between transports, TLS off for loopback registries."""
-    subprocess.run(
+    """Run a real `skopeo copy` between transports, TLS off for loopback registries.
+
+    A failure is an AssertionError quoting skopeo's stderr, which says what went wrong.
+    """
+    done = subprocess.run(
         [
             "skopeo",
             "copy",
@@ -154,13 +260,17 @@ def skopeo_copy(src: str, dst: str, *args: str) -> None:
             src,
             dst,
         ],
-        check=True,
         capture_output=True,
+        text=True,
         timeout=600,
+        check=False,
     )
+    if done.returncode != 0:
+        raise AssertionError(f"skopeo copy {src} {dst} failed: {done.stderr[-2000:]}")
 
 
 def push_layout(root: Path, dest: str, *args: str, tag: str = "latest") -> None:
+    """Push the layout's image tagged ``tag`` to ``dest`` (host/repository:tag)."""
     skopeo_copy(f"oci:{root}:{tag}", f"docker://{dest}", *args)
 
 

@@ -21,8 +21,8 @@ from imagekit.errors import (
 from imagekit.refs import Digest, parse_platform, parse_reference
 from imagekit.registry import Descriptor, RegistryClient
 from tests.conftest import write_docker_auths
-from tests.integration.registry.layout import Layout, push_layout, write_layout
-from tests.integration.registry.proxies import fault_proxy
+from tests.support.faultproxy import Fault, FaultProxy
+from tests.support.oci_layout import Layout, write_layout
 from tests.support.registries import RunningRegistry
 
 pytestmark = pytest.mark.integration
@@ -46,8 +46,8 @@ def pushed(
     repo = f"imagekit-test/multi-{secrets.token_hex(3)}"
     refs = {}
     for name, reg in (("none", registry), ("basic", basic_registry), ("token", token_registry)):
-        creds = f"{reg.username}:{reg.password}" if reg.username else None
-        refs[name] = push_layout(layout, reg.host, repo, dest_creds=creds)
+        creds = ("--dest-creds", f"{reg.username}:{reg.password}") if reg.username else ()
+        refs[name] = layout.push(f"{reg.host}/{repo}:multi", *creds)
     return refs
 
 
@@ -182,15 +182,15 @@ def test_dropped_connection_resumes_against_the_real_registry(
     layout: Layout, pushed: dict[str, str], registry: RunningRegistry
 ) -> None:
     amd64 = layout.images["linux/amd64"]
-    with fault_proxy(registry.host, cut_blob_after=1_000_000) as proxy:
+    with FaultProxy(registry.host, [Fault("drop", after=1_000_000, only_full=True)]) as proxy:
         ref = parse_reference(pushed["none"].replace(registry.host, proxy.host))
         desc = Descriptor("x", Digest(amd64.layer_digest), amd64.layer_size)
         restarts: list[int] = []
         with RegistryClient() as client:
             data = b"".join(client.stream_blob(ref, desc, on_restart=lambda: restarts.append(1)))
     assert Digest.of_bytes(data) == amd64.layer_digest
-    assert proxy.cuts_done == 1 and restarts == []
-    ranges = [r["range"] for r in proxy.blob_requests]
+    assert proxy.fired("drop") == 1 and restarts == []
+    ranges = [e.range for e in proxy.log if e.method == "GET" and "/blobs/sha256:" in e.path]
     assert ranges[0] is None
     assert ranges[1] is not None and ranges[1].startswith("bytes=")
     assert int(ranges[1][6:].rstrip("-")) >= 1  # resumed where it stopped, not from 0
@@ -205,8 +205,10 @@ def test_authorization_does_not_follow_a_redirect_to_another_host(
     write_docker_auths(docker_config, basic_registry)
     amd64 = layout.images["linux/amd64"]
     entry = basic_registry.docker_auth_entry()[basic_registry.host]["auth"]
-    with fault_proxy(
-        basic_registry.host, redirect_blobs=True, offsite_authorization=f"Basic {entry}"
+    with FaultProxy(
+        basic_registry.host,
+        [Fault("redirect", times=-1)],
+        offsite_authorization=f"Basic {entry}",
     ) as proxy:
         write_docker_auths(docker_config, basic_registry)
         config = json.loads((docker_config / "config.json").read_text())
@@ -218,9 +220,13 @@ def test_authorization_does_not_follow_a_redirect_to_another_host(
             desc = image.layers[0]
             data = b"".join(client.stream_blob(ref, desc))
     assert Digest.of_bytes(data) == amd64.layer_digest
-    assert any(r["authorization"] for r in proxy.blob_requests)  # the registry got it
-    assert proxy.offsite_requests, "the redirect was not followed"
-    assert all(r["authorization"] is None for r in proxy.offsite_requests)
+    offsite = [e for e in proxy.log if e.offsite]
+    blob_gets = [
+        e for e in proxy.log if e.method == "GET" and "/blobs/sha256:" in e.path and not e.offsite
+    ]
+    assert any(e.authorization for e in blob_gets)  # the registry got it
+    assert offsite, "the redirect was not followed"
+    assert all(e.authorization is None for e in offsite)
 
 
 def test_corrupted_storage_is_a_digest_mismatch(
@@ -228,7 +234,7 @@ def test_corrupted_storage_is_a_digest_mismatch(
 ) -> None:
     """A real registry serving other bytes under a digest (its storage was tampered with)."""
     reg = make_registry("none")
-    pushed = push_layout(layout, reg.host, "imagekit-test/corrupt")
+    pushed = layout.push(f"{reg.host}/imagekit-test/corrupt:multi")
     amd64 = layout.images["linux/amd64"]
     hexpart = amd64.manifest_digest.split(":")[1]
     [stored] = list(reg.storage.rglob(f"blobs/sha256/{hexpart[:2]}/{hexpart}/data"))
