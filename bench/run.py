@@ -475,6 +475,14 @@ def _write(out: Path, results: dict[str, Any]) -> None:
         f"- the verification itself (in-process time from the report, best of {rounds}: "
         f"{in_process:.2f} s, without interpreter start and CLI imports) reaches "
         f"**{ratios['imagekit_in_process_share_of_limit'] * 100:.0f}%** of the limit",
+        "- round by round (each limit run right before its imagekit run): "
+        + ", ".join(
+            f"{limit / ours_run * 100:.0f}%"
+            for limit, ours_run in zip(
+                results["machine_limit"]["runs"], results["imagekit"]["runs"], strict=True
+            )
+        )
+        + " of the limit, wall time",
         f"- imagekit peak RSS: **{results['imagekit']['peak_rss_mib']} MiB** (target < 150)",
         "- the limit reads local files; imagekit also pays for the registry serving the bytes "
         "and the loopback copy, on the same cores (the download-only row), and for its "
