@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import subprocess
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -73,9 +74,13 @@ def token_registry(make_registry: Callable[..., RunningRegistry]) -> RunningRegi
 
 
 @pytest.fixture(scope="session")
-def base_image(engine: Engine, registry: RunningRegistry) -> BaseImage:
+def base_image(engine: Engine, registry: RunningRegistry) -> Iterator[BaseImage]:
     """The Debian bookworm base, pushed to the anonymous registry, pinned by digest."""
-    return push_base(engine.client_path, registry.host)
+    base = push_base(engine.client_path, registry.host)
+    yield base
+    # The push left a repo digest for this session's registry port in the engine: untag it
+    # (the image itself stays, under its local tag, for the next session to reuse).
+    subprocess.run([engine.client_path, "rmi", base.reference], check=False, capture_output=True)
 
 
 @pytest.fixture
