@@ -21,8 +21,10 @@ Public API::
 - Every manifest and blob is checked against its digest and size as it arrives; errors are
   the classes of imagekit.errors (DigestMismatch exits 1, registry errors exit 3).
 
-Modules: transport (httpx, redirects, limits, retries), auth (WWW-Authenticate, tokens),
-credentials (docker config), manifest (media types, models, Descriptor), client.
+Modules: transport (httpx, redirects, limits, retries, environment proxies), wire (HTTP/1.1
+through http.client under httpx: the fast path for blob bodies), auth (WWW-Authenticate,
+tokens), credentials (docker config), manifest (media types, models, Descriptor), client,
+upload (copying blobs and manifests).
 """
 
 from imagekit.registry.client import (
