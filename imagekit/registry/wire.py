@@ -70,7 +70,10 @@ class _Body(httpx.SyncByteStream):
         origin: Origin,
         conn: http.client.HTTPConnection,
         response: http.client.HTTPResponse,
+        *,
+        reusable: bool = True,
     ) -> None:
+        self._reusable = reusable
         self._owner = owner
         self._origin = origin
         self._conn: http.client.HTTPConnection | None = conn
@@ -132,7 +135,7 @@ class _Body(httpx.SyncByteStream):
         # read1 leaves a counted body "open" at its end; closing the answer tells
         # http.client the connection is free (the socket stays with the connection).
         self._response.close()
-        if self._response.will_close:
+        if self._response.will_close or not self._reusable:
             self._owner.discard(conn)
         else:
             self._owner.put_idle(self._origin, conn)
@@ -269,6 +272,7 @@ class StdlibTransport(httpx.BaseTransport):
         sock = conn.sock
         assert sock is not None  # noqa: S101 - connected by _connect or taken from the pool
         what = f"{request.method} {request.url.host}"
+        send_error: OSError | None = None
         try:
             try:
                 sock.settimeout(timeouts["write"])
@@ -287,14 +291,21 @@ class StdlibTransport(httpx.BaseTransport):
                 _send_body(conn, request.stream, chunked=chunked)
             except TimeoutError as exc:
                 raise httpx.WriteTimeout(f"{what}: sending the request timed out") from exc
-            except OSError as exc:  # reset or closed by the server before it took it all
-                raise _Unanswered(httpx.WriteError(f"{what}: sending failed: {exc!r}")) from exc
+            except OSError as exc:
+                # A server may refuse a request before reading its body (a 401 or 413 to a
+                # large upload), answer and close; the answer still waits in our receive
+                # buffer. Read it, as httpcore does: only without one is this a write error.
+                send_error = exc
             try:
                 sock.settimeout(timeouts["read"])
                 response = conn.getresponse()
             except TimeoutError as exc:
                 raise httpx.ReadTimeout(f"{what}: no answer in time") from exc
             except (http.client.RemoteDisconnected, ConnectionResetError) as exc:
+                if send_error is not None:
+                    raise _Unanswered(
+                        httpx.WriteError(f"{what}: sending failed: {send_error!r}")
+                    ) from send_error
                 raise _Unanswered(
                     httpx.RemoteProtocolError(f"{what}: closed without an answer: {exc!r}")
                 ) from exc
@@ -310,7 +321,8 @@ class StdlibTransport(httpx.BaseTransport):
         return httpx.Response(
             response.status,
             headers=response.getheaders(),
-            stream=_Body(self, origin, conn, response),
+            # After a failed send the connection is in an unknown state: never reused.
+            stream=_Body(self, origin, conn, response, reusable=send_error is None),
             extensions={
                 "http_version": b"HTTP/1.1",
                 "reason_phrase": response.reason.encode("ascii", "replace"),

@@ -862,3 +862,32 @@ def test_environment_proxy_is_used_in_front_of_the_stdlib_transport(
         proxy.shutdown()
         proxy.server_close()
     assert proxy.seen == ([] if no_proxy else [f"GET http://{registry.host}/v2/"])
+
+
+def test_answer_sent_before_the_body_was_read_is_returned_not_a_write_error() -> None:
+    # A server may refuse an upload after its headers (401, 413), answer and close without
+    # reading the body; the client's send then fails, but the answer is what it must see.
+    with socket.create_server(("127.0.0.1", 0)) as listener:
+        port = listener.getsockname()[1]
+
+        def refuse() -> None:
+            sock, _ = listener.accept()
+            with sock:
+                head = b""
+                while b"\r\n\r\n" not in head:
+                    head += sock.recv(65536)
+                sock.sendall(
+                    b"HTTP/1.1 413 Payload Too Large\r\nContent-Length: 9\r\n"
+                    b"Connection: close\r\n\r\ntoo large"
+                )
+                time.sleep(0.3)  # then close with the body unread: the client's send fails
+
+        server = threading.Thread(target=refuse)
+        server.start()
+        try:
+            with http_client() as client:
+                response = client.put(f"http://127.0.0.1:{port}/big", content=b"\0" * (64 << 20))
+        finally:
+            server.join(timeout=5)
+    assert response.status_code == 413
+    assert response.content == b"too large"
