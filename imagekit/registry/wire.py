@@ -19,8 +19,10 @@ What it does, as httpcore does: keep-alive connections pooled per origin (a pool
 connection the server closed meanwhile is noticed before reuse; a request that fails on a
 reused connection before any answer arrived is sent once more on a fresh one, as urllib3 does,
 when its body can be sent again), TLS with the caller's ``SSLContext`` and SNI, the request's
-connect/read/write timeouts, chunked request bodies, and a body that ends before its
-Content-Length is an error (``http.client`` alone would return a short body as if complete).
+connect/read/write timeouts, chunked request bodies, an answer the server sent before it
+read the request body (a 401 or 413 to an upload) returned rather than the failed send, and a
+body that ends before its Content-Length is an error (``http.client`` alone would return a
+short body as if complete).
 """
 
 from __future__ import annotations
