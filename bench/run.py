@@ -38,7 +38,7 @@ import tarfile
 import tempfile
 import time
 import zlib
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -225,15 +225,15 @@ def download_only(registry: str, repository: str, digests: list[str], workers: i
     """`curl` every blob to /dev/null, ``workers`` at a time: what moving the bytes alone
     costs (the registry serving them and the loopback copy share the same cores)."""
     urls = [f"http://{registry}/v2/{repository}/blobs/{digest}" for digest in digests]
+
+    def fetch(url: str) -> int:
+        argv = ["curl", "-sfL", "-o", "/dev/null", url]
+        return subprocess.run(argv, check=False).returncode  # noqa: S603, S607
+
     started = time.monotonic()
-    procs: list[subprocess.Popen[bytes]] = []
-    for url in urls:
-        while len([p for p in procs if p.poll() is None]) >= workers:
-            time.sleep(0.002)
-        procs.append(
-            subprocess.Popen(["curl", "-sfL", "-o", "/dev/null", url])  # noqa: S603, S607
-        )
-    if any(p.wait() != 0 for p in procs):
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        codes = list(pool.map(fetch, urls))
+    if any(codes):
         raise SystemExit("curl could not download a blob")
     return time.monotonic() - started
 

@@ -18,7 +18,6 @@ import random
 import re
 import ssl
 import time
-import urllib.request
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -171,14 +170,15 @@ def _proxy_mounts() -> dict[str, httpx.BaseTransport | None]:
     used). A NO_PROXY host maps to None: our transport, no proxy. Without any proxy nothing
     is built, and the CA bundle is loaded only on the first https connection.
     """
-    if not urllib.request.getproxies():
-        return {}
     from httpx._utils import get_environment_proxies
 
+    proxies = get_environment_proxies()
+    if not proxies:
+        return {}
     context = _ssl_context()
     return {
         pattern: None if url is None else httpx.HTTPTransport(proxy=url, verify=context)
-        for pattern, url in get_environment_proxies().items()
+        for pattern, url in proxies.items()
     }
 
 

@@ -83,7 +83,8 @@ class _Body(httpx.SyncByteStream):
 
     def __iter__(self) -> Iterator[bytes]:
         # read1 returns what one recv brings (about 100 KiB on loopback); pieces are joined
-        # into READ_BYTES chunks so per-chunk Python work stays negligible. One read of
+        # into chunks of exactly READ_BYTES (the last may be shorter), so per-chunk Python
+        # work stays negligible and no consumer has to cut them again. One read of
         # READ_BYTES would block until all of it came and lose what did come if the
         # connection then broke; this way everything received is handed on before the error,
         # and a resume (Range) starts right after it.
@@ -92,7 +93,7 @@ class _Body(httpx.SyncByteStream):
         held = 0
         while self._conn is not None:
             try:
-                data = response.read1(READ_BYTES)
+                data = response.read1(READ_BYTES - held)
             except TimeoutError as exc:
                 error: httpx.TransportError = httpx.ReadTimeout(
                     f"reading the body timed out: {exc}"
@@ -160,12 +161,10 @@ class StdlibTransport(httpx.BaseTransport):
         self._ssl_source = ssl_context
         self._ssl_context = ssl_context if isinstance(ssl_context, ssl.SSLContext) else None
         self._idle: dict[Origin, list[http.client.HTTPConnection]] = {}
-        # Every open connection, idle or lent to a response, so that close() closes them
-        # all, even those of responses their readers never closed.
-        self._open: set[http.client.HTTPConnection] = set()
-        # The answer each lent connection is reading: after `Connection: close` the answer,
-        # not the connection, holds the socket.
-        self._lent: dict[http.client.HTTPConnection, http.client.HTTPResponse] = {}
+        # Every open connection, idle (None) or lent to the answer it is reading, so that
+        # close() closes them all, even those of answers their readers never closed (after
+        # `Connection: close` the answer, not the connection, holds the socket).
+        self._open: dict[http.client.HTTPConnection, http.client.HTTPResponse | None] = {}
         self._lock = threading.Lock()
         self._closed = False
 
@@ -173,7 +172,8 @@ class StdlibTransport(httpx.BaseTransport):
 
     def put_idle(self, origin: Origin, conn: http.client.HTTPConnection) -> None:
         with self._lock:
-            self._lent.pop(conn, None)
+            if conn in self._open:
+                self._open[conn] = None
             idle = self._idle.setdefault(origin, [])
             if not self._closed and len(idle) < MAX_IDLE_PER_ORIGIN:
                 idle.append(conn)
@@ -182,8 +182,7 @@ class StdlibTransport(httpx.BaseTransport):
 
     def discard(self, conn: http.client.HTTPConnection) -> None:
         with self._lock:
-            self._open.discard(conn)
-            response = self._lent.pop(conn, None)
+            response = self._open.pop(conn, None)
         if response is not None:
             response.close()
         conn.close()
@@ -223,20 +222,18 @@ class StdlibTransport(httpx.BaseTransport):
             conn.close()
             raise httpx.ConnectError(f"connecting to {host}:{port}: {exc}") from exc
         with self._lock:
-            self._open.add(conn)
+            self._open[conn] = None
         return conn
 
     def close(self) -> None:
         with self._lock:
             self._closed = True
-            everything = list(self._open)
-            answers = list(self._lent.values())
+            everything = list(self._open.items())
             self._open.clear()
-            self._lent.clear()
             self._idle.clear()
-        for response in answers:
-            response.close()
-        for conn in everything:
+        for conn, response in everything:
+            if response is not None:
+                response.close()
             conn.close()
 
     # ------------------------------------------------------------------ requests
@@ -319,7 +316,7 @@ class StdlibTransport(httpx.BaseTransport):
             self.discard(conn)
             raise
         with self._lock:
-            self._lent[conn] = response
+            self._open[conn] = response
         return httpx.Response(
             response.status,
             headers=response.getheaders(),
