@@ -167,6 +167,7 @@ class _Context:
     mirror_repo: str
     echo: TextIO
     no_cache: bool = False
+    profile: str | None = None  # the audit profile, when not the plan's own
     tag: str | None = None
     image_id: str | None = None
     pushed: str | None = None
@@ -215,20 +216,22 @@ def _build(ctx: _Context) -> StageOutcome:
     )
 
 
-def audit_image(workspace: Workspace, image: str, plan: str) -> tuple[str, Path | None, Any]:
+def audit_image(
+    workspace: Workspace, image: str, plan: str, profile: str | None = None
+) -> tuple[str, Path | None, Any]:
     """Run the audit stage on a local image: (status, report path, the stage's result).
 
     The stage records its own ledger records (audit, vulnerability-scan).
     """
     from imagekit.audit.stage import AuditRequest, audit
 
-    result = audit(workspace, AuditRequest(ref=image, plan=plan))
+    result = audit(workspace, AuditRequest(ref=image, plan=plan, profile=profile))
     return str(result.verdict.status), result.report_path, result
 
 
 def _audit(ctx: _Context) -> StageOutcome:
     assert ctx.image_id is not None  # noqa: S101 - the build stage ran
-    status, path, _ = audit_image(ctx.workspace, ctx.tag or ctx.image_id, ctx.name)
+    status, path, _ = audit_image(ctx.workspace, ctx.tag or ctx.image_id, ctx.name, ctx.profile)
     outcome = StageOutcome(
         "audit",
         PASSED if status in AUDIT_ACCEPTED else FAILED,
@@ -341,8 +344,13 @@ def run_pipeline(
     mirror: str,
     base_override: str | None = None,
     echo: TextIO | None = None,
+    profile: str | None = None,
 ) -> PipelineResult:
-    """Run every stage for plan ``name``; a stage's no or failure stops the rest."""
+    """Run every stage for plan ``name``; a stage's no or failure stops the rest.
+
+    ``profile`` audits with another profile than the plan's (a name or a YAML file), e.g. one
+    that says which checks a replica base cannot carry; the audit record names it.
+    """
     echo = echo or sys.stderr
     ctx = _Context(
         workspace=workspace,
@@ -353,6 +361,7 @@ def run_pipeline(
         push_repo=repository_for(registry, name),
         mirror_repo=repository_for(mirror, name),
         echo=echo,
+        profile=profile,
     )
     if ctx.push_repo == ctx.mirror_repo:
         raise UsageError(

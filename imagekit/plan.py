@@ -37,7 +37,7 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
-from imagekit.errors import PlanError, ReferenceFormatError
+from imagekit.errors import BaseDigestTruncated, PlanError, ReferenceFormatError
 from imagekit.refs import Digest, Platform, Reference, parse_platform, parse_reference
 
 PIN_HINT = "`imagekit inspect REF` prints the digest to pin"
@@ -48,6 +48,8 @@ _MODULE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*")
 _ENV_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _LABEL_KEY = re.compile(r"[a-z0-9][a-z0-9._/-]*")
 _HEX64 = re.compile(r"[0-9a-f]{64}")
+# A digest cut short, as reports and logs print them: repo@sha256:e930db8e... (or no dots).
+_TRUNCATED = re.compile(r"(?P<name>[^@\s]+)@sha256:(?P<hex>[0-9a-f]{0,63})(?:\.\.\.|\u2026)?")
 # Paths are rendered into RUN and COPY lines: a conservative character set keeps them free of
 # shell and Dockerfile quoting problems (no spaces, quotes, '$', globs or backslashes).
 _PATH_CHARS = re.compile(r"[A-Za-z0-9._+@=,:-]+")
@@ -94,7 +96,19 @@ class BaseSpec(_Model):
 
     @field_validator("reference")
     @classmethod
-    def _pinned(cls, value: str) -> str:
+    def _pinned(cls, value: str, info: ValidationInfo) -> str:
+        truncated = _TRUNCATED.fullmatch(value)
+        if truncated is not None:
+            if (info.context or {}).get("base_override"):
+                return value  # the build names its base with --base; this one is never used
+            name, digits = truncated.group("name"), len(truncated.group("hex"))
+            raise _fail(
+                "digest_truncated",
+                f"the digest of {value!r} is cut short ({digits} of 64 hex digits): "
+                "no image can be pinned by a prefix",
+                f"write the full digest here (`imagekit inspect {name}:TAG` prints it), or "
+                "name the base of every build with --base REPO@sha256:<64 hex>",
+            )
         pinned_reference(value)
         return value
 
@@ -514,6 +528,8 @@ def _plan_error(exc: ValidationError, path: Path, data: Any) -> PlanError:
             hint = f"allowed here: {', '.join(allowed)}"
     elif error["type"] == "missing":
         message = "required key is missing"
+    elif error["type"] == "digest_truncated":
+        return BaseDigestTruncated(message, path=str(path), key=key, hint=hint)
     return PlanError(message, path=str(path), key=key, hint=hint)
 
 
@@ -523,18 +539,8 @@ def plan_path(plans_dir: Path, name: str) -> Path:
     return plans_dir / f"{name}.yaml"
 
 
-def load_plan(
-    path: Path,
-    *,
-    dockerfiles_dir: Path,
-    base_override: str | None = None,
-) -> LoadedPlan:
-    """Read, parse and validate one plan file; every failure names the file and the key.
-
-    ``base_override`` replaces the plan's base reference (it must be pinned the same way): the
-    demo plan's base lives in a loopback registry whose port changes from run to run, so tests
-    and `make demo` pass the digest of the base they just pushed.
-    """
+def _read_plan(path: Path, dockerfiles_dir: Path, *, base_given: bool) -> tuple[Plan, bytes]:
+    """Read, parse and validate one plan file (its base is checked by the caller)."""
     try:
         raw = path.read_bytes()
     except FileNotFoundError as exc:
@@ -553,7 +559,6 @@ def load_plan(
     if not isinstance(data, dict):
         raise PlanError("a plan must be a YAML mapping", path=str(path))
     name = path.stem
-    overlay_dir = dockerfiles_dir / name
     if isinstance(data.get("name"), str) and data["name"] != name:
         raise PlanError(
             f"the plan is called {data['name']!r} but its file is {path.name}",
@@ -561,10 +566,37 @@ def load_plan(
             key="name",
             hint=f"rename the file to {data['name']}.yaml or the plan to {name!r}",
         )
+    context = {"overlay_dir": dockerfiles_dir / name, "base_override": base_given}
     try:
-        plan = Plan.model_validate(data, context={"overlay_dir": overlay_dir})
+        return Plan.model_validate(data, context=context), raw
     except ValidationError as exc:
         raise _plan_error(exc, path, data) from exc
+
+
+def read_plan_checks(path: Path, *, dockerfiles_dir: Path) -> Plan:
+    """A plan as an audit of an image reads it: profile, asserted modules, overlays.
+
+    An audit never uses the plan's base, so a base digest cut short (which stops every build
+    that does not name its base with --base) is no reason to refuse it.
+    """
+    return _read_plan(path, dockerfiles_dir, base_given=True)[0]
+
+
+def load_plan(
+    path: Path,
+    *,
+    dockerfiles_dir: Path,
+    base_override: str | None = None,
+) -> LoadedPlan:
+    """Read, parse and validate one plan file; every failure names the file and the key.
+
+    ``base_override`` replaces the plan's base reference (it must be pinned the same way): the
+    demo plan's base lives in a loopback registry whose port changes from run to run, so tests
+    and `make demo` pass the digest of the base they just pushed. With an override the plan's
+    own reference may be a digest cut short (a report's ``sha256:e930db8e...``): it is not used.
+    """
+    plan, raw = _read_plan(path, dockerfiles_dir, base_given=base_override is not None)
+    overlay_dir = dockerfiles_dir / path.stem
     base_text = base_override if base_override is not None else plan.base.reference
     try:
         base = _pinned_or_plan_error(base_text)

@@ -920,7 +920,13 @@ def plan_checks(spec: dict[str, Any]) -> list[tuple[str, Callable[[], dict[str, 
         checks.append(
             (kind, lambda kind=kind: run_inner(kind, kind, spec, limit(kind)))  # type: ignore[misc]
         )
-    checks.insert(1, ("pip-check", lambda: check_pip(spec, limit("pip-check"))))
+    if profile.get("pip_check", True):
+        checks.insert(1, ("pip-check", lambda: check_pip(spec, limit("pip-check"))))
+    else:
+        off = check_result(
+            "pip-check", "pip-check", SKIPPED, "the profile turns this check off", None
+        )
+        checks.insert(1, ("pip-check", lambda: off))
     checks.extend(
         ("cli:" + str(probe["name"]), lambda probe=probe: check_cli(probe, limit("cli")))  # type: ignore[misc]
         for probe in profile.get("cli", [])

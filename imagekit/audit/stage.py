@@ -119,16 +119,16 @@ class AuditResult:
 
 def _plan_inputs(workspace: Workspace, name: str) -> tuple[str, list[str], list[str]]:
     """A plan's audit profile, its find_spec modules and its overlay destinations."""
-    from imagekit.plan import load_plan, plan_path
+    from imagekit.plan import plan_path, read_plan_checks
 
-    loaded = load_plan(
+    plan = read_plan_checks(
         plan_path(workspace.plans_dir, name), dockerfiles_dir=workspace.dockerfiles_dir
     )
-    profile = loaded.plan.audit_profile
+    profile = plan.audit_profile
     if profile.endswith((".yaml", ".yml")):
         profile = str(workspace.root / profile)
-    destinations = [o.destination for o in loaded.plan.overlays]
-    return profile, list(loaded.plan.assertions.find_spec), destinations
+    destinations = [o.destination for o in plan.overlays]
+    return profile, list(plan.assertions.find_spec), destinations
 
 
 def _summary_markdown(result: dict[str, Any]) -> str:
