@@ -204,6 +204,30 @@ def parse_pinned_requirement(text: str) -> Requirement:
     return req
 
 
+_DIST_NAME = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?")
+
+
+class PipUninstall(_Model):
+    """``pip uninstall`` of exact distribution names, each of which must be installed.
+
+    Removing a distribution is how a dependency conflict is most often "fixed", and the
+    plan's assertions are what catch the entry point that went with it (find_spec).
+    """
+
+    kind: Literal["pip_uninstall"]
+    names: list[str] = Field(min_length=1)
+
+    @field_validator("names")
+    @classmethod
+    def _names(cls, value: list[str]) -> list[str]:
+        for name in value:
+            if not _DIST_NAME.fullmatch(name):
+                raise _fail("dist_name", f"{name!r} is not a distribution name")
+        if len({canonicalize_name(n) for n in value}) != len(value):
+            raise _fail("duplicate", "a distribution is named twice")
+        return value
+
+
 class Replaces(_Model):
     """What an overlay overwrites: a file with this sha256, or nothing at all."""
 
@@ -319,12 +343,13 @@ class Cmd(_Model):
 
 
 Step = Annotated[
-    RemoveSystemPackages | PipInstall | Overlay | Env | Labels | Entrypoint | Cmd,
+    RemoveSystemPackages | PipInstall | PipUninstall | Overlay | Env | Labels | Entrypoint | Cmd,
     Field(discriminator="kind"),
 ]
 STEP_KINDS = (
     "remove_system_packages",
     "pip_install",
+    "pip_uninstall",
     "overlay",
     "env",
     "labels",
@@ -496,6 +521,7 @@ def _allowed_keys(loc: tuple[int | str, ...], data: Any) -> list[str]:
 _STEP_MODELS: dict[str, type[BaseModel]] = {
     "remove_system_packages": RemoveSystemPackages,
     "pip_install": PipInstall,
+    "pip_uninstall": PipUninstall,
     "overlay": Overlay,
     "env": Env,
     "labels": Labels,
@@ -661,16 +687,28 @@ def plan_schema() -> dict[str, Any]:
     return schema
 
 
-def validate_plans(plans_dir: Path, dockerfiles_dir: Path, name: str | None) -> list[PlanSummary]:
-    """Validate one plan (raising its PlanError) or every plan (listing each one's error)."""
+def validate_plans(
+    plans_dir: Path, dockerfiles_dir: Path, name: str | None, base_override: str | None = None
+) -> list[PlanSummary]:
+    """Validate one plan (raising its PlanError) or every plan (listing each one's error).
+
+    ``base_override`` validates one plan as a build with --base would load it.
+    """
+    if base_override is not None and name is None:
+        raise PlanError(
+            "--base replaces one plan's base: name the plan",
+            hint="imagekit plans validate NAME --base REPO@sha256:...",
+        )
     if name is not None:
-        loaded = load_plan(plan_path(plans_dir, name), dockerfiles_dir=dockerfiles_dir)
+        loaded = load_plan(
+            plan_path(plans_dir, name), dockerfiles_dir=dockerfiles_dir, base_override=base_override
+        )
         plan = loaded.plan
         return [
             PlanSummary(
                 plan.name,
                 loaded.path,
-                plan.base.reference,
+                str(loaded.base),
                 len(plan.steps),
                 plan.audit_profile,
                 None,

@@ -54,6 +54,7 @@ from imagekit.plan import (
     LoadedPlan,
     Overlay,
     PipInstall,
+    PipUninstall,
     RemoveSystemPackages,
     load_plan,
     plan_path,
@@ -216,6 +217,19 @@ def _pip_install(step: PipInstall) -> str:
     return f"RUN {mounts} {script}"
 
 
+def _pip_uninstall(step: PipUninstall) -> str:
+    names = " ".join(step.names)
+    script = (
+        "set -eu; "
+        f"for p in {names}; do "
+        'if ! python3 -m pip show -q "$p" >/dev/null 2>&1; then '
+        f'echo "{PACKAGE_MARKER} not-installed name=$p" >&2; exit 1; fi; done; '
+        "PIP_BREAK_SYSTEM_PACKAGES=1 PIP_DISABLE_PIP_VERSION_CHECK=1 "
+        f"python3 -m pip uninstall -y {names}"
+    )
+    return f"RUN {script}"
+
+
 def _overlay(step: Overlay) -> list[str]:
     path = step.destination
     if step.replaces.absent:
@@ -292,6 +306,8 @@ def render(loaded: LoadedPlan) -> Rendered:
             lines.append(_remove_packages(step))
         elif isinstance(step, PipInstall):
             lines.append(_pip_install(step))
+        elif isinstance(step, PipUninstall):
+            lines.append(_pip_uninstall(step))
         elif isinstance(step, Overlay):
             lines.extend(_overlay(step))
             sources.append((step.source, loaded.overlay_dir / step.source))

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Set up a fresh Debian 12 machine (as root) for imagekit's tests and demo, idempotently:
-#   - Debian's docker.io, docker-registry, skopeo, mmdebstrap, apache2-utils, only when missing;
+#   - Debian's docker.io, docker-registry, skopeo, mmdebstrap, apache2-utils, only when missing,
+#     and qemu-user-static, binfmt-support, arch-test (arm64 rootfs and images for `make seeds`);
 #   - the Docker engine, started without the default bridge when no engine answers;
 #   - .venv with imagekit and its test extras, reinstalled only when its inputs changed.
 # Every step is skipped when already done, so a warm run takes a few seconds.
@@ -12,7 +13,7 @@ as_root() { if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi; }
 
 # 1. Debian packages. Where an engine already answers (a CI runner with Docker's own
 # packages, say), Debian's docker.io is not installed over it: the two conflict.
-packages=(docker-registry skopeo mmdebstrap apache2-utils)
+packages=(docker-registry skopeo mmdebstrap apache2-utils qemu-user-static binfmt-support arch-test)
 if ! docker info >/dev/null 2>&1 && ! /usr/bin/docker info >/dev/null 2>&1; then
   packages=(docker.io "${packages[@]}")
 fi
@@ -25,6 +26,14 @@ if [ "${#missing[@]}" -gt 0 ]; then
   as_root apt-get update -qq
   as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
     "${missing[@]}" >/dev/null
+fi
+# qemu's binfmt handlers (flag F) let mmdebstrap and the engine run arm64 binaries here; they
+# need binfmt_misc mounted, which a container-like VM may not have done.
+if [ -d /proc/sys/fs/binfmt_misc ] && [ ! -e /proc/sys/fs/binfmt_misc/status ]; then
+  as_root mount -t binfmt_misc binfmt_misc /proc/sys/fs/binfmt_misc || true
+fi
+if [ ! -e /proc/sys/fs/binfmt_misc/qemu-aarch64 ] && command -v update-binfmts >/dev/null; then
+  as_root update-binfmts --enable qemu-aarch64 >/dev/null 2>&1 || true
 fi
 # Debian's package enables its own registry on :5000 with htpasswd auth; the tests start their
 # own registries on free loopback ports, so the packaged service is not needed.

@@ -511,12 +511,17 @@ def inner_find_spec(spec: dict[str, Any]) -> None:
         emit(PASS, "all %d asserted modules found" % len(modules), {"modules": found})
 
 
-def _record_digest(path: str, algorithm: str) -> str:
+def _record_digest(path: str, algorithm: str) -> tuple[str, str]:
+    """The file's digest as RECORD writes it (urlsafe base64, no padding), and in hex.
+
+    Some Debian packages (bookworm's python3-blinker) ship a RECORD with hex digests; the
+    same bytes hashed the same way match either spelling.
+    """
     h = hashlib.new(algorithm)
     with open(path, "rb") as fh:
         for chunk in iter(lambda: fh.read(1 << 20), b""):
             h.update(chunk)
-    return base64.urlsafe_b64encode(h.digest()).rstrip(b"=").decode("ascii")
+    return base64.urlsafe_b64encode(h.digest()).rstrip(b"=").decode("ascii"), h.hexdigest()
 
 
 def inner_record(spec: dict[str, Any]) -> None:
@@ -570,12 +575,12 @@ def inner_record(spec: dict[str, Any]) -> None:
                 continue
             checked_files += 1
             try:
-                got = _record_digest(path, algorithm)
+                got, got_hex = _record_digest(path, algorithm)
             except OSError as exc:
                 entry["error"] = str(exc)
                 differ.append(entry)
                 continue
-            if got != want:
+            if want not in (got, got_hex):
                 entry["recorded"] = hash_field
                 entry["actual"] = "%s=%s" % (algorithm, got)
                 if real in expected:

@@ -6,8 +6,11 @@ told to stay offline, CPU and memory limits, every capability dropped, no-new-pr
 read-only root filesystem with small tmpfs mounts for /tmp and HOME, the image's entrypoint
 replaced by its own python3, and the probe bind-mounted read-only. ``--rm`` leaves nothing.
 
-REF is resolved first: a local image ID or tag is used as it is; anything else must be a
-registry reference pinned by digest, and is pulled by that digest (never by a movable tag).
+REF is resolved first: a local image ID or tag is used as it is; anything else is a registry
+reference, pulled by digest. A tag is resolved through the registry to the digest it names at
+that moment (the resolution is kept: tag, digest, time) and that digest is pulled, so what is
+audited is content, never whatever the tag points at when the engine gets to it. The pinned
+form stays the one to use: a tag can move between two runs.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -52,6 +56,10 @@ class ResolvedImage:
     repo_digests: tuple[str, ...]
     reference: Reference | None
     pulled: bool
+    # Set when REF was a registry tag: "tag X resolved to DIGEST at TIME" (UTC).
+    resolved_tag: str | None = None
+    resolved_at: str | None = None
+    platform: str | None = None  # the platform pulled, when one was asked for
 
     @property
     def manifest_digest(self) -> Digest | None:
@@ -89,13 +97,29 @@ def _looks_like_image_id(ref: str) -> bool:
     return len(hexpart) >= 12 and all(c in "0123456789abcdef" for c in hexpart)
 
 
-def resolve_image(engine: Engine, ref: str) -> ResolvedImage:
-    """Find REF locally, or pull it by digest; a tag that is not local is refused."""
+def _resolve_tag(reference: Reference) -> tuple[Reference, str]:
+    """The digest a registry tag names right now, and when it was asked (UTC)."""
+    from imagekit.registry.client import RegistryClient
+
+    at = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    with RegistryClient() as registry:
+        _, _, digest = registry.get_manifest(reference, reference.identifier)
+    return reference.pinned_only(digest), at
+
+
+def resolve_image(engine: Engine, ref: str, platform: str | None = None) -> ResolvedImage:
+    """Find REF locally, or pull it by digest (a tag is resolved through its registry first).
+
+    ``platform`` (os/arch) picks the image of an index to pull, for an image of another
+    architecture than the engine's (run under qemu's binfmt handlers).
+    """
     client = engine.client
     with engine_errors(f"looking up {ref} in the local engine"):
         local = client.image.exists(ref)
     reference: Reference | None = None
     pulled = False
+    resolved_tag: str | None = None
+    resolved_at: str | None = None
     if not local:
         try:
             reference = parse_reference(ref)
@@ -105,14 +129,11 @@ def resolve_image(engine: Engine, ref: str) -> ResolvedImage:
                 hint="give a local image ID or tag, or REGISTRY/REPO@sha256:DIGEST",
             ) from exc
         if not reference.pinned:
-            raise UsageError(
-                f"{ref} is not in the local engine and is not pinned by digest",
-                hint="audit REGISTRY/REPO@sha256:... (what `imagekit inspect REF` prints), "
-                "or pull the tag yourself first",
-            )
+            resolved_tag = str(reference)
+            reference, resolved_at = _resolve_tag(reference)
         pinned = str(reference.pinned_only())
         with engine_errors(f"pulling {pinned}"):
-            client.image.pull(pinned, quiet=True)
+            client.image.pull(pinned, quiet=True, platform=platform)
         pulled = True
         ref = pinned
     elif not _looks_like_image_id(ref):
@@ -129,6 +150,9 @@ def resolve_image(engine: Engine, ref: str) -> ResolvedImage:
         repo_digests=tuple(image.repo_digests or ()),
         reference=reference,
         pulled=pulled,
+        resolved_tag=resolved_tag,
+        resolved_at=resolved_at,
+        platform=platform,
     )
 
 

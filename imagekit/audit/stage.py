@@ -44,6 +44,7 @@ class AuditRequest:
     expected_paths: tuple[str, ...] = ()
     extra_modules: tuple[str, ...] = ()
     limits: Limits = field(default_factory=Limits)
+    platform: str | None = None  # os/arch to pull; default: the plan's base platform
 
 
 @dataclass(frozen=True)
@@ -78,6 +79,8 @@ class AuditResult:
                 "repo_digests": list(self.image.repo_digests),
                 "manifest_digest": str(digest) if digest else None,
                 "pulled": self.image.pulled,
+                "platform": self.image.platform,
+                "tag_resolution": _tag_resolution(self.image),
             }
         return {
             "target": self.target,
@@ -117,8 +120,21 @@ class AuditResult:
         }
 
 
-def _plan_inputs(workspace: Workspace, name: str) -> tuple[str, list[str], list[str]]:
-    """A plan's audit profile, its find_spec modules and its overlay destinations."""
+def _tag_resolution(image: ResolvedImage) -> dict[str, str] | None:
+    """ "tag X resolved to DIGEST at TIME", when the audit was asked for a registry tag."""
+    if image.resolved_tag is None or image.manifest_digest is None:
+        return None
+    return {
+        "tag": image.resolved_tag,
+        "digest": str(image.manifest_digest),
+        "at": str(image.resolved_at),
+        "sentence": f"tag {image.resolved_tag} resolved to {image.manifest_digest} at "
+        f"{image.resolved_at}",
+    }
+
+
+def _plan_inputs(workspace: Workspace, name: str) -> tuple[str, list[str], list[str], str]:
+    """A plan's audit profile, find_spec modules, overlay destinations and base platform."""
     from imagekit.plan import plan_path, read_plan_checks
 
     plan = read_plan_checks(
@@ -128,7 +144,7 @@ def _plan_inputs(workspace: Workspace, name: str) -> tuple[str, list[str], list[
     if profile.endswith((".yaml", ".yml")):
         profile = str(workspace.root / profile)
     destinations = [o.destination for o in plan.overlays]
-    return profile, list(plan.assertions.find_spec), destinations
+    return profile, list(plan.assertions.find_spec), destinations, plan.base.platform
 
 
 def _summary_markdown(result: dict[str, Any]) -> str:
@@ -179,10 +195,14 @@ def _record(
     except ImportError:  # pragma: no cover - the ledger lands in its own issue
         return (), "imagekit.ledger is not available: nothing recorded"
     images = {"image": result.image.requested} if result.image is not None else {}
-    common = {
+    common: dict[str, Any] = {
         "profile": result.profile,
         "image_id": result.image.image_id if result.image else None,
     }
+    resolution = _tag_resolution(result.image) if result.image is not None else None
+    if resolution is not None:
+        images["tag"] = resolution["tag"]
+        common["tag_resolution"] = resolution
     audit_record = append_record(
         workspace,
         "audit",
@@ -229,11 +249,15 @@ def audit(
     profile_name = request.profile
     modules = list(request.extra_modules)
     expected = list(request.expected_paths)
+    platform = request.platform
     if request.plan:
-        plan_profile, plan_modules, destinations = _plan_inputs(workspace, request.plan)
+        plan_profile, plan_modules, destinations, plan_platform = _plan_inputs(
+            workspace, request.plan
+        )
         profile_name = profile_name or plan_profile
         modules += plan_modules
         expected += destinations
+        platform = platform or plan_platform
     if not profile_name:
         profile_name = "hopper-host" if request.host else "generic"
     profile: Profile = load_profile(profile_name).with_modules(modules)
@@ -248,7 +272,7 @@ def audit(
         if not request.ref:
             raise CouldNotFinish("no image to audit", hint="give REF, or --host")
         engine = engine or connect()
-        image = resolve_image(engine, request.ref)
+        image = resolve_image(engine, request.ref, platform)
         target = image.requested
         digest = image.manifest_digest
         run = run_in_container(engine, image, spec, request.limits)

@@ -13,6 +13,9 @@ from imagekit.workspace import Workspace
 
 
 def _human(result: AuditResult) -> None:
+    resolution = (result.to_json()["image"] or {}).get("tag_resolution")
+    if resolution:
+        click.echo(resolution["sentence"])
     click.echo(f"{result.target}: {result.verdict.status}")
     click.echo(f"  scope: {result.scope}")
     for check in result.report.checks:
@@ -35,6 +38,12 @@ def _human(result: AuditResult) -> None:
 @click.option("--offline", is_flag=True, help="Skip the vulnerability service (said so).")
 @click.option("--host", is_flag=True, help="Audit this Python environment, GPU included.")
 @click.option(
+    "--platform",
+    metavar="OS/ARCH",
+    help="The image of an index to pull (e.g. linux/arm64, run under qemu); default: the "
+    "plan's base platform, else the engine's.",
+)
+@click.option(
     "--expect-overlay",
     "expected",
     multiple=True,
@@ -48,6 +57,7 @@ def command(
     plan: str | None,
     offline: bool,
     host: bool,
+    platform: str | None,
     expected: tuple[str, ...],
     as_json: bool,
 ) -> None:
@@ -65,6 +75,7 @@ def command(
             offline=offline,
             host=host,
             expected_paths=tuple(expected),
+            platform=platform,
         )
         result = audit(Workspace.from_env(Path.cwd()), request)
         if as_json:  # stdout is the JSON document; the path still reaches the user

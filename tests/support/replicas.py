@@ -84,6 +84,9 @@ class Replica:
     standins: tuple[str, ...] = ()  # projects under replica_pkgs/ built into wheels here
     compile_bytecode: bool = True
     index: bool = False  # publish as an image index with an attestation entry
+    # Install with pip run from its wheel instead of Debian's python3-pip: under qemu,
+    # python3-pip's dependencies cost minutes of dpkg and pip check is not wanted there.
+    pip_from_wheel: str | None = None
 
     @property
     def repository(self) -> str:
@@ -159,7 +162,9 @@ REPLICAS: dict[str, Replica] = {
                 "(torch, diffusers, ...) are not installed."
             ),
             arch="arm64",
+            packages=("python3",),
             exact=("vllm-omni==0.30.0",),
+            pip_from_wheel="pip==24.3.1",
             compile_bytecode=False,  # 1,700 files compiled under qemu cost minutes
             index=True,
         ),
@@ -280,6 +285,8 @@ def wheelhouse(replica: Replica) -> Path:
         for wheel in exact_dir.glob("*.whl"):
             wheel.rename(partial / wheel.name)
         exact_dir.rmdir()
+        if replica.pip_from_wheel:
+            _pip_download(replica, [replica.pip_from_wheel], partial / "tool", deps=False)
         shutil.rmtree(target, ignore_errors=True)
         partial.rename(target)
     finally:
@@ -289,9 +296,16 @@ def wheelhouse(replica: Replica) -> Path:
 
 def _install_script(replica: Replica) -> str:
     compile_flag = "" if replica.compile_bytecode else " --no-compile"
+    # pip runs from its own wheel where the rootfs has no pip (https://pip.pypa.io/en/stable/
+    # installation/: "python pip.whl/pip install ..."); that pip is not installed.
+    pip = (
+        "python3 /tmp/imagekit-wheels/tool/pip-*.whl/pip"
+        if replica.pip_from_wheel
+        else ("python3 -m pip")
+    )
     return (
         "set -eu\n"
-        "python3 -m pip install --no-index --no-deps --no-cache-dir --break-system-packages "
+        f"{pip} install --no-index --no-deps --no-cache-dir --break-system-packages "
         f"--disable-pip-version-check --root-user-action=ignore{compile_flag} "
         "/tmp/imagekit-wheels/*.whl\n"
     )
