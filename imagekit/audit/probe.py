@@ -278,6 +278,7 @@ _HAS_REQUIREMENT = re.compile(
     r"but you have (?P<installed_name>\S+) (?P<installed_version>\S+)\.$"
 )
 _EXTENSION = re.compile(r"\.(so(\.[\w.]+)?|pyd)$")
+_BUILD_SCRIPTS = re.compile(r"^scripts-\d+\.\d+/[^/]+$")
 _OS_SITE = re.compile(r"^/usr/lib/python3(\.\d+)?/dist-packages(/|$)")
 _NOT_SUPPORTED = re.compile(r"^(?P<dist>\S+) (?P<version>\S+) is not supported on this platform$")
 
@@ -567,7 +568,9 @@ def inner_record(spec: dict[str, Any]) -> None:
             if not os.path.exists(path):
                 if "__pycache__" in rel and rel.endswith(".pyc"):
                     missing_bytecode += 1
-                elif from_os and rel.startswith("../"):
+                elif from_os and (rel.startswith("../") or _BUILD_SCRIPTS.match(rel)):
+                    # Scripts: moved to /usr/bin, or recorded under the build's scripts-3.X/
+                    # folder (bookworm's python3-distro); either way the packager's doing.
                     entry["change"] = "moved by the OS package"
                     packaging_changes.append(entry)
                 else:

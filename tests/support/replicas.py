@@ -195,6 +195,7 @@ def cache_key(replica: Replica) -> str:
         "python": PYTHON_VERSION,
         "replica": dict(replica.__dict__),
         "standins": {n: _tree_digest(PACKAGES_DIR / n) for n in replica.standins},
+        "install": _install_script(replica),
         "mmdebstrap": _mmdebstrap_version(),
     }
     return hashlib.sha256(json.dumps(inputs, sort_keys=True).encode()).hexdigest()[:16]
@@ -298,14 +299,13 @@ def _install_script(replica: Replica) -> str:
     compile_flag = "" if replica.compile_bytecode else " --no-compile"
     # pip runs from its own wheel where the rootfs has no pip (https://pip.pypa.io/en/stable/
     # installation/: "python pip.whl/pip install ..."); that pip is not installed.
-    pip = (
-        "python3 /tmp/imagekit-wheels/tool/pip-*.whl/pip"
-        if replica.pip_from_wheel
-        else ("python3 -m pip")
-    )
+    find_pip, pip = "", "python3 -m pip"
+    if replica.pip_from_wheel:
+        # A glob cannot reach through the wheel file to its pip/ folder: name the wheel first.
+        find_pip, pip = "set -- /tmp/imagekit-wheels/tool/pip-*.whl\n", 'python3 "$1/pip"'
     return (
         "set -eu\n"
-        f"{pip} install --no-index --no-deps --no-cache-dir --break-system-packages "
+        f"{find_pip}{pip} install --no-index --no-deps --no-cache-dir --break-system-packages "
         f"--disable-pip-version-check --root-user-action=ignore{compile_flag} "
         "/tmp/imagekit-wheels/*.whl\n"
     )
