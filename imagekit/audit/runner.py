@@ -132,8 +132,18 @@ def resolve_image(engine: Engine, ref: str, platform: str | None = None) -> Reso
             resolved_tag = str(reference)
             reference, resolved_at = _resolve_tag(reference)
         pinned = str(reference.pinned_only())
-        with engine_errors(f"pulling {pinned}"):
+        try:
             client.image.pull(pinned, quiet=True, platform=platform)
+        except DockerException as exc:
+            detail = str(exc.stderr or exc)
+            if "no matching manifest" in detail:
+                raise CouldNotFinish(
+                    f"{pinned} has no image for {platform or 'the engine platform'}",
+                    hint="name the platform to pull: imagekit audit REF --platform OS/ARCH "
+                    "(or --plan NAME, whose base platform is used)",
+                ) from exc
+            with engine_errors(f"pulling {pinned}"):
+                raise
         pulled = True
         ref = pinned
     elif not _looks_like_image_id(ref):

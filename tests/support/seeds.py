@@ -125,7 +125,10 @@ def _short(reference: str) -> str:
 def audit_base(seed: SeedPlan, base: str, row: Row) -> dict[str, Any]:
     # Without --plan: a plan's overlays are expected to differ from their RECORD, which a
     # base (where they are not laid yet) cannot do; the profile names the modules.
-    code, audit, _ = imagekit("audit", base, "--profile", str(PROFILES / seed.profile))
+    platform = replicas.REPLICAS[seed.replica].platform  # the arm64 index runs under qemu
+    code, audit, _ = imagekit(
+        "audit", base, "--profile", str(PROFILES / seed.profile), "--platform", platform
+    )
     row.base_status = _status(audit) if audit else f"error (exit {code})"
     row.ledger += _ledger_seqs(audit)
     # The whole report (every check's output and data) is the evidence file, not the summary.
@@ -356,6 +359,18 @@ def main(argv: list[str] | None = None) -> int:
     }
     (args.out / "summary.json").write_text(json.dumps(summary, indent=2, default=str) + "\n")
     (args.out / "table.txt").write_text("\n".join(lines) + "\n")
+    if args.heavy:
+        # The CUDA build's compiled arch list, read in a zero-GPU container, for evidence/.
+        cu13 = next(r for r in rows if r.plan == "m3-cu13")
+        base_torch = _check(cu13.raw.get("base_audit") or {}, "torch")
+        heavy = {
+            "replica": "sglang-cu13-heavy",
+            "base": cu13.base,
+            "base_torch_check": {k: base_torch.get(k) for k in ("status", "reason", "data")},
+            "built_torch_check": cu13.raw.get("torch"),
+            "container": (cu13.raw.get("base_audit") or {}).get("probe", {}),
+        }
+        (args.out / "heavy-torch.json").write_text(json.dumps(heavy, indent=2) + "\n")
     print("\n".join(lines))
     for r in rows:
         print(f"{r.plan}: ledger records {', '.join(f'#{s}' for s in r.ledger) or 'none'}; "
