@@ -138,7 +138,9 @@ def test_m3_cu13_closes_pip_check_keeps_nixl_and_names_the_nixl_ep_clash(
     engine: Engine, replica: Callable[[str], replicas.PublishedReplica], workspace: Workspace
 ) -> None:
     base = replica("sglang-cu13")
-    built = build_plan(workspace, "m3-cu13", BuildOptions(base_override=base.reference))
+    # No cache: the assertion step must run (and print) in this build, not be a cached layer.
+    options = BuildOptions(base_override=base.reference, no_cache=True)
+    built = build_plan(workspace, "m3-cu13", options)
     try:
         log = built.log.read_text()
         assert "No broken requirements found." in log
