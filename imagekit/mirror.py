@@ -525,7 +525,7 @@ def _record(
     options: MirrorOptions,
     path: Path,
 ) -> None:
-    from imagekit.ledger import append_record
+    from imagekit.ledger import MirrorDetails, append_record
 
     images = {
         "source": _pinned(report.source, src_ref),
@@ -543,13 +543,13 @@ def _record(
         scope=f"diffIDs of every layer of {platform}, DST blobs streamed and hashed; "
         "SRC judged by its config",
         evidence=path,
-        details={
-            "message": report.message,
-            "config_digest_equal": report.config_digest_equal,
-            "compressed_digests_equal": report.compressed_digests_equal,
-            "layers": len(report.layers),
-            "copied": report.copy is not None,
-        },
+        details=MirrorDetails(
+            message=report.message,
+            config_digest_equal=report.config_digest_equal,
+            compressed_digests_equal=report.compressed_digests_equal,
+            layers=len(report.layers),
+            copied=report.copy is not None,
+        ),
     )
 
 

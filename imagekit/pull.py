@@ -25,7 +25,7 @@ from typing import Any
 from imagekit.engine import Engine, connect, engine_errors
 from imagekit.errors import ReferenceFormatError, UsageError
 from imagekit.evidence import new_run_dir, write_json
-from imagekit.ledger import LedgerRecord, append_record
+from imagekit.ledger import FinalPullDetails, LedgerRecord, PullCheck, append_record
 from imagekit.refs import Digest, Reference, parse_reference
 from imagekit.registry import RegistryClient, ResolvedImage
 from imagekit.workspace import Workspace
@@ -262,17 +262,17 @@ def final_pull(
         status=result.status,
         scope=result.scope,
         evidence=evidence,
-        details={
-            "source": "engine",
-            "image_id": image_id,
-            "repo_digests": list(repo_digests),
-            "engine_version": engine.server_version,
-            "image_store": engine.image_store,
-            "expected_manifest_digest": str(expected),
-            "expected_config_digest": str(resolved.config_digest),
-            "platform_manifest_digest": str(resolved.manifest_digest),
-            "where": result.where,
-            "checks": [c.to_json() for c in checks],
-        },
+        details=FinalPullDetails(
+            source="engine",
+            image_id=image_id,
+            repo_digests=list(repo_digests),
+            engine_version=engine.server_version,
+            image_store=engine.image_store,
+            expected_manifest_digest=str(expected),
+            expected_config_digest=str(resolved.config_digest),
+            platform_manifest_digest=str(resolved.manifest_digest),
+            where=result.where,
+            checks=[PullCheck(**c.to_json()) for c in checks],
+        ),
     )
     return replace(result, evidence=evidence, record=saved)

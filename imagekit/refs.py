@@ -223,6 +223,29 @@ def parse_reference(text: str, *, default_tag: str | None = None) -> Reference:
     return Reference(registry=registry, repository=path, tag=tag, digest=digest)
 
 
+def is_tag(text: str) -> bool:
+    """Whether ``text`` is a valid tag: up to 128 ASCII letters, digits, '_', '.', '-'."""
+    return _TAG.fullmatch(text) is not None
+
+
+def repository_for(target: str, plan: str) -> str:
+    """The repository a plan is pushed to under TARGET, as `--registry`/`--mirror` take it.
+
+    A registry given as a host (127.0.0.1:5000) gets imagekit/PLAN; as host/prefix it gets
+    prefix/PLAN.
+    """
+    target = target.rstrip("/")
+    if "/" not in target:
+        ref = parse_reference(f"{target}/imagekit/{plan}")
+    else:
+        ref = parse_reference(f"{target}/{plan}")
+    if ref.tag is not None or ref.digest is not None:
+        raise ReferenceFormatError(
+            f"{target!r} must be a registry or repository prefix, not an image"
+        )
+    return ref.name
+
+
 @dataclass(frozen=True)
 class Platform:
     """An OCI platform: os/architecture[/variant]."""

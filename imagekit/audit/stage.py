@@ -29,6 +29,13 @@ from imagekit.audit.runner import run_on_host as _run_on_host
 from imagekit.audit.vulns import VulnScan, scan
 from imagekit.engine import Engine, connect
 from imagekit.errors import CouldNotFinish, ImagekitError
+from imagekit.ledger import (
+    AuditDetails,
+    AuditSummary,
+    VulnerabilityScanDetails,
+    VulnerabilitySummary,
+    append_record,
+)
 from imagekit.workspace import Workspace
 
 
@@ -60,7 +67,6 @@ class AuditResult:
     report_path: Path
     summary_path: Path
     ledger_seqs: tuple[int, ...]
-    ledger_note: str | None
 
     @property
     def exit_code(self) -> int:
@@ -113,7 +119,7 @@ class AuditResult:
                 "report": str(self.report_path),
                 "summary": str(self.summary_path),
             },
-            "ledger": {"seqs": list(self.ledger_seqs), "note": self.ledger_note},
+            "ledger": {"seqs": list(self.ledger_seqs)},
         }
 
 
@@ -168,21 +174,10 @@ def _summary_markdown(result: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _record(
-    workspace: Workspace,
-    result: AuditResult,
-    vulns_path: Path,
-) -> tuple[tuple[int, ...], str | None]:
-    """Append the audit and vulnerability-scan records, once the ledger module exists."""
-    try:
-        from imagekit.ledger import append_record
-    except ImportError:  # pragma: no cover - the ledger lands in its own issue
-        return (), "imagekit.ledger is not available: nothing recorded"
+def _record(workspace: Workspace, result: AuditResult, vulns_path: Path) -> tuple[int, ...]:
+    """Append the audit and vulnerability-scan records; returns their seqs."""
     images = {"image": result.image.requested} if result.image is not None else {}
-    common = {
-        "profile": result.profile,
-        "image_id": result.image.image_id if result.image else None,
-    }
+    image_id = result.image.image_id if result.image else None
     audit_record = append_record(
         workspace,
         "audit",
@@ -191,15 +186,16 @@ def _record(
         status=result.verdict.status,
         scope=result.scope,
         evidence=result.report_path,
-        details={
-            **common,
-            "report": {
-                "checks": {c.name: c.status for c in result.report.checks},
-                "failing": list(result.verdict.failing),
-                "deferred": list(result.verdict.deferred),
-                "skipped": list(result.verdict.skipped),
-            },
-        },
+        details=AuditDetails(
+            profile=result.profile,
+            image_id=image_id,
+            report=AuditSummary(
+                checks={c.name: c.status for c in result.report.checks},
+                failing=list(result.verdict.failing),
+                deferred=list(result.verdict.deferred),
+                skipped=list(result.verdict.skipped),
+            ),
+        ),
     )
     vuln_record = append_record(
         workspace,
@@ -209,17 +205,18 @@ def _record(
         status=result.vulns.status,
         scope="pip-audit over the Python distributions the probe found installed",
         evidence=vulns_path,
-        details={
-            **common,
-            "report": {
-                "reason": result.vulns.reason,
-                "audited": result.vulns.audited,
-                "findings": len(result.vulns.findings),
-                "not_audited": len(result.vulns.not_audited),
-            },
-        },
+        details=VulnerabilityScanDetails(
+            profile=result.profile,
+            image_id=image_id,
+            report=VulnerabilitySummary(
+                reason=result.vulns.reason,
+                audited=result.vulns.audited,
+                findings=len(result.vulns.findings),
+                not_audited=len(result.vulns.not_audited),
+            ),
+        ),
     )
-    return (audit_record.seq, vuln_record.seq), None
+    return (audit_record.seq, vuln_record.seq)
 
 
 def audit(
@@ -280,11 +277,9 @@ def audit(
         report_path=run_dir / "audit-report.json",
         summary_path=run_dir / "summary.md",
         ledger_seqs=(),
-        ledger_note=None,
     )
     whole = result.to_json(whole=True)
     whole["probe_command"] = list(run.command)
     evidence.write_json(result.report_path, whole)
     evidence.write_bytes(result.summary_path, _summary_markdown(result.to_json()).encode("utf-8"))
-    seqs, note = _record(workspace, result, vulns_path)
-    return replace(result, ledger_seqs=seqs, ledger_note=note)
+    return replace(result, ledger_seqs=_record(workspace, result, vulns_path))

@@ -19,8 +19,6 @@ def _human(result: AuditResult) -> None:
         click.echo(f"  {check.status:<8} {check.name}: {check.reason}")
     click.echo(f"  vulnerabilities: {result.vulns.status}: {result.vulns.reason}")
     click.echo(f"evidence: {result.evidence_dir}")
-    if result.ledger_note:
-        echo_err(f"note: {result.ledger_note}")
 
 
 @click.command("audit")

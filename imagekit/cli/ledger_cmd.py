@@ -9,8 +9,8 @@ import click
 
 from imagekit.cli._common import echo_err, json_option, run
 from imagekit.ledger import KINDS, RepairReport, ShowResult, VerifyReport, repair, show, verify
-from imagekit.lockfile import LockResult, encode_lock, write_lock
-from imagekit.pods import PodReport, record_pod
+from imagekit.ledger.lockfile import LockResult, encode_lock, write_lock
+from imagekit.ledger.pods import PodReport, record_pod
 from imagekit.workspace import Workspace
 
 ledger_option = click.option(

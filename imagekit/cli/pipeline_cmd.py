@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from imagekit.cli._common import json_option, run
-from imagekit.pipeline import PipelineResult, run_pipeline
+from imagekit.flows.pipeline import PipelineResult, run_pipeline
 from imagekit.workspace import Workspace
 
 

@@ -34,7 +34,7 @@ from imagekit.evidence import new_run_dir, write_json
 from imagekit.layerdiff import ImageComparison, RegistryImage, compare_images
 from imagekit.ledger import LedgerRecord, append_record, read_records
 from imagekit.plan import list_plans, load_plan, plan_path
-from imagekit.refs import parse_reference
+from imagekit.refs import parse_reference, repository_for
 from imagekit.workspace import Workspace
 
 REPRODUCIBLE, EQUIVALENT, CHANGED = "reproducible", "equivalent", "changed"
@@ -221,10 +221,10 @@ def _night_for_plan(
     keep_images: bool,
     candidate_registry: str | None,
 ) -> PlanNight:
+    from imagekit.audit.stage import AuditRequest, audit
     from imagekit.build import BuildOptions, build_plan, push_image
-    from imagekit.doctor import run_doctor
     from imagekit.engine import connect, engine_errors
-    from imagekit.pipeline import audit_image, repository_for
+    from imagekit.flows.doctor import run_doctor
 
     loaded = load_plan(
         plan_path(workspace.plans_dir, name),
@@ -265,7 +265,7 @@ def _night_for_plan(
     engine = connect()
     remote_tag: str | None = None
     try:
-        audit_status, _, _ = audit_image(workspace, built.tag, name)
+        audit_status = audit(workspace, AuditRequest(ref=built.tag, plan=name)).verdict.status
         if baseline is None:
             return PlanNight(
                 name,

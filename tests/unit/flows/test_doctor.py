@@ -10,7 +10,7 @@ from typing import Any
 import httpx
 import pytest
 
-from imagekit.doctor import (
+from imagekit.flows.doctor import (
     HEADROOM_FIXED,
     NO,
     OK,
@@ -183,7 +183,7 @@ def test_report_ok_statuses(status: str) -> None:
 
 
 def test_push_access_opens_and_cancels_an_upload() -> None:
-    from imagekit.doctor import check_push_access
+    from imagekit.flows.doctor import check_push_access
 
     seen: list[tuple[str, str]] = []
 
@@ -203,7 +203,7 @@ def test_push_access_opens_and_cancels_an_upload() -> None:
 
 
 def test_push_access_denied_says_no() -> None:
-    from imagekit.doctor import check_push_access
+    from imagekit.flows.doctor import check_push_access
 
     def handler(request: httpx.Request) -> httpx.Response:
         return httpx.Response(

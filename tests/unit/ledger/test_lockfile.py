@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from imagekit.ledger import append_record, verify
-from imagekit.lockfile import NOT_RECORDED, encode_lock, render_lock, write_lock
+from imagekit.ledger.lockfile import NOT_RECORDED, encode_lock, render_lock, write_lock
 from imagekit.workspace import Workspace
 
 BASE_INDEX = "sha256:" + "1" * 64

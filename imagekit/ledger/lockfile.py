@@ -23,7 +23,16 @@ from pathlib import Path
 from typing import Any
 
 from imagekit.evidence import utc_stamp
-from imagekit.ledger import Entry, LedgerRecord, scan
+from imagekit.ledger.record import (
+    AuditDetails,
+    BuildDetails,
+    FinalPullDetails,
+    LedgerRecord,
+    MirrorDetails,
+    PushDetails,
+    RejectedBuildDetails,
+)
+from imagekit.ledger.store import Entry, scan
 from imagekit.workspace import Workspace
 
 LOCK_SCHEMA = 1
@@ -62,11 +71,7 @@ def _identifiers(*values: Any) -> set[str]:
 
 def _concerns(record: LedgerRecord, ids: set[str]) -> bool:
     """Whether a record is about the image known by any of these identifiers."""
-    texts = list(record.images.values())
-    for key in ("image_id", "manifest_digest", "config_digest"):
-        value = record.details.get(key)
-        if isinstance(value, str):
-            texts.append(value)
+    texts = record.identifiers()
     digests = {i for i in ids if i.startswith("sha256:")}
     names = ids - digests
     return any(text in names or any(d in text for d in digests) for text in texts)
@@ -98,38 +103,39 @@ def _render_plan(entries: list[Entry], unplanned: list[Entry]) -> dict[str, Any]
         section["prepared_image"] = NOT_RECORDED
     else:
         rec = build.record
-        base = rec.details.get("base")
+        built: BuildDetails = rec.info
         base_doc: dict[str, Any] = {"reference": rec.images.get("base")}
-        if isinstance(base, dict):
-            base_doc.update({k: base.get(k) for k in _BASE_KEYS})
+        if built.base is not None:
+            base_doc.update({k: getattr(built.base, k) for k in _BASE_KEYS})
         section["upstream_base"] = base_doc
-        ids = _identifiers(rec.details.get("image_id"), rec.images.get("image"))
+        ids = _identifiers(built.image_id, rec.images.get("image"))
+
+        def pushed_this(record: LedgerRecord) -> bool:
+            info: PushDetails = record.info
+            return _concerns(record, ids) or info.config_digest == built.image_id
+
         push = _latest(
             e
             for e in entries
             if e.record.kind == "push"
             and e.record.seq > rec.seq
             and e.record.status == "pushed"
-            and (
-                _concerns(e.record, ids)
-                or e.record.details.get("config_digest") == rec.details.get("image_id")
-            )
+            and pushed_this(e.record)
         )
         prepared: dict[str, Any] = {
-            "build": {"status": rec.status, "image_id": rec.details.get("image_id"), **_ref(build)},
+            "build": {"status": rec.status, "image_id": built.image_id, **_ref(build)},
             "reference": None,
             "manifest_digest": None,
             "config_digest": None,
         }
         if push is not None:
+            pushed: PushDetails = push.record.info
             prepared["reference"] = push.record.images.get("pushed")
-            prepared["manifest_digest"] = push.record.details.get("manifest_digest")
-            prepared["config_digest"] = push.record.details.get("config_digest")
+            prepared["manifest_digest"] = pushed.manifest_digest
+            prepared["config_digest"] = pushed.config_digest
             prepared["push"] = _ref(push)
             ids |= _identifiers(
-                push.record.images.get("pushed"),
-                push.record.details.get("manifest_digest"),
-                push.record.details.get("config_digest"),
+                push.record.images.get("pushed"), pushed.manifest_digest, pushed.config_digest
             )
         section["prepared_image"] = prepared
 
@@ -144,9 +150,6 @@ def _render_plan(entries: list[Entry], unplanned: list[Entry]) -> dict[str, Any]
     mirrors = [e for e in candidates if e.record.kind == "mirror-verify"]
 
     def purpose(entry: Entry) -> str | None:
-        declared = entry.record.details.get("purpose")
-        if declared in ("base", "destination"):
-            return str(declared)
         if ids and _concerns(entry.record, ids):
             return "destination"
         if base_ids and _concerns(entry.record, base_ids):
@@ -157,9 +160,10 @@ def _render_plan(entries: list[Entry], unplanned: list[Entry]) -> dict[str, Any]
         if entry is None:
             return NOT_RECORDED
         rec = entry.record
+        info: MirrorDetails = rec.info
         return {
             "verdict": rec.status,
-            "statement": rec.details.get("message") or rec.scope,
+            "statement": info.message or rec.scope,
             "source": rec.images.get("source"),
             "destination": rec.images.get("destination"),
             **_ref(entry),
@@ -177,8 +181,9 @@ def _render_plan(entries: list[Entry], unplanned: list[Entry]) -> dict[str, Any]
         found = {"status": entry.record.status, "scope": entry.record.scope, **_ref(entry)}
         # An audit's verdict depends on the profile it ran with (a generic CPU_PASS and a vllm
         # CPU_CHECK_INCOMPLETE can both be true of one image): the lock names it.
-        if "profile" in entry.record.details:
-            found["profile"] = entry.record.details["profile"]
+        info: AuditDetails = entry.record.info
+        if info.profile is not None:
+            found["profile"] = info.profile
         return found
 
     section["audit"] = status_of("audit")
@@ -190,15 +195,15 @@ def _render_plan(entries: list[Entry], unplanned: list[Entry]) -> dict[str, Any]
     if pull is None or not ids:
         section["final_pull"] = NOT_RECORDED
     else:
-        d = pull.record.details
+        d: FinalPullDetails = pull.record.info
         section["final_pull"] = {
             "status": pull.record.status,
             "reference": pull.record.images.get("image"),
-            "image_id": d.get("image_id"),
-            "image_store": d.get("image_store"),
-            "engine_version": d.get("engine_version"),
-            "where": d.get("where"),
-            "source": d.get("source", "engine"),
+            "image_id": d.image_id,
+            "image_store": d.image_store,
+            "engine_version": d.engine_version,
+            "where": d.where,
+            "source": d.source or "engine",
             **_ref(pull),
         }
 
@@ -208,11 +213,14 @@ def _render_plan(entries: list[Entry], unplanned: list[Entry]) -> dict[str, Any]
         rec = entry.record
         reason: str | None = None
         if rec.kind == "rejected-build":
-            reason = str(rec.details.get("reason") or rec.scope or "rejected build")
+            rejected: RejectedBuildDetails = rec.info
+            reason = rejected.reason or rec.scope or "rejected build"
         elif rec.kind == "build" and rec.seq != current:
             reason = "superseded by a later build"
-        elif rec.kind in ("final-pull", "mirror-verify", "audit") and rec.status in _FAILED:
-            reason = str(rec.details.get("message") or rec.scope or rec.status)
+        elif rec.kind == "mirror-verify" and rec.status in _FAILED:
+            reason = rec.info.message or rec.scope or rec.status
+        elif rec.kind in ("final-pull", "audit") and rec.status in _FAILED:
+            reason = rec.scope or rec.status
         if reason is not None:
             investigations.append(
                 {

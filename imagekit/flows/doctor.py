@@ -28,7 +28,7 @@ from typing import Any
 from imagekit.build import CA_ENV, DEFAULT_CA_BUNDLE
 from imagekit.errors import ImagekitError
 from imagekit.plan import LoadedPlan, PipInstall, load_plan, plan_path
-from imagekit.refs import Platform, parse_reference
+from imagekit.refs import Platform, parse_reference, repository_for
 from imagekit.registry.client import RegistryClient
 from imagekit.workspace import Workspace
 
@@ -400,9 +400,7 @@ def run_doctor(
         for role, text in registries:
             checks.append(check_registry(client, _registry_host(text), role))
             if checks[-1].status == OK and (plan_name is not None or "/" in text):
-                # The repository the pipeline will push this plan to (pipeline.repository_for).
-                from imagekit.pipeline import repository_for
-
+                # The repository the pipeline will push this plan to.
                 target = repository_for(text, plan_name) if plan_name is not None else text
                 checks.append(check_push_access(client, target, role))
     finally:

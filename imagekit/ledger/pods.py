@@ -31,7 +31,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from imagekit.errors import UsageError
 from imagekit.evidence import new_run_dir, write_json
-from imagekit.ledger import LedgerRecord, append_record, read_records
+from imagekit.ledger.record import FinalPullDetails, LedgerRecord, PushDetails
+from imagekit.ledger.store import append_record, read_records
 from imagekit.refs import Digest, is_digest
 from imagekit.workspace import Workspace
 
@@ -204,12 +205,11 @@ def expected_from_plan(workspace: Workspace, plan: str) -> tuple[Digest, Digest 
             f"the ledger has no push record for plan {plan!r} to compare against",
             hint="pass --expect sha256:... with the accepted manifest digest",
         )
-    details = pushes[-1].details
-    manifest = details.get("manifest_digest")
-    config = details.get("config_digest")
-    if not isinstance(manifest, str) or not is_digest(manifest):
+    details: PushDetails = pushes[-1].info
+    manifest, config = details.manifest_digest, details.config_digest
+    if manifest is None or not is_digest(manifest):
         raise UsageError(f"the newest push record of {plan!r} has no manifest_digest")
-    return Digest(manifest), Digest(config) if isinstance(config, str) else None
+    return Digest(manifest), Digest(config) if config is not None else None
 
 
 def _judge(
@@ -321,21 +321,21 @@ def record_pod(
                     "cluster ran, not what it served"
                 ),
                 evidence=evidence,
-                details={
-                    "source": "pod",
-                    "pod": check.pod,
-                    "namespace": check.namespace,
-                    "container": check.container,
-                    "init": check.init,
-                    "image": check.image,
-                    "image_id": str(check.parsed.digest) if check.parsed.digest else None,
-                    "image_id_raw": check.image_id_raw,
-                    "image_id_form": check.parsed.form,
-                    "expected_manifest_digest": str(manifest),
-                    "expected_config_digest": str(config) if config else None,
-                    "where": where or check.node,
-                    "input_sha256": input_sha256,
-                },
+                details=FinalPullDetails(
+                    source="pod",
+                    pod=check.pod,
+                    namespace=check.namespace,
+                    container=check.container,
+                    init=check.init,
+                    image=check.image,
+                    image_id=str(check.parsed.digest) if check.parsed.digest else None,
+                    image_id_raw=check.image_id_raw,
+                    image_id_form=check.parsed.form,
+                    expected_manifest_digest=str(manifest),
+                    expected_config_digest=str(config) if config else None,
+                    where=where or check.node,
+                    input_sha256=input_sha256,
+                ),
             )
             saved.append(replace(check, record=rec))
         pending = saved

@@ -12,10 +12,10 @@ import pytest
 
 from imagekit.errors import UsageError
 from imagekit.ledger import append_record, read_records, verify
-from imagekit.pods import MISMATCH, UNKNOWN, VERIFIED, parse_image_id, record_pod
+from imagekit.ledger.pods import MISMATCH, UNKNOWN, VERIFIED, parse_image_id, record_pod
 from imagekit.workspace import Workspace
 
-FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "pods"
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "pods"
 MANIFEST = "sha256:" + "3f" * 32
 CONFIG = "sha256:" + "c0" * 32
 OTHER = "sha256:" + "9a" * 32
