@@ -15,6 +15,8 @@ DESIGN.md::
     |   +-- LedgerBroken               a ledger whose chain or evidence no longer verifies
     +-- CouldNotFinish                 exit 3: the work could not be finished
         +-- EngineUnavailable          the Docker engine did not answer or failed
+        +-- ContainerdError            a call to containerd (through ctr) failed
+        |   +-- ContainerdUnavailable  containerd did not answer, or has no working CRI plugin
         +-- RegistryError              a registry answered badly (carries registry/repo/digest)
             +-- RegistryUnauthorized   401/403 without usable credentials
             +-- RegistryNotFound       404 for a manifest or blob
@@ -141,6 +143,14 @@ class CouldNotFinish(ImagekitError):
 
 class EngineUnavailable(CouldNotFinish):
     """The Docker engine did not answer, or a call to it failed."""
+
+
+class ContainerdError(CouldNotFinish):
+    """containerd answered, but a call to it (a pull, a read of its store) failed."""
+
+
+class ContainerdUnavailable(ContainerdError):
+    """No containerd answered at the address, or it cannot serve a kubelet (no CRI plugin)."""
 
 
 class RegistryError(CouldNotFinish):

@@ -65,9 +65,16 @@ mirror-verify (status = the verdict: ``identical`` | ``content-identical`` |
 final-pull (status ``verified`` | ``mismatch`` | ``unknown``)
     images.image = ``repo@sha256:...``; details.image_id, details.repo_digests,
     details.engine_version, details.image_store (``classic`` | ``containerd``),
-    details.expected_manifest_digest, details.expected_config_digest, details.where.
+    details.expected_manifest_digest, details.expected_config_digest, details.where,
+    details.image_id_means (what that store's image ID is).
+    Records from ``pull --runtime containerd`` have details.source ``containerd``,
+    details.image_store ``containerd-cri``, details.image_id = the CRI image ID (config
+    digest), details.repository, details.target_digest (index or manifest pulled by),
+    details.platform, details.platform_manifest_digest, details.chain_id,
+    details.cri_references, details.kubelet_image_ref.
     Records from ``ledger record-pod`` are final-pull records with details.source ``pod``,
-    details.pod, details.namespace, details.container, details.image_id_raw.
+    details.pod, details.namespace, details.container, details.image_id_raw (and
+    details.final_pull_seq when matched against a containerd final pull).
 note (any status)
     free text in scope; details free.
 """
@@ -79,6 +86,7 @@ from imagekit.ledger.record import (
     AuditSummary,
     BaseImageDetails,
     BuildDetails,
+    ContainerdStore,
     EvidenceRef,
     FinalPullDetails,
     Kind,
@@ -116,6 +124,7 @@ __all__ = [
     "AuditSummary",
     "BaseImageDetails",
     "BuildDetails",
+    "ContainerdStore",
     "Entry",
     "EvidenceRef",
     "FinalPullDetails",

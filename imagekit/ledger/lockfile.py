@@ -4,8 +4,9 @@ The ledger is the history; the lock is the answer to "what is accepted now, and 
 proved about it?", in the shape of the public MiniMax-M3 image lock: per plan, the upstream
 base (source tag, index digest, platform, manifest and config digests, compressed layer bytes,
 layer digests), the base content verification verdict and its sentence, the prepared image's
-manifest and config digests, the CPU audit status, the destination status, the final pull, and
-the rejected attempts kept as investigations.
+manifest and config digests, the CPU audit status, the destination status, the final pull
+(and the newest engine and containerd final pulls side by side), and the rejected attempts
+kept as investigations.
 
 Only records that concern the current prepared image count for it: an audit of an earlier
 build is not an audit of this one, so a plan whose newest build was never audited says
@@ -90,6 +91,47 @@ def _latest(entries: Iterable[Entry]) -> Entry | None:
     for entry in entries:
         result = entry
     return result
+
+
+def _final_pulls(candidates: list[Entry], ids: set[str]) -> dict[str, Any]:
+    """The newest engine and containerd final pulls of the image, side by side.
+
+    The two stores name one image by different digests (the classic store by its config, the
+    CRI by its config as image ID and by the pulled digest as the kubelet's imageID), so each
+    entry carries the sentence its record gave for what its image ID means.
+    """
+    shown: dict[str, Any] = {}
+    for source in ("engine", "containerd"):
+
+        def from_store(record: LedgerRecord, source: str = source) -> bool:
+            info: FinalPullDetails = record.info
+            return (info.source or "engine") == source
+
+        entry = _latest(
+            e
+            for e in candidates
+            if e.record.kind == "final-pull"
+            and from_store(e.record)
+            and ids
+            and _concerns(e.record, ids)
+        )
+        if entry is None:
+            shown[source] = NOT_RECORDED
+            continue
+        d: FinalPullDetails = entry.record.info
+        shown[source] = {
+            "status": entry.record.status,
+            "reference": entry.record.images.get("image"),
+            "image_id": d.image_id,
+            "image_id_means": d.image_id_means or NOT_RECORDED,
+            "image_store": d.image_store,
+            "runtime_version": d.engine_version,
+            "repo_digests": d.repo_digests,
+            "where": d.where,
+            **({"kubelet_image_ref": d.kubelet_image_ref} if source == "containerd" else {}),
+            **_ref(entry),
+        }
+    return shown
 
 
 def _render_plan(entries: list[Entry], unplanned: list[Entry]) -> dict[str, Any]:
@@ -206,6 +248,7 @@ def _render_plan(entries: list[Entry], unplanned: list[Entry]) -> dict[str, Any]
             "source": d.source or "engine",
             **_ref(pull),
         }
+    section["final_pulls"] = _final_pulls(candidates, ids)
 
     current = build.record.seq if build else None
     investigations = []

@@ -127,25 +127,49 @@ class PullCheck(RecordDetails):
     actual: str | None = None
 
 
+class ContainerdStore(RecordDetails):
+    """Which containerd answered a final pull, and where it keeps the image."""
+
+    version: str
+    address: str
+    namespace: str
+    snapshotter: str
+
+
 class FinalPullDetails(RecordDetails):
-    """A final pull through an engine, or a pod's container as the kubelet reports it.
+    """A final pull through an engine or containerd, or a pod's container as the kubelet
+    reports it.
 
     ``image_id`` is what the store calls the image: the config digest in Docker's classic
-    store, the pulled digest in the containerd image store, the digest out of a pod's
-    imageID. Which one it is, is said by ``source`` and ``image_store``.
+    store and as the CRI image ID, the pulled digest in the engine's containerd image store,
+    the digest out of a pod's imageID. ``image_id_means`` says which, in words.
     """
 
-    source: Literal["engine", "pod"] | None = None
+    source: Literal["engine", "containerd", "pod"] | None = None
     image_id: str | None = None
+    image_id_means: str | None = None
     expected_manifest_digest: str | None = None
     expected_config_digest: str | None = None
     where: str | None = None
-    # source "engine"
+    # sources "engine" and "containerd"
     repo_digests: list[str] | None = None
     engine_version: str | None = None
     image_store: str | None = None
     platform_manifest_digest: str | None = None
     checks: list[PullCheck] | None = None
+    # source "containerd"
+    containerd: ContainerdStore | None = None
+    repository: str | None = None
+    name: str | None = None
+    target_digest: str | None = Field(
+        default=None, description="what containerd pulled: the index or the manifest"
+    )
+    target_media_type: str | None = None
+    platform: str | None = None
+    config_digest: str | None = None
+    chain_id: str | None = None
+    cri_references: list[str] | None = None
+    kubelet_image_ref: str | None = None
     # source "pod"
     pod: str | None = None
     namespace: str | None = None
@@ -155,6 +179,10 @@ class FinalPullDetails(RecordDetails):
     image_id_raw: str | None = None
     image_id_form: str | None = None
     input_sha256: str | None = None
+    final_pull_seq: int | None = Field(
+        default=None, description="the containerd final pull the pod was matched against"
+    )
+    expected_platform_manifest_digest: str | None = None
 
 
 class NoteDetails(RecordDetails):
