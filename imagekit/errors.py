@@ -1,8 +1,9 @@
 """The one error tree of imagekit, and the exit codes that come from it.
 
 Library code raises; only the CLI turns an error into one line on stderr (plus its hint) and
-an exit code. The exit code belongs to the class, following the command-line contract in
-DESIGN.md::
+an exit code. The exit code belongs to the class, following the command-line contract
+(docs/ARCHITECTURE.md). Any other exception is a bug: the CLI reports it as a crash and
+exits with CRASH_EXIT_CODE (70, sysexits' EX_SOFTWARE), never with a verdict's code::
 
     ImagekitError                      base: message + hint, exit_code 3
     +-- UsageError                     exit 2: bad input or usage; nothing was attempted
@@ -31,6 +32,8 @@ builds them from the registry, repository and digest alone.
 from __future__ import annotations
 
 from typing import Any, ClassVar
+
+CRASH_EXIT_CODE = 70
 
 
 class ImagekitError(Exception):
