@@ -41,7 +41,7 @@ from typing import Any, Protocol, TextIO
 from python_on_whales.exceptions import DockerException
 from python_on_whales.utils import stream_stdout_and_stderr
 
-from imagekit.engine import Engine, connect, engine_errors
+from imagekit.engine import Engine, connect, docker_error_text, engine_errors
 from imagekit.errors import (
     BuildRejected,
     EngineUnavailable,
@@ -275,8 +275,7 @@ def ensure_base(engine: Engine, base: Reference, platform: str, log: LogSink) ->
     try:
         engine.client.image.pull(ref, quiet=True, platform=platform)
     except DockerException as exc:
-        detail = (exc.stderr or exc.stdout or str(exc)).strip().splitlines()
-        last = detail[-1] if detail else str(exc)
+        last = docker_error_text(exc)
         log.write(f"imagekit: pull failed: {last}\n")
         if _UNREACHABLE.search(last):
             message = f"the registry {base.registry} could not be reached to pull the base {ref}"
@@ -602,9 +601,8 @@ def push_image(engine: Engine, tag: str, repo: str, log_path: Path) -> tuple[str
     try:
         engine.client.image.push(remote, quiet=True)
     except DockerException as exc:
-        detail = (exc.stderr or exc.stdout or str(exc)).strip().splitlines()
         raise RegistryError(
-            f"pushing {remote} failed: {detail[-1] if detail else exc}",
+            f"pushing {remote} failed: {docker_error_text(exc)}",
             registry=ref.registry,
             repository=ref.repository,
             hint="check the registry answers and the engine's credentials for it",

@@ -32,11 +32,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from imagekit.errors import ReferenceFormatError
+from imagekit.ledger.record import FinalPullStatus
 from imagekit.refs import Digest, is_digest, parse_reference
 
-VERIFIED = "verified"
-MISMATCH = "mismatch"
-UNKNOWN = "unknown"
+VERIFIED, MISMATCH, UNKNOWN = FinalPullStatus
 
 
 def chain_id(diff_ids: Sequence[Digest]) -> Digest:
@@ -80,7 +79,7 @@ class PulledImage:
     """A containerd final-pull record, as far as a pod's imageID is judged against it."""
 
     seq: int
-    status: str
+    status: str  # the record's status, as read back
     where: str | None
     name: str  # the repository (registry/repo) it was pulled from
     target_digest: Digest
@@ -125,7 +124,7 @@ def judge_pod_image_id(
     digest: Digest | None,
     raw: str,
     pulled: PulledImage,
-) -> tuple[str, str]:
+) -> tuple[FinalPullStatus, str]:
     """A kubelet imageID against the containerd final pull of the same node: verdict, reason."""
     where = f"on {pulled.where}" if pulled.where else "on its node"
     pull = f"the containerd final pull {where} (seq {pulled.seq})"

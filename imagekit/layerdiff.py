@@ -25,6 +25,7 @@ import tarfile
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from email.parser import HeaderParser
+from enum import StrEnum
 from typing import IO, TYPE_CHECKING, Any, Protocol
 
 from packaging.utils import canonicalize_name
@@ -500,6 +501,14 @@ class LayerSource(Protocol):
         ...
 
 
+class ComparisonVerdict(StrEnum):
+    """How two images compare: bit for bit, equal but for timestamps and bytecode, or not."""
+
+    REPRODUCIBLE = "reproducible"
+    EQUIVALENT = "equivalent"
+    CHANGED = "changed"
+
+
 @dataclass(frozen=True)
 class ImageComparison:
     """Two images compared: bit-for-bit when all diffIDs agree, else by layer content."""
@@ -512,11 +521,11 @@ class ImageComparison:
     diff: TreeDiff | None
 
     @property
-    def verdict(self) -> str:
+    def verdict(self) -> ComparisonVerdict:
         if self.diff_ids_before == self.diff_ids_after:
-            return "reproducible"
+            return ComparisonVerdict.REPRODUCIBLE
         assert self.diff is not None  # noqa: S101 - set whenever diffIDs differ
-        return "equivalent" if self.diff.equivalent else "changed"
+        return ComparisonVerdict.EQUIVALENT if self.diff.equivalent else ComparisonVerdict.CHANGED
 
     def to_json(self) -> dict[str, Any]:
         return {

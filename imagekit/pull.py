@@ -38,6 +38,7 @@ from imagekit.evidence import new_run_dir, write_bytes, write_json
 from imagekit.ledger import (
     ContainerdStore,
     FinalPullDetails,
+    FinalPullStatus,
     LedgerRecord,
     PullCheck,
     append_record,
@@ -46,8 +47,6 @@ from imagekit.refs import Digest, Reference, is_digest, parse_reference
 from imagekit.registry import RegistryClient, ResolvedImage, is_loopback
 from imagekit.workspace import Workspace
 
-VERIFIED = "verified"
-MISMATCH = "mismatch"
 ENGINE_IMAGE_ID_MEANS = {
     "classic": "the config digest: the classic store names an image by its config",
     "containerd": "the digest it was pulled by: the engine's containerd store names it so",
@@ -79,8 +78,8 @@ class _Verdict:
         return all(check.ok for check in self.checks)
 
     @property
-    def status(self) -> str:
-        return VERIFIED if self.ok else MISMATCH
+    def status(self) -> FinalPullStatus:
+        return FinalPullStatus.VERIFIED if self.ok else FinalPullStatus.MISMATCH
 
 
 @dataclass(frozen=True)

@@ -134,18 +134,12 @@ class Reference:
             return str(self.digest)
         return self.tag or "latest"
 
-    def with_digest(self, digest: Digest | str) -> Reference:
-        return Reference(self.registry, self.repository, self.tag, Digest(digest))
-
     def pinned_only(self, digest: Digest | str | None = None) -> Reference:
         """``registry/repo@digest``: the form to pull or build from."""
         d = Digest(digest) if digest is not None else self.digest
         if d is None:
             raise ReferenceFormatError(f"{self} is not pinned by digest")
         return Reference(self.registry, self.repository, None, d)
-
-    def with_tag(self, tag: str) -> Reference:
-        return Reference(self.registry, self.repository, tag, None)
 
     def __str__(self) -> str:
         text = self.name

@@ -18,13 +18,13 @@ from imagekit.audit.profiles import Profile, load_profile, probe_spec
 from imagekit.audit.report import (
     HOST_SCOPE,
     SCOPE,
+    AuditVerdict,
     ProbeReport,
-    Verdict,
     condensed,
     decide,
     parse_probe_output,
 )
-from imagekit.audit.runner import Limits, ProbeRun, ResolvedImage, resolve_image, run_in_container
+from imagekit.audit.runner import EngineImage, Limits, ProbeRun, resolve_image, run_in_container
 from imagekit.audit.runner import run_on_host as _run_on_host
 from imagekit.audit.vulns import VulnScan, scan
 from imagekit.engine import Engine, connect
@@ -56,10 +56,10 @@ class AuditRequest:
 @dataclass(frozen=True)
 class AuditResult:
     target: str
-    image: ResolvedImage | None
+    image: EngineImage | None
     profile: str
     plan: str | None
-    verdict: Verdict
+    verdict: AuditVerdict
     scope: str
     report: ProbeReport
     vulns: VulnScan
@@ -70,7 +70,7 @@ class AuditResult:
 
     @property
     def exit_code(self) -> int:
-        return 0 if self.verdict.status != "CPU_CHECK_INCOMPLETE" else 1
+        return 0 if self.verdict.status.accepted else 1
 
     def to_json(self, *, whole: bool = False) -> dict[str, Any]:
         """The result for --json: checks condensed unless ``whole`` (the evidence file)."""
@@ -236,7 +236,7 @@ def audit(
     profile: Profile = load_profile(profile_name).with_modules(modules)
     spec = probe_spec(profile, expected_paths=expected, host=request.host)
 
-    image: ResolvedImage | None = None
+    image: EngineImage | None = None
     if request.host:
         target = f"host:{socket.gethostname()}"
         run: ProbeRun = _run_on_host(spec)

@@ -22,17 +22,27 @@ import subprocess
 import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
 from imagekit.build import CA_ENV, DEFAULT_CA_BUNDLE
+from imagekit.engine import DockerEngine
 from imagekit.errors import ImagekitError
 from imagekit.plan import LoadedPlan, PipInstall, load_plan, plan_path
 from imagekit.refs import Platform, parse_reference, repository_for
 from imagekit.registry.client import RegistryClient
 from imagekit.workspace import Workspace
 
-OK, NO, SKIP = "ok", "no", "skip"
+
+class PreflightStatus(StrEnum):
+    OK = "ok"
+    NO = "no"
+    SKIP = "skip"
+
+
+# The members under short names, for the checks below.
+OK, NO, SKIP = PreflightStatus
 GiB = 1 << 30
 # A gzip'd rootfs layer inflates about 2.7-fold (ENVIRONMENT.md: 280 MB -> 756 MB); the engine
 # holds the download and the extracted layer at once, then the build adds its own layers.
@@ -68,7 +78,7 @@ _OCI_TO_QEMU = {
 @dataclass(frozen=True)
 class PreflightCheck:
     name: str
-    status: str  # ok, no, skip
+    status: PreflightStatus
     detail: str
     hint: str | None = None
 
@@ -123,7 +133,7 @@ def host_architecture(machine: str) -> str:
     return _UNAME_TO_OCI.get(machine, machine)
 
 
-def check_engine() -> tuple[PreflightCheck, Any]:
+def check_engine() -> tuple[PreflightCheck, DockerEngine | None]:
     """The engine answers `docker info`; returns the Engine for the checks that need it."""
     from imagekit.engine import connect
 
@@ -142,7 +152,7 @@ def check_engine() -> tuple[PreflightCheck, Any]:
     )
 
 
-def check_buildkit(engine: Any) -> PreflightCheck:
+def check_buildkit(engine: DockerEngine | None) -> PreflightCheck:
     """Build an empty Dockerfile through BuildKit to the local exporter: proves a session works.
 
     `--output` exists only with BuildKit, so a legacy builder cannot pass this by accident;
@@ -242,7 +252,7 @@ def check_platform(plan: LoadedPlan | None, facts: HostFacts) -> PreflightCheck:
     )
 
 
-def _docker_root(engine: Any) -> str | None:
+def _docker_root(engine: DockerEngine | None) -> str | None:
     from imagekit.engine import engine_errors
 
     if engine is None:

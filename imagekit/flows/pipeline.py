@@ -16,6 +16,7 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from enum import StrEnum
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -25,16 +26,23 @@ from imagekit.refs import parse_reference, repository_for
 from imagekit.workspace import Workspace
 
 STAGES = ("doctor", "build", "audit", "push", "mirror", "final-pull", "ledger")
-PASSED, FAILED, ERROR, NOT_RUN = "passed", "failed", "error", "not run"
-# Audit statuses that let an image go on (DESIGN.md: the MiniMax-M3 lock's vocabulary). A
-# deferred GPU CLI is still a CPU pass; an incomplete CPU check is not.
-AUDIT_ACCEPTED = ("CPU_PASS", "CPU_PASS_GPU_CLI_DEFERRED")
+
+
+class StageStatus(StrEnum):
+    PASSED = "passed"
+    FAILED = "failed"
+    ERROR = "error"
+    NOT_RUN = "not run"
+
+
+# The members under short names, for the stage functions below.
+PASSED, FAILED, ERROR, NOT_RUN = StageStatus
 
 
 @dataclass(frozen=True)
 class StageOutcome:
     stage: str
-    status: str  # passed, failed, error, not run
+    status: StageStatus
     detail: str = ""
     digest: str | None = None
     seconds: float | None = None
@@ -212,7 +220,7 @@ def _audit(ctx: _Context) -> StageOutcome:
     status = result.verdict.status
     return StageOutcome(
         "audit",
-        PASSED if status in AUDIT_ACCEPTED else FAILED,
+        PASSED if status.accepted else FAILED,
         status,
         digest=ctx.image_id,
         evidence=str(result.report_path),

@@ -36,14 +36,12 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from imagekit.cri import PulledImage, judge_pod_image_id
 from imagekit.errors import ReferenceFormatError, UsageError
 from imagekit.evidence import new_run_dir, write_json
-from imagekit.ledger.record import FinalPullDetails, LedgerRecord, PushDetails
+from imagekit.ledger.record import FinalPullDetails, FinalPullStatus, LedgerRecord, PushDetails
 from imagekit.ledger.store import append_record, read_records
 from imagekit.refs import Digest, is_digest, parse_reference
 from imagekit.workspace import Workspace
 
-VERIFIED = "verified"
-MISMATCH = "mismatch"
-UNKNOWN = "unknown"
+VERIFIED, MISMATCH, UNKNOWN = FinalPullStatus
 _PREFIXES = ("docker-pullable://", "docker://")
 
 
@@ -121,7 +119,7 @@ class ContainerCheck:
     image: str
     image_id_raw: str
     parsed: ParsedImageID
-    status: str
+    status: FinalPullStatus
     reason: str
     record: LedgerRecord | None = None
     final_pull: PulledImage | None = None
@@ -223,7 +221,7 @@ def expected_from_plan(workspace: Workspace, plan: str) -> tuple[Digest, Digest 
 
 def _judge(
     parsed: ParsedImageID, manifest: Digest, config: Digest | None, raw: str
-) -> tuple[str, str]:
+) -> tuple[FinalPullStatus, str]:
     if parsed.form == "repo-digest":
         if parsed.digest == manifest:
             return VERIFIED, f"imageID names the expected manifest digest {manifest}"
@@ -267,7 +265,7 @@ def _repository(text: str | None) -> str | None:
 
 def judge_against_pull(
     pulls: list[PulledImage], node: str | None, status: ContainerStatus, parsed: ParsedImageID
-) -> tuple[str, str, PulledImage | None]:
+) -> tuple[FinalPullStatus, str, PulledImage | None]:
     """A container against the newest containerd final pull of its node and image."""
     names = {n for n in (parsed.repository, _repository(status.image)) if n}
     pulled = next((p for p in pulls if p.where == node and p.name in names), None)
