@@ -18,7 +18,6 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from enum import StrEnum
 from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -126,15 +125,6 @@ class PullCheck(RecordDetails):
     ok: bool
     expected: str | None = None
     actual: str | None = None
-
-
-class FinalPullStatus(StrEnum):
-    """A final pull's status: the store (or the kubelet) holds the accepted image, holds
-    another, or could not be compared (never a pass)."""
-
-    VERIFIED = "verified"
-    MISMATCH = "mismatch"
-    UNKNOWN = "unknown"
 
 
 class ContainerdStore(RecordDetails):
