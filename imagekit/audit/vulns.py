@@ -251,27 +251,28 @@ def _scan_database(
         source=OFFLINE_SOURCE,
         database={**database.to_json(now), "max_age_days": max_age_days},
     )
-    result = _decide(ran, json.loads(document)["dependencies"], [], f"the {described}")
     age = database.age(now)
-    if age < timedelta(0):
-        return replace(
-            result,
-            status="unknown",
-            reason=f"{described} (newest record {database.newest_modified.isoformat()}): "
-            f"this machine's clock or the export is wrong; {result.reason}",
-        )
-    if age > timedelta(days=max_age_days):
-        return replace(
-            result,
-            status="unknown",
-            reason=f"{described}, older than --vuln-db-max-age {max_age_days} days: newer "
-            f"advisories are missing from it; {result.reason}",
-        )
-    return result
+    if timedelta(0) <= age <= timedelta(days=max_age_days):
+        return _decide(ran, json.loads(document)["dependencies"], [], f"the {described}")
+    # Too old, or dated after this machine's clock: what it says is kept, but it is no pass.
+    result = _decide(ran, json.loads(document)["dependencies"], [], "the database", cite=False)
+    why = (
+        f"{described}, older than --vuln-db-max-age {max_age_days} days, so newer advisories "
+        "are missing from it"
+        if age > timedelta(0)
+        else f"{described} (newest record {database.newest_modified.isoformat()}): this "
+        "machine's clock or the export is wrong"
+    )
+    return replace(result, status="unknown", reason=f"{why}; it says: {result.reason}")
 
 
 def _decide(
-    ran: VulnScan, dependencies: list[dict[str, Any]], left_out: list[str], by: str
+    ran: VulnScan,
+    dependencies: list[dict[str, Any]],
+    left_out: list[str],
+    by: str,
+    *,
+    cite: bool = True,
 ) -> VulnScan:
     """The status from pip-audit's JSON ``dependencies``: clean only if every one was looked
     up and none is affected."""
@@ -295,13 +296,14 @@ def _decide(
             for vuln in dep.get("vulns", [])
         )
     note = f"; {len(skipped)} not audited (listed)" if skipped else ""
+    source = f" ({by})" if cite else ""
     base = replace(ran, findings=tuple(findings), audited=audited, not_audited=tuple(skipped))
     if findings:
         names = sorted({f"{f.name} {f.version}" for f in findings})
         return replace(
             base,
             status="findings",
-            reason=f"{len(findings)} known vulnerabilities in {', '.join(names)} ({by}){note}",
+            reason=f"{len(findings)} known vulnerabilities in {', '.join(names)}{source}{note}",
         )
     if audited == 0:
         return replace(base, reason=f"{by} checked none of the distributions{note}")
@@ -312,5 +314,5 @@ def _decide(
             f"but {len(skipped)} could not be looked up (listed)",
         )
     return replace(
-        base, status="clean", reason=f"no known vulnerabilities in {audited} distributions ({by})"
+        base, status="clean", reason=f"no known vulnerabilities in {audited} distributions{source}"
     )
