@@ -467,6 +467,7 @@ class OsvDatabase:
             "age_source": "the newest modified timestamp among the records",
             "described": self.describe(now),
             "ignored_files": list(self.ignored_files),
+            "validated_by_processes": self.validated_by,
         }
 
 
