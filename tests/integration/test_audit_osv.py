@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import secrets
 import shutil
 import subprocess
@@ -97,11 +98,18 @@ def built(
         subprocess.run([engine.client_path, "rmi", tag], capture_output=True, check=False)
 
 
-def _audit(built: Built, *args: str, as_json: bool = True) -> tuple[int, Any, str]:
+def _audit(
+    built: Built, workspace: Workspace, *args: str, as_json: bool = True
+) -> tuple[int, Any, str]:
+    """The real command, run in the test's project (the workspace fixture's IMAGEKIT_*
+    variables reach it), so its evidence and ledger records land there."""
     argv = [IMAGEKIT, "audit", built.tag, *args, *(["--json"] if as_json else [])]
     if built.subject.plan:
         argv += ["--plan", built.subject.plan]
-    proc = subprocess.run(argv, capture_output=True, text=True, timeout=600, check=False)
+    assert os.environ.get("IMAGEKIT_ROOT") == str(workspace.root)
+    proc = subprocess.run(
+        argv, capture_output=True, text=True, timeout=600, check=False, cwd=workspace.root
+    )
     doc = json.loads(proc.stdout) if as_json and proc.stdout.strip() else proc.stdout
     return proc.returncode, doc, proc.stderr
 
@@ -110,7 +118,7 @@ def test_findings_name_the_planted_distributions(
     built: Built, tmp_path: Path, workspace: Workspace
 ) -> None:
     export = write_zip(tmp_path / "all.zip", records(days_ago(3)))
-    code, doc, err = _audit(built, "--vuln-db", str(export))
+    code, doc, err = _audit(built, workspace, "--vuln-db", str(export))
 
     assert code == 1, err  # --fail-on findings is the default
     assert doc["status"] == "CPU_PASS"  # the probe passed; the findings alone fail it
@@ -141,11 +149,11 @@ def test_findings_name_the_planted_distributions(
 
 def test_fail_on_decides_the_exit_code(built: Built, tmp_path: Path, workspace: Workspace) -> None:
     export = write_zip(tmp_path / "all.zip", records(days_ago(3)))
-    never, doc, err = _audit(built, "--vuln-db", str(export), "--fail-on", "never")
+    never, doc, err = _audit(built, workspace, "--vuln-db", str(export), "--fail-on", "never")
     assert never == 0, err
     assert doc["vulnerabilities"]["status"] == "findings"
     assert not doc["vulnerabilities"]["fails_audit"]
-    fixable, doc, err = _audit(built, "--vuln-db", str(export), "--fail-on", "fixable")
+    fixable, doc, err = _audit(built, workspace, "--vuln-db", str(export), "--fail-on", "fixable")
     assert fixable == 1, err  # pip has a fixed version (23.3)
 
 
@@ -156,7 +164,7 @@ def test_clean_against_an_export_without_them_and_a_new_record_per_database(
     export = write_folder(tmp_path / "PyPI", clean_records(days_ago(2)))
     with monkeypatch.context() as env:
         env.setenv("IMAGEKIT_VULN_DB", str(export))
-        code, doc, err = _audit(built)
+        code, doc, err = _audit(built, workspace)
     assert code == 0, err
     vulns = doc["vulnerabilities"]
     assert vulns["status"] == "clean", vulns["reason"]
@@ -167,7 +175,7 @@ def test_clean_against_an_export_without_them_and_a_new_record_per_database(
     assert vulns["findings"] == [] and vulns["database"]["kind"] == "folder"
 
     planted = write_zip(tmp_path / "all.zip", records(days_ago(1)))
-    code, doc, err = _audit(built, "--vuln-db", str(planted), "--fail-on", "never")
+    code, doc, err = _audit(built, workspace, "--vuln-db", str(planted), "--fail-on", "never")
     assert code == 0 and doc["vulnerabilities"]["status"] == "findings", err
     scans = [r for r in read_records(workspace.ledger_path) if r.kind == "vulnerability-scan"]
     assert [r.status for r in scans] == ["clean", "findings"]
@@ -178,12 +186,12 @@ def test_an_old_database_is_unknown_never_clean(
     built: Built, tmp_path: Path, workspace: Workspace
 ) -> None:
     export = write_zip(tmp_path / "all.zip", clean_records(days_ago(45)))
-    code, doc, err = _audit(built, "--vuln-db", str(export))
+    code, doc, err = _audit(built, workspace, "--vuln-db", str(export))
     assert code == 0, err  # unknown is reported, not a failed check
     vulns = doc["vulnerabilities"]
     assert vulns["status"] == "unknown"
     assert "45 days old, older than --vuln-db-max-age 30 days" in vulns["reason"]
-    code, doc, err = _audit(built, "--vuln-db", str(export), "--vuln-db-max-age", "60")
+    code, doc, err = _audit(built, workspace, "--vuln-db", str(export), "--vuln-db-max-age", "60")
     assert doc["vulnerabilities"]["status"] == "clean", err
     statuses = [r.status for r in read_records(workspace.ledger_path)]
     assert statuses == ["CPU_PASS", "unknown", "CPU_PASS", "clean"]
@@ -195,7 +203,7 @@ def test_a_database_that_does_not_parse_is_exit_2_and_nothing_is_recorded(
     entries = clean_records(days_ago(1))
     entries[0]["affected"][0]["ranges"][0]["events"] = [{"fixed": "1.0"}]  # no introduced
     export = write_zip(tmp_path / "all.zip", entries)
-    code, doc, err = _audit(built, "--vuln-db", str(export))
+    code, doc, err = _audit(built, workspace, "--vuln-db", str(export))
     assert code == 2
     assert f"{export}!{entries[0]['id']}.json: not an OSV record" in err
     assert "must contain an introduced event" in err
@@ -208,7 +216,7 @@ def test_without_a_database_the_online_path_says_unknown_here(
 ) -> None:
     """No vulnerability service answers on these machines: pip-audit runs, and the status is
     unknown with its error, as before."""
-    code, doc, err = _audit(built)
+    code, doc, err = _audit(built, workspace)
     assert code == 0, err
     vulns = doc["vulnerabilities"]
     assert vulns["status"] == "unknown", vulns["reason"]
@@ -216,9 +224,11 @@ def test_without_a_database_the_online_path_says_unknown_here(
     assert vulns["database"] is None and vulns["command"][0] == "pip-audit"
 
 
-def test_the_human_output_lists_each_finding(built: Built, tmp_path: Path) -> None:
+def test_the_human_output_lists_each_finding(
+    built: Built, tmp_path: Path, workspace: Workspace
+) -> None:
     export = write_zip(tmp_path / "all.zip", records(days_ago(3)))
-    code, out, err = _audit(built, "--vuln-db", str(export), as_json=False)
+    code, out, err = _audit(built, workspace, "--vuln-db", str(export), as_json=False)
     assert code == 1, err
     planted = built.subject.planted
     assert f"  vulnerabilities: findings: {len(planted)} known vulnerabilities in " in out
