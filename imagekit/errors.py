@@ -10,6 +10,7 @@ exits with CRASH_EXIT_CODE (70, sysexits' EX_SOFTWARE), never with a verdict's c
     |   +-- ReferenceFormatError       a malformed image reference, digest or platform
     |   +-- PlanError                  a plan file that is missing, malformed or unsafe
     |   +-- ProfileError               an audit profile that is missing or malformed
+    |   +-- VulnDatabaseError          an offline vulnerability database that is not an OSV export
     +-- CheckFailed                    exit 1: a check ran and said no
     |   +-- DigestMismatch             bytes whose digest differs from the one asked for
     |   +-- BuildRejected              a build whose step or assertion failed
@@ -98,6 +99,17 @@ class PlanError(UsageError):
 
 class ProfileError(UsageError):
     """An audit profile that is missing or malformed."""
+
+
+class VulnDatabaseError(UsageError):
+    """An offline vulnerability database (--vuln-db) that cannot be used; names the file."""
+
+    def __init__(self, message: str, *, path: str, hint: str | None = None) -> None:
+        super().__init__(message, hint=hint)
+        self.path = path
+
+    def fields(self) -> dict[str, Any]:
+        return {"path": self.path}
 
 
 class CheckFailed(ImagekitError):

@@ -26,12 +26,13 @@ from imagekit.audit.report import (
 )
 from imagekit.audit.runner import EngineImage, Limits, ProbeRun, resolve_image, run_in_container
 from imagekit.audit.runner import run_on_host as _run_on_host
-from imagekit.audit.vulns import VulnScan, scan
+from imagekit.audit.vulns import DEFAULT_MAX_AGE_DAYS, FailOn, Finding, VulnScan, fails, scan
 from imagekit.engine import Engine, connect
 from imagekit.errors import CouldNotFinish, ImagekitError
 from imagekit.ledger import (
     AuditDetails,
     AuditSummary,
+    VulnerabilityDatabase,
     VulnerabilityScanDetails,
     VulnerabilitySummary,
     append_record,
@@ -51,6 +52,9 @@ class AuditRequest:
     expected_paths: tuple[str, ...] = ()
     extra_modules: tuple[str, ...] = ()
     limits: Limits = field(default_factory=Limits)
+    vuln_db: Path | None = None  # an offline OSV export (zip or folder) instead of the service
+    vuln_db_max_age_days: int = DEFAULT_MAX_AGE_DAYS
+    fail_on: FailOn = "findings"
 
 
 @dataclass(frozen=True)
@@ -67,10 +71,11 @@ class AuditResult:
     report_path: Path
     summary_path: Path
     ledger_seqs: tuple[int, ...]
+    fail_on: FailOn = "findings"
 
     @property
     def exit_code(self) -> int:
-        return 0 if self.verdict.status.accepted else 1
+        return 0 if self.verdict.status.accepted and not fails(self.vulns, self.fail_on) else 1
 
     def to_json(self, *, whole: bool = False) -> dict[str, Any]:
         """The result for --json: checks condensed unless ``whole`` (the evidence file)."""
@@ -109,11 +114,15 @@ class AuditResult:
                 "duration_s": self.report.duration_s,
                 "output_cap_bytes": self.report.output_cap_bytes,
             },
-            "vulnerabilities": (
-                self.vulns.to_json()
-                if whole
-                else {k: v for k, v in self.vulns.to_json().items() if k not in ("stdout",)}
-            ),
+            "vulnerabilities": {
+                **(
+                    self.vulns.to_json()
+                    if whole
+                    else {k: v for k, v in self.vulns.to_json().items() if k not in ("stdout",)}
+                ),
+                "fail_on": self.fail_on,
+                "fails_audit": fails(self.vulns, self.fail_on),
+            },
             "evidence": {
                 "dir": str(self.evidence_dir),
                 "report": str(self.report_path),
@@ -152,7 +161,9 @@ def _summary_markdown(result: dict[str, Any]) -> str:
             f"{result['image']['manifest_digest']}"
         )
     vulns = result["vulnerabilities"]
-    lines += [f"- vulnerabilities: {vulns['status']}: {vulns['reason']}", "", "## checks", ""]
+    lines.append(f"- vulnerabilities: {vulns['status']}: {vulns['reason']}")
+    lines += [f"  - {Finding(**f).line()}" for f in vulns["findings"]]
+    lines += ["", "## checks", ""]
     for c in result["checks"]:
         lines.append(f"### {c['name']}: {c['status']} ({c['duration_s']} s)")
         lines.append("")
@@ -197,13 +208,19 @@ def _record(workspace: Workspace, result: AuditResult, vulns_path: Path) -> tupl
             ),
         ),
     )
+    database = result.vulns.database
     vuln_record = append_record(
         workspace,
         "vulnerability-scan",
         plan=result.plan,
         images=images,
         status=result.vulns.status,
-        scope="pip-audit over the Python distributions the probe found installed",
+        scope=(
+            f"{result.vulns.source} {database['digest']} ({database['described']}) over the "
+            "Python distributions the probe found installed"
+            if database
+            else f"{result.vulns.source} over the Python distributions the probe found installed"
+        ),
         evidence=vulns_path,
         details=VulnerabilityScanDetails(
             profile=result.profile,
@@ -212,8 +229,11 @@ def _record(workspace: Workspace, result: AuditResult, vulns_path: Path) -> tupl
                 reason=result.vulns.reason,
                 audited=result.vulns.audited,
                 findings=len(result.vulns.findings),
+                finding_ids=sorted({f.id for f in result.vulns.findings}),
                 not_audited=len(result.vulns.not_audited),
+                fail_on=result.fail_on,
             ),
+            **({"database": VulnerabilityDatabase(**database)} if database else {}),
         ),
     )
     return (audit_record.seq, vuln_record.seq)
@@ -223,6 +243,11 @@ def audit(
     workspace: Workspace, request: AuditRequest, *, engine: Engine | None = None
 ) -> AuditResult:
     """Audit an image (or this host), write the evidence, append the ledger records."""
+    database = None
+    if request.vuln_db is not None:  # bad input: refused before anything runs
+        from imagekit.audit.osv import load_database  # pip-audit's modules, only when used
+
+        database = load_database(request.vuln_db)
     profile_name = request.profile
     modules = list(request.extra_modules)
     expected = list(request.expected_paths)
@@ -261,7 +286,13 @@ def audit(
             f"{exc.message} (raw output kept in {run_dir})", hint=exc.hint
         ) from exc
     verdict = decide(report)
-    vulns = scan(report.distributions(), offline=request.offline)
+    vulns = scan(
+        report.distributions(),
+        offline=request.offline,
+        database=database,
+        max_age_days=request.vuln_db_max_age_days,
+        locations=report.locations(),
+    )
     vulns_path = run_dir / "vulnerabilities.json"
     evidence.write_json(vulns_path, vulns.to_json())
     result = AuditResult(
@@ -277,6 +308,7 @@ def audit(
         report_path=run_dir / "audit-report.json",
         summary_path=run_dir / "summary.md",
         ledger_seqs=(),
+        fail_on=request.fail_on,
     )
     whole = result.to_json(whole=True)
     whole["probe_command"] = list(run.command)
