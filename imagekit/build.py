@@ -41,7 +41,7 @@ from typing import Any, Protocol, TextIO
 from python_on_whales.exceptions import DockerException
 from python_on_whales.utils import stream_stdout_and_stderr
 
-from imagekit.engine import Engine, connect, engine_errors
+from imagekit.engine import Engine, connect, docker_error_text, engine_errors
 from imagekit.errors import (
     BuildRejected,
     EngineUnavailable,
@@ -50,9 +50,15 @@ from imagekit.errors import (
     UsageError,
 )
 from imagekit.evidence import new_run_dir, write_bytes
-from imagekit.ledger import append_record
+from imagekit.ledger import (
+    BaseImageDetails,
+    BuildDetails,
+    PushDetails,
+    RejectedBuildDetails,
+    append_record,
+)
 from imagekit.plan import LoadedPlan, load_plan, plan_path
-from imagekit.refs import Digest, Reference, parse_platform, parse_reference
+from imagekit.refs import Digest, Reference, parse_reference
 from imagekit.registry import RegistryClient
 from imagekit.render import (
     ASSERT_FAIL_MARKER,
@@ -269,8 +275,7 @@ def ensure_base(engine: Engine, base: Reference, platform: str, log: LogSink) ->
     try:
         engine.client.image.pull(ref, quiet=True, platform=platform)
     except DockerException as exc:
-        detail = (exc.stderr or exc.stdout or str(exc)).strip().splitlines()
-        last = detail[-1] if detail else str(exc)
+        last = docker_error_text(exc)
         log.write(f"imagekit: pull failed: {last}\n")
         if _UNREACHABLE.search(last):
             message = f"the registry {base.registry} could not be reached to pull the base {ref}"
@@ -328,7 +333,10 @@ def _buildx_build(
     no_cache: bool,
     tee: _Tee,
 ) -> str:
-    # Not exercised on our machines (no buildx plugin there); kept to the documented API.
+    # Most users' clients have buildx, so this is the path they take. It cannot run on our
+    # machines: neither Debian 12 nor the package index ships the buildx plugin (or a
+    # standalone BuildKit), so no test here can drive a real buildx. tests/unit/test_build.py
+    # pins the call it makes to python-on-whales' documented `buildx.build` instead.
     stream = engine.client.buildx.build(
         context,
         tags=[tag],
@@ -360,9 +368,14 @@ def build_plan(
     options: BuildOptions | None = None,
     *,
     engine: Engine | None = None,
+    registry: RegistryClient | None = None,
     echo: TextIO | None = None,
 ) -> BuildResult:
-    """Build one plan and return the image; raise BuildRejected (exit 1) when a step fails."""
+    """Build one plan and return the image; raise BuildRejected (exit 1) when a step fails.
+
+    ``registry`` describes the base for the record (a client of the caller's, or one made
+    for the call).
+    """
     options = options or BuildOptions()
     echo = echo or sys.stderr
     loaded = load_plan(
@@ -392,7 +405,7 @@ def build_plan(
         image_id = _run_build(
             workspace, loaded, rendered, engine, tag, ca, index_url, options, tee, log_path
         )
-    base_details = _base_details(loaded)
+    base_details = _base_details(loaded, registry)
     seqs = [
         _record(
             workspace,
@@ -406,14 +419,14 @@ def build_plan(
                 "nothing was run on a GPU"
             ),
             evidence=log_path,
-            details={
-                "image_id": image_id,
-                "plan_sha256": loaded.digest.hex,
-                "dockerfile_sha256": rendered.digest.hex,
-                "rendered_sha256": {n: Digest.of_bytes(d).hex for n, d in rendered.files().items()},
-                "builder": builder,
-                "base": base_details,
-            },
+            details=BuildDetails(
+                image_id=image_id,
+                plan_sha256=loaded.digest.hex,
+                dockerfile_sha256=rendered.digest.hex,
+                rendered_sha256={n: Digest.of_bytes(d).hex for n, d in rendered.files().items()},
+                builder=builder,
+                base=base_details,
+            ),
         )
     ]
     result = BuildResult(
@@ -430,21 +443,42 @@ def build_plan(
     )
     if options.push is None:
         return result
-    pushed, manifest = push_image(engine, tag, options.push, log_path)
-    push_seq = _record(
-        workspace,
-        "push",
-        plan=loaded.name,
-        images={"image": tag, "pushed": pushed},
-        status="pushed",
-        scope=f"the engine pushed {tag} and the registry named the manifest {manifest}",
-        evidence=log_path,
-        details={"manifest_digest": manifest, "config_digest": image_id},
+    pushed, manifest, push_seq = push_and_record(
+        workspace, engine, tag, options.push, log_path, plan=loaded.name, image_id=image_id
     )
     return replace(result, pushed=pushed, manifest_digest=manifest, ledger=[*seqs, push_seq])
 
 
-def _base_details(loaded: LoadedPlan) -> dict[str, Any]:
+def push_and_record(
+    workspace: Workspace,
+    engine: Engine,
+    tag: str,
+    repo: str,
+    log_path: Path,
+    *,
+    plan: str,
+    image_id: str,
+) -> tuple[str, str, int]:
+    """Push a built image and append its push record: (repo@digest, manifest digest, seq).
+
+    ``imagekit build --push`` and the pipeline's push stage (which pushes only what its
+    audit passed) both call this, so a push is recorded the same way whoever made it.
+    """
+    pushed, manifest = push_image(engine, tag, repo, log_path)
+    seq = _record(
+        workspace,
+        "push",
+        plan=plan,
+        images={"image": tag, "pushed": pushed},
+        status="pushed",
+        scope=f"the engine pushed {tag} and the registry named the manifest {manifest}",
+        evidence=log_path,
+        details=PushDetails(manifest_digest=manifest, config_digest=image_id),
+    )
+    return pushed, manifest, seq
+
+
+def _base_details(loaded: LoadedPlan, registry: RegistryClient | None) -> BaseImageDetails:
     """What the lock file needs about the upstream base, read from its registry.
 
     The engine only tells the config digest; the index digest, layer digests and compressed
@@ -452,23 +486,23 @@ def _base_details(loaded: LoadedPlan) -> dict[str, Any]:
     already pulled the base by digest), so a registry that cannot answer now leaves the reason
     in the record instead of failing a build that succeeded.
     """
-    details: dict[str, Any] = {
+    known: dict[str, Any] = {
         "platform": loaded.plan.base.platform,
         "manifest_digest": str(loaded.base.digest),
     }
     if loaded.plan.base.found_as:
-        details["source_tag"] = loaded.plan.base.found_as
+        known["source_tag"] = loaded.plan.base.found_as
     try:
-        with RegistryClient() as client:
-            resolved = client.resolve(loaded.base, parse_platform(loaded.plan.base.platform))
+        if registry is not None:
+            resolved = registry.resolve(loaded.base, loaded.platform)
+        else:
+            with RegistryClient() as client:
+                resolved = client.resolve(loaded.base, loaded.platform)
     except ImagekitError as exc:
-        details["inspect_error"] = exc.message
-        return details
+        return BaseImageDetails(**known, inspect_error=exc.message)
     inspected = resolved.to_json()
-    for key in ("index_digest", "config_digest", "compressed_layer_bytes", "layer_digests"):
-        details[key] = inspected[key]
-    details["diff_ids"] = inspected["diff_ids"]
-    return details
+    keys = ("index_digest", "config_digest", "compressed_layer_bytes", "layer_digests", "diff_ids")
+    return BaseImageDetails(**known, **{key: inspected[key] for key in keys})
 
 
 def _run_build(
@@ -542,7 +576,9 @@ def _record_rejected(
             "no image was accepted"
         ),
         evidence=log_path,
-        details={"reason": failure.reason, "step": failure.step, "message": failure.message},
+        details=RejectedBuildDetails(
+            reason=failure.reason, step=failure.step, message=failure.message
+        ),
     )
 
 
@@ -565,9 +601,8 @@ def push_image(engine: Engine, tag: str, repo: str, log_path: Path) -> tuple[str
     try:
         engine.client.image.push(remote, quiet=True)
     except DockerException as exc:
-        detail = (exc.stderr or exc.stdout or str(exc)).strip().splitlines()
         raise RegistryError(
-            f"pushing {remote} failed: {detail[-1] if detail else exc}",
+            f"pushing {remote} failed: {docker_error_text(exc)}",
             registry=ref.registry,
             repository=ref.repository,
             hint="check the registry answers and the engine's credentials for it",

@@ -30,12 +30,13 @@ several cores.
 from __future__ import annotations
 
 import hashlib
+import io
 import queue
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import cast
+from typing import IO, Any, cast
 
 import zstandard
 from isal import igzip_lib
@@ -264,15 +265,14 @@ def _concat(head: bytes, rest: bytes | memoryview) -> bytes:
     return head + bytes(rest)
 
 
-class _Hasher:
-    """sha256 and size of the uncompressed stream, refusing to go past the limit."""
+class _Bounded:
+    """Counts the uncompressed bytes and refuses to go past the limit (a decompression bomb)."""
 
     def __init__(self, limit: int) -> None:
-        self._h = hashlib.sha256()
         self._limit = limit
         self.size = 0
 
-    def __call__(self, data: bytes | memoryview) -> None:
+    def _count(self, data: bytes | memoryview) -> None:
         self.size += len(data)
         if self.size > self._limit:
             raise LayerFormatError(
@@ -280,6 +280,17 @@ class _Hasher:
                 hint="this looks like a decompression bomb; raise --max-layer-size only for "
                 "an image you trust",
             )
+
+
+class _Hasher(_Bounded):
+    """sha256 and size of the uncompressed stream, refusing to go past the limit."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(limit)
+        self._h = hashlib.sha256()
+
+    def __call__(self, data: bytes | memoryview) -> None:
+        self._count(data)
         self._h.update(data)
 
     def digest(self) -> Digest:
@@ -481,3 +492,97 @@ def _start(
     if detected is Compression.ZSTD:
         return _Zstd(hasher, limits.max_zstd_window), detected
     return _Plain(hasher), detected
+
+
+class _Collector(_Bounded):
+    """Keeps what an inflater produced until the reader hands it out, within the limit."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(limit)
+        self.pending: list[bytes] = []
+
+    def __call__(self, data: bytes | memoryview) -> None:
+        self._count(data)
+        if data:
+            self.pending.append(bytes(data))
+
+
+class UncompressedReader(io.RawIOBase):
+    """The uncompressed tar of a layer as a readable stream, for readers that pull (tarfile).
+
+    The same inflaters, sniffing and limits as :func:`diff_id_of_stream` (a bomb is cut off
+    at ``max_uncompressed_bytes``, a zstd frame cannot ask for more window than
+    ``max_zstd_window``), turned around: compressed chunks are fed only when the caller wants
+    more bytes, so memory stays at about one chunk's expansion. The stream is decompressed by
+    its bytes (the ``detect`` policy); a :data:`RESTART` in the chunks is refused, since a
+    reader cannot take back bytes it already handed out.
+    """
+
+    def __init__(self, chunks: Iterable[bytes | Restart], limits: LayerLimits | None = None):
+        limits = limits or LayerLimits()
+        self._chunks = iter(chunks)
+        self._out = _Collector(limits.max_uncompressed_bytes)
+        self._max_window = limits.max_zstd_window
+        self._inflater: _Inflater | None = None
+        self._buffer = b""
+        self._done = False
+
+    def readable(self) -> bool:
+        return True
+
+    def _next_chunk(self) -> bytes | None:
+        chunk = next(self._chunks, None)
+        if isinstance(chunk, Restart):
+            raise LayerFormatError("the blob restarted while it was being read; read it again")
+        return chunk
+
+    def _start(self) -> None:
+        head = b""
+        while len(head) < SNIFF_BYTES:
+            chunk = self._next_chunk()
+            if chunk is None:
+                break
+            head += chunk
+        detected = sniff_compression(head[:SNIFF_BYTES])
+        if detected is Compression.GZIP:
+            self._inflater = _Gzip(self._out)
+        elif detected is Compression.ZSTD:
+            self._inflater = _Zstd(self._out, self._max_window)
+        else:
+            self._inflater = _Plain(self._out)
+        self._inflater.feed(memoryview(head))
+
+    def readinto(self, buffer: Any) -> int:
+        if self._inflater is None:
+            self._start()
+        assert self._inflater is not None  # noqa: S101 - set by _start
+        while not self._buffer:
+            if self._out.pending:
+                self._buffer = b"".join(self._out.pending)
+                self._out.pending.clear()
+                break
+            if self._done:
+                return 0
+            chunk = self._next_chunk()
+            if chunk is None:
+                self._inflater.finish()
+                self._done = True
+                continue
+            self._inflater.feed(memoryview(chunk))
+        n = min(len(buffer), len(self._buffer))
+        buffer[:n] = self._buffer[:n]
+        self._buffer = self._buffer[n:]
+        return n
+
+    def close(self) -> None:
+        close = getattr(self._chunks, "close", None)
+        if close is not None:
+            close()
+        super().close()
+
+
+def open_uncompressed(
+    chunks: Iterable[bytes | Restart], limits: LayerLimits | None = None
+) -> IO[bytes]:
+    """A buffered stream of a layer's uncompressed bytes (see :class:`UncompressedReader`)."""
+    return io.BufferedReader(UncompressedReader(chunks, limits), buffer_size=COALESCE_BYTES)

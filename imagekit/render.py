@@ -68,7 +68,6 @@ PIP_CA_SECRET = "pip_ca"  # noqa: S105 - the id of a secret mount, not a secret
 PIP_INDEX_SECRET = "pip_index"  # noqa: S105 - the id of a secret mount, not a secret
 DRIFT_MARKER = "IMAGEKIT_OVERLAY_DRIFT"
 ASSERT_FAIL_MARKER = "IMAGEKIT_ASSERT_FAIL"
-ASSERT_PASS_MARKER = "IMAGEKIT_ASSERT_PASS"  # noqa: S105 - a log marker
 PACKAGE_MARKER = "IMAGEKIT_PACKAGES"
 
 # The in-build assertion checker, after the plan's SPEC. Standard library only and Python

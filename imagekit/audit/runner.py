@@ -28,9 +28,10 @@ from typing import Any
 
 from python_on_whales.exceptions import DockerException
 
-from imagekit.engine import Engine, engine_errors
+from imagekit.engine import Engine, docker_error_text, engine_errors
 from imagekit.errors import CouldNotFinish, ReferenceFormatError, UsageError
 from imagekit.refs import DOCKER_HUB, Digest, Reference, is_digest, parse_reference
+from imagekit.registry.client import RegistryClient
 
 PROBE_IN_CONTAINER = "/imagekit-probe/probe.py"
 HOME_IN_CONTAINER = "/imagekit-home"
@@ -47,7 +48,7 @@ class Limits:
 
 
 @dataclass(frozen=True)
-class ResolvedImage:
+class EngineImage:
     """The image an audit runs: its engine ID and what names and digests it is known by."""
 
     requested: str
@@ -99,15 +100,13 @@ def _looks_like_image_id(ref: str) -> bool:
 
 def _resolve_tag(reference: Reference) -> tuple[Reference, str]:
     """The digest a registry tag names right now, and when it was asked (UTC)."""
-    from imagekit.registry.client import RegistryClient
-
     at = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     with RegistryClient() as registry:
         _, _, digest = registry.get_manifest(reference, reference.identifier)
     return reference.pinned_only(digest), at
 
 
-def resolve_image(engine: Engine, ref: str, platform: str | None = None) -> ResolvedImage:
+def resolve_image(engine: Engine, ref: str, platform: str | None = None) -> EngineImage:
     """Find REF locally, or pull it by digest (a tag is resolved through its registry first).
 
     ``platform`` (os/arch) picks the image of an index to pull, for an image of another
@@ -153,7 +152,7 @@ def resolve_image(engine: Engine, ref: str, platform: str | None = None) -> Reso
             reference = None  # a name the engine knows but refs cannot parse: keep the ID
     with engine_errors(f"inspecting {ref}"):
         image = client.image.inspect(ref)
-    return ResolvedImage(
+    return EngineImage(
         requested=ref,
         image_id=str(image.id),
         repo_tags=tuple(image.repo_tags or ()),
@@ -203,7 +202,7 @@ def container_options(limits: Limits, probe: Path) -> dict[str, Any]:
 
 
 def run_in_container(
-    engine: Engine, image: ResolvedImage, spec: dict[str, Any], limits: Limits | None = None
+    engine: Engine, image: EngineImage, spec: dict[str, Any], limits: Limits | None = None
 ) -> ProbeRun:
     """Run the probe in the image; CouldNotFinish when the container itself did not run."""
     limits = limits or Limits()
@@ -222,10 +221,8 @@ def run_in_container(
         try:
             output = engine.client.run(image.image_id, args, **options)
         except DockerException as exc:
-            detail = (exc.stderr or exc.stdout or str(exc)).strip()
-            last = detail.splitlines()[-1] if detail else str(exc)
             raise CouldNotFinish(
-                f"the audit container for {image.requested} did not run: {last}",
+                f"the audit container for {image.requested} did not run: {docker_error_text(exc)}",
                 hint="the image needs python3 (3.8+) on its PATH; `docker info` must answer",
             ) from exc
     return ProbeRun(stdout=str(output), stderr="", command=shown)

@@ -30,8 +30,8 @@ from imagekit.build import BuildOptions, build_plan
 from imagekit.cli.plans_cmd import command as plans_command
 from imagekit.engine import Engine
 from imagekit.errors import BuildRejected
+from imagekit.flows.pipeline import run_pipeline
 from imagekit.ledger import read_records
-from imagekit.pipeline import run_pipeline
 from imagekit.refs import parse_platform, parse_reference
 from imagekit.registry import RegistryClient
 from imagekit.workspace import Workspace
