@@ -17,7 +17,7 @@ import os
 import re
 import subprocess
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -50,30 +50,6 @@ PYGOBJECT = re.compile(r"^pygobject \S+ requires pycairo, which is not installed
 H3_ORIGINAL = "53e875307d962be3225ed71f64d554dafece5587b2b0ce4c5e942afa7000e1c5"
 
 
-@pytest.fixture(scope="module")
-def seeds_registry(make_registry: Callable[..., RunningRegistry]) -> RunningRegistry:
-    """B: where the replica bases live, in place of the upstream registries."""
-    return make_registry("none")
-
-
-@pytest.fixture(scope="module")
-def replica(
-    engine: Engine, seeds_registry: RunningRegistry
-) -> Iterator[Callable[[str], replicas.PublishedReplica]]:
-    pushed: dict[str, replicas.PublishedReplica] = {}
-
-    def get(name: str) -> replicas.PublishedReplica:
-        if name not in pushed:
-            pushed[name] = replicas.push(name, seeds_registry.host)
-        return pushed[name]
-
-    yield get
-    for published in pushed.values():
-        subprocess.run(
-            [engine.client_path, "rmi", published.reference], check=False, capture_output=True
-        )
-
-
 def _check(result: AuditResult, name: str) -> CheckResult:
     check = result.report.check(name)
     assert check is not None, f"no check {name}: {[c.name for c in result.report.checks]}"
@@ -98,9 +74,9 @@ def _remove(engine: Engine, image: str) -> None:
 
 
 def test_sglang_replica_base_has_the_reports_two_pip_check_lines_and_a_cpu_only_torch(
-    engine: Engine, replica: Callable[[str], replicas.PublishedReplica], workspace: Workspace
+    engine: Engine, seed_replica: Callable[[str], replicas.PublishedReplica], workspace: Workspace
 ) -> None:
-    base = replica("sglang-cu13")
+    base = seed_replica("sglang-cu13")
     request = AuditRequest(
         ref=base.reference, profile=str(PROFILES / "sglang-replica.yaml"), offline=True
     )
@@ -135,9 +111,9 @@ def test_sglang_replica_base_has_the_reports_two_pip_check_lines_and_a_cpu_only_
 
 
 def test_m3_cu13_closes_pip_check_keeps_nixl_and_names_the_nixl_ep_clash(
-    engine: Engine, replica: Callable[[str], replicas.PublishedReplica], workspace: Workspace
+    engine: Engine, seed_replica: Callable[[str], replicas.PublishedReplica], workspace: Workspace
 ) -> None:
-    base = replica("sglang-cu13")
+    base = seed_replica("sglang-cu13")
     # No cache: the assertion step must run (and print) in this build, not be a cached layer.
     options = BuildOptions(base_override=base.reference, no_cache=True)
     built = build_plan(workspace, "m3-cu13", options)
@@ -169,10 +145,10 @@ def test_m3_cu13_closes_pip_check_keeps_nixl_and_names_the_nixl_ep_clash(
 
 
 def test_the_rejected_first_attempt_removing_nixl_passes_pip_check_and_fails_find_spec(
-    engine: Engine, replica: Callable[[str], replicas.PublishedReplica], workspace: Workspace
+    engine: Engine, seed_replica: Callable[[str], replicas.PublishedReplica], workspace: Workspace
 ) -> None:
     """The report's first attempt: uninstall nixl. pip check passes; find_spec('nixl') does not."""
-    base = replica("sglang-cu13")
+    base = seed_replica("sglang-cu13")
     plan = yaml.safe_load((workspace.plans_dir / "m3-cu13.yaml").read_text())
     plan["name"] = "m3-cu13-remove-nixl"
     plan["description"] = "the report's rejected first attempt: nixl removed instead"
@@ -201,11 +177,11 @@ def test_the_rejected_first_attempt_removing_nixl_passes_pip_check_and_fails_fin
 
 def test_m3_vllm_on_its_replica_ends_deferred_with_the_raw_failure_and_pyav_16_1_0(
     engine: Engine,
-    replica: Callable[[str], replicas.PublishedReplica],
+    seed_replica: Callable[[str], replicas.PublishedReplica],
     workspace: Workspace,
     make_registry: Callable[..., RunningRegistry],
 ) -> None:
-    base = replica("vllm")
+    base = seed_replica("vllm")
     profile = str(PROFILES / "vllm-replica.yaml")
     found = audit(workspace, AuditRequest(ref=base.reference, profile=profile, offline=True))
     assert found.verdict.status == "CPU_CHECK_INCOMPLETE"
@@ -258,9 +234,9 @@ def test_m3_vllm_on_its_replica_ends_deferred_with_the_raw_failure_and_pyav_16_1
 
 
 def test_h3_replica_is_an_arm64_index_holding_the_original_module(
-    engine: Engine, replica: Callable[[str], replicas.PublishedReplica], workspace: Workspace
+    engine: Engine, seed_replica: Callable[[str], replicas.PublishedReplica], workspace: Workspace
 ) -> None:
-    base = replica("h3")
+    base = seed_replica("h3")
     ref = parse_reference(base.reference)
     with RegistryClient() as client:
         body, media_type, _ = client.get_manifest(ref, ref.identifier)

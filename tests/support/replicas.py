@@ -35,6 +35,7 @@ download that fails exits 3 naming the package.
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
 import fcntl
 import hashlib
 import json
@@ -472,6 +473,17 @@ def build(name: str) -> LayoutInfo:
     replica = REPLICAS[name]
     with _locked(_replica_dir() / f"{name}.lock"):
         return layout(replica)
+
+
+#: The replicas the seed plans run on by default (the heavy one is opt-in).
+SEED_REPLICAS = ("sglang-cu13", "vllm", "h3")
+
+
+def build_all(names: Sequence[str] = SEED_REPLICAS) -> list[LayoutInfo]:
+    """Make the named replicas side by side (mostly downloads and dpkg); cached ones return
+    at once. The first ReplicaError is raised after every build has ended."""
+    with concurrent.futures.ThreadPoolExecutor(max_workers=len(names)) as pool:
+        return list(pool.map(build, names))
 
 
 @dataclass(frozen=True)

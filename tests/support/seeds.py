@@ -5,11 +5,13 @@ target, M the mirror) and points IMAGEKIT_LEDGER and IMAGEKIT_EVIDENCE_DIR under
 this module does the rest through imagekit's own command line (``--json``), as a user would:
 
 1. push each replica base to B (tests.support.replicas: built from real packages, cached);
-2. ``imagekit audit BASE --profile P --plan NAME``: the base as the reports found it;
+2. ``imagekit audit BASE --profile P --platform OS/ARCH``: the base as the reports found it;
 3. m3-cu13 and m3-vllm: ``imagekit pipeline NAME --base BASE --profile P`` (build with the
    plan's assertions, audit, push, mirror + diffID verify, final pull, ledger verify);
-   h3-spark: ``imagekit plans validate`` without and with ``--base`` and, once
-   ``imagekit build --builder registry`` exists (the registry-native build), its build;
+   h3-spark: ``imagekit plans validate`` without and with ``--base``; then, when this
+   imagekit has ``imagekit build --builder registry`` (the registry-native build, detected
+   from ``build --help``), the chain stage by stage: build and push through the registry,
+   audit under qemu, mirror, final pull. Without that builder the row says NOT BUILT;
 4. ``imagekit ledger verify`` and the table: plan, base status, built status, final image,
    and what the status proves (and what it does not).
 
@@ -21,7 +23,6 @@ the reports' story says it must (``expected`` below); otherwise 1, naming the pl
 from __future__ import annotations
 
 import argparse
-import concurrent.futures
 import json
 import os
 import subprocess
@@ -33,12 +34,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from imagekit.engine import connect
 from tests.support import replicas
 
 ROOT = Path(__file__).resolve().parents[2]
 PROFILES = Path(__file__).resolve().parent / "replica_profiles"
 IMAGEKIT = str(ROOT / ".venv" / "bin" / "imagekit")
-BUILDER_ISSUE = "the registry-native build (`imagekit build --builder registry`, issue 12)"
+BUILDER_ISSUE = "the registry-native builder (`imagekit build --builder registry`, issue 12)"
 
 
 @dataclass(frozen=True)
@@ -47,13 +49,12 @@ class SeedPlan:
     replica: str
     profile: str
     heavy_replica: str | None = None
-    registry_builder: bool = False  # an arm64 base: BuildKit here cannot run its steps
 
 
 SEEDS = (
     SeedPlan("m3-cu13", "sglang-cu13", "sglang-replica.yaml", heavy_replica="sglang-cu13-heavy"),
     SeedPlan("m3-vllm", "vllm", "vllm-replica.yaml"),
-    SeedPlan("h3-spark", "h3", "h3-replica.yaml", registry_builder=True),
+    SeedPlan("h3-spark", "h3", "h3-replica.yaml"),
 )
 
 
@@ -70,6 +71,7 @@ class Row:
     ledger: list[int] = field(default_factory=list)
     seconds: float = 0.0
     raw: dict[str, Any] = field(default_factory=dict)
+    run_tags: list[str] = field(default_factory=list)  # this run's tags in the engine
 
 
 def imagekit(*args: str) -> tuple[int, Any, str]:
@@ -117,11 +119,6 @@ def _ledger_seqs(document: Any) -> list[int]:
     return []
 
 
-def _short(reference: str) -> str:
-    name, _, digest = reference.partition("@")
-    return f"{name}@{digest[:19]}..." if digest else reference
-
-
 def audit_base(seed: SeedPlan, base: str, row: Row) -> dict[str, Any]:
     # Without --plan: a plan's overlays are expected to differ from their RECORD, which a
     # base (where they are not laid yet) cannot do; the profile names the modules.
@@ -140,8 +137,6 @@ def audit_base(seed: SeedPlan, base: str, row: Row) -> dict[str, Any]:
 def run_pipeline(seed: SeedPlan, base: str, registry: str, mirror: str, row: Row) -> Any:
     args = ["pipeline", seed.name, "--registry", registry, "--mirror", mirror, "--base", base,
             "--profile", str(PROFILES / seed.profile)]  # fmt: skip
-    if seed.registry_builder:
-        args += ["--builder", "registry"]
     code, result, stderr = imagekit(*args)
     row.raw["pipeline"] = result
     row.ledger += _ledger_seqs(result)
@@ -150,6 +145,9 @@ def run_pipeline(seed: SeedPlan, base: str, registry: str, mirror: str, row: Row
         return None
     stages = {s["stage"]: s for s in result["stages"]}
     build, audit = stages["build"], stages["audit"]
+    tag = (build.get("data") or {}).get("tag")
+    if tag:  # the build's tag, and the one the push gave it in R
+        row.run_tags += [tag, f"{result['registry']}:{tag.rpartition(':')[2]}"]
     if build["status"] != "passed":
         row.built_status = f"build {build['status']}: {build['detail']}"
     else:
@@ -162,6 +160,14 @@ def run_pipeline(seed: SeedPlan, base: str, registry: str, mirror: str, row: Row
         stopped = next(s for s in result["stages"] if s["status"] != "passed")
         row.final_image = f"- (stopped at {stopped['stage']}: not pushed)"
     return result
+
+
+def untag(references: list[str]) -> None:
+    """Remove this run's tags from the engine (the images stay while another name holds them:
+    the replica bases and the final pulls, which a warm rerun finds again)."""
+    client = connect().client_path
+    for reference in references:
+        subprocess.run([client, "rmi", reference], capture_output=True, check=False)
 
 
 def _read_json(path: str | None) -> Any:
@@ -257,40 +263,92 @@ def seed_m3_vllm(seed: SeedPlan, base: str, registry: str, mirror: str, heavy: b
     return row
 
 
+def _last_line(text: str) -> str:
+    return next((ln.strip() for ln in reversed(text.splitlines()) if ln.strip()), "")
+
+
+def _h3_chain(seed: SeedPlan, base: str, registry: str, mirror: str, row: Row) -> bool:
+    """build (registry-native, pushed) -> audit -> mirror -> final pull, each its own command.
+
+    `imagekit pipeline` builds through the engine only; an arm64 plan on this amd64 machine
+    is assembled through the registry instead, so the chain is the stages one by one.
+    """
+    platform = replicas.REPLICAS[seed.replica].platform
+    repo = f"{registry}/imagekit/{seed.name}"
+    code, build, err = imagekit(
+        "build", seed.name, "--builder", "registry", "--base", base, "--push", repo
+    )
+    row.raw["build"] = build
+    if isinstance(build, dict) and build.get("ledger_seq"):
+        row.ledger.append(int(build["ledger_seq"]))
+    pushed = build.get("pushed") if isinstance(build, dict) else None
+    if code != 0 or not pushed:
+        row.built_status = f"build exit {code}: {_last_line(err)}"
+        row.final_image = "- (not built)"
+        return False
+    code, audit, err = imagekit(
+        "audit", pushed, "--plan", seed.name, "--profile", str(PROFILES / seed.profile),
+        "--platform", platform,
+    )  # fmt: skip
+    row.ledger += _ledger_seqs(audit)
+    report = _read_json((audit or {}).get("evidence", {}).get("report"))
+    row.raw["built_audit"] = report
+    row.built_status = _status(report) if report else f"audit exit {code}: {_last_line(err)}"
+    if code != 0:
+        row.final_image = f"- (audit said no: {pushed} not mirrored)"
+        return False
+    destination = f"{mirror}/imagekit/{seed.name}:{pushed.rpartition(':')[2][:12]}"
+    code, mirrored, err = imagekit("mirror", "--copy", "--platform", platform, pushed, destination)
+    row.raw["mirror"] = mirrored
+    row.ledger += _ledger_seqs(mirrored)
+    digest = ((mirrored or {}).get("destination") or {}).get("manifest_digest")
+    if code != 0 or not digest:
+        row.final_image = f"- (mirror exit {code}: {_last_line(err)})"
+        return False
+    final = f"{destination.rpartition(':')[0]}@{digest}"
+    code, pulled, err = imagekit("pull", final, "--record", "--plan", seed.name)
+    row.raw["final_pull"] = pulled
+    row.ledger += _ledger_seqs(pulled)
+    row.final_image = final if code == 0 else f"{final} (final pull exit {code})"
+    return code == 0
+
+
 def seed_h3_spark(seed: SeedPlan, base: str, registry: str, mirror: str, heavy: bool) -> Row:
     row = Row(seed.name, base=base)
     base_audit = audit_base(seed, base, row)
-    bare, bare_doc, bare_err = imagekit("plans", "validate", seed.name)
+    bare, _, bare_err = imagekit("plans", "validate", seed.name)
     based, _, _ = imagekit("plans", "validate", seed.name, "--base", base)
     row.raw["validate"] = {"without_base": [bare, bare_err.strip()], "with_base": based}
     machine = (base_audit.get("probe") or {}).get("platform", {}).get("machine")
+    # Detected, not assumed: the registry-native builder switches the rest of the chain on.
     has_builder = _help_lists("build", "--builder")
-    result = None
-    if has_builder and _help_lists("pipeline", "--builder"):
-        result = run_pipeline(seed, base, registry, mirror, row)
-    elif has_builder:
-        code, build, _ = imagekit("build", seed.name, "--builder", "registry", "--base", base)
-        row.raw["build"] = build
-        row.built_status = f"built (exit {code}); pipeline has no --builder yet: not audited"
-    else:
-        row.built_status = f"not run yet: needs {BUILDER_ISSUE}"
+    chained = has_builder and _h3_chain(seed, base, registry, mirror, row)
+    if not has_builder:
+        row.built_status = f"NOT BUILT: needs {BUILDER_ISSUE}, not in this imagekit"
         row.final_image = "- (not built)"
     base_ok = base_audit.get("status") in ("CPU_PASS", "CPU_PASS_GPU_CLI_DEFERRED")
     row.expected = base_ok and machine == "aarch64" and bare == 2 and based == 0
-    if result is not None:
-        row.expected = row.expected and bool(result.get("ok"))
+    if has_builder:
+        row.expected = row.expected and chained
     row.proves = (
         f"base: the arm64 index's image ran under qemu ({machine}); vllm-omni's RECORD "
         "verified, so the module the report patches is the original its guard expects. The "
         "plan exits 2 on its cut-short digest (sha256:e930db8e...) and validates with --base. "
         + (
-            "The build is NOT run: it needs " + BUILDER_ISSUE + "."
-            if not has_builder
-            else "Built with the registry-native builder."
+            "Built by the registry-native builder (the original's sha256 guarded), audited "
+            "under qemu, mirrored by diffID, final pull recorded; the four overlays are "
+            "imagekit's stand-ins for the report's files."
+            if has_builder
+            else "Build, audit, push, mirror and final pull are NOT run: they need "
+            + BUILDER_ISSUE
+            + ", which this imagekit does not have (detected from `imagekit build --help`)."
         )
     )
     if not row.expected:
-        row.why_not = f"base {base_audit.get('status')} on {machine}; validate {bare}/{based}"
+        row.why_not = (
+            f"base {base_audit.get('status')} on {machine}; validate {bare}/{based}; "
+            f"built {row.built_status}; final {row.final_image}"
+        )
     return row
 
 
@@ -298,19 +356,35 @@ RUNNERS = {"m3-cu13": seed_m3_cu13, "m3-vllm": seed_m3_vllm, "h3-spark": seed_h3
 
 
 def table(rows: list[Row]) -> list[str]:
-    """plan | base status | built status | final image | what the status proves (wrapped)."""
-    head = ("plan", "base status", "built status", "final image", "what it proves")
-    cells = [(r.plan, r.base_status, r.built_status, _short(r.final_image), r.proves) for r in rows]
-    widths = [min(max(len(c[i]) for c in [head, *cells]), 44) for i in range(4)]
-    lines = []
-    for cell in [head, *cells]:
-        columns = [textwrap.wrap(cell[i], widths[i]) or [""] for i in range(4)]
-        columns.append(textwrap.wrap(cell[4], 70) or [""])
+    """plan | base status | built status, then each plan's final image and what it proves.
+
+    The final image is printed whole (repository and digest: what a user pulls); the
+    sentences are wrapped under their row, so the table reads in 100 columns.
+    """
+    head = ("plan", "base status", "built status")
+    cells = [(r.plan, r.base_status, r.built_status) for r in rows]
+    widths = (9, 40, 44)
+    rule = "  ".join("-" * w for w in widths)
+    lines = ["  ".join(h.ljust(w) for h, w in zip(head, widths, strict=True)).rstrip(), rule]
+    for row, cell in zip(rows, cells, strict=True):
+        columns = [
+            textwrap.wrap(c, w, break_on_hyphens=False) or [""]
+            for c, w in zip(cell, widths, strict=True)
+        ]
         for n in range(max(len(c) for c in columns)):
-            parts = [(c[n] if n < len(c) else "") for c in columns]
-            lines.append(
-                "  ".join([*(parts[i].ljust(widths[i]) for i in range(4)), parts[4]]).rstrip()
-            )
+            parts = [
+                (c[n] if n < len(c) else "").ljust(w) for c, w in zip(columns, widths, strict=True)
+            ]
+            lines.append("  ".join(parts).rstrip())
+        indent = " " * (widths[0] + 2)
+        lines.append(f"{indent}final image: {row.final_image}")
+        lines += textwrap.wrap(
+            row.proves,
+            96,
+            initial_indent=f"{indent}proves: ",
+            subsequent_indent=indent + "  ",
+            break_on_hyphens=False,
+        )
         lines.append("")
     return lines
 
@@ -325,13 +399,11 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
     names = [s.heavy_replica if args.heavy and s.heavy_replica else s.replica for s in SEEDS]
-    # The replicas that are not cached yet are made side by side (mostly downloads and dpkg).
-    with concurrent.futures.ThreadPoolExecutor(max_workers=len(names)) as pool:
-        try:
-            list(pool.map(replicas.build, names))
-        except replicas.ReplicaError as exc:
-            sys.stderr.write(f"seeds: error: {exc}\n")
-            return 3
+    try:
+        replicas.build_all(names)  # those not cached yet are made side by side
+    except replicas.ReplicaError as exc:
+        sys.stderr.write(f"seeds: error: {exc}\n")
+        return 3
     rows: list[Row] = []
     for seed in SEEDS:
         started = time.monotonic()
@@ -349,13 +421,18 @@ def main(argv: list[str] | None = None) -> int:
         sys.stderr.write(f"seeds: {seed.name}: done in {row.seconds} s\n")
         rows.append(row)
     verify, ledger, _ = imagekit("ledger", "verify")
+    # The heavy base (6.4 GB unpacked) is not kept in the engine; the cached layout stays.
+    heavy_bases = [
+        r.base for r, s in zip(rows, SEEDS, strict=True) if args.heavy and s.heavy_replica
+    ]
+    untag([t for r in rows for t in r.run_tags] + heavy_bases)
     lines = table(rows)
     summary = {
         "finished": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "heavy": args.heavy,
         "ledger": os.environ.get("IMAGEKIT_LEDGER"),
         "ledger_verify": {"exit_code": verify, "report": ledger},
-        "rows": [r.__dict__ for r in rows],
+        "rows": [{k: v for k, v in r.__dict__.items() if k != "run_tags"} for r in rows],
     }
     (args.out / "summary.json").write_text(json.dumps(summary, indent=2, default=str) + "\n")
     (args.out / "table.txt").write_text("\n".join(lines) + "\n")
