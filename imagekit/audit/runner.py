@@ -60,7 +60,7 @@ class EngineImage:
     # Set when REF was a registry tag: "tag X resolved to DIGEST at TIME" (UTC).
     resolved_tag: str | None = None
     resolved_at: str | None = None
-    platform: str | None = None  # the platform pulled, when one was asked for
+    pulled_platform: str | None = None  # the os/arch asked of an index when it was pulled
 
     @property
     def manifest_digest(self) -> Digest | None:
@@ -161,7 +161,7 @@ def resolve_image(engine: Engine, ref: str, platform: str | None = None) -> Engi
         pulled=pulled,
         resolved_tag=resolved_tag,
         resolved_at=resolved_at,
-        platform=platform,
+        pulled_platform=platform if pulled else None,
     )
 
 

@@ -91,7 +91,7 @@ class AuditResult:
                 "repo_digests": list(self.image.repo_digests),
                 "manifest_digest": str(digest) if digest else None,
                 "pulled": self.image.pulled,
-                "platform": self.image.platform,
+                "pulled_platform": self.image.pulled_platform,
                 "tag_resolution": _tag_resolution(self.image),
             }
         return {
