@@ -55,7 +55,7 @@ export IMAGEKIT_EVIDENCE_DIR=$seeds/evidence
 run=$seeds/runs/$(date -u +%Y%m%dT%H%M%SZ)$([ "${HEAVY:-0}" = 1 ] && echo -heavy || true)
 heavy=()
 [ "${HEAVY:-0}" = 1 ] && heavy=(--heavy)
-log "replica bases are built when missing (a fresh machine: about 8 minutes; HEAVY=1 more)"
+log "replica bases are built when missing (on a fresh machine about 7 minutes; HEAVY=1 adds the CUDA torch)"
 set +e
 "$python" -m tests.support.seeds --bases "127.0.0.1:$bases_port" \
   --registry "127.0.0.1:$registry_port" --mirror "127.0.0.1:$mirror_port" \

@@ -224,8 +224,9 @@ def test_m3_vllm_on_its_replica_ends_deferred_with_the_raw_failure_and_pyav_16_1
         assert kinds[-4:] == ["vulnerability-scan", "push", "mirror-verify", "final-pull"]
     finally:
         tag = stages["build"].data.get("tag")
-        if tag:
+        if tag:  # the build's tag, and the one the push gave it
             _remove(engine, tag)
+            _remove(engine, f"{result.registry}:{tag.rpartition(':')[2]}")
         if result.final_reference:
             _remove(engine, result.final_reference)
 

@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from imagekit.engine import connect
+from imagekit.ledger import LedgerRecord, read_records
 from tests.support import replicas
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -69,6 +70,7 @@ class Row:
     expected: bool = False
     why_not: str = ""
     ledger: list[int] = field(default_factory=list)
+    records: list[str] = field(default_factory=list)  # "#SEQ KIND STATUS", read back
     seconds: float = 0.0
     raw: dict[str, Any] = field(default_factory=dict)
     run_tags: list[str] = field(default_factory=list)  # this run's tags in the engine
@@ -111,14 +113,6 @@ def _check(audit: dict[str, Any], name: str) -> dict[str, Any]:
     return next((c for c in audit.get("checks", []) if c["name"] == name), {})
 
 
-def _ledger_seqs(document: Any) -> list[int]:
-    if isinstance(document, dict):
-        if "ledger_records" in document:
-            return list(document["ledger_records"])
-        return list((document.get("ledger") or {}).get("seqs") or [])
-    return []
-
-
 def audit_base(seed: SeedPlan, base: str, row: Row) -> dict[str, Any]:
     # Without --plan: a plan's overlays are expected to differ from their RECORD, which a
     # base (where they are not laid yet) cannot do; the profile names the modules.
@@ -127,7 +121,6 @@ def audit_base(seed: SeedPlan, base: str, row: Row) -> dict[str, Any]:
         "audit", base, "--profile", str(PROFILES / seed.profile), "--platform", platform
     )
     row.base_status = _status(audit) if audit else f"error (exit {code})"
-    row.ledger += _ledger_seqs(audit)
     # The whole report (every check's output and data) is the evidence file, not the summary.
     whole = _read_json((audit or {}).get("evidence", {}).get("report"))
     row.raw["base_audit"] = whole
@@ -139,7 +132,6 @@ def run_pipeline(seed: SeedPlan, base: str, registry: str, mirror: str, row: Row
             "--profile", str(PROFILES / seed.profile)]  # fmt: skip
     code, result, stderr = imagekit(*args)
     row.raw["pipeline"] = result
-    row.ledger += _ledger_seqs(result)
     if not isinstance(result, dict):
         row.built_status = f"error (exit {code}): {stderr.strip().splitlines()[-1:]}"
         return None
@@ -160,6 +152,15 @@ def run_pipeline(seed: SeedPlan, base: str, registry: str, mirror: str, row: Row
         stopped = next(s for s in result["stages"] if s["status"] != "passed")
         row.final_image = f"- (stopped at {stopped['stage']}: not pushed)"
     return result
+
+
+def _records() -> list[LedgerRecord]:
+    path = Path(os.environ.get("IMAGEKIT_LEDGER", ROOT / "manifests" / "ledger.jsonl"))
+    return read_records(path) if path.exists() else []
+
+
+def _last_seq() -> int:
+    return max((r.seq for r in _records()), default=0)
 
 
 def untag(references: list[str]) -> None:
@@ -279,8 +280,6 @@ def _h3_chain(seed: SeedPlan, base: str, registry: str, mirror: str, row: Row) -
         "build", seed.name, "--builder", "registry", "--base", base, "--push", repo
     )
     row.raw["build"] = build
-    if isinstance(build, dict) and build.get("ledger_seq"):
-        row.ledger.append(int(build["ledger_seq"]))
     pushed = build.get("pushed") if isinstance(build, dict) else None
     if code != 0 or not pushed:
         row.built_status = f"build exit {code}: {_last_line(err)}"
@@ -290,7 +289,6 @@ def _h3_chain(seed: SeedPlan, base: str, registry: str, mirror: str, row: Row) -
         "audit", pushed, "--plan", seed.name, "--profile", str(PROFILES / seed.profile),
         "--platform", platform,
     )  # fmt: skip
-    row.ledger += _ledger_seqs(audit)
     report = _read_json((audit or {}).get("evidence", {}).get("report"))
     row.raw["built_audit"] = report
     row.built_status = _status(report) if report else f"audit exit {code}: {_last_line(err)}"
@@ -300,7 +298,6 @@ def _h3_chain(seed: SeedPlan, base: str, registry: str, mirror: str, row: Row) -
     destination = f"{mirror}/imagekit/{seed.name}:{pushed.rpartition(':')[2][:12]}"
     code, mirrored, err = imagekit("mirror", "--copy", "--platform", platform, pushed, destination)
     row.raw["mirror"] = mirrored
-    row.ledger += _ledger_seqs(mirrored)
     digest = ((mirrored or {}).get("destination") or {}).get("manifest_digest")
     if code != 0 or not digest:
         row.final_image = f"- (mirror exit {code}: {_last_line(err)})"
@@ -308,7 +305,6 @@ def _h3_chain(seed: SeedPlan, base: str, registry: str, mirror: str, row: Row) -
     final = f"{destination.rpartition(':')[0]}@{digest}"
     code, pulled, err = imagekit("pull", final, "--record", "--plan", seed.name)
     row.raw["final_pull"] = pulled
-    row.ledger += _ledger_seqs(pulled)
     row.final_image = final if code == 0 else f"{final} (final pull exit {code})"
     return code == 0
 
@@ -414,7 +410,12 @@ def main(argv: list[str] | None = None) -> int:
         except replicas.ReplicaError as exc:
             sys.stderr.write(f"seeds: error: {exc}\n")
             return 3
+        before = _last_seq()
         row = RUNNERS[seed.name](seed, published.reference, args.registry, args.mirror, args.heavy)
+        # Every record this plan's commands appended, read back from the ledger itself.
+        added = [r for r in _records() if r.seq > before]
+        row.ledger = [r.seq for r in added]
+        row.records = [f"#{r.seq} {r.kind} {r.status}" for r in added]
         row.seconds = round(time.monotonic() - started, 1)
         if not row.expected:  # claim nothing the run did not show
             row.proves = f"NOT the expected outcome: {row.why_not} (see summary.json)"
@@ -450,8 +451,8 @@ def main(argv: list[str] | None = None) -> int:
         (args.out / "heavy-torch.json").write_text(json.dumps(heavy, indent=2) + "\n")
     print("\n".join(lines))
     for r in rows:
-        print(f"{r.plan}: ledger records {', '.join(f'#{s}' for s in r.ledger) or 'none'}; "
-              f"{r.seconds} s")  # fmt: skip
+        text = f"{r.plan} ({r.seconds} s): ledger {', '.join(r.records) or 'no records'}"
+        print("\n".join(textwrap.wrap(text, 100, subsequent_indent="  ")))
     print(f"ledger verify: exit {verify}")
     wrong = [r for r in rows if not r.expected]
     for r in wrong:
