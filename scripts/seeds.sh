@@ -13,7 +13,8 @@
 #
 # The ledger and the evidence go under .seeds/ (IMAGEKIT_LEDGER, IMAGEKIT_EVIDENCE_DIR), never
 # into the project's own. `scripts/seeds.sh --stop` (make clean-seeds) stops the registries;
-# `--purge` also deletes .seeds/. The ports differ from `make demo`'s 5101/5102.
+# `--purge` also deletes .seeds/ and untags the engine's images of those registries. The ports
+# differ from `make demo`'s 5101/5102.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
@@ -31,7 +32,15 @@ env_prefix=IMAGEKIT_SEEDS
 
 case "${1:-}" in
   --stop) stop_one bases; stop_one registry; stop_one mirror; exit 0 ;;
-  --purge) stop_one bases; stop_one registry; stop_one mirror; rm -rf "$seeds"; log "removed .seeds/"; exit 0 ;;
+  --purge)
+    stop_one bases; stop_one registry; stop_one mirror; rm -rf "$seeds"; log "removed .seeds/"
+    # What the runs left in the engine under the three registries' names (replica bases,
+    # final pulls); an image another name still holds stays.
+    client=/usr/bin/docker; [ -x "$client" ] || client=docker
+    "$client" images --digests --format '{{.Repository}}@{{.Digest}}' \
+      | grep -E "^127\.0\.0\.1:($bases_port|$registry_port|$mirror_port)/" \
+      | xargs -r "$client" rmi >/dev/null 2>&1 || true
+    exit 0 ;;
   "") ;;
   *) log "usage: scripts/seeds.sh [--stop|--purge]"; exit 2 ;;
 esac

@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import argparse
 import concurrent.futures
-import fcntl
 import hashlib
 import json
 import re
@@ -44,13 +43,12 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tests.support.base_image import cache_dir
+from tests.support.base_image import cache_dir, locked, mmdebstrap_version
 from tests.support.oci_layout import OCI_GZIP, LayoutWriter, skopeo_copy
 
 SUITE = "bookworm"
@@ -183,11 +181,6 @@ def _tree_digest(folder: Path) -> str:
     return digest.hexdigest()
 
 
-def _mmdebstrap_version() -> str:
-    done = subprocess.run(["mmdebstrap", "--version"], capture_output=True, text=True, check=True)
-    return done.stdout.strip()
-
-
 def cache_key(replica: Replica) -> str:
     """A hash of everything that decides the replica (not the day's index or mirror)."""
     inputs = {
@@ -197,19 +190,9 @@ def cache_key(replica: Replica) -> str:
         "replica": dict(replica.__dict__),
         "standins": {n: _tree_digest(PACKAGES_DIR / n) for n in replica.standins},
         "install": _install_script(replica),
-        "mmdebstrap": _mmdebstrap_version(),
+        "mmdebstrap": mmdebstrap_version(),
     }
     return hashlib.sha256(json.dumps(inputs, sort_keys=True).encode()).hexdigest()[:16]
-
-
-@contextmanager
-def _locked(path: Path) -> Iterator[None]:
-    with path.open("a") as fh:
-        fcntl.flock(fh, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
 
 
 def _replica_dir() -> Path:
@@ -471,7 +454,7 @@ def layout(replica: Replica) -> LayoutInfo:
 def build(name: str) -> LayoutInfo:
     """Make (or find in the cache) the named replica's layout; one builder at a time."""
     replica = REPLICAS[name]
-    with _locked(_replica_dir() / f"{name}.lock"):
+    with locked(_replica_dir() / f"{name}.lock"):
         return layout(replica)
 
 
