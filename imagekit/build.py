@@ -36,7 +36,7 @@ import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Protocol, TextIO
+from typing import TYPE_CHECKING, Any, Protocol, TextIO
 
 from python_on_whales.exceptions import DockerException
 from python_on_whales.utils import stream_stdout_and_stderr
@@ -65,6 +65,9 @@ from imagekit.render import (
 )
 from imagekit.workspace import Workspace
 
+if TYPE_CHECKING:
+    from imagekit.assemble import AssembleResult
+
 DEFAULT_CA_BUNDLE = Path("/etc/ssl/certs/ca-certificates.crt")
 CA_ENV = "IMAGEKIT_PIP_CA"
 LAST_LINES = 15
@@ -88,6 +91,10 @@ class BuildOptions:
     index_url: str | None = None
     ca_bundle: Path | None = None
     base_override: str | None = None
+    #: engine (this module), registry (imagekit.assemble), or auto (see :func:`build`).
+    builder: str = "engine"
+    index: bool = False  # registry builder: push an index holding the manifest too
+    assertions: bool = True  # registry builder: false accepts the image unchecked
 
 
 @dataclass(frozen=True)
@@ -371,7 +378,7 @@ def build_plan(
         base_override=options.base_override,
     )
     if options.push is not None:
-        _check_push_repo(options.push)
+        check_push_repo(options.push)
     rendered = render(loaded)
     ca = _ca_bundle(options)
     index_url = options.index_url or os.environ.get("PIP_INDEX_URL") or None
@@ -442,6 +449,59 @@ def build_plan(
         details={"manifest_digest": manifest, "config_digest": image_id},
     )
     return replace(result, pushed=pushed, manifest_digest=manifest, ledger=[*seqs, push_seq])
+
+
+def build(
+    workspace: Workspace,
+    name: str,
+    options: BuildOptions | None = None,
+    *,
+    echo: TextIO | None = None,
+) -> BuildResult | AssembleResult:
+    """`imagekit build`: the engine path (:func:`build_plan`) or the registry one.
+
+    ``auto`` takes the registry builder (imagekit.assemble) when every step of the plan is
+    an overlay, env, labels, entrypoint or cmd and ``push`` names a repository; otherwise
+    the engine. Options that only one builder has are refused for the other.
+    """
+    from imagekit.assemble import AssembleOptions, assemble_plan, choose_builder
+
+    options = options or BuildOptions()
+    loaded = load_plan(
+        plan_path(workspace.plans_dir, name),
+        dockerfiles_dir=workspace.dockerfiles_dir,
+        base_override=options.base_override,
+    )
+    chosen = choose_builder(loaded.plan, options.builder, options.push)
+    if chosen == "engine":
+        if options.index or not options.assertions:
+            flag = "--index" if options.index else "--no-assertions"
+            raise UsageError(
+                f"{flag} is an option of the registry builder; the engine path runs the "
+                "assertions inside the build and pushes what the engine made",
+                hint="add --builder registry (the plan must have no pip or package steps)",
+            )
+        return build_plan(workspace, name, options, echo=echo)
+    # The package index and CA bundle (often set in the environment) serve pip steps, which a
+    # registry build has none of; --no-cache asked for explicitly is a mistake worth naming.
+    if options.no_cache:
+        raise UsageError(
+            "--no-cache is an option of the engine builder; the registry builder runs no "
+            "build step and keeps no build cache",
+            hint="drop it, or add --builder engine",
+        )
+    return assemble_plan(
+        workspace,
+        name,
+        AssembleOptions(
+            push=options.push,
+            tag=options.tag,
+            base_override=options.base_override,
+            index=options.index,
+            assertions=options.assertions,
+        ),
+        echo=echo,
+    )
 
 
 def _base_details(loaded: LoadedPlan) -> dict[str, Any]:
@@ -546,7 +606,7 @@ def _record_rejected(
     )
 
 
-def _check_push_repo(repo: str) -> Reference:
+def check_push_repo(repo: str) -> Reference:
     ref = parse_reference(repo)
     if ref.tag is not None or ref.digest is not None:
         raise UsageError(
@@ -558,7 +618,7 @@ def _check_push_repo(repo: str) -> Reference:
 
 def push_image(engine: Engine, tag: str, repo: str, log_path: Path) -> tuple[str, str]:
     """Tag the image into REPO, push it, and return (repo@digest, manifest digest)."""
-    ref = _check_push_repo(repo)
+    ref = check_push_repo(repo)
     remote = f"{repo}:{tag.rpartition(':')[2]}"
     with engine_errors(f"tagging {tag} as {remote}"):
         engine.client.image.tag(tag, remote)

@@ -233,7 +233,12 @@ def _overlay(step: Overlay) -> list[str]:
             "exit 1; fi; "
             'echo "IMAGEKIT_OVERLAY_OK path=$p sha256:$got"'
         )
-    return [f"RUN {guard}", f"COPY {step.source} {path}"]
+    flags = "".join(
+        f"--{name}={value} "
+        for name, value in (("chmod", step.mode), ("chown", step.owner))
+        if value is not None
+    )
+    return [f"RUN {guard}", f"COPY {flags}{step.source} {path}"]
 
 
 def _str_literal(value: str) -> str:
