@@ -50,7 +50,7 @@ from imagekit.assemble.index import IndexStore
 from imagekit.assemble.layer import LayerBlob, TarEntry, check_tree, write_layer
 from imagekit.build import BuildFailed, check_push_repo
 from imagekit.engine import Engine, connect
-from imagekit.errors import CouldNotFinish, PlanError, UsageError
+from imagekit.errors import CouldNotFinish, PlanError, RegistryError, UsageError
 from imagekit.evidence import new_run_dir, write_bytes, write_json
 from imagekit.layers import layer_media_type as known_layer_type
 from imagekit.ledger import append_record
@@ -483,10 +483,29 @@ def _assemble(
         if layer is not None:
             layer_desc = Descriptor(layer_media_type(media_type), layer.digest, layer.size)
             blobs.append(BlobSource(layer_desc, data=lambda: _chunks_of(blob)))
-        pushed = push_manifest(
-            client, target, manifest, media_type, blobs,
-            chunk_size=options.chunk_size, workers=options.workers, log=log,
+        pushed = CopyResult(
+            source=str(image.reference), destination=str(target), digest=manifest_digest,
+            media_type=media_type,
         )  # fmt: skip
+        try:
+            push_manifest(
+                client, target, manifest, media_type, blobs, result=pushed,
+                chunk_size=options.chunk_size, workers=options.workers, log=log,
+            )  # fmt: skip
+        except RegistryError as exc:
+            if not pushed.blobs_skipped:
+                raise
+            raise RegistryError(
+                f"{exc.message} ({pushed.blobs_skipped} non-distributable base layers were "
+                f"not uploaded to {target.registry}, which imagekit never does)",
+                registry=exc.registry,
+                repository=exc.repository,
+                digest=exc.digest,
+                status=exc.status,
+                url=exc.url,
+                hint="push to the base's own registry (its layers are mounted there), or "
+                "place those layers in the target registry yourself if their licence allows",
+            ) from exc
     pinned = target.pinned_only(manifest_digest)
     log(f"pushed {pinned} (no tag yet)")
 

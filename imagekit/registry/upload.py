@@ -23,10 +23,10 @@ bounded by one chunk per blob in flight.
 (mounted or streamed as above) or in bytes this process holds (a fresh layer, a config);
 the manifest is PUT only after every blob is in place, so an interrupted push never leaves a
 manifest, let alone a tag, naming a missing blob, and running it again finds the blobs
-already there. A non-distributable layer is never uploaded nor mounted
+already there. A non-distributable layer is never uploaded
 (https://github.com/opencontainers/image-spec/blob/main/layer.md#non-distributable-layers):
-the destination must already hold it, or the registry decides whether it accepts the
-manifest without it.
+it may be mounted within one registry (no byte moves), and otherwise the destination must
+already hold it, or the registry decides whether it accepts the manifest without it.
 """
 
 from __future__ import annotations
@@ -62,7 +62,8 @@ class BlobSource:
 
     ``repository``: a repository holding it (a mount when on the destination's registry,
     else streamed from there); ``data``: a callable giving its bytes afresh each time (so a
-    lost upload can be sent again); ``distributable`` false: never uploaded or mounted.
+    lost upload can be sent again); ``distributable`` false: mounted at most, never
+    uploaded.
     """
 
     descriptor: Descriptor
@@ -151,10 +152,6 @@ class _Copier:
         if self.client.blob_exists(self.dst, digest):
             self.count("blobs_existing")
             return
-        if not source.distributable:
-            self.count("blobs_skipped")
-            self.say(f"not pushed: {digest.short} is a non-distributable layer")
-            return
         location: str | None = None
         origin = source.repository
         if (
@@ -177,6 +174,12 @@ class _Copier:
                 return
             location = response.headers.get("Location")  # 202: an upload session instead
             self.say(f"{self.dst.registry} did not mount {digest.short}; uploading it")
+        if not source.distributable:
+            if location is not None:
+                self._cancel(location)
+            self.count("blobs_skipped")
+            self.say(f"not uploaded: {digest.short} is a non-distributable layer")
+            return
         for attempt in range(3):
             if location is None:
                 location = self._start_upload()
@@ -204,6 +207,15 @@ class _Copier:
         if source.repository is None:  # pragma: no cover - a wiring bug
             raise ValueError(f"no bytes and no repository for {source.descriptor.digest}")
         return self.client.stream_blob(source.repository, source.descriptor)
+
+    def _cancel(self, location: str) -> None:
+        """End an upload session we will not use (a registry may keep it for a while)."""
+        try:
+            self.client.request(
+                "DELETE", self.dst, location, scope_actions=PUSH, allow_status=(404,)
+            )
+        except RegistryError as exc:
+            self.say(f"could not cancel an unused upload session: {exc.message}")
 
     def _start_upload(self) -> str:
         response = self.client.request(
