@@ -247,19 +247,31 @@ class _Copier:
     def _chunks(self, source: BlobSource) -> Iterator[bytes]:
         """The blob regrouped into chunk_size pieces (one piece in memory at a time)."""
         buffer = bytearray()
-        for piece in self._bytes(source):
-            buffer += piece
-            while len(buffer) >= self.chunk_size:
-                yield bytes(buffer[: self.chunk_size])
-                del buffer[: self.chunk_size]
+        pieces = iter(self._bytes(source))
+        try:
+            for piece in pieces:
+                buffer += piece
+                while len(buffer) >= self.chunk_size:
+                    yield bytes(buffer[: self.chunk_size])
+                    del buffer[: self.chunk_size]
+        finally:
+            close = getattr(pieces, "close", None)
+            if close is not None:
+                close()
         if buffer:
             yield bytes(buffer)
 
     def _chunked(self, location: str, source: BlobSource) -> None:
         offset = 0
-        for chunk in self._chunks(source):
-            location = self._patch(location, offset, chunk)
-            offset += len(chunk)
+        chunks = self._chunks(source)
+        try:
+            for chunk in chunks:
+                location = self._patch(location, offset, chunk)
+                offset += len(chunk)
+        finally:
+            # A failed chunk leaves SRC's download open; close it now, not at some later
+            # garbage collection (the traceback keeps the generator alive).
+            chunks.close()
         self._put(location, source.descriptor.digest, b"")
 
     def _patch(self, location: str, offset: int, chunk: bytes) -> str:

@@ -129,6 +129,12 @@ class Writer:
     def close(self) -> None:
         self.http.close()
 
+    def __enter__(self) -> Writer:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
     def blob(self, repo: str, data: bytes) -> str:
         digest = sha256(data)
         if self.http.head(f"/v2/{repo}/blobs/{digest}").status_code == 200:

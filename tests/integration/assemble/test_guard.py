@@ -361,13 +361,15 @@ def test_foreign_and_non_distributable_layers(
     elsewhere = build("foreign", push=f"{other.host}/imagekit-test/foreign")
     assert elsewhere.manifest_digest == result.manifest_digest
     assert elsewhere.push.blobs_skipped == 1 and elsewhere.push.blobs_uploaded == 3
-    head = Writer(other.host).http.head(f"/v2/imagekit-test/foreign/blobs/{foreign.digest}")
+    with Writer(other.host) as there:
+        head = there.http.head(f"/v2/imagekit-test/foreign/blobs/{foreign.digest}")
     assert head.status_code == 404
     # ... and one that does not refuses it, which the error explains.
     with pytest.raises(RegistryError) as info:
         build("foreign")
     assert "non-distributable base layers were not uploaded" in info.value.message
-    listed = Writer(registry.host).http.get("/v2/imagekit-test/out-foreign/tags/list")
+    with Writer(registry.host) as session:
+        listed = session.http.get("/v2/imagekit-test/out-foreign/tags/list")
     assert listed.status_code == 404 or not listed.json().get("tags")  # no tag was put
     writer.close()
 
