@@ -17,7 +17,7 @@ from pathlib import Path
 from tests.support.base_image import _locked, _mmdebstrap_version, cache_dir
 
 SUITE = "bookworm"
-PACKAGES = ("python3",)
+PACKAGES = ("python3", "python3-pip")
 
 
 def cache_key() -> str:
