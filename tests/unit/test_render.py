@@ -250,3 +250,15 @@ def test_render_cli_bad_plan_is_exit_2(project: Workspace) -> None:
     result = CliRunner().invoke(render_command, ["m3-cu13"])
     assert result.exit_code == 2
     assert "m3-cu13.yaml: steps[0].requirements" in result.stderr
+
+
+def test_an_overlay_mode_and_owner_render_as_copy_flags() -> None:
+    loaded = _demo()
+    steps = list(loaded.plan.steps)
+    overlay = steps[2]
+    steps[2] = overlay.model_copy(update={"mode": "0750", "owner": "12:34"})
+    changed = replace(loaded, plan=loaded.plan.model_copy(update={"steps": steps}))
+    lines = render(changed).dockerfile.splitlines()
+    assert "COPY --chmod=0750 --chown=12:34 overlay/imagekit-demo-hello " in "\n".join(lines) + " "
+    # Without them the COPY line is the one committed for the demo.
+    assert render(loaded).dockerfile == (REPO / "dockerfiles" / "demo" / "Dockerfile").read_text()
