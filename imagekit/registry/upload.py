@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import re
 import threading
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -244,7 +244,7 @@ class _Copier:
             content=data,
         )
 
-    def _chunks(self, source: BlobSource) -> Iterator[bytes]:
+    def _chunks(self, source: BlobSource) -> Generator[bytes, None, None]:
         """The blob regrouped into chunk_size pieces (one piece in memory at a time)."""
         buffer = bytearray()
         pieces = iter(self._bytes(source))
