@@ -38,9 +38,6 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TextIO
 
-from python_on_whales.exceptions import DockerException
-from python_on_whales.utils import stream_stdout_and_stderr
-
 from imagekit.engine import Engine, connect, engine_errors
 from imagekit.errors import (
     BuildRejected,
@@ -269,6 +266,8 @@ class _Tee:
 
 def ensure_base(engine: Engine, base: Reference, platform: str, log: LogSink) -> None:
     """Have the pinned base in the engine; pull it by digest if it is not there yet."""
+    from python_on_whales.exceptions import DockerException
+
     ref = str(base)
     if engine.client.image.exists(ref):
         return
@@ -308,6 +307,8 @@ def _legacy_build(
     no_cache: bool,
     tee: _Tee,
 ) -> str:
+    from python_on_whales.utils import stream_stdout_and_stderr
+
     iidfile = context.parent / "iid"
     cmd: list[Any] = [*engine.client.client_config.docker_cmd, "build", "--progress=plain"]
     cmd += ["--network=host", f"--platform={platform}", f"--iidfile={iidfile}", "--tag", tag]
@@ -544,6 +545,8 @@ def _run_build(
     log_path: Path,
 ) -> str:
     """Run BuildKit; on failure keep the log, record a rejected build and raise."""
+    from python_on_whales.exceptions import DockerException
+
     how = _buildx_build if engine.has_buildx else _legacy_build
     with tempfile.TemporaryDirectory(prefix="imagekit-build-") as tmp:
         context = Path(tmp) / "context"
@@ -618,6 +621,8 @@ def check_push_repo(repo: str) -> Reference:
 
 def push_image(engine: Engine, tag: str, repo: str, log_path: Path) -> tuple[str, str]:
     """Tag the image into REPO, push it, and return (repo@digest, manifest digest)."""
+    from python_on_whales.exceptions import DockerException
+
     ref = check_push_repo(repo)
     remote = f"{repo}:{tag.rpartition(':')[2]}"
     with engine_errors(f"tagging {tag} as {remote}"):

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Set up a fresh Debian 12 machine (as root) for imagekit's tests and demo, idempotently:
-#   - Debian's docker.io, docker-registry, skopeo, mmdebstrap, apache2-utils, umoci, and
-#     qemu-user-static + binfmt-support + arch-test (foreign-architecture images), only when
-#     missing; the binfmt_misc handlers registered when the kernel has none;
+#   - Debian's docker.io, docker-registry, skopeo, mmdebstrap, apache2-utils, umoci, time (the
+#     benchmarks' peak RSS) and qemu-user-static + binfmt-support + arch-test
+#     (foreign-architecture images), only when missing; qemu's binfmt_misc handlers
+#     registered when the kernel has none;
 #   - the Docker engine, started without the default bridge when no engine answers;
 #   - .venv with imagekit and its test extras, reinstalled only when its inputs changed.
 # Every step is skipped when already done, so a warm run takes a few seconds.
@@ -14,7 +15,7 @@ as_root() { if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi; }
 
 # 1. Debian packages. Where an engine already answers (a CI runner with Docker's own
 # packages, say), Debian's docker.io is not installed over it: the two conflict.
-packages=(docker-registry skopeo mmdebstrap apache2-utils umoci qemu-user-static binfmt-support arch-test)
+packages=(docker-registry skopeo mmdebstrap apache2-utils umoci qemu-user-static binfmt-support arch-test time)
 if ! docker info >/dev/null 2>&1 && ! /usr/bin/docker info >/dev/null 2>&1; then
   packages=(docker.io "${packages[@]}")
 fi
