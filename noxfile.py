@@ -35,6 +35,13 @@ def tests(session: nox.Session) -> None:
     session.run(PY, "-m", "pytest", "-q", "-ra", "--durations=15", *session.posargs)
 
 
+BENCHMARKS = {"mirror": "bench.run", "assemble": "bench.assemble"}
+
+
 @nox.session
 def bench(session: nox.Session) -> None:
-    session.run(PY, "-m", "bench.run", *session.posargs)
+    """Every benchmark, or the one named first (`nox -s bench -- assemble --scale 0.1`)."""
+    args = list(session.posargs)
+    names = [args.pop(0)] if args and args[0] in BENCHMARKS else list(BENCHMARKS)
+    for name in names:
+        session.run(PY, "-m", BENCHMARKS[name], *args)
