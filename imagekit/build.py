@@ -577,7 +577,15 @@ def _run_build(
                     f"the build could not start: {failure.last_lines[-1]}",
                     hint="check that the engine and its BuildKit answer (`docker info`)",
                 ) from exc
-            _record_rejected(workspace, loaded, failure, log_path, tag)
+            record_rejected(
+                workspace,
+                loaded,
+                reason=failure.reason,
+                step=failure.step,
+                message=failure.message,
+                log_path=log_path,
+                image=tag,
+            )
             raise BuildFailed(
                 f"build of {loaded.name} rejected: {failure.message}",
                 step=failure.step,
@@ -590,22 +598,31 @@ def _run_build(
             raise EngineUnavailable(f"running the docker client failed: {exc}") from exc
 
 
-def _record_rejected(
-    workspace: Workspace, loaded: LoadedPlan, failure: _Failure, log_path: Path, tag: str
-) -> None:
+def record_rejected(
+    workspace: Workspace,
+    loaded: LoadedPlan,
+    *,
+    reason: str,
+    step: str | None,
+    message: str,
+    log_path: Path,
+    image: str,
+    what: str = "build",
+    details: dict[str, Any] | None = None,
+) -> int:
     """A failed attempt stays on record; a later success is a new record beside it."""
-    _record(
+    return _record(
         workspace,
         "rejected-build",
         plan=loaded.name,
-        images={"image": tag, "base": str(loaded.base)},
+        images={"image": image, "base": str(loaded.base)},
         status="rejected",
         scope=(
-            f"the build of plan {loaded.name} (sha256:{loaded.digest.hex}) failed; "
+            f"the {what} of plan {loaded.name} (sha256:{loaded.digest.hex}) failed; "
             "no image was accepted"
         ),
         evidence=log_path,
-        details={"reason": failure.reason, "step": failure.step, "message": failure.message},
+        details={"reason": reason, "step": step, "message": message, **(details or {})},
     )
 
 

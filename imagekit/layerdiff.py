@@ -160,6 +160,11 @@ class Member:
     mtime: int = 0
     content: bytes | None = None  # kept only for the paths ``capture`` asked for
 
+    def fields(self) -> tuple[str, str, int, int, int, int, str | None, str | None, int]:
+        """Everything but the content, in FileEntry's order."""
+        return (self.path, self.kind, self.mode, self.uid, self.gid, self.size, self.sha256,
+                self.link, self.mtime)  # fmt: skip
+
 
 def iter_members(
     stream: IO[bytes], *, capture: Callable[[str, int], bool] | None = None
@@ -271,17 +276,7 @@ def scan_layer(stream: IO[bytes], *, expected: Digest | None = None) -> LayerSca
             if target and target_path in captured:
                 captured[path] = captured[target_path]
         else:
-            entries[path] = FileEntry(
-                path,
-                member.kind,
-                member.mode,
-                member.uid,
-                member.gid,
-                member.size,
-                member.sha256,
-                member.link,
-                member.mtime,
-            )
+            entries[path] = FileEntry(*member.fields())
             if member.content is not None:
                 captured[path] = member.content
     diff_id = Digest("sha256:" + reader.hasher.hexdigest())

@@ -48,7 +48,7 @@ from imagekit.assemble.config import (
 from imagekit.assemble.guard import BaseView, LayerUse, OverlayCheck, check_overlay
 from imagekit.assemble.index import IndexStore
 from imagekit.assemble.layer import LayerBlob, TarEntry, check_tree, write_layer
-from imagekit.build import BuildFailed, check_push_repo
+from imagekit.build import BuildFailed, check_push_repo, record_rejected
 from imagekit.engine import Engine, connect
 from imagekit.errors import CouldNotFinish, PlanError, RegistryError, UsageError
 from imagekit.evidence import new_run_dir, write_bytes, write_json
@@ -261,23 +261,12 @@ def _reject(
     details: dict[str, Any],
     image: str,
 ) -> int:
-    """Keep a failed attempt on record, as the engine path does."""
+    """Keep a failed attempt on record, as the engine path does (and no tag was put)."""
     log(f"build rejected ({reason}): {message}")
-    return int(
-        append_record(
-            workspace,
-            "rejected-build",
-            plan=loaded.name,
-            images={"image": image, "base": str(loaded.base)},
-            status="rejected",
-            scope=(
-                f"the registry build of plan {loaded.name} (sha256:{loaded.digest.hex}) "
-                "failed; no image was accepted and no tag was put"
-            ),
-            evidence=log_path,
-            details={"reason": reason, "step": step, "message": message, **details},
-        ).seq
-    )
+    return record_rejected(
+        workspace, loaded, reason=reason, step=step, message=message, log_path=log_path,
+        image=image, what="registry build (no tag was put)", details=details,
+    )  # fmt: skip
 
 
 def _base_details(loaded: LoadedPlan, image: ResolvedImage) -> dict[str, Any]:

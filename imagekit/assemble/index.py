@@ -162,20 +162,7 @@ def _rows(members: Iterable[Member]) -> Iterator[tuple[str, tuple[object, ...]]]
         elif member.kind == "opaque":
             yield "opaques", (member.path,)
         else:
-            yield (
-                "entries",
-                (
-                    member.path,
-                    member.kind,
-                    member.mode,
-                    member.uid,
-                    member.gid,
-                    member.size,
-                    member.sha256,
-                    member.link,
-                    member.mtime,
-                ),
-            )
+            yield "entries", member.fields()
 
 
 class IndexStore:

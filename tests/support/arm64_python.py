@@ -11,12 +11,10 @@ from __future__ import annotations
 
 import hashlib
 import json
-import subprocess
 from pathlib import Path
 
-from tests.support.base_image import _locked, _mmdebstrap_version, cache_dir
+from tests.support.base_image import SUITE, _mmdebstrap_version, cached_rootfs
 
-SUITE = "bookworm"
 PACKAGES = ("python3", "python3-pip")
 
 
@@ -32,26 +30,14 @@ def cache_key() -> str:
 
 
 def arm64_python_tarball() -> Path:
-    """The cached arm64 rootfs tarball (python3 and what it needs), made on first use."""
-    target = cache_dir() / f"arm64-python-{SUITE}-{cache_key()}.tar"
-    with _locked(cache_dir() / "arm64-python.lock"):
-        if target.exists():
-            return target
-        partial = target.with_suffix(".partial.tar")
-        partial.unlink(missing_ok=True)
-        subprocess.run(
-            [
-                "mmdebstrap",
-                "--quiet",
-                "--variant=extract",
-                "--arch=arm64",
-                "--include=" + ",".join(PACKAGES),
-                "--customize-hook=rm -rf $1/var/lib/apt/lists/* $1/usr/share/doc/* "
-                "$1/var/cache/apt/*",
-                SUITE,
-                str(partial),
-            ],
-            check=True,
-        )
-        partial.rename(target)
-        return target
+    """The cached arm64 rootfs tarball (python3, pip and what they need), made on first use."""
+    return cached_rootfs(
+        f"arm64-python-{SUITE}-{cache_key()}",
+        "arm64-python.lock",
+        [
+            "--variant=extract",
+            "--arch=arm64",
+            "--include=" + ",".join(PACKAGES),
+            "--customize-hook=rm -rf $1/var/lib/apt/lists/* $1/usr/share/doc/* $1/var/cache/apt/*",
+        ],
+    )

@@ -13,9 +13,9 @@ import pytest
 from imagekit.build import (
     BuildOptions,
     _ca_bundle,
-    check_push_repo,
     _stage_context,
     analyse_failure,
+    check_push_repo,
 )
 from imagekit.errors import ReferenceFormatError, UsageError
 from imagekit.plan import load_plan

@@ -17,9 +17,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from click.testing import CliRunner
 
 from imagekit.assemble import AssembleOptions, AssembleResult, assemble_plan
 from imagekit.build import BuildFailed
+from imagekit.cli.build_cmd import command as build_command
 from imagekit.engine import Engine
 from imagekit.errors import PlanError, RegistryError
 from imagekit.ledger import read_records
@@ -374,7 +376,13 @@ def test_foreign_and_non_distributable_layers(
     writer.close()
 
 
-def test_a_zstd_base_layer(writer: Writer, write_plan: PlanWriter, build: Build) -> None:
+def test_a_zstd_base_layer(
+    writer: Writer,
+    write_plan: PlanWriter,
+    build: Build,
+    registry: RunningRegistry,
+    cache_dir: Path,
+) -> None:
     module = b"VERSION = 1\n"
     base = writer.image(
         "imagekit-test/zstd",
@@ -399,3 +407,17 @@ def test_a_zstd_base_layer(writer: Writer, write_plan: PlanWriter, build: Build)
     assert manifest["layers"][1]["mediaType"] == "application/vnd.oci.image.layer.v1.tar+zstd"
     # The overlay's own layer is gzip, which every engine can pull.
     assert manifest["layers"][2]["mediaType"] == "application/vnd.oci.image.layer.v1.tar+gzip"
+
+    # The command line, for people: what was pushed, the guard, the assertions, the log.
+    shown = CliRunner().invoke(
+        build_command,
+        ["zstd", "--push", f"{registry.host}/imagekit-test/out-zstd", "--tag", "cli"],
+        env={"IMAGEKIT_CACHE_DIR": str(cache_dir)},
+    )
+    assert shown.exit_code == 0, shown.stderr[-2000:]
+    lines = shown.stdout.splitlines()  # auto chose the registry: overlays only, and --push
+    assert lines[0] == f"built zstd through the registry: {result.pushed}"
+    assert f"tag: {registry.host}/imagekit-test/out-zstd:cli" in lines
+    assert any(line.startswith("guard: path=/usr/lib/pkg/mod.py") and line.endswith("(ok)")
+               for line in lines)  # fmt: skip
+    assert "assertions: none: the plan has no assertions" in lines
