@@ -36,9 +36,9 @@ import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol, TextIO
+from typing import Any, Protocol, TextIO
 
-from imagekit.engine import Engine, connect, engine_errors
+from imagekit.engine import Engine, connect, docker_error_text, engine_errors
 from imagekit.errors import (
     BuildRejected,
     EngineUnavailable,
@@ -47,10 +47,16 @@ from imagekit.errors import (
     UsageError,
 )
 from imagekit.evidence import new_run_dir, write_bytes
-from imagekit.ledger import append_record
+from imagekit.ledger import (
+    BaseImageDetails,
+    BuildDetails,
+    PushDetails,
+    RejectedBuildDetails,
+    append_record,
+)
 from imagekit.plan import LoadedPlan, load_plan, plan_path
-from imagekit.refs import Digest, Reference, parse_platform, parse_reference
-from imagekit.registry import RegistryClient
+from imagekit.refs import Digest, Reference, parse_reference
+from imagekit.registry import RegistryClient, ResolvedImage
 from imagekit.render import (
     ASSERT_FAIL_MARKER,
     DRIFT_MARKER,
@@ -61,9 +67,6 @@ from imagekit.render import (
     render,
 )
 from imagekit.workspace import Workspace
-
-if TYPE_CHECKING:
-    from imagekit.assemble import AssembleResult
 
 DEFAULT_CA_BUNDLE = Path("/etc/ssl/certs/ca-certificates.crt")
 CA_ENV = "IMAGEKIT_PIP_CA"
@@ -88,7 +91,7 @@ class BuildOptions:
     index_url: str | None = None
     ca_bundle: Path | None = None
     base_override: str | None = None
-    #: engine (this module), registry (imagekit.assemble), or auto (see :func:`build`).
+    #: engine (this module), registry (imagekit.assemble) or auto (imagekit.assemble.choice).
     builder: str = "engine"
     index: bool = False  # registry builder: push an index holding the manifest too
     assertions: bool = True  # registry builder: false accepts the image unchecked
@@ -275,8 +278,7 @@ def ensure_base(engine: Engine, base: Reference, platform: str, log: LogSink) ->
     try:
         engine.client.image.pull(ref, quiet=True, platform=platform)
     except DockerException as exc:
-        detail = (exc.stderr or exc.stdout or str(exc)).strip().splitlines()
-        last = detail[-1] if detail else str(exc)
+        last = docker_error_text(exc)
         log.write(f"imagekit: pull failed: {last}\n")
         if _UNREACHABLE.search(last):
             message = f"the registry {base.registry} could not be reached to pull the base {ref}"
@@ -336,7 +338,10 @@ def _buildx_build(
     no_cache: bool,
     tee: _Tee,
 ) -> str:
-    # Not exercised on our machines (no buildx plugin there); kept to the documented API.
+    # Most users' clients have buildx, so this is the path they take. It cannot run on our
+    # machines: neither Debian 12 nor the package index ships the buildx plugin (or a
+    # standalone BuildKit), so no test here can drive a real buildx. tests/unit/test_build.py
+    # pins the call it makes to python-on-whales' documented `buildx.build` instead.
     stream = engine.client.buildx.build(
         context,
         tags=[tag],
@@ -368,9 +373,14 @@ def build_plan(
     options: BuildOptions | None = None,
     *,
     engine: Engine | None = None,
+    registry: RegistryClient | None = None,
     echo: TextIO | None = None,
 ) -> BuildResult:
-    """Build one plan and return the image; raise BuildRejected (exit 1) when a step fails."""
+    """Build one plan and return the image; raise BuildRejected (exit 1) when a step fails.
+
+    ``registry`` describes the base for the record (a client of the caller's, or one made
+    for the call).
+    """
     options = options or BuildOptions()
     echo = echo or sys.stderr
     loaded = load_plan(
@@ -400,7 +410,7 @@ def build_plan(
         image_id = _run_build(
             workspace, loaded, rendered, engine, tag, ca, index_url, options, tee, log_path
         )
-    base_details = _base_details(loaded)
+    base_details = _base_details(loaded, registry)
     seqs = [
         _record(
             workspace,
@@ -414,14 +424,14 @@ def build_plan(
                 "nothing was run on a GPU"
             ),
             evidence=log_path,
-            details={
-                "image_id": image_id,
-                "plan_sha256": loaded.digest.hex,
-                "dockerfile_sha256": rendered.digest.hex,
-                "rendered_sha256": {n: Digest.of_bytes(d).hex for n, d in rendered.files().items()},
-                "builder": builder,
-                "base": base_details,
-            },
+            details=BuildDetails(
+                image_id=image_id,
+                plan_sha256=loaded.digest.hex,
+                dockerfile_sha256=rendered.digest.hex,
+                rendered_sha256={n: Digest.of_bytes(d).hex for n, d in rendered.files().items()},
+                builder=builder,
+                base=base_details,
+            ),
         )
     ]
     result = BuildResult(
@@ -438,74 +448,42 @@ def build_plan(
     )
     if options.push is None:
         return result
-    pushed, manifest = push_image(engine, tag, options.push, log_path)
-    push_seq = _record(
-        workspace,
-        "push",
-        plan=loaded.name,
-        images={"image": tag, "pushed": pushed},
-        status="pushed",
-        scope=f"the engine pushed {tag} and the registry named the manifest {manifest}",
-        evidence=log_path,
-        details={"manifest_digest": manifest, "config_digest": image_id},
+    pushed, manifest, push_seq = push_and_record(
+        workspace, engine, tag, options.push, log_path, plan=loaded.name, image_id=image_id
     )
     return replace(result, pushed=pushed, manifest_digest=manifest, ledger=[*seqs, push_seq])
 
 
-def build(
+def push_and_record(
     workspace: Workspace,
-    name: str,
-    options: BuildOptions | None = None,
+    engine: Engine,
+    tag: str,
+    repo: str,
+    log_path: Path,
     *,
-    echo: TextIO | None = None,
-) -> BuildResult | AssembleResult:
-    """`imagekit build`: the engine path (:func:`build_plan`) or the registry one.
+    plan: str,
+    image_id: str,
+) -> tuple[str, str, int]:
+    """Push a built image and append its push record: (repo@digest, manifest digest, seq).
 
-    ``auto`` takes the registry builder (imagekit.assemble) when every step of the plan is
-    an overlay, env, labels, entrypoint or cmd and ``push`` names a repository; otherwise
-    the engine. Options that only one builder has are refused for the other.
+    ``imagekit build --push`` and the pipeline's push stage (which pushes only what its
+    audit passed) both call this, so a push is recorded the same way whoever made it.
     """
-    from imagekit.assemble import AssembleOptions, assemble_plan, choose_builder
-
-    options = options or BuildOptions()
-    loaded = load_plan(
-        plan_path(workspace.plans_dir, name),
-        dockerfiles_dir=workspace.dockerfiles_dir,
-        base_override=options.base_override,
-    )
-    chosen = choose_builder(loaded.plan, options.builder, options.push)
-    if chosen == "engine":
-        if options.index or not options.assertions:
-            flag = "--index" if options.index else "--no-assertions"
-            raise UsageError(
-                f"{flag} is an option of the registry builder; the engine path runs the "
-                "assertions inside the build and pushes what the engine made",
-                hint="add --builder registry (the plan must have no pip or package steps)",
-            )
-        return build_plan(workspace, name, options, echo=echo)
-    # The package index and CA bundle (often set in the environment) serve pip steps, which a
-    # registry build has none of; --no-cache asked for explicitly is a mistake worth naming.
-    if options.no_cache:
-        raise UsageError(
-            "--no-cache is an option of the engine builder; the registry builder runs no "
-            "build step and keeps no build cache",
-            hint="drop it, or add --builder engine",
-        )
-    return assemble_plan(
+    pushed, manifest = push_image(engine, tag, repo, log_path)
+    seq = _record(
         workspace,
-        name,
-        AssembleOptions(
-            push=options.push,
-            tag=options.tag,
-            base_override=options.base_override,
-            index=options.index,
-            assertions=options.assertions,
-        ),
-        echo=echo,
+        "push",
+        plan=plan,
+        images={"image": tag, "pushed": pushed},
+        status="pushed",
+        scope=f"the engine pushed {tag} and the registry named the manifest {manifest}",
+        evidence=log_path,
+        details=PushDetails(manifest_digest=manifest, config_digest=image_id),
     )
+    return pushed, manifest, seq
 
 
-def _base_details(loaded: LoadedPlan) -> dict[str, Any]:
+def _base_details(loaded: LoadedPlan, registry: RegistryClient | None) -> BaseImageDetails:
     """What the lock file needs about the upstream base, read from its registry.
 
     The engine only tells the config digest; the index digest, layer digests and compressed
@@ -513,23 +491,32 @@ def _base_details(loaded: LoadedPlan) -> dict[str, Any]:
     already pulled the base by digest), so a registry that cannot answer now leaves the reason
     in the record instead of failing a build that succeeded.
     """
-    details: dict[str, Any] = {
+    try:
+        if registry is not None:
+            resolved = registry.resolve(loaded.base, loaded.platform)
+        else:
+            with RegistryClient() as client:
+                resolved = client.resolve(loaded.base, loaded.platform)
+    except ImagekitError as exc:
+        return BaseImageDetails(**_known_base(loaded), inspect_error=exc.message)
+    return base_image_details(loaded, resolved)
+
+
+def _known_base(loaded: LoadedPlan) -> dict[str, Any]:
+    known: dict[str, Any] = {
         "platform": loaded.plan.base.platform,
         "manifest_digest": str(loaded.base.digest),
     }
     if loaded.plan.base.found_as:
-        details["source_tag"] = loaded.plan.base.found_as
-    try:
-        with RegistryClient() as client:
-            resolved = client.resolve(loaded.base, parse_platform(loaded.plan.base.platform))
-    except ImagekitError as exc:
-        details["inspect_error"] = exc.message
-        return details
+        known["source_tag"] = loaded.plan.base.found_as
+    return known
+
+
+def base_image_details(loaded: LoadedPlan, resolved: ResolvedImage) -> BaseImageDetails:
+    """The base as ``resolved`` describes it, in the build record's shape (both builders)."""
     inspected = resolved.to_json()
-    for key in ("index_digest", "config_digest", "compressed_layer_bytes", "layer_digests"):
-        details[key] = inspected[key]
-    details["diff_ids"] = inspected["diff_ids"]
-    return details
+    keys = ("index_digest", "config_digest", "compressed_layer_bytes", "layer_digests", "diff_ids")
+    return BaseImageDetails(**_known_base(loaded), **{key: inspected[key] for key in keys})
 
 
 def _run_build(
@@ -580,9 +567,9 @@ def _run_build(
             record_rejected(
                 workspace,
                 loaded,
-                reason=failure.reason,
-                step=failure.step,
-                message=failure.message,
+                RejectedBuildDetails(
+                    reason=failure.reason, step=failure.step, message=failure.message
+                ),
                 log_path=log_path,
                 image=tag,
             )
@@ -601,16 +588,17 @@ def _run_build(
 def record_rejected(
     workspace: Workspace,
     loaded: LoadedPlan,
+    details: RejectedBuildDetails,
     *,
-    reason: str,
-    step: str | None,
-    message: str,
     log_path: Path,
     image: str,
     what: str = "build",
-    details: dict[str, Any] | None = None,
 ) -> int:
-    """A failed attempt stays on record; a later success is a new record beside it."""
+    """A failed attempt stays on record; a later success is a new record beside it.
+
+    Both builders call this: the engine path with BuildKit's failure, the registry builder
+    (imagekit.assemble) with its guard report or assertion run in ``details``.
+    """
     return _record(
         workspace,
         "rejected-build",
@@ -622,7 +610,7 @@ def record_rejected(
             "no image was accepted"
         ),
         evidence=log_path,
-        details={"reason": reason, "step": step, "message": message, **(details or {})},
+        details=details,
     )
 
 
@@ -647,9 +635,8 @@ def push_image(engine: Engine, tag: str, repo: str, log_path: Path) -> tuple[str
     try:
         engine.client.image.push(remote, quiet=True)
     except DockerException as exc:
-        detail = (exc.stderr or exc.stdout or str(exc)).strip().splitlines()
         raise RegistryError(
-            f"pushing {remote} failed: {detail[-1] if detail else exc}",
+            f"pushing {remote} failed: {docker_error_text(exc)}",
             registry=ref.registry,
             repository=ref.repository,
             hint="check the registry answers and the engine's credentials for it",

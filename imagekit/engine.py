@@ -19,13 +19,14 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from imagekit.errors import EngineUnavailable
 from imagekit.refs import Platform
 
 if TYPE_CHECKING:
     from python_on_whales import DockerClient
+    from python_on_whales.exceptions import DockerException
 
 
 START_HINT = (
@@ -33,6 +34,34 @@ START_HINT = (
     "`dockerd --bridge=none --iptables=false --ip-masq=false &`), then check `docker info`"
 )
 _FALLBACK_CLIENTS = ("/usr/bin/docker",)
+
+
+class DockerEngine(Protocol):
+    """What the stages and flows read of a connected engine (``Engine`` is the real one)."""
+
+    @property
+    def client(self) -> DockerClient: ...
+
+    @property
+    def client_path(self) -> str: ...
+
+    @property
+    def has_buildx(self) -> bool: ...
+
+    @property
+    def server_version(self) -> str: ...
+
+    @property
+    def storage_driver(self) -> str: ...
+
+    @property
+    def image_store(self) -> str: ...
+
+
+def docker_error_text(exc: DockerException) -> str:
+    """The last line the docker client printed about a failure (what a user needs to see)."""
+    detail = (exc.stderr or exc.stdout or str(exc)).strip().splitlines()
+    return detail[-1] if detail else str(exc)
 
 
 @dataclass(frozen=True)
@@ -79,9 +108,9 @@ def engine_errors(action: str) -> Iterator[None]:
     try:
         yield
     except DockerException as exc:
-        detail = (exc.stderr or exc.stdout or str(exc)).strip().splitlines()
-        last = detail[-1] if detail else str(exc)
-        raise EngineUnavailable(f"{action} failed: {last}", hint=START_HINT) from exc
+        raise EngineUnavailable(
+            f"{action} failed: {docker_error_text(exc)}", hint=START_HINT
+        ) from exc
 
 
 @cache

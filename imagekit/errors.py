@@ -1,20 +1,24 @@
 """The one error tree of imagekit, and the exit codes that come from it.
 
 Library code raises; only the CLI turns an error into one line on stderr (plus its hint) and
-an exit code. The exit code belongs to the class, following the command-line contract in
-DESIGN.md::
+an exit code. The exit code belongs to the class, following the command-line contract
+(docs/ARCHITECTURE.md). Any other exception is a bug: the CLI reports it as a crash and
+exits with CRASH_EXIT_CODE (70, sysexits' EX_SOFTWARE), never with a verdict's code::
 
     ImagekitError                      base: message + hint, exit_code 3
     +-- UsageError                     exit 2: bad input or usage; nothing was attempted
     |   +-- ReferenceFormatError       a malformed image reference, digest or platform
     |   +-- PlanError                  a plan file that is missing, malformed or unsafe
     |   +-- ProfileError               an audit profile that is missing or malformed
+    |   +-- VulnDatabaseError          an offline vulnerability database that is not an OSV export
     +-- CheckFailed                    exit 1: a check ran and said no
     |   +-- DigestMismatch             bytes whose digest differs from the one asked for
     |   +-- BuildRejected              a build whose step or assertion failed
     |   +-- LedgerBroken               a ledger whose chain or evidence no longer verifies
     +-- CouldNotFinish                 exit 3: the work could not be finished
         +-- EngineUnavailable          the Docker engine did not answer or failed
+        +-- ContainerdError            a call to containerd (through ctr) failed
+        |   +-- ContainerdUnavailable  containerd did not answer, or has no working CRI plugin
         +-- RegistryError              a registry answered badly (carries registry/repo/digest)
             +-- RegistryUnauthorized   401/403 without usable credentials
             +-- RegistryNotFound       404 for a manifest or blob
@@ -29,6 +33,8 @@ builds them from the registry, repository and digest alone.
 from __future__ import annotations
 
 from typing import Any, ClassVar
+
+CRASH_EXIT_CODE = 70
 
 
 class ImagekitError(Exception):
@@ -95,6 +101,17 @@ class ProfileError(UsageError):
     """An audit profile that is missing or malformed."""
 
 
+class VulnDatabaseError(UsageError):
+    """An offline vulnerability database (--vuln-db) that cannot be used; names the file."""
+
+    def __init__(self, message: str, *, path: str, hint: str | None = None) -> None:
+        super().__init__(message, hint=hint)
+        self.path = path
+
+    def fields(self) -> dict[str, Any]:
+        return {"path": self.path}
+
+
 class CheckFailed(ImagekitError):
     exit_code = 1
 
@@ -141,6 +158,14 @@ class CouldNotFinish(ImagekitError):
 
 class EngineUnavailable(CouldNotFinish):
     """The Docker engine did not answer, or a call to it failed."""
+
+
+class ContainerdError(CouldNotFinish):
+    """containerd answered, but a call to it (a pull, a read of its store) failed."""
+
+
+class ContainerdUnavailable(ContainerdError):
+    """No containerd answered at the address, or it cannot serve a kubelet (no CRI plugin)."""
 
 
 class RegistryError(CouldNotFinish):

@@ -19,19 +19,23 @@ from __future__ import annotations
 
 import hashlib
 import io
-import json
 import posixpath
 import re
 import tarfile
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from email.parser import HeaderParser
-from typing import IO, Any, Protocol, cast
+from enum import StrEnum
+from typing import IO, TYPE_CHECKING, Any, Protocol
 
 from packaging.utils import canonicalize_name
 
-from imagekit.errors import CheckFailed, DigestMismatch, EngineUnavailable
-from imagekit.refs import Digest
+from imagekit.errors import CheckFailed, DigestMismatch
+from imagekit.layers import LayerLimits, open_uncompressed
+from imagekit.refs import Digest, Platform, parse_reference
+
+if TYPE_CHECKING:
+    from imagekit.registry import RegistryClient, ResolvedImage
 
 _CHUNK = 1 << 20
 _CAPTURE_LIMIT = 16 << 20
@@ -562,101 +566,12 @@ class LayerSource(Protocol):
         ...
 
 
-class _IterReader(io.RawIOBase):
-    """A file object over an iterator of byte chunks (python-on-whales' `docker save`)."""
+class ComparisonVerdict(StrEnum):
+    """How two images compare: bit for bit, equal but for timestamps and bytecode, or not."""
 
-    def __init__(self, chunks: Iterator[bytes]) -> None:
-        self._chunks = chunks
-        self._pending = b""
-
-    def readable(self) -> bool:
-        return True
-
-    def readinto(self, buffer: Any) -> int:
-        while not self._pending:
-            try:
-                self._pending = next(self._chunks)
-            except StopIteration:
-                return 0
-        n = min(len(buffer), len(self._pending))
-        buffer[:n] = self._pending[:n]
-        self._pending = self._pending[n:]
-        return n
-
-
-@dataclass(frozen=True)
-class SavedImage:
-    """An image in the local engine, streamed once through `docker save` (no random access).
-
-    ``docker save`` cannot send one layer alone, so every layer streams past; only the asked
-    ones are scanned, the others are hashed and checked against their diffID all the same.
-    """
-
-    client: Any  # python_on_whales.DockerClient
-    image: str
-    label: str
-    random_access: bool = False
-
-    def diff_ids(self) -> Sequence[Digest]:
-        from imagekit.engine import engine_errors
-
-        with engine_errors(f"inspecting {self.image}"):
-            inspected = self.client.image.inspect(self.image)
-        return [Digest(d) for d in inspected.root_fs.layers]
-
-    def scan(self, indices: Sequence[int]) -> dict[int, LayerScan]:
-        from imagekit.engine import engine_errors
-
-        declared = list(self.diff_ids())
-        wanted = set(indices)
-        scans_by_member: dict[str, LayerScan] = {}
-        links: dict[str, str] = {}
-        manifest: list[dict[str, Any]] | None = None
-        with engine_errors(f"`docker save {self.image}`"):
-            stream = io.BufferedReader(_IterReader(iter(self.client.image.save(self.image))))
-            with tarfile.open(fileobj=stream, mode="r|") as outer:
-                for member in outer:
-                    if member.issym():
-                        # `docker save` writes a layer that occurs twice (same diffID) once and
-                        # links the second path to it.
-                        links[member.name] = posixpath.normpath(
-                            posixpath.join(posixpath.dirname(member.name), member.linkname)
-                        )
-                        continue
-                    if not member.isreg():
-                        continue
-                    content = outer.extractfile(member)
-                    if content is None:
-                        continue
-                    if member.name == "manifest.json":
-                        manifest = json.loads(content.read())
-                    elif member.name.endswith("/layer.tar") or member.name.startswith("blobs/"):
-                        try:
-                            scans_by_member[member.name] = scan_layer(content)
-                        except CheckFailed:
-                            continue  # an OCI blob that is a config or manifest, not a layer
-        if not manifest or not isinstance(manifest, list):
-            raise EngineUnavailable(f"`docker save {self.image}` sent no manifest.json")
-        layer_names = manifest[0].get("Layers", [])
-        if len(layer_names) != len(declared):
-            raise CheckFailed(
-                f"`docker save {self.image}` sent {len(layer_names)} layers, "
-                f"its config names {len(declared)}"
-            )
-        result: dict[int, LayerScan] = {}
-        for index, name in enumerate(layer_names):
-            layer_scan = scans_by_member.get(links.get(name, name))
-            if layer_scan is None:
-                raise CheckFailed(f"`docker save {self.image}` did not send layer {name}")
-            if layer_scan.diff_id != declared[index]:
-                raise DigestMismatch(
-                    f"layer {index} of {self.image} as saved does not match its diffID",
-                    expected=str(declared[index]),
-                    actual=str(layer_scan.diff_id),
-                )
-            if index in wanted:
-                result[index] = layer_scan
-        return result
+    REPRODUCIBLE = "reproducible"
+    EQUIVALENT = "equivalent"
+    CHANGED = "changed"
 
 
 @dataclass(frozen=True)
@@ -671,11 +586,11 @@ class ImageComparison:
     diff: TreeDiff | None
 
     @property
-    def verdict(self) -> str:
+    def verdict(self) -> ComparisonVerdict:
         if self.diff_ids_before == self.diff_ids_after:
-            return "reproducible"
+            return ComparisonVerdict.REPRODUCIBLE
         assert self.diff is not None  # noqa: S101 - set whenever diffIDs differ
-        return "equivalent" if self.diff.equivalent else "changed"
+        return ComparisonVerdict.EQUIVALENT if self.diff.equivalent else ComparisonVerdict.CHANGED
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -723,44 +638,20 @@ def compare_images(before: LayerSource, after: LayerSource) -> ImageComparison:
     )
 
 
-def _decompressed(chunks: Iterator[bytes]) -> IO[bytes]:
-    """A readable uncompressed stream over a compressed blob's chunks, sniffed by its magic.
-
-    A pull-style reader (tarfile reads from it), unlike imagekit.layers, which pushes bytes
-    through a hasher; the layer's diffID is checked over what comes out all the same, so a
-    decompression that went wrong cannot pass unnoticed.
-    """
-    import zstandard
-    from isal import igzip
-
-    from imagekit.layers import Compression, sniff_compression
-
-    raw = io.BufferedReader(_IterReader(chunks), buffer_size=_CHUNK)
-    compression = sniff_compression(raw.peek(8)[:8])
-    if compression is Compression.GZIP:
-        return cast(IO[bytes], igzip.IGzipFile(fileobj=raw, mode="rb"))  # type: ignore[no-untyped-call]
-    if compression is Compression.ZSTD:
-        # A bounded window, as imagekit.layers uses: a frame cannot claim gigabytes of history.
-        reader = zstandard.ZstdDecompressor(max_window_size=1 << 27).stream_reader(
-            raw, read_across_frames=True
-        )
-        return io.BufferedReader(reader, buffer_size=_CHUNK)
-    return raw
-
-
 @dataclass(frozen=True)
 class RegistryImage:
     """An image in a registry, resolved once; any layer can be streamed on its own."""
 
-    client: Any  # imagekit.registry.client.RegistryClient
-    resolved: Any  # imagekit.registry.client.ResolvedImage
+    client: RegistryClient
+    resolved: ResolvedImage
     label: str
     random_access: bool = True
+    limits: LayerLimits = field(default_factory=LayerLimits)
 
     @classmethod
-    def open(cls, client: Any, reference: str, platform: Any = None) -> RegistryImage:
-        from imagekit.refs import parse_reference
-
+    def open(
+        cls, client: RegistryClient, reference: str, platform: Platform | None = None
+    ) -> RegistryImage:
         ref = parse_reference(reference)
         return cls(client, client.resolve(ref, platform), reference)
 
@@ -774,16 +665,15 @@ class RegistryImage:
         ref = self.resolved.reference
         for index in indices:
             desc = self.resolved.layers[index]
-            chunks = iter(self.client.stream_blob(ref, desc))
-            try:
-                stream = _decompressed(chunks)
-                result[index] = scan_layer(stream, expected=self.resolved.diff_ids[index])
-            except (OSError, EOFError) as exc:
-                raise LayerFormatError(
-                    f"layer {index} ({desc.digest}) of {self.label} does not decompress: {exc}"
-                ) from exc
-            finally:
-                close = getattr(chunks, "close", None)
-                if close is not None:
-                    close()
+            chunks = self.client.stream_blob(ref, desc)
+            # closing the stream stops its reader thread, which closes the download
+            with open_uncompressed(
+                chunks, media_type=desc.media_type, limits=self.limits
+            ) as stream:
+                try:
+                    result[index] = scan_layer(stream, expected=self.resolved.diff_ids[index])
+                except (OSError, EOFError) as exc:
+                    raise LayerFormatError(
+                        f"layer {index} ({desc.digest}) of {self.label} does not decompress: {exc}"
+                    ) from exc
         return result

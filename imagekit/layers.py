@@ -37,7 +37,7 @@ import threading
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any, cast
+from typing import IO, Any, cast
 
 import zstandard
 from isal import igzip_lib
@@ -266,15 +266,14 @@ def _concat(head: bytes, rest: bytes | memoryview) -> bytes:
     return head + bytes(rest)
 
 
-class _Hasher:
-    """sha256 and size of the uncompressed stream, refusing to go past the limit."""
+class _Bounded:
+    """Counts the uncompressed bytes and refuses to go past the limit (a decompression bomb)."""
 
     def __init__(self, limit: int) -> None:
-        self._h = hashlib.sha256()
         self._limit = limit
         self.size = 0
 
-    def __call__(self, data: bytes | memoryview) -> None:
+    def _count(self, data: bytes | memoryview) -> None:
         self.size += len(data)
         if self.size > self._limit:
             raise LayerFormatError(
@@ -282,6 +281,17 @@ class _Hasher:
                 hint="this looks like a decompression bomb; raise --max-layer-size only for "
                 "an image you trust",
             )
+
+
+class _Hasher(_Bounded):
+    """sha256 and size of the uncompressed stream, refusing to go past the limit."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(limit)
+        self._h = hashlib.sha256()
+
+    def __call__(self, data: bytes | memoryview) -> None:
+        self._count(data)
         self._h.update(data)
 
     def digest(self) -> Digest:
@@ -485,10 +495,11 @@ def _start(
     return _Plain(sink), detected
 
 
-class UncompressedStream(io.RawIOBase):
+class UncompressedReader(io.RawIOBase):
     """A layer's uncompressed tar as a readable stream, decompressed and hashed as it is read.
 
-    :func:`diff_id_of_stream` pushes bytes through a hasher; tar parsers (``tarfile``) pull.
+    :func:`diff_id_of_stream` pushes bytes through a hasher; tar parsers (``tarfile``: the
+    layer comparison of imagekit.layerdiff, the registry builder's layer index) pull.
     This is the same inflaters, limits and magic sniffing turned around: ``readinto`` feeds
     compressed input to the inflater in :attr:`FEED`-byte pieces until it has output, so
     what waits to be read stays bounded even for a decompression bomb (deflate expands at
@@ -624,7 +635,26 @@ class UncompressedStream(io.RawIOBase):
         )
 
     def close(self) -> None:
+        """Stop reading the blob: the reader thread closes the chunk stream (releasing its
+        connection instead of downloading the rest); without one, it is closed here."""
         if self._reader is not None:
             self._reader.stop()
             self._reader = None
+        else:
+            close = getattr(self._source, "close", None)
+            if close is not None:
+                close()
         super().close()
+
+
+def open_uncompressed(
+    chunks: Iterable[bytes | Restart],
+    *,
+    media_type: str,
+    limits: LayerLimits | None = None,
+    policy: MediaTypePolicy = MediaTypePolicy.DETECT,
+) -> IO[bytes]:
+    """A buffered stream of a layer's uncompressed bytes (see :class:`UncompressedReader`);
+    use the class itself where the diffID it computed on the way is wanted."""
+    reader = UncompressedReader(chunks, media_type=media_type, limits=limits, policy=policy)
+    return io.BufferedReader(reader, buffer_size=COALESCE_BYTES)

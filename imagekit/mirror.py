@@ -6,7 +6,7 @@ diffID: the sha256 of each layer's *uncompressed* tar. For every DST layer we st
 blob (its compressed digest checked as bytes arrive), decompress it by what its bytes are,
 hash the tar, and compare with DST's own config ``rootfs.diff_ids[i]`` and with SRC's.
 
-Verdicts, in the order they win (DESIGN.md, issue 3):
+Verdicts, in the order they win (docs/ARCHITECTURE.md lists what each proves):
 
 - ``error``: something could not be checked (a blob missing or corrupt, retries ran out, a
   layer that cannot be decompressed, a non-distributable layer the registry does not hold).
@@ -525,7 +525,7 @@ def _record(
     options: MirrorOptions,
     path: Path,
 ) -> None:
-    from imagekit.ledger import append_record
+    from imagekit.ledger import MirrorDetails, append_record
 
     images = {
         "source": _pinned(report.source, src_ref),
@@ -543,13 +543,13 @@ def _record(
         scope=f"diffIDs of every layer of {platform}, DST blobs streamed and hashed; "
         "SRC judged by its config",
         evidence=path,
-        details={
-            "message": report.message,
-            "config_digest_equal": report.config_digest_equal,
-            "compressed_digests_equal": report.compressed_digests_equal,
-            "layers": len(report.layers),
-            "copied": report.copy is not None,
-        },
+        details=MirrorDetails(
+            message=report.message,
+            config_digest_equal=report.config_digest_equal,
+            compressed_digests_equal=report.compressed_digests_equal,
+            layers=len(report.layers),
+            copied=report.copy is not None,
+        ),
     )
 
 

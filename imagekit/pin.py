@@ -18,6 +18,7 @@ import hashlib
 import os
 import tempfile
 from dataclasses import dataclass
+from enum import StrEnum
 from pathlib import Path
 
 from python_on_whales.exceptions import DockerException
@@ -29,13 +30,21 @@ from imagekit.plan import Overlay, load_plan, plan_path
 from imagekit.workspace import Workspace
 
 
+class PinStatus(StrEnum):
+    UNCHANGED = "unchanged"  # the plan already pins the base's file
+    UPDATED = "updated"  # the plan's hash was replaced by the base's
+    OK = "ok"  # absent expected, and absent in the base
+    DRIFT = "drift"  # absent expected but present in the base
+    MISSING = "missing"  # a hash expected but no file in the base
+
+
 @dataclass(frozen=True)
 class PinnedOverlay:
     step: int
     destination: str
     expected: str  # "sha256:<hex>" or "absent"
     found: str  # "sha256:<hex>", "absent" or "present"
-    status: str  # unchanged, updated, ok, drift (absent expected but present), missing
+    status: PinStatus
 
 
 @dataclass(frozen=True)
@@ -106,20 +115,20 @@ def pin_overlays(
                 )
             found = "absent" if data is None else "sha256:" + hashlib.sha256(data).hexdigest()
             if step.replaces.absent:
-                status = "ok" if data is None else "drift"
+                status = PinStatus.OK if data is None else PinStatus.DRIFT
                 expected = "absent"
                 found = found if data is None else "present"
             else:
                 expected = f"sha256:{step.replaces.sha256}"
                 if data is None:
-                    status = "missing"
+                    status = PinStatus.MISSING
                 else:
-                    status = "unchanged" if found == expected else "updated"
+                    status = PinStatus.UNCHANGED if found == expected else PinStatus.UPDATED
             results.append(PinnedOverlay(index, step.destination, expected, found, status))
     finally:
         with engine_errors("removing the pin-overlay container"):
             engine.client.container.remove(container, force=True)
-    bad = [r for r in results if r.status in ("missing", "drift")]
+    bad = [r for r in results if r.status in (PinStatus.MISSING, PinStatus.DRIFT)]
     if bad:
         raise CheckFailed(
             "cannot pin: "
@@ -130,7 +139,7 @@ def pin_overlays(
             hint="fix the overlay's destination or its replaces: in the plan; nothing was written",
         )
     rewritten = False
-    updates = [r for r in results if r.status == "updated"]
+    updates = [r for r in results if r.status is PinStatus.UPDATED]
     if updates and write:
         _rewrite(path, loaded.raw, updates)
         rewritten = True

@@ -38,11 +38,10 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 from imagekit.errors import PlanError, ReferenceFormatError
-from imagekit.refs import Digest, Platform, Reference, parse_platform, parse_reference
+from imagekit.refs import Digest, Platform, Reference, is_tag, parse_platform, parse_reference
 
 PIN_HINT = "`imagekit inspect REF` prints the digest to pin"
 PLAN_NAME = re.compile(r"[a-z0-9][a-z0-9._-]{0,62}")
-_TAG = re.compile(r"[\w][\w.-]{0,127}")
 _DEB_NAME = re.compile(r"[a-z0-9][a-z0-9+.-]+")
 _MODULE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*")
 _ENV_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -106,7 +105,7 @@ class BaseSpec(_Model):
     @field_validator("found_as")
     @classmethod
     def _tag(cls, value: str | None) -> str | None:
-        if value is not None and not _TAG.fullmatch(value):
+        if value is not None and not is_tag(value):
             raise _fail("tag", f"{value!r} is not a valid tag")
         return value
 

@@ -13,6 +13,14 @@ recorded, and the matching digest is compared; it is never guessed.
 A tag is refused unless the digest it must resolve to is given (``expect_digest``): a tag
 checked against nothing would prove nothing. Between resolving a tag at the registry and the
 engine pulling it the tag could move; the RepoDigests check catches that as a mismatch.
+
+Kubernetes nodes pull through containerd's CRI plugin, not through the engine, so
+``final_pull_containerd`` does the same final pull there (``imagekit pull --runtime
+containerd``): it pulls into the kubelet's namespace, unpacks for the snapshotter, reads back
+the image record, its platform manifest and config from containerd's content store, the
+chain ID of the unpacked snapshot, and the CRI plugin's own record of the image ID, then
+checks each against the pinned digest and the registry (imagekit.cri has the CRI's naming
+rules).
 """
 
 from __future__ import annotations
@@ -22,20 +30,30 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from imagekit import containerd as ctrd
+from imagekit.cri import FinalPullStatus, chain_id, kubelet_image_ref, sort_references
 from imagekit.engine import Engine, connect, engine_errors
-from imagekit.errors import ReferenceFormatError, UsageError
-from imagekit.evidence import new_run_dir, write_json
-from imagekit.ledger import LedgerRecord, append_record
-from imagekit.refs import Digest, Reference, parse_reference
-from imagekit.registry import RegistryClient, ResolvedImage
+from imagekit.errors import ContainerdError, ReferenceFormatError, UsageError
+from imagekit.evidence import new_run_dir, write_bytes, write_json
+from imagekit.ledger import (
+    ContainerdStore,
+    FinalPullDetails,
+    LedgerRecord,
+    PullCheck,
+    append_record,
+)
+from imagekit.refs import Digest, Reference, is_digest, parse_reference
+from imagekit.registry import RegistryClient, ResolvedImage, is_loopback
 from imagekit.workspace import Workspace
 
-VERIFIED = "verified"
-MISMATCH = "mismatch"
+ENGINE_IMAGE_ID_MEANS = {
+    "classic": "the config digest: the classic store names an image by its config",
+    "containerd": "the digest it was pulled by: the engine's containerd store names it so",
+}
 
 
 @dataclass(frozen=True)
-class Check:
+class DigestCheck:
     name: str
     ok: bool
     expected: str | None
@@ -44,9 +62,27 @@ class Check:
     def to_json(self) -> dict[str, Any]:
         return {"name": self.name, "ok": self.ok, "expected": self.expected, "actual": self.actual}
 
+    def record(self) -> PullCheck:
+        """The check as the final-pull record keeps it."""
+        return PullCheck(name=self.name, ok=self.ok, expected=self.expected, actual=self.actual)
+
+
+class _Verdict:
+    """``ok`` and ``status`` of a final pull: verified only when every check said yes."""
+
+    checks: tuple[DigestCheck, ...]
+
+    @property
+    def ok(self) -> bool:
+        return all(check.ok for check in self.checks)
+
+    @property
+    def status(self) -> FinalPullStatus:
+        return FinalPullStatus.VERIFIED if self.ok else FinalPullStatus.MISMATCH
+
 
 @dataclass(frozen=True)
-class PullResult:
+class PullResult(_Verdict):
     reference: Reference
     expected_digest: Digest
     manifest_digest: Digest
@@ -57,18 +93,10 @@ class PullResult:
     image_store: str
     engine_version: str
     where: str
-    checks: tuple[Check, ...]
+    checks: tuple[DigestCheck, ...]
     evidence: Path | None = None
     record: LedgerRecord | None = None
     notes: tuple[str, ...] = field(default_factory=tuple)
-
-    @property
-    def ok(self) -> bool:
-        return all(check.ok for check in self.checks)
-
-    @property
-    def status(self) -> str:
-        return VERIFIED if self.ok else MISMATCH
 
     @property
     def scope(self) -> str:
@@ -146,11 +174,11 @@ def compare(
     config_digest: Digest,
     image_id: str,
     repo_digests: tuple[str, ...],
-) -> tuple[Check, ...]:
+) -> tuple[DigestCheck, ...]:
     """The three checks of a final pull; which digest the image ID must be depends on the store."""
     checks = [
-        Check("registry digest", pulled_by == expected, str(expected), str(pulled_by)),
-        Check(
+        DigestCheck("registry digest", pulled_by == expected, str(expected), str(pulled_by)),
+        DigestCheck(
             "engine RepoDigests",
             _repo_digest_matches(repo_digests, ref, expected),
             f"{ref.name}@{expected}",
@@ -160,19 +188,42 @@ def compare(
     if image_store == "containerd":
         # The containerd store names an image by the digest it was pulled by.
         checks.append(
-            Check("image ID (containerd store)", image_id == expected, str(expected), image_id)
+            DigestCheck(
+                "image ID (containerd store)", image_id == expected, str(expected), image_id
+            )
         )
     elif image_store == "classic":
         # The classic store names an image by its config digest:
         # https://github.com/opencontainers/image-spec/blob/main/config.md#imageid
         checks.append(
-            Check(
+            DigestCheck(
                 "image ID (classic store)", image_id == config_digest, str(config_digest), image_id
             )
         )
     else:
-        checks.append(Check(f"image ID ({image_store} store)", False, None, image_id))
+        checks.append(DigestCheck(f"image ID ({image_store} store)", False, None, image_id))
     return tuple(checks)
+
+
+def _record(
+    workspace: Workspace,
+    plan: str | None,
+    image: str,
+    result: PullResult | ContainerdPullResult,
+    evidence: Path,
+    details: FinalPullDetails,
+) -> LedgerRecord:
+    """The final-pull record: its status and scope sentence from the result, never edited."""
+    return append_record(
+        workspace,
+        "final-pull",
+        plan=plan,
+        images={"image": image},
+        status=result.status,
+        scope=result.scope,
+        evidence=evidence,
+        details=details,
+    )
 
 
 def final_pull(
@@ -254,25 +305,329 @@ def final_pull(
             },
         },
     )
-    saved = append_record(
+    saved = _record(
         workspace,
-        "final-pull",
-        plan=plan,
-        images={"image": f"{ref.name}@{expected}"},
-        status=result.status,
-        scope=result.scope,
-        evidence=evidence,
-        details={
-            "source": "engine",
-            "image_id": image_id,
-            "repo_digests": list(repo_digests),
-            "engine_version": engine.server_version,
-            "image_store": engine.image_store,
-            "expected_manifest_digest": str(expected),
-            "expected_config_digest": str(resolved.config_digest),
-            "platform_manifest_digest": str(resolved.manifest_digest),
-            "where": result.where,
-            "checks": [c.to_json() for c in checks],
-        },
+        plan,
+        f"{ref.name}@{expected}",
+        result,
+        evidence,
+        FinalPullDetails(
+            source="engine",
+            image_id=image_id,
+            repo_digests=list(repo_digests),
+            engine_version=engine.server_version,
+            image_store=engine.image_store,
+            image_id_means=ENGINE_IMAGE_ID_MEANS.get(engine.image_store, "unknown store"),
+            expected_manifest_digest=str(expected),
+            expected_config_digest=str(resolved.config_digest),
+            platform_manifest_digest=str(resolved.manifest_digest),
+            where=result.where,
+            checks=[c.record() for c in checks],
+        ),
+    )
+    return replace(result, evidence=evidence, record=saved)
+
+
+@dataclass(frozen=True)
+class ContainerdPullResult(_Verdict):
+    """A final pull through containerd, as the node's CRI plugin will name the image.
+
+    ``image_id`` is the CRI image ID (the config digest for the node's platform);
+    ``kubelet_image_ref`` the ``status.imageID`` a container of it would show.
+    """
+
+    reference: Reference
+    expected_digest: Digest
+    resolved: ResolvedImage
+    store: ctrd.StoreImage
+    pull: ctrd.PullOutput
+    containerd_version: str
+    address: str
+    namespace: str
+    snapshotter: str
+    chain_id: Digest
+    snapshot: ctrd.SnapshotInfo | None
+    snapshot_label: str | None
+    cri_record: ctrd.ImageRecord | None
+    cri_references: tuple[str, ...]
+    kubelet_image_ref: str
+    where: str
+    checks: tuple[DigestCheck, ...]
+    evidence: Path | None = None
+    record: LedgerRecord | None = None
+
+    @property
+    def image_id(self) -> Digest:
+        return self.store.config_digest
+
+    @property
+    def image_id_means(self) -> str:
+        return (
+            "the config digest: the CRI image ID (crictl images --digests); the kubelet's "
+            f"status.imageID is the image's first name with a digest, {self.kubelet_image_ref}"
+        )
+
+    @property
+    def repo_digests(self) -> tuple[str, ...]:
+        return tuple(r for r in self.cri_references if "@" in r)
+
+    @property
+    def scope(self) -> str:
+        store = (
+            f"containerd {self.containerd_version} on {self.where} (namespace "
+            f"{self.namespace}, snapshotter {self.snapshotter}, CRI plugin on)"
+        )
+        if self.ok:
+            return (
+                f"{store} pulled {self.reference.name}@{self.expected_digest} and holds it as "
+                f"CRI image ID {self.image_id} ({self.store.platform}, its layers unpacked as "
+                f"chain ID {self.chain_id}), matching the registry's digests; a kubelet there "
+                f"reports imageID {self.kubelet_image_ref}; this proves what that containerd "
+                "holds, not that the image runs or serves"
+            )
+        failed = ", ".join(c.name for c in self.checks if not c.ok)
+        return (
+            f"{store} pulled {self.reference} but {failed} did not match the expected "
+            "digests: it does not hold the image that was accepted"
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        store = self.store
+        return {
+            "runtime": "containerd",
+            "reference": str(self.reference),
+            "status": self.status,
+            "ok": self.ok,
+            "scope": self.scope,
+            "expected_digest": str(self.expected_digest),
+            "name": store.record.name,
+            "target_digest": str(store.record.target),
+            "target_media_type": store.record.media_type,
+            "platform": str(store.platform),
+            "platform_manifest_digest": str(store.manifest_digest),
+            "config_digest": str(store.config_digest),
+            "image_id": str(self.image_id),
+            "image_id_means": self.image_id_means,
+            "chain_id": str(self.chain_id),
+            "chain_id_reported": str(self.pull.chain_id) if self.pull.chain_id else None,
+            "cri_references": list(self.cri_references),
+            "kubelet_image_ref": self.kubelet_image_ref,
+            "registry": {
+                "index_digest": str(self.resolved.index_digest)
+                if self.resolved.index_digest
+                else None,
+                "manifest_digest": str(self.resolved.manifest_digest),
+                "config_digest": str(self.resolved.config_digest),
+                "diff_ids": [str(d) for d in self.resolved.diff_ids],
+            },
+            "containerd": {
+                "version": self.containerd_version,
+                "address": self.address,
+                "namespace": self.namespace,
+                "snapshotter": self.snapshotter,
+            },
+            "where": self.where,
+            "checks": [c.to_json() for c in self.checks],
+            "evidence": str(self.evidence) if self.evidence else None,
+            "record_seq": self.record.seq if self.record else None,
+        }
+
+
+def _cri_image(
+    store: ctrd.Containerd, image: ctrd.StoreImage
+) -> tuple[ctrd.ImageRecord | None, tuple[str, ...]]:
+    """The CRI plugin's record of the image ID, and every name of the same CRI image.
+
+    The plugin adds ``sha256:<config>`` from an event shortly after the pull; it is waited
+    for, bounded. The names are every record whose config on this platform is this image's
+    (the CRI plugin merges them into one image), found by reading their manifests.
+    """
+    same = {image.record.target, image.manifest_digest}
+    cri_record = store.wait_for_record(str(image.config_digest), tuple(same))
+    names = []
+    for rec in store.images():
+        if is_digest(rec.name):
+            if rec.name == str(image.config_digest):
+                names.append(rec.name)
+            continue
+        if rec.target in same or store.config_of(rec, image.platform) == image.config_digest:
+            names.append(rec.name)
+    return cri_record, sort_references(names)
+
+
+def _containerd_checks(
+    expected: Digest,
+    resolved: ResolvedImage,
+    image: ctrd.StoreImage,
+    pull: ctrd.PullOutput,
+    computed_chain: Digest,
+    snapshot: ctrd.SnapshotInfo | None,
+    label: str | None,
+    cri_record: ctrd.ImageRecord | None,
+    snapshotter: str,
+) -> tuple[DigestCheck, ...]:
+    bad = ", ".join(image.bad_blobs)
+    registry_top = resolved.index_digest or resolved.manifest_digest
+    own_chain = chain_id(image.diff_ids) if image.diff_ids else None
+    snap = f"{snapshot.Kind} {snapshot.Name}" if snapshot else "no such snapshot"
+    return (
+        DigestCheck("registry digest", registry_top == expected, str(expected), str(registry_top)),
+        DigestCheck(
+            "containerd image target",
+            image.record.target == expected,
+            str(expected),
+            f"{image.record.name} -> {image.record.target}",
+        ),
+        DigestCheck(
+            "content store bytes",
+            not image.bad_blobs,
+            "each blob hashes to its digest",
+            f"differ: {bad}" if bad else "each blob hashes to its digest",
+        ),
+        DigestCheck(
+            f"platform manifest ({image.platform})",
+            image.manifest_digest == resolved.manifest_digest,
+            str(resolved.manifest_digest),
+            str(image.manifest_digest),
+        ),
+        DigestCheck(
+            "config digest (CRI image ID)",
+            image.config_digest == resolved.config_digest,
+            str(resolved.config_digest),
+            str(image.config_digest),
+        ),
+        DigestCheck(
+            "CRI plugin's image ID record",
+            cri_record is not None,
+            f"{image.config_digest} -> {image.record.target} or {image.manifest_digest}",
+            f"{cri_record.name} -> {cri_record.target}" if cri_record else None,
+        ),
+        DigestCheck(
+            "unpacked chain ID",
+            pull.chain_id == computed_chain and own_chain == computed_chain,
+            str(computed_chain),
+            str(pull.chain_id) if pull.chain_id else None,
+        ),
+        DigestCheck(
+            f"snapshot ({snapshotter})",
+            snapshot is not None and snapshot.Kind == "Committed" and label == computed_chain,
+            f"Committed {computed_chain}, labelled on the config",
+            f"{snap}, config label {label}",
+        ),
+    )
+
+
+def final_pull_containerd(
+    workspace: Workspace,
+    reference: str,
+    *,
+    expect_digest: str | None = None,
+    record: bool = False,
+    plan: str | None = None,
+    where: str | None = None,
+    address: str | None = None,
+    namespace: str = ctrd.K8S_NAMESPACE,
+    snapshotter: str = ctrd.DEFAULT_SNAPSHOTTER,
+    containerd: ctrd.Containerd | None = None,
+    registry: RegistryClient | None = None,
+) -> ContainerdPullResult:
+    """Pull through containerd as a node does, read back what the CRI plugin will report.
+
+    As with the engine, a mismatch is a result (and a ``mismatch`` record), not an exception;
+    a containerd that does not answer raises ContainerdUnavailable (exit 3).
+    """
+    ref, expected = _target(reference, expect_digest)
+    store = containerd or ctrd.connect(address, namespace=namespace, snapshotter=snapshotter)
+    name = str(ref)
+    pulled = store.pull(name, plain_http=is_loopback(ref.registry))
+    image_record = store.image(name)
+    if image_record is None:
+        raise ContainerdError(f"containerd pulled {name} but lists no image record of that name")
+    if pulled.platform is None:
+        raise ContainerdError(
+            f"`ctr images pull {name}` did not say which platform it unpacked",
+            hint="see its output in the evidence; imagekit reads containerd 1.6's",
+        )
+    image = store.read_image(image_record, pulled.platform)
+    own_client = registry is None
+    client = registry or RegistryClient()
+    try:
+        resolved = client.resolve(ref, platform=pulled.platform)
+    finally:
+        if own_client:
+            client.close()
+    computed_chain = chain_id(resolved.diff_ids)
+    snapshot = store.snapshot(str(computed_chain))
+    label = store.snapshot_label(image.config_digest)
+    cri_record, names = _cri_image(store, image)
+    checks = _containerd_checks(
+        expected,
+        resolved,
+        image,
+        pulled,
+        computed_chain,
+        snapshot,
+        label,
+        cri_record,
+        store.snapshotter,
+    )
+    result = ContainerdPullResult(
+        reference=ref,
+        expected_digest=expected,
+        resolved=resolved,
+        store=image,
+        pull=pulled,
+        containerd_version=store.version,
+        address=store.address,
+        namespace=store.namespace,
+        snapshotter=store.snapshotter,
+        chain_id=computed_chain,
+        snapshot=snapshot,
+        snapshot_label=label,
+        cri_record=cri_record,
+        cri_references=names,
+        kubelet_image_ref=kubelet_image_ref(names, image.config_digest),
+        where=where or socket.gethostname(),
+        checks=checks,
+    )
+    if not record:
+        return result
+    run_dir = new_run_dir(workspace.evidence_dir, "pull", f"{ref.name}@{expected}")
+    write_bytes(run_dir / "ctr-pull.log", pulled.log.encode())
+    evidence = run_dir / "pull.json"
+    document = result.to_json()
+    write_json(evidence, document)
+    keys = (
+        "name",
+        "image_id",
+        "image_id_means",
+        "target_digest",
+        "target_media_type",
+        "platform",
+        "platform_manifest_digest",
+        "config_digest",
+        "chain_id",
+        "cri_references",
+        "kubelet_image_ref",
+        "where",
+        "checks",
+    )
+    saved = _record(
+        workspace,
+        plan,
+        f"{ref.name}@{expected}",
+        result,
+        evidence,
+        FinalPullDetails(
+            source="containerd",
+            image_store="containerd-cri",
+            repository=ref.name,
+            repo_digests=list(result.repo_digests),
+            engine_version=f"containerd {store.version}",
+            containerd=ContainerdStore(**document["containerd"]),
+            expected_manifest_digest=str(expected),
+            expected_config_digest=str(resolved.config_digest),
+            **{key: document[key] for key in keys},
+        ),
     )
     return replace(result, evidence=evidence, record=saved)

@@ -134,18 +134,12 @@ class Reference:
             return str(self.digest)
         return self.tag or "latest"
 
-    def with_digest(self, digest: Digest | str) -> Reference:
-        return Reference(self.registry, self.repository, self.tag, Digest(digest))
-
     def pinned_only(self, digest: Digest | str | None = None) -> Reference:
         """``registry/repo@digest``: the form to pull or build from."""
         d = Digest(digest) if digest is not None else self.digest
         if d is None:
             raise ReferenceFormatError(f"{self} is not pinned by digest")
         return Reference(self.registry, self.repository, None, d)
-
-    def with_tag(self, tag: str) -> Reference:
-        return Reference(self.registry, self.repository, tag, None)
 
     def __str__(self) -> str:
         text = self.name
@@ -221,6 +215,29 @@ def parse_reference(text: str, *, default_tag: str | None = None) -> Reference:
     if tag is None and digest is None and default_tag is not None:
         tag = default_tag
     return Reference(registry=registry, repository=path, tag=tag, digest=digest)
+
+
+def is_tag(text: str) -> bool:
+    """Whether ``text`` is a valid tag: up to 128 ASCII letters, digits, '_', '.', '-'."""
+    return _TAG.fullmatch(text) is not None
+
+
+def repository_for(target: str, plan: str) -> str:
+    """The repository a plan is pushed to under TARGET, as `--registry`/`--mirror` take it.
+
+    A registry given as a host (127.0.0.1:5000) gets imagekit/PLAN; as host/prefix it gets
+    prefix/PLAN.
+    """
+    target = target.rstrip("/")
+    if "/" not in target:
+        ref = parse_reference(f"{target}/imagekit/{plan}")
+    else:
+        ref = parse_reference(f"{target}/{plan}")
+    if ref.tag is not None or ref.digest is not None:
+        raise ReferenceFormatError(
+            f"{target!r} must be a registry or repository prefix, not an image"
+        )
+    return ref.name
 
 
 @dataclass(frozen=True)

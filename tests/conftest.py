@@ -1,4 +1,4 @@
-"""Session fixtures: the real engine, three real registries, and the base image.
+"""Session fixtures: the real engine, real registries, the base image, a private containerd.
 
 Nothing here is a fake. When the engine does not answer, every test that needs it FAILS with
 the command that starts it: a missing engine in CI must never pass as a skip.
@@ -19,6 +19,7 @@ from imagekit.engine import Engine
 from imagekit.errors import EngineUnavailable
 from imagekit.workspace import Workspace
 from tests.support.base_image import BaseImage, push_base
+from tests.support.containerd import CONTAINERD_BINARY, RunningContainerd, start_containerd
 from tests.support.registries import RunningRegistry, start_registry
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -81,6 +82,20 @@ def base_image(engine: Engine, registry: RunningRegistry) -> Iterator[BaseImage]
     # The push left a repo digest for this session's registry port in the engine: untag it
     # (the image itself stays, under its local tag, for the next session to reuse).
     subprocess.run([engine.client_path, "rmi", base.reference], check=False, capture_output=True)
+
+
+@pytest.fixture(scope="session")
+def containerd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningContainerd]:
+    """A private containerd with its CRI plugin on (never the engine's), stopped at the end."""
+    if not os.path.exists(CONTAINERD_BINARY):
+        pytest.fail(
+            f"{CONTAINERD_BINARY} is missing; it comes with docker.io: run scripts/setup-host.sh",
+            pytrace=False,
+        )
+    instance = start_containerd(tmp_path_factory.mktemp("containerd"))
+    yield instance
+    instance.stop()
+    shutil.rmtree(instance.root, ignore_errors=True)
 
 
 @pytest.fixture

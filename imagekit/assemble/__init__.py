@@ -9,23 +9,24 @@ to the base's blobs, which the registry keeps; the base is never pulled. Modules
 - ``layer``: the reproducible tar + gzip writer, diffID and digest in one pass;
 - ``config``: the base config and manifest edited as JSON, every field kept;
 - ``check``: the plan's assertions in the pushed image, native or emulated, or NOT RUN;
-- ``builder``: the flow, its evidence and its ledger records.
+- ``builder``: the flow, its evidence and its ledger records;
+- ``choice``: `imagekit build`'s choice between this builder and the engine's.
 """
 
 from imagekit.assemble.builder import (
-    BUILDERS,
     AssembleOptions,
     AssembleResult,
     assemble_plan,
-    choose_builder,
     engine_steps,
 )
+from imagekit.assemble.choice import BUILDERS, build_image, choose_builder
 
 __all__ = [
     "BUILDERS",
     "AssembleOptions",
     "AssembleResult",
     "assemble_plan",
+    "build_image",
     "choose_builder",
     "engine_steps",
 ]

@@ -48,12 +48,23 @@ from imagekit.assemble.config import (
 from imagekit.assemble.guard import BaseView, LayerUse, OverlayCheck, check_overlay
 from imagekit.assemble.index import IndexStore
 from imagekit.assemble.layer import LayerBlob, TarEntry, check_tree, write_layer
-from imagekit.build import BuildFailed, check_push_repo, record_rejected
+from imagekit.build import BuildFailed, base_image_details, check_push_repo, record_rejected
 from imagekit.engine import Engine, connect
 from imagekit.errors import CouldNotFinish, PlanError, RegistryError, UsageError
 from imagekit.evidence import new_run_dir, write_bytes, write_json
 from imagekit.layers import layer_media_type as known_layer_type
-from imagekit.ledger import append_record
+from imagekit.ledger import (
+    BuildDetails,
+    PushDetails,
+    RejectedBuildDetails,
+    append_record,
+)
+from imagekit.ledger.record import (
+    AssertionRunDetails,
+    CopyDetails,
+    GuardReport,
+    OverlayLayerDetails,
+)
 from imagekit.plan import (
     Cmd,
     Entrypoint,
@@ -73,7 +84,6 @@ from imagekit.workspace import Workspace
 
 MiB = 1 << 20
 REGISTRY_STEPS = (Overlay, Env, Labels, Entrypoint, Cmd)
-BUILDERS = ("auto", "registry", "engine")
 _SPOOL = 32 * MiB
 
 
@@ -162,19 +172,6 @@ def engine_steps(plan: Plan) -> list[str]:
     ]
 
 
-def choose_builder(plan: Plan, requested: str, push: str | None) -> str:
-    """``registry`` or ``engine`` for a requested ``auto``, ``registry`` or ``engine``.
-
-    ``auto`` takes the registry when every step can be done there and a push target is
-    given (the registry builder's image exists only in a registry); otherwise the engine.
-    """
-    if requested not in BUILDERS:
-        raise UsageError(f"unknown builder {requested!r}", hint="one of: " + ", ".join(BUILDERS))
-    if requested != "auto":
-        return requested
-    return "registry" if not engine_steps(plan) and push is not None else "engine"
-
-
 def _epoch(plan: Plan) -> tuple[int, str]:
     """SOURCE_DATE_EPOCH when set (https://reproducible-builds.org/specs/source-date-epoch/),
     else the plan's epoch, else 0."""
@@ -254,36 +251,27 @@ def _reject(
     loaded: LoadedPlan,
     log: _Log,
     log_path: Path,
+    details: RejectedBuildDetails,
     *,
-    reason: str,
-    step: str | None,
-    message: str,
-    details: dict[str, Any],
     image: str,
 ) -> int:
     """Keep a failed attempt on record, as the engine path does (and no tag was put)."""
-    log(f"build rejected ({reason}): {message}")
+    log(f"build rejected ({details.reason}): {details.message}")
     return record_rejected(
-        workspace, loaded, reason=reason, step=step, message=message, log_path=log_path,
-        image=image, what="registry build (no tag was put)", details=details,
+        workspace, loaded, details, log_path=log_path, image=image,
+        what="registry build (no tag was put)",
     )  # fmt: skip
 
 
-def _base_details(loaded: LoadedPlan, image: ResolvedImage) -> dict[str, Any]:
-    inspected = image.to_json()
-    details = {
-        "platform": loaded.plan.base.platform,
-        "manifest_digest": str(image.manifest_digest),
-        **{
-            key: inspected[key]
-            for key in ("index_digest", "config_digest", "compressed_layer_bytes")
-        },
-        "layer_digests": inspected["layer_digests"],
-        "diff_ids": inspected["diff_ids"],
-    }
-    if loaded.plan.base.found_as:
-        details["source_tag"] = loaded.plan.base.found_as
-    return details
+def _assertion_details(workspace: Workspace, run: AssertionRun) -> AssertionRunDetails:
+    """The assertion run for the ledger, its log named relative to the project."""
+    document = run.to_json()
+    if run.log is not None:
+        try:
+            document["log"] = run.log.resolve().relative_to(workspace.root.resolve()).as_posix()
+        except ValueError:
+            document["log"] = run.log.name  # outside the project: its name, not a host path
+    return AssertionRunDetails.model_validate(document)
 
 
 def assemble_plan(
@@ -385,11 +373,10 @@ def _assemble(
         f"guard: {len(read)} layers read, {sum(u.how == 'cached' for u in uses)} from the "
         f"index cache, {sum(u.how == 'not needed' for u in uses)} not needed"
     )
-    guard_report = {
-        "checks": [c.to_json() for c in checks],
-        "base_layers": [u.to_json() for u in uses],
-    }
-    write_json(run_dir / "guard.json", guard_report)
+    guard_report = GuardReport.model_validate(
+        {"checks": [c.to_json() for c in checks], "base_layers": [u.to_json() for u in uses]}
+    )
+    write_json(run_dir / "guard.json", guard_report.to_json())
     bad = [c for c in checks if not c.ok]
     if bad:
         first = bad[0]
@@ -398,8 +385,9 @@ def _assemble(
         message = f"{what}: {first.marker()}"
         step = f"steps[{first.step}] overlay {first.destination}"
         _reject(
-            workspace, loaded, log, log_path, reason=reason, step=step, message=message,
-            details={"guard": guard_report}, image=f"{target.name}:{tag}",
+            workspace, loaded, log, log_path,
+            RejectedBuildDetails(reason=reason, step=step, message=message, guard=guard_report),
+            image=f"{target.name}:{tag}",
         )  # fmt: skip
         raise BuildFailed(
             f"build of {loaded.name} rejected: {message}",
@@ -510,17 +498,18 @@ def _assemble(
             loaded, pinned, platform, run_dir, engine=engine, connect=connect, log=log
         )
     log(f"assertions: {assertions.status}: {assertions.scope}")
-    details = {
-        "guard": guard_report,
-        "assertions": assertions.to_json(),
-        "manifest_digest": str(manifest_digest),
-    }
+    rejected = RejectedBuildDetails(
+        step="assertions",
+        manifest_digest=str(manifest_digest),
+        guard=guard_report,
+        assertions=_assertion_details(workspace, assertions),
+    )
     if assertions.status == "failed":
         message = "assertions rejected the build: " + "; ".join(assertions.failed)
+        why = {"reason": "assertion-failed", "message": message}
         _reject(
-            workspace, loaded, log, log_path, reason="assertion-failed", step="assertions",
-            message=message, details=details, image=str(pinned),
-        )  # fmt: skip
+            workspace, loaded, log, log_path, rejected.model_copy(update=why), image=str(pinned)
+        )
         raise BuildFailed(
             f"build of {loaded.name} rejected: {message}",
             step="assertions",
@@ -532,10 +521,10 @@ def _assemble(
         )
     if assertions.status == "NOT RUN" and options.assertions:
         message = assertions.scope
+        why = {"reason": "assertions-not-run", "message": message}
         _reject(
-            workspace, loaded, log, log_path, reason="assertions-not-run", step="assertions",
-            message=message, details=details, image=str(pinned),
-        )  # fmt: skip
+            workspace, loaded, log, log_path, rejected.model_copy(update=why), image=str(pinned)
+        )
         raise CouldNotFinish(
             f"build of {loaded.name}: {message}; {pinned} was pushed by digest only and not tagged",
             hint="run it where the engine can run this platform (install qemu-user-static "
@@ -604,17 +593,26 @@ def _record(
             f"and passed; {result.assertions.scope}; nothing was run on a GPU"
         ),
         evidence=run_dir / "assemble.json",
-        details={
-            "image_id": result.config_digest,
-            "plan_sha256": loaded.digest.hex,
-            "builder": "registry",
-            "manifest_digest": result.manifest_digest,
-            "layer": result.layer.to_json() if result.layer else None,
-            "epoch": result.epoch,
-            "assertions": result.assertions.to_json(),
-            "guard": [c.to_json() for c in result.guard],
-            "base": _base_details(loaded, image),
-        },
+        details=BuildDetails(
+            image_id=result.config_digest,
+            plan_sha256=loaded.digest.hex,
+            builder="registry",
+            manifest_digest=result.manifest_digest,
+            epoch=result.epoch,
+            guard=GuardReport.model_validate(
+                {
+                    "checks": [c.to_json() for c in result.guard],
+                    "base_layers": [u.to_json() for u in result.layers],
+                }
+            ),
+            assertions=_assertion_details(workspace, result.assertions),
+            base=base_image_details(loaded, image),
+            **(
+                {"layer": OverlayLayerDetails.model_validate(result.layer.to_json())}
+                if result.layer
+                else {}
+            ),
+        ),
     ).seq
     push_seq = append_record(
         workspace,
@@ -628,11 +626,11 @@ def _record(
             f"uploaded, {result.push.blobs_existing} already there"
         ),
         evidence=log_path,
-        details={
-            "manifest_digest": result.manifest_digest,
-            "config_digest": result.config_digest,
-            "index_digest": result.index_digest,
-            "copy": result.push.to_json(),
-        },
+        details=PushDetails(
+            manifest_digest=result.manifest_digest,
+            config_digest=result.config_digest,
+            transfer=CopyDetails.model_validate(result.push.to_json()),
+            **({"index_digest": result.index_digest} if result.index_digest else {}),
+        ),
     ).seq
     return AssembleResult(**{**result.__dict__, "ledger": [int(build_seq), int(push_seq)]})

@@ -30,10 +30,10 @@ from imagekit.render import (
     ASSERT_MOUNT,
     ASSERT_PASS_MARKER,
     ASSERT_SCRIPT,
+    ASSERTIONS_PASSED_MARKER,
     assertion_checker,
 )
 
-PASSED_MARKER = "IMAGEKIT_ASSERTIONS_PASSED"
 TIMEOUT_S = 3600.0
 # `docker run` itself failed (125), or could not start the command (126, 127).
 _DOCKER_OWN = (125, 126, 127)
@@ -123,7 +123,7 @@ def run_assertions(
             f"the assertion container did not run ({execution.note}): {detail}",
             hint="the image needs python3 on its PATH; `docker info` must answer",
         )
-    if proc.returncode == 0 and not failed and PASSED_MARKER in proc.stdout:
+    if proc.returncode == 0 and not failed and ASSERTIONS_PASSED_MARKER in proc.stdout:
         return AssertionRun(
             "passed",
             f"the plan's {len(passed)} assertions passed {where}",

@@ -30,7 +30,7 @@ from pathlib import Path
 
 from imagekit.errors import DigestMismatch, LayerFormatError
 from imagekit.layerdiff import Member, iter_members
-from imagekit.layers import LayerLimits, UncompressedStream
+from imagekit.layers import LayerLimits, UncompressedReader
 from imagekit.refs import Digest, Reference
 from imagekit.registry import Descriptor, RegistryClient
 
@@ -235,7 +235,7 @@ class IndexStore:
                 yield chunk
 
         db = sqlite3.connect(partial)
-        stream = UncompressedStream(chunks(), media_type=desc.media_type, limits=limits)
+        stream = UncompressedReader(chunks(), media_type=desc.media_type, limits=limits)
         try:
             db.executescript("PRAGMA journal_mode=OFF; PRAGMA synchronous=OFF;" + _SCHEMA)
             pending: dict[str, list[tuple[object, ...]]] = {

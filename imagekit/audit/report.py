@@ -15,8 +15,10 @@ Whatever the status, the report carries SCOPE: a CPU audit proves nothing about 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Final, Literal
+from enum import StrEnum
+from typing import Any, Literal
 
+from packaging.utils import canonicalize_name
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from imagekit.errors import CouldNotFinish
@@ -26,11 +28,40 @@ HOST_SCOPE = (
     "checks of the current Python environment on this host, no weights loaded, no GPU "
     "service test (the GPU was only queried for its compute capability)"
 )
-AuditStatus = Literal["CPU_PASS", "CPU_PASS_GPU_CLI_DEFERRED", "CPU_CHECK_INCOMPLETE"]
-CPU_PASS: Final[AuditStatus] = "CPU_PASS"  # noqa: S105 - a status, not a password
-CPU_PASS_GPU_CLI_DEFERRED: Final[AuditStatus] = "CPU_PASS_GPU_CLI_DEFERRED"  # noqa: S105
-CPU_CHECK_INCOMPLETE: Final[AuditStatus] = "CPU_CHECK_INCOMPLETE"
-CheckStatus = Literal["PASS", "FAIL", "DEFERRED", "SKIPPED", "TIMEOUT"]
+
+
+class AuditStatus(StrEnum):
+    """The audit's overall status, best first; the one vocabulary every module imports."""
+
+    CPU_PASS = "CPU_PASS"  # noqa: S105 - a status, not a password
+    CPU_PASS_GPU_CLI_DEFERRED = "CPU_PASS_GPU_CLI_DEFERRED"  # noqa: S105
+    CPU_CHECK_INCOMPLETE = "CPU_CHECK_INCOMPLETE"
+
+    @property
+    def accepted(self) -> bool:
+        """Whether an image may go on: a deferred GPU CLI is still a CPU pass."""
+        return self is not AuditStatus.CPU_CHECK_INCOMPLETE
+
+
+def audit_rank(status: str | None) -> int:
+    """0 for the best status; a status outside the vocabulary ranks below all of it, and
+    no status at all ranks last."""
+    order = list(AuditStatus)
+    if status is None:
+        return len(order) + 1
+    return order.index(AuditStatus(status)) if status in order else len(order)
+
+
+class CheckStatus(StrEnum):
+    """One check's status, as the probe reports it."""
+
+    PASS = "PASS"  # noqa: S105 - a status, not a password
+    FAIL = "FAIL"
+    DEFERRED = "DEFERRED"
+    SKIPPED = "SKIPPED"
+    TIMEOUT = "TIMEOUT"
+
+
 EXCERPT_CHARS = 2000
 
 
@@ -97,6 +128,17 @@ class ProbeReport(_Model):
             if isinstance(item, dict) and "name" in item and "version" in item
         ]
 
+    def locations(self) -> dict[tuple[str, str], tuple[str, ...]]:
+        """(PEP 503 name, version) -> the site directories the versions check found it in."""
+        versions = self.check("versions")
+        found: dict[tuple[str, str], tuple[str, ...]] = {}
+        for item in (versions.data.get("inventory") or []) if versions else []:
+            if isinstance(item, dict) and {"name", "version", "location"} <= item.keys():
+                key = (str(canonicalize_name(str(item["name"]))), str(item["version"]))
+                if str(item["location"]) not in found.get(key, ()):
+                    found[key] = (*found.get(key, ()), str(item["location"]))
+        return found
+
 
 def parse_probe_output(text: str) -> ProbeReport:
     """The probe's stdout as a ProbeReport; anything else means the audit did not run."""
@@ -116,7 +158,7 @@ def parse_probe_output(text: str) -> ProbeReport:
 
 
 @dataclass(frozen=True)
-class Verdict:
+class AuditVerdict:
     status: AuditStatus
     failing: tuple[str, ...]
     deferred: tuple[str, ...]
@@ -124,42 +166,43 @@ class Verdict:
     sentence: str
 
 
-def decide(report: ProbeReport) -> Verdict:
+def decide(report: ProbeReport) -> AuditVerdict:
     """The overall status, from the per-check statuses only (fail closed)."""
-    failing = [c.name for c in report.checks if c.status in ("FAIL", "TIMEOUT")]
+    failing = [c.name for c in report.checks if c.status in (CheckStatus.FAIL, CheckStatus.TIMEOUT)]
     # DEFERRED is only meaningful for a CLI probe with a passing fallback; anywhere else it
     # is a gap the status vocabulary has no word for, so it counts as failing.
-    failing += [c.name for c in report.checks if c.status == "DEFERRED" and c.kind != "cli"]
-    deferred = [c.name for c in report.checks if c.status == "DEFERRED" and c.kind == "cli"]
-    skipped = [c.name for c in report.checks if c.status == "SKIPPED"]
+    deferred_any = [c for c in report.checks if c.status is CheckStatus.DEFERRED]
+    failing += [c.name for c in deferred_any if c.kind != "cli"]
+    deferred = [c.name for c in deferred_any if c.kind == "cli"]
+    skipped = [c.name for c in report.checks if c.status is CheckStatus.SKIPPED]
     if not report.checks:
         failing.append("(no checks ran)")
     if failing:
         details = "; ".join(
             f"{c.name} {c.status}: {c.reason}" for c in report.checks if c.name in failing
         )
-        return Verdict(
-            CPU_CHECK_INCOMPLETE,
+        return AuditVerdict(
+            AuditStatus.CPU_CHECK_INCOMPLETE,
             tuple(failing),
             tuple(deferred),
             tuple(skipped),
-            f"{CPU_CHECK_INCOMPLETE}: {len(failing)} check(s) did not pass: {details}",
+            f"{AuditStatus.CPU_CHECK_INCOMPLETE}: {len(failing)} check(s) did not pass: {details}",
         )
     if deferred:
-        return Verdict(
-            CPU_PASS_GPU_CLI_DEFERRED,
+        return AuditVerdict(
+            AuditStatus.CPU_PASS_GPU_CLI_DEFERRED,
             (),
             tuple(deferred),
             tuple(skipped),
-            f"{CPU_PASS_GPU_CLI_DEFERRED}: CPU checks passed; GPU CLI deferred for "
+            f"{AuditStatus.CPU_PASS_GPU_CLI_DEFERRED}: CPU checks passed; GPU CLI deferred for "
             f"{', '.join(deferred)} (raw environmental failure kept, fallback passed)",
         )
-    return Verdict(
-        CPU_PASS,
+    return AuditVerdict(
+        AuditStatus.CPU_PASS,
         (),
         (),
         tuple(skipped),
-        f"{CPU_PASS}: all {len(report.checks) - len(skipped)} checks passed"
+        f"{AuditStatus.CPU_PASS}: all {len(report.checks) - len(skipped)} checks passed"
         + (f" ({', '.join(skipped)} not required by the profile)" if skipped else ""),
     )
 

@@ -24,7 +24,7 @@ from typing import Any
 
 from python_on_whales.exceptions import DockerException
 
-from imagekit.engine import Engine, engine_errors
+from imagekit.engine import Engine, docker_error_text, engine_errors
 from imagekit.errors import CouldNotFinish, ReferenceFormatError, UsageError
 from imagekit.refs import DOCKER_HUB, Digest, Platform, Reference, is_digest, parse_reference
 
@@ -43,7 +43,7 @@ class Limits:
 
 
 @dataclass(frozen=True)
-class ResolvedImage:
+class EngineImage:
     """The image an audit runs: its engine ID and what names and digests it is known by."""
 
     requested: str
@@ -90,7 +90,7 @@ def _looks_like_image_id(ref: str) -> bool:
     return len(hexpart) >= 12 and all(c in "0123456789abcdef" for c in hexpart)
 
 
-def resolve_image(engine: Engine, ref: str) -> ResolvedImage:
+def resolve_image(engine: Engine, ref: str) -> EngineImage:
     """Find REF locally, or pull it by digest; a tag that is not local is refused."""
     client = engine.client
     with engine_errors(f"looking up {ref} in the local engine"):
@@ -126,7 +126,7 @@ def resolve_image(engine: Engine, ref: str) -> ResolvedImage:
     platform = None
     if image.os and image.architecture:
         platform = Platform(str(image.os), str(image.architecture), getattr(image, "variant", None))
-    return ResolvedImage(
+    return EngineImage(
         requested=ref,
         image_id=str(image.id),
         repo_tags=tuple(image.repo_tags or ()),
@@ -174,7 +174,7 @@ def container_options(limits: Limits, probe: Path) -> dict[str, Any]:
 
 
 def run_in_container(
-    engine: Engine, image: ResolvedImage, spec: dict[str, Any], limits: Limits | None = None
+    engine: Engine, image: EngineImage, spec: dict[str, Any], limits: Limits | None = None
 ) -> ProbeRun:
     """Run the probe in the image; CouldNotFinish when the container itself did not run."""
     limits = limits or Limits()
@@ -193,10 +193,8 @@ def run_in_container(
         try:
             output = engine.client.run(image.image_id, args, **options)
         except DockerException as exc:
-            detail = (exc.stderr or exc.stdout or str(exc)).strip()
-            last = detail.splitlines()[-1] if detail else str(exc)
             raise CouldNotFinish(
-                f"the audit container for {image.requested} did not run: {last}",
+                f"the audit container for {image.requested} did not run: {docker_error_text(exc)}",
                 hint="the image needs python3 (3.8+) on its PATH; `docker info` must answer",
             ) from exc
     return ProbeRun(stdout=str(output), stderr="", command=shown)

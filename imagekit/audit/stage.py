@@ -18,17 +18,25 @@ from imagekit.audit.profiles import Profile, load_profile, probe_spec
 from imagekit.audit.report import (
     HOST_SCOPE,
     SCOPE,
+    AuditVerdict,
     ProbeReport,
-    Verdict,
     condensed,
     decide,
     parse_probe_output,
 )
-from imagekit.audit.runner import Limits, ProbeRun, ResolvedImage, resolve_image, run_in_container
+from imagekit.audit.runner import EngineImage, Limits, ProbeRun, resolve_image, run_in_container
 from imagekit.audit.runner import run_on_host as _run_on_host
-from imagekit.audit.vulns import VulnScan, scan
+from imagekit.audit.vulns import DEFAULT_MAX_AGE_DAYS, FailOn, Finding, VulnScan, fails, scan
 from imagekit.engine import Engine, connect, execution_for
 from imagekit.errors import CouldNotFinish, ImagekitError
+from imagekit.ledger import (
+    AuditDetails,
+    AuditSummary,
+    VulnerabilityDatabase,
+    VulnerabilityScanDetails,
+    VulnerabilitySummary,
+    append_record,
+)
 from imagekit.workspace import Workspace
 
 
@@ -44,15 +52,18 @@ class AuditRequest:
     expected_paths: tuple[str, ...] = ()
     extra_modules: tuple[str, ...] = ()
     limits: Limits = field(default_factory=Limits)
+    vuln_db: Path | None = None  # an offline OSV export (zip or folder) instead of the service
+    vuln_db_max_age_days: int = DEFAULT_MAX_AGE_DAYS
+    fail_on: FailOn = "findings"
 
 
 @dataclass(frozen=True)
 class AuditResult:
     target: str
-    image: ResolvedImage | None
+    image: EngineImage | None
     profile: str
     plan: str | None
-    verdict: Verdict
+    verdict: AuditVerdict
     scope: str
     report: ProbeReport
     vulns: VulnScan
@@ -60,11 +71,11 @@ class AuditResult:
     report_path: Path
     summary_path: Path
     ledger_seqs: tuple[int, ...]
-    ledger_note: str | None
+    fail_on: FailOn = "findings"
 
     @property
     def exit_code(self) -> int:
-        return 0 if self.verdict.status != "CPU_CHECK_INCOMPLETE" else 1
+        return 0 if self.verdict.status.accepted and not fails(self.vulns, self.fail_on) else 1
 
     def to_json(self, *, whole: bool = False) -> dict[str, Any]:
         """The result for --json: checks condensed unless ``whole`` (the evidence file)."""
@@ -103,17 +114,21 @@ class AuditResult:
                 "duration_s": self.report.duration_s,
                 "output_cap_bytes": self.report.output_cap_bytes,
             },
-            "vulnerabilities": (
-                self.vulns.to_json()
-                if whole
-                else {k: v for k, v in self.vulns.to_json().items() if k not in ("stdout",)}
-            ),
+            "vulnerabilities": {
+                **(
+                    self.vulns.to_json()
+                    if whole
+                    else {k: v for k, v in self.vulns.to_json().items() if k not in ("stdout",)}
+                ),
+                "fail_on": self.fail_on,
+                "fails_audit": fails(self.vulns, self.fail_on),
+            },
             "evidence": {
                 "dir": str(self.evidence_dir),
                 "report": str(self.report_path),
                 "summary": str(self.summary_path),
             },
-            "ledger": {"seqs": list(self.ledger_seqs), "note": self.ledger_note},
+            "ledger": {"seqs": list(self.ledger_seqs)},
         }
 
 
@@ -146,7 +161,9 @@ def _summary_markdown(result: dict[str, Any]) -> str:
             f"{result['image']['manifest_digest']}"
         )
     vulns = result["vulnerabilities"]
-    lines += [f"- vulnerabilities: {vulns['status']}: {vulns['reason']}", "", "## checks", ""]
+    lines.append(f"- vulnerabilities: {vulns['status']}: {vulns['reason']}")
+    lines += [f"  - {Finding(**f).line()}" for f in vulns["findings"]]
+    lines += ["", "## checks", ""]
     for c in result["checks"]:
         lines.append(f"### {c['name']}: {c['status']} ({c['duration_s']} s)")
         lines.append("")
@@ -174,21 +191,10 @@ def _emulation(scope: str) -> str:
     return scope[marker : scope.index(")", marker) + 1] if marker >= 0 else ""
 
 
-def _record(
-    workspace: Workspace,
-    result: AuditResult,
-    vulns_path: Path,
-) -> tuple[tuple[int, ...], str | None]:
-    """Append the audit and vulnerability-scan records, once the ledger module exists."""
-    try:
-        from imagekit.ledger import append_record
-    except ImportError:  # pragma: no cover - the ledger lands in its own issue
-        return (), "imagekit.ledger is not available: nothing recorded"
+def _record(workspace: Workspace, result: AuditResult, vulns_path: Path) -> tuple[int, ...]:
+    """Append the audit and vulnerability-scan records; returns their seqs."""
     images = {"image": result.image.requested} if result.image is not None else {}
-    common = {
-        "profile": result.profile,
-        "image_id": result.image.image_id if result.image else None,
-    }
+    image_id = result.image.image_id if result.image else None
     audit_record = append_record(
         workspace,
         "audit",
@@ -197,42 +203,58 @@ def _record(
         status=result.verdict.status,
         scope=result.scope,
         evidence=result.report_path,
-        details={
-            **common,
-            "report": {
-                "checks": {c.name: c.status for c in result.report.checks},
-                "failing": list(result.verdict.failing),
-                "deferred": list(result.verdict.deferred),
-                "skipped": list(result.verdict.skipped),
-            },
-        },
+        details=AuditDetails(
+            profile=result.profile,
+            image_id=image_id,
+            report=AuditSummary(
+                checks={c.name: c.status for c in result.report.checks},
+                failing=list(result.verdict.failing),
+                deferred=list(result.verdict.deferred),
+                skipped=list(result.verdict.skipped),
+            ),
+        ),
     )
+    database = result.vulns.database
     vuln_record = append_record(
         workspace,
         "vulnerability-scan",
         plan=result.plan,
         images=images,
         status=result.vulns.status,
-        scope="pip-audit over the Python distributions the probe found installed"
+        scope=(
+            f"{result.vulns.source} {database['digest']} ({database['described']}) over the "
+            "Python distributions the probe found installed"
+            if database
+            else f"{result.vulns.source} over the Python distributions the probe found installed"
+        )
         + (f" (the probe ran {_emulation(result.scope)})" if _emulation(result.scope) else ""),
         evidence=vulns_path,
-        details={
-            **common,
-            "report": {
-                "reason": result.vulns.reason,
-                "audited": result.vulns.audited,
-                "findings": len(result.vulns.findings),
-                "not_audited": len(result.vulns.not_audited),
-            },
-        },
+        details=VulnerabilityScanDetails(
+            profile=result.profile,
+            image_id=image_id,
+            report=VulnerabilitySummary(
+                reason=result.vulns.reason,
+                audited=result.vulns.audited,
+                findings=len(result.vulns.findings),
+                finding_ids=sorted({f.id for f in result.vulns.findings}),
+                not_audited=len(result.vulns.not_audited),
+                fail_on=result.fail_on,
+            ),
+            **({"database": VulnerabilityDatabase(**database)} if database else {}),
+        ),
     )
-    return (audit_record.seq, vuln_record.seq), None
+    return (audit_record.seq, vuln_record.seq)
 
 
 def audit(
     workspace: Workspace, request: AuditRequest, *, engine: Engine | None = None
 ) -> AuditResult:
     """Audit an image (or this host), write the evidence, append the ledger records."""
+    database = None
+    if request.vuln_db is not None:  # bad input: refused before anything runs
+        from imagekit.audit.osv import load_database  # pip-audit's modules, only when used
+
+        database = load_database(request.vuln_db)
     profile_name = request.profile
     modules = list(request.extra_modules)
     expected = list(request.expected_paths)
@@ -246,7 +268,7 @@ def audit(
     profile: Profile = load_profile(profile_name).with_modules(modules)
     spec = probe_spec(profile, expected_paths=expected, host=request.host)
 
-    image: ResolvedImage | None = None
+    image: EngineImage | None = None
     emulated = ""
     if request.host:
         target = f"host:{socket.gethostname()}"
@@ -284,7 +306,13 @@ def audit(
             f"{exc.message} (raw output kept in {run_dir})", hint=exc.hint
         ) from exc
     verdict = decide(report)
-    vulns = scan(report.distributions(), offline=request.offline)
+    vulns = scan(
+        report.distributions(),
+        offline=request.offline,
+        database=database,
+        max_age_days=request.vuln_db_max_age_days,
+        locations=report.locations(),
+    )
     vulns_path = run_dir / "vulnerabilities.json"
     evidence.write_json(vulns_path, vulns.to_json())
     result = AuditResult(
@@ -300,11 +328,10 @@ def audit(
         report_path=run_dir / "audit-report.json",
         summary_path=run_dir / "summary.md",
         ledger_seqs=(),
-        ledger_note=None,
+        fail_on=request.fail_on,
     )
     whole = result.to_json(whole=True)
     whole["probe_command"] = list(run.command)
     evidence.write_json(result.report_path, whole)
     evidence.write_bytes(result.summary_path, _summary_markdown(result.to_json()).encode("utf-8"))
-    seqs, note = _record(workspace, result, vulns_path)
-    return replace(result, ledger_seqs=seqs, ledger_note=note)
+    return replace(result, ledger_seqs=_record(workspace, result, vulns_path))

@@ -1,22 +1,29 @@
 """What every command shares: --json, one error line with a hint, and exit codes.
 
-The contract (DESIGN.md): with --json, stdout carries exactly one JSON document and nothing
-else; human text goes to stderr. The exit code comes from the error class.
+The contract (docs/ARCHITECTURE.md): with --json, stdout carries exactly one JSON document
+and nothing else; human text goes to stderr. The exit code comes from the error class; an
+exception that is not an ImagekitError is a bug in imagekit, reported as a crash with its
+own exit code (never 1, which would read as "a check said no").
 """
 
 from __future__ import annotations
 
 import json
+import os
 import sys
+import tempfile
+import traceback
 from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any, TypeVar
 
 import click
 
-from imagekit.errors import ImagekitError
+from imagekit.errors import CRASH_EXIT_CODE, ImagekitError
 
 T = TypeVar("T")
-F = TypeVar("F", bound=Callable[..., Any])
+CRASH_DIR_ENV = "IMAGEKIT_CRASH_DIR"
 
 json_option = click.option(
     "--json", "as_json", is_flag=True, help="Print exactly one JSON document on stdout."
@@ -52,8 +59,63 @@ def run(
         if as_json:
             dump_json({"error": exc.to_json()})
         sys.exit(exc.exit_code)
+    except Exception as exc:  # a bug: reported as a crash, never as a verdict
+        crash(exc, as_json=as_json)
     if as_json:
         dump_json(to_json(result))
     else:
         human(result)
     sys.exit(exit_code(result))
+
+
+def _crash_dir() -> Path:
+    if os.environ.get(CRASH_DIR_ENV):
+        return Path(os.environ[CRASH_DIR_ENV])
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return cache / "imagekit" / "crashes"
+
+
+def _write_traceback(exc: BaseException) -> Path | None:
+    """Keep the whole traceback in a file of its own; None when no file could be written."""
+    text = "".join(traceback.format_exception(exc))
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+    for folder in (_crash_dir(), Path(tempfile.gettempdir())):
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            path = folder / f"imagekit-crash-{stamp}-{os.getpid()}.txt"
+            path.write_text(f"imagekit {' '.join(sys.argv[1:])}\n\n{text}", encoding="utf-8")
+        except OSError:
+            continue
+        return path
+    return None
+
+
+def crash(exc: Exception, *, as_json: bool) -> None:
+    """Report an unexpected exception as what it is, a bug, and exit with CRASH_EXIT_CODE.
+
+    One line on stderr names the exception and where its traceback was written; with
+    --json, one JSON document says the same. Nothing is recorded as a verdict: whatever the
+    command had not yet recorded stays unrecorded.
+    """
+    path = _write_traceback(exc)
+    first = str(exc).splitlines()[0] if str(exc) else ""
+    where = f"the traceback is in {path}" if path else "no traceback file could be written"
+    echo_err(
+        f"error: imagekit crashed: {type(exc).__name__}: {first}\n"
+        f"hint: this is a bug in imagekit, not a verdict on the image; {where}"
+    )
+    if path is None:
+        traceback.print_exception(exc, file=sys.stderr)
+    if as_json:
+        dump_json(
+            {
+                "error": {
+                    "type": "crash",
+                    "exception": type(exc).__name__,
+                    "message": first,
+                    "traceback": str(path) if path else None,
+                    "exit_code": CRASH_EXIT_CODE,
+                }
+            }
+        )
+    sys.exit(CRASH_EXIT_CODE)

@@ -1,4 +1,4 @@
-"""`imagekit build NAME`: parse options, call imagekit.build.build, render its result."""
+"""`imagekit build NAME`: parse options, call imagekit.assemble.build_image, render its result."""
 
 from __future__ import annotations
 
@@ -6,16 +6,13 @@ from pathlib import Path
 
 import click
 
-from imagekit.build import BuildOptions, BuildResult, build
+from imagekit.assemble import BUILDERS, AssembleResult, build_image
+from imagekit.build import BuildOptions, BuildResult
 from imagekit.cli._common import json_option, run
 from imagekit.workspace import Workspace
 
-_BUILDERS = ("auto", "registry", "engine")
-
 
 def _human(result: object) -> None:
-    from imagekit.assemble import AssembleResult
-
     if isinstance(result, AssembleResult):
         click.echo(f"built {result.plan} through the registry: {result.pushed}")
         click.echo(f"tag: {result.tag}")
@@ -27,7 +24,7 @@ def _human(result: object) -> None:
         click.echo(f"assertions: {result.assertions.status}: {result.assertions.scope}")
         click.echo(f"log: {result.log}")
         return
-    assert isinstance(result, BuildResult)  # noqa: S101 - build() returns one of the two
+    assert isinstance(result, BuildResult)  # noqa: S101 - build_image returns one of the two
     click.echo(f"built {result.plan}: {result.image_id} tagged {result.tag}")
     click.echo(f"log: {result.log}")
     if result.pushed:
@@ -38,7 +35,7 @@ def _human(result: object) -> None:
 @click.argument("name")
 @click.option(
     "--builder",
-    type=click.Choice(_BUILDERS),
+    type=click.Choice(BUILDERS),
     default="auto",
     show_default=True,
     help="registry: assemble through the registry API (no engine, no base pull); engine: "
@@ -93,7 +90,7 @@ def command(
         assertions=not no_assertions,
     )
     run(
-        lambda: build(Workspace.from_env(), name, options),
+        lambda: build_image(Workspace.from_env(), name, options),
         as_json=as_json,
         human=_human,
         to_json=lambda result: result.to_json(),

@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from imagekit.cli._common import json_option, run
-from imagekit.doctor import DoctorReport, run_doctor
+from imagekit.flows.doctor import DoctorReport, run_doctor
 from imagekit.workspace import Workspace
 
 

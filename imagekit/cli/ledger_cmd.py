@@ -9,8 +9,8 @@ import click
 
 from imagekit.cli._common import echo_err, json_option, run
 from imagekit.ledger import KINDS, RepairReport, ShowResult, VerifyReport, repair, show, verify
-from imagekit.lockfile import LockResult, encode_lock, write_lock
-from imagekit.pods import PodReport, record_pod
+from imagekit.ledger.lockfile import LockResult, encode_lock, write_lock
+from imagekit.ledger.pods import PodReport, record_pod
 from imagekit.workspace import Workspace
 
 ledger_option = click.option(
@@ -141,6 +141,11 @@ def lock_cmd(output: Path | None, ledger: Path | None, as_json: bool) -> None:
 @click.option("--expect-config", help="The expected config digest, for bare image IDs.")
 @click.option("--container", help="Only this container (init containers included).")
 @click.option("--where", help="A label for the cluster (default: the pod's node).")
+@click.option(
+    "--against-final-pull",
+    is_flag=True,
+    help="Match against the newest containerd final pull of the pod's node (--where) and image.",
+)
 @ledger_option
 @json_option
 def record_pod_cmd(
@@ -150,6 +155,7 @@ def record_pod_cmd(
     expect_config: str | None,
     container: str | None,
     where: str | None,
+    against_final_pull: bool,
     ledger: Path | None,
     as_json: bool,
 ) -> None:
@@ -174,6 +180,7 @@ def record_pod_cmd(
             expect_config=expect_config,
             container=container,
             where=where,
+            against_final_pull=against_final_pull,
         ),
         as_json=as_json,
         human=human,

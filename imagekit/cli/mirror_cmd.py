@@ -1,4 +1,9 @@
-"""`imagekit mirror SRC DST --verify-diffids [--copy]`: parse, call imagekit.mirror, render."""
+"""`imagekit mirror [--copy] [--verify-diffids] SRC DST`: parse, call imagekit.mirror, render.
+
+Verification is what the command is for, so it always runs; ``--verify-diffids`` is
+accepted because it is the documented spelling (`imagekit mirror --verify-diffids SRC DST`)
+that scripts already use, and changes nothing.
+"""
 
 from __future__ import annotations
 
@@ -11,7 +16,6 @@ from typing import Any
 import click
 
 from imagekit.cli._common import echo_err, json_option, run
-from imagekit.errors import UsageError
 from imagekit.layers import GiB, LayerLimits, MediaTypePolicy, MiB
 from imagekit.mirror import MirrorOptions, MirrorReport, mirror
 from imagekit.refs import parse_platform
@@ -99,8 +103,8 @@ def _human(report: MirrorReport) -> None:
 @click.option(
     "--verify-diffids",
     is_flag=True,
-    required=True,
-    help="Stream every DST layer and compare its diffID with SRC's (required: it is the job).",
+    help="Stream every DST layer and compare its diffID with SRC's. Always done; the flag "
+    "is accepted as the documented spelling.",
 )
 @click.option("--copy", "do_copy", is_flag=True, help="Copy SRC to DST first, then verify.")
 @click.option("--platform", default=None, help="os/arch[/variant] to compare (linux/amd64).")
@@ -160,8 +164,6 @@ def command(
     """Prove DST holds the same content as SRC, layer by layer by diffID."""
 
     def action() -> MirrorReport:
-        if not verify_diffids:
-            raise UsageError("only --verify-diffids is implemented; pass it")
         options = MirrorOptions(
             platform=parse_platform(platform) if platform else None,
             copy=do_copy,

@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 
 from imagekit.cli._common import json_option, run
-from imagekit.nightly import NightlyResult, run_nightly
+from imagekit.flows.nightly import NightlyResult, run_nightly
 from imagekit.workspace import Workspace
 
 

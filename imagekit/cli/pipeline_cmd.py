@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from imagekit.cli._common import json_option, run
-from imagekit.pipeline import PipelineResult, run_pipeline
+from imagekit.flows.pipeline import PipelineResult, StageStatus, run_pipeline
 from imagekit.workspace import Workspace
 
 
@@ -36,7 +36,11 @@ def command(
         if result.ok:
             click.echo(f"pipeline {result.plan}: complete; final image {result.final_reference}")
         else:
-            failed = next(s for s in result.stages if s.status not in ("passed", "not run"))
+            failed = next(
+                s
+                for s in result.stages
+                if s.status not in (StageStatus.PASSED, StageStatus.NOT_RUN)
+            )
             click.echo(f"pipeline {result.plan}: stopped at {failed.stage} ({failed.status})")
         click.echo(f"summary: {result.evidence}")
 

@@ -105,9 +105,10 @@ def validate_cmd(name: str | None, as_json: bool) -> None:
 
 
 @command.command("schema")
-def schema_cmd() -> None:
-    """Print the JSON Schema of a plan file (always JSON)."""
-    dump_json(plan_schema())
+@json_option
+def schema_cmd(as_json: bool) -> None:
+    """Print the JSON Schema of a plan file (always JSON; --json is accepted for scripts)."""
+    run(plan_schema, as_json=as_json, human=dump_json, to_json=lambda schema: schema)
 
 
 @command.command("pin-overlay")

@@ -1,11 +1,15 @@
-"""`imagekit pull REF@DIGEST --record`: the final pull through the local engine."""
+"""`imagekit pull REF@DIGEST --record [--runtime containerd]`: the final pull on a target."""
 
 from __future__ import annotations
+
+import functools
+from collections.abc import Callable
 
 import click
 
 from imagekit.cli._common import echo_err, json_option, run
-from imagekit.pull import PullResult, final_pull
+from imagekit.containerd import K8S_NAMESPACE
+from imagekit.pull import ContainerdPullResult, PullResult, final_pull, final_pull_containerd
 from imagekit.workspace import Workspace
 
 
@@ -17,6 +21,20 @@ from imagekit.workspace import Workspace
 @click.option(
     "--expect-digest", help="For a tag: the manifest digest it must resolve to (sha256:...)."
 )
+@click.option(
+    "--runtime",
+    type=click.Choice(["engine", "containerd"]),
+    default="engine",
+    show_default=True,
+    help="Pull through the Docker engine, or through containerd as a Kubernetes node does.",
+)
+@click.option(
+    "--address",
+    help="containerd's socket (default: $CONTAINERD_ADDRESS or /run/containerd/containerd.sock).",
+)
+@click.option(
+    "--namespace", help=f"containerd namespace (default: {K8S_NAMESPACE}, the kubelet's)."
+)
 @json_option
 def command(
     reference: str,
@@ -24,11 +42,16 @@ def command(
     plan: str | None,
     where: str | None,
     expect_digest: str | None,
+    runtime: str,
+    address: str | None,
+    namespace: str | None,
     as_json: bool,
 ) -> None:
-    """Pull by digest, check the engine's image ID and RepoDigests, and record what it holds."""
+    """Pull by digest, check the store's image ID against the registry, record what it holds."""
+    if runtime == "engine" and (address is not None or namespace is not None):
+        raise click.UsageError("--address and --namespace go with --runtime containerd")
 
-    def human(result: PullResult) -> None:
+    def human(result: PullResult | ContainerdPullResult) -> None:
         for check in result.checks:
             mark = "ok      " if check.ok else "MISMATCH"
             click.echo(f"{mark} {check.name}: expected {check.expected}, got {check.actual}")
@@ -36,17 +59,26 @@ def command(
         if result.record is not None:
             echo_err(f"recorded seq {result.record.seq} in the ledger")
 
-    run(
-        lambda: final_pull(
+    pull: Callable[..., PullResult | ContainerdPullResult] = final_pull
+    if runtime == "containerd":
+        pull = functools.partial(
+            final_pull_containerd, address=address, namespace=namespace or K8S_NAMESPACE
+        )
+
+    def action() -> PullResult | ContainerdPullResult:
+        return pull(
             Workspace.from_env(),
             reference,
             expect_digest=expect_digest,
             record=record,
             plan=plan,
             where=where,
-        ),
+        )
+
+    run(
+        action,
         as_json=as_json,
         human=human,
-        to_json=PullResult.to_json,
+        to_json=lambda result: result.to_json(),
         exit_code=lambda result: 0 if result.ok else 1,
     )

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import Any, TypeVar
 
 import httpx
 
@@ -28,7 +28,7 @@ from imagekit.errors import (
     RegistryUnauthorized,
     RetriesExhausted,
 )
-from imagekit.refs import Digest, Platform, Reference
+from imagekit.refs import Digest, Platform, Reference, is_tag
 from imagekit.registry.auth import Authenticator, repository_scope
 from imagekit.registry.credentials import CredentialStore
 from imagekit.registry.manifest import (
@@ -59,7 +59,8 @@ from imagekit.registry.transport import (
 )
 
 DEFAULT_PLATFORM = Platform("linux", "amd64")
-_TAG = re.compile(r"[\w][\w.-]{0,127}", re.ASCII)
+# The errors that name a registry and repository (see _fault).
+_E = TypeVar("_E", RegistryError, DigestMismatch)
 _DIGEST_IN_PATH = re.compile(r"/(?:manifests|blobs)/(sha(?:256|512):[0-9a-f]+)$")
 _CONTENT_RANGE = re.compile(r"bytes (\d+)-(\d+)/(\d+|\*)")
 # Attestation manifests (BuildKit provenance/SBOM) sit in indexes as platform unknown/unknown:
@@ -348,17 +349,17 @@ class RegistryClient:
         wanted: Digest | None = None
         if isinstance(reference_or_digest, Digest) or ":" in asked or "@" in asked:
             wanted = Digest(asked)  # refuses malformed digests before any URL is formed
-        elif not _TAG.fullmatch(asked):
+        elif not is_tag(asked):
             raise ReferenceFormatError(f"malformed tag {asked!r}")
         registry, repository = ref.registry, ref.repository
         limit = MAX_MANIFEST_BYTES
         if expected_size is not None:
             if expected_size > MAX_MANIFEST_BYTES:
-                raise RegistryProtocolError(
+                raise _fault(
+                    RegistryProtocolError,
+                    ref,
                     f"{ref.name}: manifest {asked} is declared as {expected_size} bytes, over "
                     f"the {MAX_MANIFEST_BYTES}-byte limit",
-                    registry=registry,
-                    repository=repository,
                     digest=str(wanted),
                 )
             limit = expected_size
@@ -386,12 +387,12 @@ class RegistryClient:
         if wanted is not None:
             actual = _digest_of(body, wanted.algorithm)
             if actual != wanted:
-                raise DigestMismatch(
+                raise _fault(
+                    DigestMismatch,
+                    ref,
                     f"{ref.name}: the manifest served for {wanted} has digest {actual}",
                     expected=str(wanted),
                     actual=str(actual),
-                    registry=registry,
-                    repository=repository,
                     hint="the registry served other bytes than the digest names; do not use it",
                 )
         header = response_headers.get("Docker-Content-Digest")
@@ -399,28 +400,28 @@ class RegistryClient:
             try:
                 announced = Digest(header.strip())
             except ReferenceFormatError as exc:
-                raise RegistryProtocolError(
+                raise _fault(
+                    RegistryProtocolError,
+                    ref,
                     f"{ref.name}: malformed Docker-Content-Digest header "
                     f"{excerpt(header.encode())}",
-                    registry=registry,
-                    repository=repository,
                 ) from exc
             actual = _digest_of(body, announced.algorithm)
             if actual != announced:
-                raise DigestMismatch(
+                raise _fault(
+                    DigestMismatch,
+                    ref,
                     f"{ref.name}: Docker-Content-Digest says {announced} but the manifest bytes "
                     f"of {asked} hash to {actual}",
                     expected=str(announced),
                     actual=str(actual),
-                    registry=registry,
-                    repository=repository,
                 )
         if expected_size is not None and len(body) != expected_size:
-            raise RegistryProtocolError(
+            raise _fault(
+                RegistryProtocolError,
+                ref,
                 f"{ref.name}: manifest {asked} is {len(body)} bytes, its descriptor says "
                 f"{expected_size}",
-                registry=registry,
-                repository=repository,
                 digest=str(wanted),
             )
         media_type = detect_media_type(
@@ -445,11 +446,11 @@ class RegistryClient:
     ) -> bytes:
         """A small blob (a config) in memory, verified; refused when over ``limit``."""
         if desc.size > limit:
-            raise RegistryProtocolError(
+            raise _fault(
+                RegistryProtocolError,
+                ref,
                 f"{ref.name}: blob {desc.digest} is {desc.size} bytes, over the {limit}-byte "
                 "limit for documents",
-                registry=ref.registry,
-                repository=ref.repository,
                 digest=str(desc.digest),
             )
         return b"".join(self.stream_blob(ref, desc))
@@ -475,7 +476,6 @@ class RegistryClient:
         without it those cases raise instead).
         """
         digest = Digest(str(desc.digest))
-        registry, repository = ref.registry, ref.repository
         where = f"{ref.name}@{digest}"
         hasher = digest.new_hasher()
         received = 0
@@ -503,28 +503,28 @@ class RegistryClient:
                     elif response.status_code == 200 and on_restart is not None and not restarted:
                         restart()  # the registry ignored Range: this answer is the whole blob
                     else:
-                        raise RegistryProtocolError(
+                        raise _fault(
+                            RegistryProtocolError,
+                            ref,
                             f"{where}: resuming at byte {received} got HTTP "
                             f"{response.status_code} with Content-Range "
                             f"{response.headers.get('Content-Range')!r}; refused",
-                            registry=registry,
-                            repository=repository,
                             digest=str(digest),
                         )
                 elif response.status_code != 200:
-                    raise RegistryProtocolError(
+                    raise _fault(
+                        RegistryProtocolError,
+                        ref,
                         f"{where}: expected HTTP 200 for the blob, got {response.status_code}",
-                        registry=registry,
-                        repository=repository,
                         digest=str(digest),
                     )
                 declared = content_length(response)
                 if declared is not None and received + declared > desc.size:
-                    raise RegistryProtocolError(
+                    raise _fault(
+                        RegistryProtocolError,
+                        ref,
                         f"{where}: the registry announces {received + declared} bytes, the "
                         f"descriptor says {desc.size}",
-                        registry=registry,
-                        repository=repository,
                         digest=str(digest),
                     )
                 try:
@@ -532,11 +532,11 @@ class RegistryClient:
                     # its buffer when the connection drops would be lost to the resume.
                     for chunk in _split(response.iter_raw(), chunk_size):
                         if received + len(chunk) > desc.size:
-                            raise RegistryProtocolError(
+                            raise _fault(
+                                RegistryProtocolError,
+                                ref,
                                 f"{where}: the blob is longer than its descriptor's "
                                 f"{desc.size} bytes; refused",
-                                registry=registry,
-                                repository=repository,
                                 digest=str(digest),
                             )
                         hasher.update(chunk)
@@ -545,21 +545,21 @@ class RegistryClient:
                 except httpx.TransportError as exc:
                     drops += 1
                     if drops >= self._policy.max_attempts:
-                        raise RetriesExhausted(
+                        raise _fault(
+                            RetriesExhausted,
+                            ref,
                             f"{where}: the download broke off {drops} times; last at byte "
                             f"{received}: {type(exc).__name__}",
-                            registry=registry,
-                            repository=repository,
                             digest=str(digest),
                         ) from exc
                     continue
             finally:
                 response.close()
             if received < desc.size:
-                raise RegistryProtocolError(
+                raise _fault(
+                    RegistryProtocolError,
+                    ref,
                     f"{where}: the blob ended after {received} of {desc.size} bytes",
-                    registry=registry,
-                    repository=repository,
                     digest=str(digest),
                 )
             actual = Digest.from_hasher(hasher)
@@ -568,13 +568,13 @@ class RegistryClient:
             if resumed and not restarted and on_restart is not None:
                 restart()
                 continue
-            raise DigestMismatch(
+            raise _fault(
+                DigestMismatch,
+                ref,
                 f"{where}: the blob's bytes hash to {actual}"
                 + (" (after a resumed download)" if resumed else ""),
                 expected=str(digest),
                 actual=str(actual),
-                registry=registry,
-                repository=repository,
                 hint="the registry served other bytes than the digest names; do not use it",
             )
 
@@ -612,19 +612,19 @@ class RegistryClient:
                 ref, entry.digest, expected_size=entry.size
             )
             if media_type != entry.media_type:
-                raise RegistryProtocolError(
+                raise _fault(
+                    RegistryProtocolError,
+                    ref,
                     f"{ref}: index entry {entry.digest} says {entry.media_type}, the manifest "
                     f"is {media_type}",
-                    registry=registry,
-                    repository=repository,
                     digest=str(entry.digest),
                 )
         if media_type not in MANIFEST_TYPES:
-            raise RegistryProtocolError(
+            raise _fault(
+                RegistryProtocolError,
+                ref,
                 f"{ref}: expected an image manifest, got {media_type} (nested indexes are not "
                 "supported)",
-                registry=registry,
-                repository=repository,
                 digest=str(digest),
             )
         manifest = parse_manifest(
@@ -632,10 +632,10 @@ class RegistryClient:
         )
         assert isinstance(manifest, ImageManifest)  # noqa: S101 - parse_manifest's contract
         if manifest.config.mediaType not in CONFIG_TYPES:
-            raise RegistryProtocolError(
+            raise _fault(
+                RegistryProtocolError,
+                ref,
                 f"{ref}: not a container image (config media type {manifest.config.mediaType})",
-                registry=registry,
-                repository=repository,
                 digest=str(digest),
             )
         config_desc = Descriptor.from_model(manifest.config)
@@ -645,19 +645,19 @@ class RegistryClient:
         )
         own = config.platform()
         if chosen is not None and (chosen.os, chosen.architecture) != (own.os, own.architecture):
-            raise RegistryProtocolError(
+            raise _fault(
+                RegistryProtocolError,
+                ref,
                 f"{ref}: the index says {chosen} but the image config says {own}",
-                registry=registry,
-                repository=repository,
                 digest=str(digest),
             )
         if chosen is None:
             if platform is not None and not platform.matches(own.os, own.architecture, own.variant):
-                raise RegistryNotFound(
+                raise _fault(
+                    RegistryNotFound,
+                    ref,
                     f"no matching manifest for {platform} in {ref}: it is a single-platform "
                     f"image for {own}",
-                    registry=registry,
-                    repository=repository,
                     digest=str(digest),
                     hint=f"use --platform {own} or another reference",
                 )
@@ -665,11 +665,11 @@ class RegistryClient:
         layers = tuple(Descriptor.from_model(layer) for layer in manifest.layers)
         diff_ids = tuple(config.rootfs.diff_ids)
         if len(diff_ids) != len(layers):
-            raise RegistryProtocolError(
+            raise _fault(
+                RegistryProtocolError,
+                ref,
                 f"{ref}: the manifest has {len(layers)} layers but the config lists "
                 f"{len(diff_ids)} diff_ids",
-                registry=registry,
-                repository=repository,
                 digest=str(digest),
             )
         return ResolvedImage(
@@ -744,6 +744,11 @@ def _split(pieces: Iterator[bytes], size: int) -> Iterator[bytes]:
             continue
         for start in range(0, len(piece), size):
             yield piece[start : start + size]
+
+
+def _fault(kind: type[_E], ref: Reference, message: str, **fields: Any) -> _E:
+    """An error of ``kind`` about ``ref``, its registry and repository filled in from it."""
+    return kind(message, registry=ref.registry, repository=ref.repository, **fields)
 
 
 def _digest_of(body: bytes, algorithm: str) -> Digest:

@@ -3,92 +3,17 @@
 from __future__ import annotations
 
 import json
-import os
-import secrets
 import subprocess
-import sys
-import tarfile
-from collections.abc import Iterator
-from dataclasses import dataclass
-from pathlib import Path
 
-import httpx
 import pytest
 
 from imagekit.engine import Engine
 from imagekit.ledger import read_records, verify
 from imagekit.workspace import Workspace
 from tests.support.base_image import BaseImage
-from tests.support.registries import RunningRegistry
+from tests.support.tiny_image import TinyImage, docker, run_imagekit
 
 pytestmark = pytest.mark.integration
-
-MANIFEST_TYPES = ",".join(
-    (
-        "application/vnd.docker.distribution.manifest.v2+json",
-        "application/vnd.oci.image.manifest.v1+json",
-    )
-)
-
-
-@dataclass(frozen=True)
-class TinyImage:
-    repository: str  # registry/repo
-    tag: str
-    digest: str  # manifest digest as the registry serves it
-    config_digest: str  # read from the registry's manifest, independently of imagekit
-
-
-def _docker(engine: Engine, *args: str) -> str:
-    return subprocess.run(
-        [engine.client_path, *args], capture_output=True, text=True, check=True
-    ).stdout.strip()
-
-
-def _registry_manifest(
-    registry: RunningRegistry, repo: str, ref: str
-) -> tuple[str, dict[str, object]]:
-    response = httpx.get(
-        f"{registry.url}/v2/{repo}/manifests/{ref}", headers={"Accept": MANIFEST_TYPES}
-    )
-    response.raise_for_status()
-    return response.headers["Docker-Content-Digest"], response.json()
-
-
-@pytest.fixture
-def tiny_image(engine: Engine, registry: RunningRegistry, tmp_path: Path) -> Iterator[TinyImage]:
-    """A one-file image pushed to the loopback registry and then removed from the engine,
-    so the final pull really pulls."""
-    name = f"imagekit-test/pull-{secrets.token_hex(4)}"
-    repository = f"{registry.host}/{name}"
-    payload = tmp_path / "hello.txt"
-    payload.write_text(f"final pull {secrets.token_hex(8)}\n")
-    archive = tmp_path / "rootfs.tar"
-    with tarfile.open(archive, "w") as tar:
-        tar.add(payload, arcname="hello.txt")
-    _docker(engine, "import", str(archive), f"{repository}:v1")
-    refs = [f"{repository}:v1"]
-    try:
-        _docker(engine, "push", f"{repository}:v1")
-        digest, manifest = _registry_manifest(registry, name, "v1")
-        refs.append(f"{repository}@{digest}")
-        config = manifest["config"]
-        assert isinstance(config, dict)
-        _docker(engine, "rmi", f"{repository}:v1")
-        yield TinyImage(repository, "v1", digest, str(config["digest"]))
-    finally:
-        subprocess.run([engine.client_path, "rmi", "-f", *refs], capture_output=True, check=False)
-
-
-def _imagekit(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-c", "from imagekit.cli import main; main()", *args],
-        capture_output=True,
-        text=True,
-        env=os.environ.copy(),
-        check=False,
-        timeout=300,
-    )
 
 
 def _image_present(engine: Engine, ref: str) -> bool:
@@ -103,12 +28,14 @@ def test_final_pull_records_the_engine_image_id(
 ) -> None:
     ref = f"{tiny_image.repository}@{tiny_image.digest}"
     assert not _image_present(engine, ref)
-    result = _imagekit("pull", ref, "--record", "--plan", "tiny", "--where", "loopback", "--json")
+    result = run_imagekit(
+        "pull", ref, "--record", "--plan", "tiny", "--where", "loopback", "--json"
+    )
     assert result.returncode == 0, result.stderr
     document = json.loads(result.stdout)
     assert document["status"] == "verified"
     assert _image_present(engine, ref)
-    local_id = _docker(engine, "image", "inspect", "--format", "{{.Id}}", ref)
+    local_id = docker(engine, "image", "inspect", "--format", "{{.Id}}", ref)
     assert document["image_id"] == local_id
     expected_id = (
         tiny_image.digest if engine.image_store == "containerd" else tiny_image.config_digest
@@ -128,7 +55,7 @@ def test_final_pull_records_the_engine_image_id(
     assert (workspace.root / record.evidence.path).is_file()
     assert verify(workspace).ok
 
-    lock = _imagekit("ledger", "lock", "--json")
+    lock = run_imagekit("ledger", "lock", "--json")
     assert lock.returncode == 0, lock.stderr
     # No build was recorded for "tiny", so the pull cannot be tied to a prepared image.
     assert json.loads(lock.stdout)["lock"]["images"]["tiny"]["final_pull"] == "not-recorded"
@@ -139,7 +66,7 @@ def test_final_pull_fails_on_a_wrong_expected_digest(
 ) -> None:
     wrong = "sha256:" + "0" * 64
     tagged = f"{tiny_image.repository}:{tiny_image.tag}"
-    result = _imagekit("pull", tagged, "--expect-digest", wrong, "--record", "--json")
+    result = run_imagekit("pull", tagged, "--expect-digest", wrong, "--record", "--json")
     assert result.returncode == 1, result.stderr
     document = json.loads(result.stdout)
     assert document["status"] == "mismatch" and document["ok"] is False
@@ -150,13 +77,13 @@ def test_final_pull_fails_on_a_wrong_expected_digest(
     assert record.details["expected_manifest_digest"] == wrong
 
     # The right digest for the same tag passes and is a new record; the failure stays.
-    good = _imagekit("pull", tagged, "--expect-digest", tiny_image.digest, "--record")
+    good = run_imagekit("pull", tagged, "--expect-digest", tiny_image.digest, "--record")
     assert good.returncode == 0, good.stderr
     assert [r.status for r in read_records(workspace.ledger_path)] == ["mismatch", "verified"]
 
 
 def test_a_tag_without_digest_is_refused(tiny_image: TinyImage, workspace: Workspace) -> None:
-    result = _imagekit("pull", f"{tiny_image.repository}:v1", "--record", "--json")
+    result = run_imagekit("pull", f"{tiny_image.repository}:v1", "--record", "--json")
     assert result.returncode == 2
     assert "not pinned by digest" in json.loads(result.stdout)["error"]["message"]
     assert not workspace.ledger_path.exists()
@@ -165,11 +92,11 @@ def test_a_tag_without_digest_is_refused(tiny_image: TinyImage, workspace: Works
 def test_final_pull_of_the_base_image(
     engine: Engine, base_image: BaseImage, workspace: Workspace
 ) -> None:
-    result = _imagekit("pull", base_image.reference, "--record", "--json")
+    result = run_imagekit("pull", base_image.reference, "--record", "--json")
     assert result.returncode == 0, result.stderr
     document = json.loads(result.stdout)
     assert document["status"] == "verified"
-    local_id = _docker(engine, "image", "inspect", "--format", "{{.Id}}", base_image.reference)
+    local_id = docker(engine, "image", "inspect", "--format", "{{.Id}}", base_image.reference)
     assert document["image_id"] == local_id
     (record,) = read_records(workspace.ledger_path)
     assert record.details["image_id"] == local_id

@@ -274,6 +274,33 @@ def push_layout(root: Path, dest: str, *args: str, tag: str = "latest") -> None:
     skopeo_copy(f"oci:{root}:{tag}", f"docker://{dest}", *args)
 
 
+def _put_blob(client: Any, ref: Any, digest: str, data: bytes) -> None:
+    started = client.request(
+        "POST", ref, "blobs/uploads/", scope_actions=("pull", "push"), content=b""
+    )
+    location = started.headers["Location"]
+    separator = "&" if "?" in location else "?"
+    client.request(
+        "PUT",
+        ref,
+        f"{location}{separator}digest={digest}",
+        scope_actions=("pull", "push"),
+        headers={"Content-Type": "application/octet-stream"},
+        content=data,
+    )
+
+
+def _put_manifest(client: Any, ref: Any, identifier: str, body: bytes, media_type: str) -> None:
+    client.request(
+        "PUT",
+        ref,
+        f"manifests/{identifier}",
+        scope_actions=("pull", "push"),
+        headers={"Content-Type": media_type},
+        content=body,
+    )
+
+
 def push_dir(directory: Path, dest: str) -> None:
     """Push a skopeo ``dir:`` copy as it is, through the plain registry API.
 
@@ -289,24 +316,35 @@ def push_dir(directory: Path, dest: str) -> None:
     with RegistryClient() as client:
         for desc in [document["config"], *document["layers"]]:
             data = (directory / desc["digest"].split(":")[1]).read_bytes()
-            started = client.request(
-                "POST", ref, "blobs/uploads/", scope_actions=("pull", "push"), content=b""
-            )
-            location = started.headers["Location"]
-            separator = "&" if "?" in location else "?"
-            client.request(
-                "PUT",
-                ref,
-                f"{location}{separator}digest={desc['digest']}",
-                scope_actions=("pull", "push"),
-                headers={"Content-Type": "application/octet-stream"},
-                content=data,
-            )
-        client.request(
-            "PUT",
-            ref,
-            f"manifests/{ref.tag}",
-            scope_actions=("pull", "push"),
-            headers={"Content-Type": document["mediaType"]},
-            content=manifest,
-        )
+            _put_blob(client, ref, desc["digest"], data)
+        _put_manifest(client, ref, str(ref.tag), manifest, document["mediaType"])
+
+
+def push_through_api(root: Path, top: dict[str, Any], dest: str) -> None:
+    """Push the layout's image or index ``top`` to ``dest`` (host/repo:tag) by the plain API.
+
+    Blobs first, then each child manifest by digest, then ``top`` under the tag: the order a
+    registry needs (distribution-spec, "Pushing Manifests"), every byte as the layout holds
+    it, so every digest is kept.
+    """
+    from imagekit.refs import parse_reference
+    from imagekit.registry import RegistryClient
+
+    ref = parse_reference(dest)
+
+    def read(digest: str) -> bytes:
+        return (root / "blobs" / "sha256" / digest.split(":")[1]).read_bytes()
+
+    def push_manifest(desc: dict[str, Any], identifier: str) -> None:
+        body = read(desc["digest"])
+        document = json.loads(body)
+        if desc["mediaType"] == OCI_INDEX:
+            for child in document["manifests"]:
+                push_manifest(child, child["digest"])
+        else:
+            for blob in [document["config"], *document["layers"]]:
+                _put_blob(client, ref, blob["digest"], read(blob["digest"]))
+        _put_manifest(client, ref, identifier, body, desc["mediaType"])
+
+    with RegistryClient() as client:
+        push_manifest(top, str(ref.tag))

@@ -1,4 +1,4 @@
-"""The command-line contract that scripts and CI depend on (DESIGN.md)."""
+"""The command-line contract that scripts and CI depend on (docs/ARCHITECTURE.md)."""
 
 from __future__ import annotations
 
@@ -6,12 +6,25 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
+import click
 import pytest
 from click.testing import CliRunner
 
 from imagekit import __version__
 from imagekit.cli import _COMMAND_MODULES, main
+from imagekit.errors import CRASH_EXIT_CODE
+
+
+def _leaves(command: click.Command, path: tuple[str, ...]) -> list[tuple[tuple[str, ...], Any]]:
+    if isinstance(command, click.Group):
+        return [
+            leaf
+            for name in command.list_commands(None)  # type: ignore[arg-type]
+            for leaf in _leaves(command.get_command(None, name), (*path, name))  # type: ignore[arg-type]
+        ]
+    return [(path, command)]
 
 
 @pytest.mark.parametrize("name", list(_COMMAND_MODULES))
@@ -20,6 +33,34 @@ def test_every_command_loads_and_offers_json(name: str) -> None:
     assert result.exit_code == 0, result.output
     command = main.get_command(None, name)  # type: ignore[arg-type]
     assert command is not None and command.name == name
+    for path, leaf in _leaves(command, (name,)):
+        assert "--json" in {o for p in leaf.params for o in p.opts}, path
+        shown = CliRunner().invoke(main, [*path, "--help"])
+        assert shown.exit_code == 0 and "--json" in shown.output, path
+
+
+def test_a_crash_is_its_own_exit_code_with_the_traceback_kept(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An exception that is not an ImagekitError is a bug: exit 70 (not 1, "a check said
+    no"), one line naming it and the traceback file, one JSON document under --json."""
+    import imagekit.cli.inspect_cmd
+
+    def broken(*args: object, **kwargs: object) -> None:
+        raise KeyError("layers")
+
+    monkeypatch.setenv("IMAGEKIT_CRASH_DIR", str(tmp_path / "crashes"))
+    monkeypatch.setattr(imagekit.cli.inspect_cmd, "inspect_image", broken)
+    result = CliRunner().invoke(main, ["inspect", "--json", "127.0.0.1:1/x:y"])
+    assert result.exit_code == CRASH_EXIT_CODE == 70
+    document = json.loads(result.stdout)["error"]
+    assert document["type"] == "crash" and document["exception"] == "KeyError"
+    saved = Path(document["traceback"])
+    assert saved.parent == tmp_path / "crashes" and "KeyError: 'layers'" in saved.read_text()
+    assert "imagekit crashed: KeyError" in result.stderr and "bug" in result.stderr
+    assert "Traceback" not in result.stderr
+    human = CliRunner().invoke(main, ["inspect", "127.0.0.1:1/x:y"])
+    assert human.exit_code == 70 and human.stdout == ""
 
 
 def test_unknown_command_and_option_are_usage_errors() -> None:

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from imagekit.errors import CheckFailed, DigestMismatch
+from imagekit.errors import CheckFailed, DigestMismatch, LayerFormatError
 from imagekit.layerdiff import (
     LayerScan,
     Tree,
@@ -21,6 +21,7 @@ from imagekit.layerdiff import (
     is_bytecode,
     scan_layer,
 )
+from imagekit.layers import LayerLimits
 from imagekit.refs import Digest
 
 # (path, content or None for a directory, options)
@@ -264,12 +265,17 @@ def test_compare_names_a_version_change_over_a_shared_base() -> None:
     ]
 
 
-def _registry_image(blobs: list[bytes], diff_ids: list[Digest]) -> Any:
+def _registry_image(
+    blobs: list[bytes], diff_ids: list[Digest], limits: LayerLimits | None = None
+) -> Any:
     from types import SimpleNamespace
 
     from imagekit.layerdiff import RegistryImage
 
-    layers = [SimpleNamespace(digest=f"sha256:{i:064d}") for i in range(len(blobs))]
+    gzip_type = "application/vnd.oci.image.layer.v1.tar+gzip"  # the bytes decide (detect)
+    layers = [
+        SimpleNamespace(digest=f"sha256:{i:064d}", media_type=gzip_type) for i in range(len(blobs))
+    ]
 
     class Client:
         def stream_blob(self, ref: object, desc: Any) -> Any:
@@ -277,7 +283,7 @@ def _registry_image(blobs: list[bytes], diff_ids: list[Digest]) -> Any:
             return iter([data[i : i + 7000] for i in range(0, len(data), 7000)])
 
     resolved = SimpleNamespace(reference="r", layers=layers, diff_ids=diff_ids)
-    return RegistryImage(Client(), resolved, "reg")
+    return RegistryImage(Client(), resolved, "reg", limits=limits or LayerLimits())  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize("codec", ["gzip", "gzip-multimember", "zstd", "none"])
@@ -311,44 +317,29 @@ def test_registry_image_refuses_a_layer_that_is_not_its_diff_id() -> None:
         image.scan([0])
 
 
-def test_saved_image_reads_docker_save_with_a_linked_duplicate_layer() -> None:
-    """`docker save` (20.10) writes a repeated layer once and symlinks the second path."""
-    import json
-    from types import SimpleNamespace
+def test_registry_image_cuts_off_a_decompression_bomb_like_mirror_does() -> None:
+    """Nightly compares layers through RegistryImage: a hostile layer must be cut off at the
+    same limits `imagekit mirror` applies (imagekit.layers), not inflated without bound."""
+    import gzip
 
-    from imagekit.layerdiff import SavedImage
+    bomb = gzip.compress(b"\0" * (8 << 20))  # 8 MiB of zeros in a few KiB
+    image = _registry_image(
+        [bomb], [Digest("sha256:" + "1" * 64)], LayerLimits(max_uncompressed_bytes=1 << 20)
+    )
+    with pytest.raises(LayerFormatError, match="exceeds the limit"):
+        image.scan([0])
 
-    empty = make_tar([])
-    top = make_tar([f("app", b"a")])
-    ids = [Digest("sha256:" + hashlib.sha256(t).hexdigest()) for t in (BASE, empty, empty, top)]
-    names = ["a/layer.tar", "b/layer.tar", "c/layer.tar", "d/layer.tar"]
-    manifest = json.dumps([{"Config": "x.json", "Layers": names}]).encode()
-    outer = io.BytesIO()
-    with tarfile.open(fileobj=outer, mode="w") as tar:
-        for name, data in (("a/layer.tar", BASE), ("b/layer.tar", empty), ("d/layer.tar", top)):
-            info = tarfile.TarInfo(name)
-            info.size = len(data)
-            tar.addfile(info, io.BytesIO(data))
-        link = tarfile.TarInfo("c/layer.tar")
-        link.type, link.linkname = tarfile.SYMTYPE, "../b/layer.tar"
-        tar.addfile(link)
-        info = tarfile.TarInfo("manifest.json")
-        info.size = len(manifest)
-        tar.addfile(info, io.BytesIO(manifest))
-    blob = outer.getvalue()
 
-    class Images:
-        def inspect(self, image: str) -> Any:
-            return SimpleNamespace(root_fs=SimpleNamespace(layers=[str(i) for i in ids]))
+def test_registry_image_refuses_a_zstd_window_over_the_limit() -> None:
+    import zstandard
 
-        def save(self, image: str) -> Any:
-            return iter([blob[i : i + 4096] for i in range(0, len(blob), 4096)])
-
-    saved = SavedImage(SimpleNamespace(image=Images()), "img", "saved")
-    scans = saved.scan([0, 2, 3])
-    assert sorted(scans) == [0, 2, 3]
-    assert scans[2].diff_id == ids[2]
-    assert "app" in scans[3].entries
-    result = compare_images(saved, TarSource("other", [BASE, empty, empty, make_tar([])]))
-    assert result.verdict == "changed"
-    assert result.diff is not None and [c.path for c in result.diff.files] == ["app"]
+    # A 2 MiB frame declares a window of its content size, twice the limit set here.
+    layer = make_tar([f("a", hashlib.sha256(b"seed").digest() * (1 << 16))])
+    blob = zstandard.ZstdCompressor().compress(layer)
+    image = _registry_image(
+        [blob],
+        [Digest("sha256:" + hashlib.sha256(layer).hexdigest())],
+        LayerLimits(max_zstd_window=1 << 20),
+    )
+    with pytest.raises(LayerFormatError, match="zstd"):
+        image.scan([0])

@@ -283,11 +283,11 @@ def _read_all(stream: io.RawIOBase) -> bytes:
 def test_the_uncompressed_stream_reads_what_the_hasher_hashes(
     media_type: str, compress: Callable[[bytes], bytes]
 ) -> None:
-    from imagekit.layers import UncompressedStream
+    from imagekit.layers import UncompressedReader
 
     tar = make_tar(3)
     blob = compress(tar)
-    stream = UncompressedStream(chunked(blob, 7000), media_type=media_type)
+    stream = UncompressedReader(chunked(blob, 7000), media_type=media_type)
     assert _read_all(stream) == tar
     result = stream.result()
     stream.close()
@@ -297,11 +297,11 @@ def test_the_uncompressed_stream_reads_what_the_hasher_hashes(
 
 
 def test_the_uncompressed_stream_stops_a_bomb_with_little_memory() -> None:
-    from imagekit.layers import UncompressedStream
+    from imagekit.layers import UncompressedReader
 
     bomb = gzip.compress(b"\0" * (256 * MiB), compresslevel=9)
     before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    stream = UncompressedStream(
+    stream = UncompressedReader(
         chunked(bomb, MiB), media_type=OCI_GZ, limits=LayerLimits(max_uncompressed_bytes=64 * MiB)
     )
     with pytest.raises(LayerFormatError, match="exceeds the limit"):
@@ -312,16 +312,16 @@ def test_the_uncompressed_stream_stops_a_bomb_with_little_memory() -> None:
 
 
 def test_the_uncompressed_stream_refuses_a_restart_and_a_short_read() -> None:
-    from imagekit.layers import UncompressedStream
+    from imagekit.layers import UncompressedReader
 
     tar = make_tar(4)
     blob = gzip.compress(tar, mtime=0)
     chunks: list[bytes | Restart] = [blob[:5000], RESTART, blob]
-    stream = UncompressedStream(iter(chunks), media_type=OCI_GZ)
+    stream = UncompressedReader(iter(chunks), media_type=OCI_GZ)
     with pytest.raises(LayerFormatError, match="started over"):
         _read_all(stream)
     stream.close()
-    partial = UncompressedStream(chunked(blob, 1000), media_type=OCI_GZ)
+    partial = UncompressedReader(chunked(blob, 1000), media_type=OCI_GZ)
     partial.read(10)
     with pytest.raises(LayerFormatError, match="not read to its end"):
         partial.result()

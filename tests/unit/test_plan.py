@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 from click.testing import CliRunner
+from pydantic import ValidationError
 
 from imagekit.cli.plans_cmd import command as plans_command
 from imagekit.errors import PlanError
@@ -427,3 +428,14 @@ def test_the_epoch_is_bounded(dirs: tuple[Path, Path]) -> None:
     data["epoch"] = -1
     with pytest.raises(PlanError, match="epoch"):
         load_plan(write(plans, data), dockerfiles_dir=dockerfiles)
+
+
+def test_found_as_must_be_an_ascii_tag_as_references_insist(tmp_path: Path) -> None:
+    """plan.py had its own tag pattern without the ASCII flag, so a found_as that no
+    registry could serve ('tag' with a non-ASCII letter) passed validation."""
+    from imagekit.plan import BaseSpec
+
+    digest = "sha256:" + "a" * 64
+    with pytest.raises(ValidationError, match="not a valid tag"):
+        BaseSpec(reference=f"127.0.0.1:5000/x@{digest}", found_as="minimax-m3-é")
+    assert BaseSpec(reference=f"127.0.0.1:5000/x@{digest}", found_as="minimax-m3").found_as

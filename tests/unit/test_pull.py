@@ -70,3 +70,15 @@ def test_target_needs_a_digest() -> None:
     assert _target("127.0.0.1:5000/team/app:v1", str(MANIFEST))[1] == MANIFEST
     with pytest.raises(ReferenceFormatError, match="but --expect-digest says"):
         _target(str(REF), str(OTHER))
+
+
+def test_containerd_options_need_the_containerd_runtime() -> None:
+    from click.testing import CliRunner
+
+    from imagekit.cli import main
+
+    ref = f"127.0.0.1:1/team/app@{MANIFEST}"
+    result = CliRunner().invoke(main, ["pull", ref, "--address", "/run/x.sock"])
+    assert result.exit_code == 2 and "--runtime containerd" in result.output
+    result = CliRunner().invoke(main, ["pull", ref, "--runtime", "cri-o"])
+    assert result.exit_code == 2

@@ -8,8 +8,16 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from imagekit.errors import ReferenceFormatError
-from imagekit.refs import Digest, Platform, Reference, is_digest, parse_platform, parse_reference
+from imagekit.errors import ReferenceFormatError, UsageError
+from imagekit.refs import (
+    Digest,
+    Platform,
+    Reference,
+    is_digest,
+    parse_platform,
+    parse_reference,
+    repository_for,
+)
 
 D = "sha256:" + "a" * 64
 
@@ -204,3 +212,10 @@ def test_platform_matching() -> None:
     assert Platform("linux", "arm64", "v8").matches("linux", "arm64", "v8")
     assert not Platform("linux", "arm64", "v8").matches("linux", "arm64", None)
     assert not Platform("linux", "amd64").matches("linux", "arm64", None)
+
+
+def test_repository_for() -> None:
+    assert repository_for("127.0.0.1:5000", "demo") == "127.0.0.1:5000/imagekit/demo"
+    assert repository_for("127.0.0.1:5000/team/", "demo") == "127.0.0.1:5000/team/demo"
+    with pytest.raises(UsageError):
+        repository_for("127.0.0.1:5000/team:v1", "demo")

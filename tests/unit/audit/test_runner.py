@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from imagekit.audit.runner import PROBE_IN_CONTAINER, Limits, ResolvedImage, container_options
+from imagekit.audit.runner import PROBE_IN_CONTAINER, EngineImage, Limits, container_options
 from imagekit.refs import parse_reference
 
 
@@ -27,7 +27,7 @@ def test_container_is_locked_down() -> None:
 
 def test_evidence_names_prefer_the_pinned_digest() -> None:
     digest = "sha256:" + "a" * 64
-    pinned = ResolvedImage(
+    pinned = EngineImage(
         requested=f"127.0.0.1:5000/x/y@{digest}",
         image_id="sha256:" + "b" * 64,
         repo_tags=(),
@@ -37,7 +37,7 @@ def test_evidence_names_prefer_the_pinned_digest() -> None:
     )
     assert pinned.manifest_digest == digest
     assert pinned.name == "127.0.0.1:5000/x/y"
-    local = ResolvedImage(
+    local = EngineImage(
         requested="sha256:" + "b" * 64,
         image_id="sha256:" + "b" * 64,
         repo_tags=("team/app:1",),

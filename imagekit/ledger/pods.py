@@ -14,6 +14,10 @@ config digest (or the manifest digest, which the containerd image store uses as 
 form that cannot be compared (empty while the container is still being created, or an image ID
 with no config digest to compare it to) is ``unknown``: never a pass.
 
+With ``against_final_pull`` each container is matched instead against the newest containerd
+final-pull record (``imagekit pull --runtime containerd``) of the pod's node and image, with
+the CRI plugin's naming rules (imagekit.cri): an index pulled by digest is named by the index.
+
 Pod documents carry much more than we read (and may carry plain-text env values), so the
 models below read only the fields used and ignore the rest; the evidence written is a reduced
 copy of the container statuses, never the pod document itself.
@@ -29,15 +33,15 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from imagekit.errors import UsageError
+from imagekit.cri import FinalPullStatus, PulledImage, judge_pod_image_id
+from imagekit.errors import ReferenceFormatError, UsageError
 from imagekit.evidence import new_run_dir, write_json
-from imagekit.ledger import LedgerRecord, append_record, read_records
-from imagekit.refs import Digest, is_digest
+from imagekit.ledger.record import FinalPullDetails, LedgerRecord, PushDetails
+from imagekit.ledger.store import append_record, read_records
+from imagekit.refs import Digest, is_digest, parse_reference
 from imagekit.workspace import Workspace
 
-VERIFIED = "verified"
-MISMATCH = "mismatch"
-UNKNOWN = "unknown"
+VERIFIED, MISMATCH, UNKNOWN = FinalPullStatus
 _PREFIXES = ("docker-pullable://", "docker://")
 
 
@@ -115,9 +119,10 @@ class ContainerCheck:
     image: str
     image_id_raw: str
     parsed: ParsedImageID
-    status: str
+    status: FinalPullStatus
     reason: str
     record: LedgerRecord | None = None
+    final_pull: PulledImage | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -133,13 +138,14 @@ class ContainerCheck:
             "status": self.status,
             "reason": self.reason,
             "record_seq": self.record.seq if self.record else None,
+            "final_pull_seq": self.final_pull.seq if self.final_pull else None,
         }
 
 
 @dataclass(frozen=True)
 class PodReport:
     source: str
-    expected_manifest_digest: Digest
+    expected_manifest_digest: Digest | None
     expected_config_digest: Digest | None
     checks: tuple[ContainerCheck, ...]
     evidence: Path | None
@@ -152,7 +158,9 @@ class PodReport:
         return {
             "source": self.source,
             "ok": self.ok,
-            "expected_manifest_digest": str(self.expected_manifest_digest),
+            "expected_manifest_digest": (
+                str(self.expected_manifest_digest) if self.expected_manifest_digest else None
+            ),
             "expected_config_digest": (
                 str(self.expected_config_digest) if self.expected_config_digest else None
             ),
@@ -204,17 +212,16 @@ def expected_from_plan(workspace: Workspace, plan: str) -> tuple[Digest, Digest 
             f"the ledger has no push record for plan {plan!r} to compare against",
             hint="pass --expect sha256:... with the accepted manifest digest",
         )
-    details = pushes[-1].details
-    manifest = details.get("manifest_digest")
-    config = details.get("config_digest")
-    if not isinstance(manifest, str) or not is_digest(manifest):
+    details: PushDetails = pushes[-1].info
+    manifest, config = details.manifest_digest, details.config_digest
+    if manifest is None or not is_digest(manifest):
         raise UsageError(f"the newest push record of {plan!r} has no manifest_digest")
-    return Digest(manifest), Digest(config) if isinstance(config, str) else None
+    return Digest(manifest), Digest(config) if config is not None else None
 
 
 def _judge(
     parsed: ParsedImageID, manifest: Digest, config: Digest | None, raw: str
-) -> tuple[str, str]:
+) -> tuple[FinalPullStatus, str]:
     if parsed.form == "repo-digest":
         if parsed.digest == manifest:
             return VERIFIED, f"imageID names the expected manifest digest {manifest}"
@@ -238,6 +245,44 @@ def _judge(
     return UNKNOWN, "imageID is in a form imagekit cannot compare"
 
 
+def containerd_pulls(workspace: Workspace) -> list[PulledImage]:
+    """Every containerd final-pull record of the ledger, newest first."""
+    found = []
+    for rec in read_records(workspace.ledger_path):
+        if rec.kind == "final-pull":
+            pulled = PulledImage.from_details(rec.seq, rec.status, rec.details)
+            if pulled is not None:
+                found.append(pulled)
+    return found[::-1]
+
+
+def _repository(text: str | None) -> str | None:
+    try:
+        return parse_reference(text).name if text and not is_digest(text) else None
+    except ReferenceFormatError:
+        return None
+
+
+def judge_against_pull(
+    pulls: list[PulledImage], node: str | None, status: ContainerStatus, parsed: ParsedImageID
+) -> tuple[FinalPullStatus, str, PulledImage | None]:
+    """A container against the newest containerd final pull of its node and image."""
+    names = {n for n in (parsed.repository, _repository(status.image)) if n}
+    pulled = next((p for p in pulls if p.where == node and p.name in names), None)
+    if pulled is None:
+        return (
+            UNKNOWN,
+            f"no containerd final-pull record of {' or '.join(sorted(names)) or 'this image'} "
+            f"on node {node or '(unknown)'}: run `imagekit pull REF@DIGEST --runtime "
+            "containerd --where NODE --record` on that node first",
+            None,
+        )
+    verdict, reason = judge_pod_image_id(
+        parsed.form, parsed.repository, parsed.digest, status.imageID, pulled
+    )
+    return verdict, reason, pulled
+
+
 def record_pod(
     workspace: Workspace,
     pod_json: Path,
@@ -248,9 +293,19 @@ def record_pod(
     container: str | None = None,
     where: str | None = None,
     record: bool = True,
+    against_final_pull: bool = False,
 ) -> PodReport:
     """Check each container's imageID against the expected digests; one record each."""
-    if expect is not None:
+    manifest: Digest | None = None
+    config: Digest | None = None
+    pulls = containerd_pulls(workspace) if against_final_pull else None
+    if pulls is not None:
+        if expect is not None or expect_config is not None:
+            raise UsageError(
+                "--against-final-pull takes the expected digests from the node's final pull",
+                hint="drop --expect/--expect-config (--plan only names the records' plan)",
+            )
+    elif expect is not None:
         manifest, config = Digest(expect), Digest(expect_config) if expect_config else None
     elif plan is not None:
         manifest, config = expected_from_plan(workspace, plan)
@@ -259,7 +314,8 @@ def record_pod(
     else:
         raise UsageError(
             "nothing to compare the pod with",
-            hint="pass --expect sha256:... or --plan NAME (its newest push record is used)",
+            hint="pass --expect sha256:..., --plan NAME (its newest push record is used) or "
+            "--against-final-pull (the node's containerd final pull)",
         )
     pods, data = load_pods(pod_json)
     input_sha256 = "sha256:" + hashlib.sha256(data).hexdigest()
@@ -271,7 +327,13 @@ def record_pod(
             statuses = [(s, init) for s, init in statuses if s.name == container]
         for status, init in statuses:
             parsed = parse_image_id(status.imageID)
-            verdict, reason = _judge(parsed, manifest, config, status.imageID)
+            pulled = None
+            if pulls is not None:
+                node = where or pod.spec.nodeName
+                verdict, reason, pulled = judge_against_pull(pulls, node, status, parsed)
+            else:
+                assert manifest is not None  # noqa: S101 - set above unless against a pull
+                verdict, reason = _judge(parsed, manifest, config, status.imageID)
             pending.append(
                 ContainerCheck(
                     pod=pod.metadata.name,
@@ -284,6 +346,7 @@ def record_pod(
                     parsed=parsed,
                     status=verdict,
                     reason=reason,
+                    final_pull=pulled,
                 )
             )
     if not pending:
@@ -300,7 +363,7 @@ def record_pod(
             evidence,
             {
                 "input_sha256": input_sha256,
-                "expected_manifest_digest": str(manifest),
+                "expected_manifest_digest": str(manifest) if manifest else None,
                 "expected_config_digest": str(config) if config else None,
                 "containers": [c.to_json() for c in pending],
             },
@@ -321,22 +384,50 @@ def record_pod(
                     "cluster ran, not what it served"
                 ),
                 evidence=evidence,
-                details={
-                    "source": "pod",
-                    "pod": check.pod,
-                    "namespace": check.namespace,
-                    "container": check.container,
-                    "init": check.init,
-                    "image": check.image,
-                    "image_id": str(check.parsed.digest) if check.parsed.digest else None,
-                    "image_id_raw": check.image_id_raw,
-                    "image_id_form": check.parsed.form,
-                    "expected_manifest_digest": str(manifest),
-                    "expected_config_digest": str(config) if config else None,
-                    "where": where or check.node,
-                    "input_sha256": input_sha256,
-                },
+                details=FinalPullDetails(
+                    **{
+                        **_pod_details(check, manifest, config, where, input_sha256),
+                        **_pull_details(check.final_pull),
+                    }
+                ),
             )
             saved.append(replace(check, record=rec))
         pending = saved
     return PodReport(str(pod_json), manifest, config, tuple(pending), evidence)
+
+
+def _pod_details(
+    check: ContainerCheck,
+    manifest: Digest | None,
+    config: Digest | None,
+    where: str | None,
+    input_sha256: str,
+) -> dict[str, Any]:
+    """What every pod record's details carry (FinalPullDetails, source "pod")."""
+    return {
+        "source": "pod",
+        "pod": check.pod,
+        "namespace": check.namespace,
+        "container": check.container,
+        "init": check.init,
+        "image": check.image,
+        "image_id": str(check.parsed.digest) if check.parsed.digest else None,
+        "image_id_raw": check.image_id_raw,
+        "image_id_form": check.parsed.form,
+        "expected_manifest_digest": str(manifest) if manifest else None,
+        "expected_config_digest": str(config) if config else None,
+        "where": where or check.node,
+        "input_sha256": input_sha256,
+    }
+
+
+def _pull_details(pulled: PulledImage | None) -> dict[str, Any]:
+    """What a pod record matched against a containerd final pull adds to its details."""
+    if pulled is None:
+        return {}
+    return {
+        "final_pull_seq": pulled.seq,
+        "expected_manifest_digest": str(pulled.target_digest),
+        "expected_config_digest": str(pulled.config_digest),
+        "expected_platform_manifest_digest": str(pulled.platform_manifest_digest),
+    }

@@ -16,25 +16,33 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from enum import StrEnum
 from pathlib import Path
 from typing import Any, TextIO
 
-from imagekit.errors import CheckFailed, CouldNotFinish, ImagekitError, UsageError
+from imagekit.errors import CheckFailed, ImagekitError, UsageError
 from imagekit.evidence import new_run_dir, write_bytes, write_json
-from imagekit.refs import parse_reference
+from imagekit.refs import parse_reference, repository_for
 from imagekit.workspace import Workspace
 
 STAGES = ("doctor", "build", "audit", "push", "mirror", "final-pull", "ledger")
-PASSED, FAILED, ERROR, NOT_RUN = "passed", "failed", "error", "not run"
-# Audit statuses that let an image go on (DESIGN.md: the MiniMax-M3 lock's vocabulary). A
-# deferred GPU CLI is still a CPU pass; an incomplete CPU check is not.
-AUDIT_ACCEPTED = ("CPU_PASS", "CPU_PASS_GPU_CLI_DEFERRED")
+
+
+class StageStatus(StrEnum):
+    PASSED = "passed"
+    FAILED = "failed"
+    ERROR = "error"
+    NOT_RUN = "not run"
+
+
+# The members under short names, for the stage functions below.
+PASSED, FAILED, ERROR, NOT_RUN = StageStatus
 
 
 @dataclass(frozen=True)
 class StageOutcome:
     stage: str
-    status: str  # passed, failed, error, not run
+    status: StageStatus
     detail: str = ""
     digest: str | None = None
     seconds: float | None = None
@@ -123,18 +131,6 @@ class PipelineResult:
         }
 
 
-def repository_for(target: str, plan: str) -> str:
-    """R given as a host (127.0.0.1:5000) gets imagekit/PLAN; as host/prefix gets prefix/PLAN."""
-    target = target.rstrip("/")
-    if "/" not in target:
-        ref = parse_reference(f"{target}/imagekit/{plan}")
-    else:
-        ref = parse_reference(f"{target}/{plan}")
-    if ref.tag is not None or ref.digest is not None:
-        raise UsageError(f"{target!r} must be a registry or repository prefix, not an image")
-    return ref.name
-
-
 def _last_seq(workspace: Workspace) -> int:
     from imagekit.ledger import read_records
 
@@ -178,7 +174,7 @@ Stage = Callable[[_Context], StageOutcome]
 
 
 def _doctor(ctx: _Context) -> StageOutcome:
-    from imagekit.doctor import run_doctor
+    from imagekit.flows.doctor import run_doctor
 
     registries = [("push", ctx.registry), ("mirror", ctx.mirror)]
     report = run_doctor(
@@ -215,51 +211,33 @@ def _build(ctx: _Context) -> StageOutcome:
     )
 
 
-def audit_image(workspace: Workspace, image: str, plan: str) -> tuple[str, Path | None, Any]:
-    """Run the audit stage on a local image: (status, report path, the stage's result).
-
-    The stage records its own ledger records (audit, vulnerability-scan).
-    """
+def _audit(ctx: _Context) -> StageOutcome:
     from imagekit.audit.stage import AuditRequest, audit
 
-    result = audit(workspace, AuditRequest(ref=image, plan=plan))
-    return str(result.verdict.status), result.report_path, result
-
-
-def _audit(ctx: _Context) -> StageOutcome:
     assert ctx.image_id is not None  # noqa: S101 - the build stage ran
-    status, path, _ = audit_image(ctx.workspace, ctx.tag or ctx.image_id, ctx.name)
-    outcome = StageOutcome(
+    # The stage appends its own records (audit, vulnerability-scan).
+    result = audit(ctx.workspace, AuditRequest(ref=ctx.tag or ctx.image_id, plan=ctx.name))
+    status = result.verdict.status
+    return StageOutcome(
         "audit",
-        PASSED if status in AUDIT_ACCEPTED else FAILED,
+        PASSED if status.accepted else FAILED,
         status,
         digest=ctx.image_id,
-        evidence=str(path) if path else None,
+        evidence=str(result.report_path),
     )
-    return outcome
 
 
 def _push(ctx: _Context) -> StageOutcome:
-    from imagekit.build import push_image
+    from imagekit.build import push_and_record
     from imagekit.engine import connect
-    from imagekit.ledger import append_record
 
     assert ctx.tag is not None and ctx.image_id is not None  # noqa: S101 - build ran
     run_dir = new_run_dir(ctx.workspace.evidence_dir, ctx.name, "push")
     log = run_dir / "push.log"
     write_bytes(log, f"imagekit: pushing {ctx.tag} to {ctx.push_repo}\n".encode())
-    pushed, manifest = push_image(connect(), ctx.tag, ctx.push_repo, log)
-    # The same record `imagekit build --push` appends (build_plan), for a push made after
-    # the audit: the pipeline pushes only what passed.
-    append_record(
-        ctx.workspace,
-        "push",
-        plan=ctx.name,
-        images={"image": ctx.tag, "pushed": pushed},
-        status="pushed",
-        scope=f"the engine pushed {ctx.tag} and the registry named the manifest {manifest}",
-        evidence=log,
-        details={"manifest_digest": manifest, "config_digest": ctx.image_id},
+    # The pipeline pushes only what its audit passed, and records it as `build --push` does.
+    pushed, manifest, _ = push_and_record(
+        ctx.workspace, connect(), ctx.tag, ctx.push_repo, log, plan=ctx.name, image_id=ctx.image_id
     )
     ctx.pushed, ctx.manifest_digest = pushed, manifest
     return StageOutcome("push", PASSED, pushed, digest=manifest, evidence=str(log))
@@ -376,15 +354,6 @@ def run_pipeline(
             status = FAILED if isinstance(exc, CheckFailed) else ERROR
             outcome = StageOutcome(stage, status, exc.message.splitlines()[0])
             error = {"stage": stage, **exc.to_json()}
-        except ImportError as exc:
-            # A stage whose module is missing from this installation could not run: that is
-            # "could not finish", never a pass.
-            missing = CouldNotFinish(
-                f"the {stage} stage is not available: {exc}",
-                hint="reinstall imagekit (`make setup`); a partial installation lacks a stage",
-            )
-            outcome = StageOutcome(stage, ERROR, missing.message)
-            error = {"stage": stage, **missing.to_json()}
         outcome = replace(
             outcome,
             seconds=round(time.monotonic() - started, 1),

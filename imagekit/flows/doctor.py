@@ -1,13 +1,13 @@
 """A preflight before a long build: find the reasons it cannot work while they are cheap to see.
 
-The H3 field report's preflight (../shared/seeds) checks architecture, memory and model files
-before a nine-minute cold start, because finding out afterwards wastes the nine minutes. A
-10-30 GB image build has the same shape, so before one starts we check: the engine answers;
-BuildKit is reachable (buildx, or a client that builds through the engine's BuildKit); the disk
-holds the base with headroom; the host can run the plan's platform (natively, or through an
-installed qemu binfmt handler); every registry the plan touches answers and accepts our
-credentials (the base is resolved, which proves pull access); and the CA bundle that RUN steps
-mount exists.
+A serving deployment's preflight (the MiniMax-H3 on DGX Spark write-up that h3-spark comes
+from) checks architecture, memory and model files before a nine-minute cold start, because
+finding out afterwards wastes the nine minutes. A 10-30 GB image build has the same shape, so
+before one starts we check: the engine answers; BuildKit is reachable (buildx, or a client that
+builds through the engine's BuildKit); the disk holds the base with headroom; the host can run
+the plan's platform (natively, or through an installed qemu binfmt handler); every registry the
+plan touches answers and accepts our credentials (the base is resolved, which proves pull
+access); and the CA bundle that RUN steps mount exists.
 
 One line a check. Fail-closed: a check that could not be made is a "no", never an "ok"; a
 check that does not apply (no plan given, no pip step) says "skip" and why.
@@ -22,19 +22,30 @@ import subprocess
 import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
 from imagekit.build import CA_ENV, DEFAULT_CA_BUNDLE
+from imagekit.engine import DockerEngine
 from imagekit.errors import ImagekitError
 from imagekit.plan import LoadedPlan, PipInstall, load_plan, plan_path
-from imagekit.refs import Platform, parse_reference
+from imagekit.refs import Platform, parse_reference, repository_for
 from imagekit.registry.client import RegistryClient
 from imagekit.workspace import Workspace
 
-OK, NO, SKIP = "ok", "no", "skip"
+
+class PreflightStatus(StrEnum):
+    OK = "ok"
+    NO = "no"
+    SKIP = "skip"
+
+
+# The members under short names, for the checks below.
+OK, NO, SKIP = PreflightStatus
 GiB = 1 << 30
-# A gzip'd rootfs layer inflates about 2.7-fold (ENVIRONMENT.md: 280 MB -> 756 MB); the engine
+# A gzip'd rootfs layer inflates about 2.7-fold (measured on a Debian rootfs layer: 280 MB of
+# gzip became 756 MB of tar); the engine
 # holds the download and the extracted layer at once, then the build adds its own layers.
 # So: compressed x (1 download + 3 extracted) + 2 GiB for the build's layers and evidence.
 HEADROOM_FACTOR = 4.0
@@ -66,9 +77,9 @@ _OCI_TO_QEMU = {
 
 
 @dataclass(frozen=True)
-class Check:
+class PreflightCheck:
     name: str
-    status: str  # ok, no, skip
+    status: PreflightStatus
     detail: str
     hint: str | None = None
 
@@ -79,14 +90,14 @@ class Check:
 @dataclass(frozen=True)
 class DoctorReport:
     plan: str | None
-    checks: tuple[Check, ...]
+    checks: tuple[PreflightCheck, ...]
 
     @property
     def ok(self) -> bool:
         return all(c.status != NO for c in self.checks)
 
     @property
-    def failed(self) -> tuple[Check, ...]:
+    def failed(self) -> tuple[PreflightCheck, ...]:
         return tuple(c for c in self.checks if c.status == NO)
 
     def lines(self) -> list[str]:
@@ -123,16 +134,16 @@ def host_architecture(machine: str) -> str:
     return _UNAME_TO_OCI.get(machine, machine)
 
 
-def check_engine() -> tuple[Check, Any]:
+def check_engine() -> tuple[PreflightCheck, DockerEngine | None]:
     """The engine answers `docker info`; returns the Engine for the checks that need it."""
     from imagekit.engine import connect
 
     try:
         engine = connect()
     except ImagekitError as exc:
-        return Check("engine", NO, exc.message, exc.hint), None
+        return PreflightCheck("engine", NO, exc.message, exc.hint), None
     return (
-        Check(
+        PreflightCheck(
             "engine",
             OK,
             f"Docker {engine.server_version}, {engine.storage_driver}, "
@@ -142,14 +153,16 @@ def check_engine() -> tuple[Check, Any]:
     )
 
 
-def check_buildkit(engine: Any) -> Check:
+def check_buildkit(engine: DockerEngine | None) -> PreflightCheck:
     """Build an empty Dockerfile through BuildKit to the local exporter: proves a session works.
 
     `--output` exists only with BuildKit, so a legacy builder cannot pass this by accident;
     nothing is added to the engine's images.
     """
     if engine is None:
-        return Check("buildkit", NO, "not checked: the engine did not answer", "start the engine")
+        return PreflightCheck(
+            "buildkit", NO, "not checked: the engine did not answer", "start the engine"
+        )
     argv = [engine.client_path]
     argv += ["buildx", "build"] if engine.has_buildx else ["build"]
     env = dict(os.environ, DOCKER_BUILDKIT="1")
@@ -165,21 +178,21 @@ def check_buildkit(engine: Any) -> Check:
                 check=False,
             )
         except (OSError, subprocess.TimeoutExpired) as exc:
-            return Check("buildkit", NO, f"the BuildKit probe did not run: {exc}")
+            return PreflightCheck("buildkit", NO, f"the BuildKit probe did not run: {exc}")
     how = "buildx" if engine.has_buildx else "DOCKER_BUILDKIT=1 legacy client"
     if result.returncode != 0:
         last = (result.stderr or result.stdout).decode(errors="replace").strip().splitlines()
-        return Check(
+        return PreflightCheck(
             "buildkit",
             NO,
             f"a BuildKit build through {how} failed: {last[-1] if last else 'no output'}",
             "install the buildx plugin, or Debian's docker.io client (/usr/bin/docker); "
             "set IMAGEKIT_DOCKER_CLIENT to pick a client",
         )
-    return Check("buildkit", OK, f"BuildKit answers through {how} ({engine.client_path})")
+    return PreflightCheck("buildkit", OK, f"BuildKit answers through {how} ({engine.client_path})")
 
 
-def check_ca_bundle(plan: LoadedPlan | None, facts: HostFacts) -> Check:
+def check_ca_bundle(plan: LoadedPlan | None, facts: HostFacts) -> PreflightCheck:
     """The host CA bundle RUN steps mount (pip behind an intercepting proxy needs it).
 
     Only its presence and shape are checked; its contents are never printed.
@@ -190,7 +203,7 @@ def check_ca_bundle(plan: LoadedPlan | None, facts: HostFacts) -> Check:
         head = path.read_bytes()[: 1 << 20]
     except OSError as exc:
         status = NO if needs else SKIP
-        return Check(
+        return PreflightCheck(
             "ca-bundle",
             status,
             f"{path} cannot be read ({exc.strerror})"
@@ -198,28 +211,28 @@ def check_ca_bundle(plan: LoadedPlan | None, facts: HostFacts) -> Check:
             f"install ca-certificates or point {CA_ENV} at your CA bundle",
         )
     if b"BEGIN CERTIFICATE" not in head:
-        return Check(
+        return PreflightCheck(
             "ca-bundle",
             NO if needs else SKIP,
             f"{path} holds no PEM certificate",
             f"point {CA_ENV} at a PEM bundle",
         )
-    return Check("ca-bundle", OK, f"{path} is a PEM bundle (mounted into RUN steps only)")
+    return PreflightCheck("ca-bundle", OK, f"{path} is a PEM bundle (mounted into RUN steps only)")
 
 
-def check_platform(plan: LoadedPlan | None, facts: HostFacts) -> Check:
+def check_platform(plan: LoadedPlan | None, facts: HostFacts) -> PreflightCheck:
     host = host_architecture(facts.machine)
     if plan is None:
-        return Check("platform", SKIP, f"host is linux/{host}; no plan given to compare")
+        return PreflightCheck("platform", SKIP, f"host is linux/{host}; no plan given to compare")
     want: Platform = plan.platform
     if want.architecture == host:
-        return Check("platform", OK, f"host linux/{host} runs {want} natively")
+        return PreflightCheck("platform", OK, f"host linux/{host} runs {want} natively")
     qemu = _OCI_TO_QEMU.get(want.architecture, want.architecture)
     handler = facts.binfmt_dir / f"qemu-{qemu}"
     try:
         text = handler.read_text()
     except OSError:
-        return Check(
+        return PreflightCheck(
             "platform",
             NO,
             f"the plan wants {want} but the host is linux/{host}, and no qemu-{qemu} binfmt "
@@ -229,8 +242,10 @@ def check_platform(plan: LoadedPlan | None, facts: HostFacts) -> Check:
             f"{want.architecture} host",
         )
     if not text.startswith("enabled"):
-        return Check("platform", NO, f"{handler} is registered but disabled", f"echo 1 > {handler}")
-    return Check(
+        return PreflightCheck(
+            "platform", NO, f"{handler} is registered but disabled", f"echo 1 > {handler}"
+        )
+    return PreflightCheck(
         "platform",
         OK,
         f"the plan wants {want} on a linux/{host} host: emulated through {handler.name} "
@@ -238,7 +253,7 @@ def check_platform(plan: LoadedPlan | None, facts: HostFacts) -> Check:
     )
 
 
-def _docker_root(engine: Any) -> str | None:
+def _docker_root(engine: DockerEngine | None) -> str | None:
     from imagekit.engine import engine_errors
 
     if engine is None:
@@ -254,10 +269,10 @@ def _docker_root(engine: Any) -> str | None:
 
 def check_disk(
     root: str | None, base_bytes: int | None, base_error: str | None, facts: HostFacts
-) -> Check:
+) -> PreflightCheck:
     """Free space where the engine keeps layers, against the base's size with headroom."""
     if root is None:
-        return Check(
+        return PreflightCheck(
             "disk",
             NO,
             "not checked: the engine's root folder is unknown",
@@ -266,7 +281,7 @@ def check_disk(
     try:
         usage = facts.disk_usage(root)
     except OSError as exc:
-        return Check(
+        return PreflightCheck(
             "disk",
             NO,
             f"cannot measure {root}: {exc.strerror}",
@@ -275,42 +290,46 @@ def check_disk(
     free = int(usage.free)
     if base_bytes is None:
         if base_error is not None:
-            return Check(
+            return PreflightCheck(
                 "disk",
                 NO,
                 f"{_gib(free)} free under {root}; base size unknown: {base_error}",
                 "make the base reachable first (see the base check)",
             )
-        return Check("disk", SKIP, f"{_gib(free)} free under {root}; no plan to size against")
+        return PreflightCheck(
+            "disk", SKIP, f"{_gib(free)} free under {root}; no plan to size against"
+        )
     need = int(base_bytes * HEADROOM_FACTOR) + HEADROOM_FIXED
     detail = (
         f"{_gib(free)} free under {root}; the base is {_gib(base_bytes)} compressed, "
         f"{_gib(need)} needed ({HEADROOM_FACTOR:g}x + {_gib(HEADROOM_FIXED)} headroom)"
     )
     if free < need:
-        return Check(
+        return PreflightCheck(
             "disk",
             NO,
             detail,
             "free space: remove images you no longer need (`docker image ls`), or move the "
             "engine's data-root",
         )
-    return Check("disk", OK, detail)
+    return PreflightCheck("disk", OK, detail)
 
 
 def _gib(n: int) -> str:
     return f"{n / GiB:.1f} GiB"
 
 
-def check_registry(client: RegistryClient, host: str, role: str) -> Check:
+def check_registry(client: RegistryClient, host: str, role: str) -> PreflightCheck:
     try:
         client.ping(host)
     except ImagekitError as exc:
-        return Check(f"registry {role}", NO, f"{host}: {exc.message}", exc.hint)
-    return Check(f"registry {role}", OK, f"{host} answers /v2/ and accepts our credentials")
+        return PreflightCheck(f"registry {role}", NO, f"{host}: {exc.message}", exc.hint)
+    return PreflightCheck(
+        f"registry {role}", OK, f"{host} answers /v2/ and accepts our credentials"
+    )
 
 
-def check_push_access(client: RegistryClient, repository: str, role: str) -> Check:
+def check_push_access(client: RegistryClient, repository: str, role: str) -> PreflightCheck:
     """Open an upload session in the repository and cancel it: proves push rights, writes nothing.
 
     ``/v2/`` accepting our credentials says nothing about push rights on one repository (a
@@ -324,7 +343,7 @@ def check_push_access(client: RegistryClient, repository: str, role: str) -> Che
         )
         location = response.headers.get("Location")
         if not location:
-            return Check(name, NO, f"{ref.name}: the upload answer has no Location header")
+            return PreflightCheck(name, NO, f"{ref.name}: the upload answer has no Location header")
         client.request(
             "DELETE",
             ref,
@@ -333,18 +352,26 @@ def check_push_access(client: RegistryClient, repository: str, role: str) -> Che
             allow_status=(404, 405),
         )
     except ImagekitError as exc:
-        return Check(name, NO, f"{ref.name}: {exc.message}", exc.hint)
-    return Check(name, OK, f"{ref.name} accepts an upload from us (session opened and cancelled)")
+        return PreflightCheck(name, NO, f"{ref.name}: {exc.message}", exc.hint)
+    return PreflightCheck(
+        name, OK, f"{ref.name} accepts an upload from us (session opened and cancelled)"
+    )
 
 
-def check_base(client: RegistryClient, plan: LoadedPlan) -> tuple[Check, int | None, str | None]:
+def check_base(
+    client: RegistryClient, plan: LoadedPlan
+) -> tuple[PreflightCheck, int | None, str | None]:
     """Resolve the pinned base for the plan's platform: proves pull access and sizes it."""
     try:
         resolved = client.resolve(plan.base, plan.platform)
     except ImagekitError as exc:
-        return Check("base", NO, f"{plan.base}: {exc.message}", exc.hint), None, exc.message
+        return (
+            PreflightCheck("base", NO, f"{plan.base}: {exc.message}", exc.hint),
+            None,
+            exc.message,
+        )
     return (
-        Check(
+        PreflightCheck(
             "base",
             OK,
             f"{plan.base} resolves for {plan.platform}: {len(resolved.layers)} layers, "
@@ -383,7 +410,7 @@ def run_doctor(
             dockerfiles_dir=workspace.dockerfiles_dir,
             base_override=base_override,
         )
-    checks: list[Check] = []
+    checks: list[PreflightCheck] = []
     engine_check, engine = check_engine()
     checks.append(engine_check)
     checks.append(check_buildkit(engine))
@@ -400,9 +427,7 @@ def run_doctor(
         for role, text in registries:
             checks.append(check_registry(client, _registry_host(text), role))
             if checks[-1].status == OK and (plan_name is not None or "/" in text):
-                # The repository the pipeline will push this plan to (pipeline.repository_for).
-                from imagekit.pipeline import repository_for
-
+                # The repository the pipeline will push this plan to.
                 target = repository_for(text, plan_name) if plan_name is not None else text
                 checks.append(check_push_access(client, target, role))
     finally:

@@ -6,8 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from imagekit.ledger import append_record, read_records
-from imagekit.nightly import (
+from imagekit.flows.nightly import (
     AUDIT_WORSE,
     BASE_UNREACHABLE,
     CHANGED,
@@ -17,6 +16,7 @@ from imagekit.nightly import (
     audit_rank,
     find_baseline,
 )
+from imagekit.ledger import append_record, read_records
 from imagekit.workspace import Workspace
 
 DIGEST = "sha256:" + "b" * 64

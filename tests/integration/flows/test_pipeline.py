@@ -17,8 +17,8 @@ import pytest
 from python_on_whales.exceptions import DockerException
 
 from imagekit.engine import Engine
+from imagekit.flows.pipeline import FAILED, NOT_RUN, PASSED, STAGES, run_pipeline
 from imagekit.ledger import read_records, verify
-from imagekit.pipeline import FAILED, NOT_RUN, PASSED, STAGES, run_pipeline
 from imagekit.workspace import Workspace
 from tests.support.base_image import BaseImage
 from tests.support.registries import RunningRegistry, free_port

@@ -26,28 +26,47 @@ from __future__ import annotations
 import sys
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from enum import StrEnum
 from pathlib import Path
 from typing import Any, TextIO
 
+from imagekit.audit.report import audit_rank
 from imagekit.errors import CheckFailed, ImagekitError, UsageError
 from imagekit.evidence import new_run_dir, write_json
-from imagekit.layerdiff import ImageComparison, RegistryImage, compare_images
+from imagekit.layerdiff import ComparisonVerdict, ImageComparison, RegistryImage, compare_images
 from imagekit.ledger import LedgerRecord, append_record, read_records
 from imagekit.plan import list_plans, load_plan, plan_path
-from imagekit.refs import parse_reference
+from imagekit.refs import parse_reference, repository_for
+from imagekit.registry.client import RegistryClient
 from imagekit.workspace import Workspace
 
-REPRODUCIBLE, EQUIVALENT, CHANGED = "reproducible", "equivalent", "changed"
-AUDIT_WORSE, REJECTED, NO_BASELINE = "audit-worse", "rejected", "no-baseline"
-BASE_UNREACHABLE, ERROR, PREFLIGHT_NO = "base-unreachable", "error", "preflight-no"
-# Best first; any status not listed ranks below all of them.
-AUDIT_RANK = ("CPU_PASS", "CPU_PASS_GPU_CLI_DEFERRED", "CPU_CHECK_INCOMPLETE")
+
+class NightVerdict(StrEnum):
+    """What a night says of one plan: the comparison's verdict, or why there is none."""
+
+    REPRODUCIBLE = ComparisonVerdict.REPRODUCIBLE.value
+    EQUIVALENT = ComparisonVerdict.EQUIVALENT.value
+    CHANGED = ComparisonVerdict.CHANGED.value
+    AUDIT_WORSE = "audit-worse"
+    REJECTED = "rejected"
+    NO_BASELINE = "no-baseline"
+    BASE_UNREACHABLE = "base-unreachable"
+    ERROR = "error"
+    PREFLIGHT_NO = "preflight-no"
 
 
-def audit_rank(status: str | None) -> int:
-    if status is None:
-        return len(AUDIT_RANK) + 1
-    return AUDIT_RANK.index(status) if status in AUDIT_RANK else len(AUDIT_RANK)
+# The members under short names, for the code below and the tests.
+(
+    REPRODUCIBLE,
+    EQUIVALENT,
+    CHANGED,
+    AUDIT_WORSE,
+    REJECTED,
+    NO_BASELINE,
+    BASE_UNREACHABLE,
+    ERROR,
+    PREFLIGHT_NO,
+) = NightVerdict
 
 
 @dataclass(frozen=True)
@@ -104,7 +123,7 @@ def find_baseline(records: list[LedgerRecord], plan: str) -> Baseline | None:
 @dataclass(frozen=True)
 class PlanNight:
     plan: str
-    status: str
+    status: NightVerdict
     exit_code: int
     detail: str
     baseline: Baseline | None = None
@@ -216,15 +235,15 @@ def _night_for_plan(
     name: str,
     *,
     base_override: str | None,
-    client: Any,
+    client: RegistryClient,
     echo: TextIO,
     keep_images: bool,
     candidate_registry: str | None,
 ) -> PlanNight:
+    from imagekit.audit.stage import AuditRequest, audit
     from imagekit.build import BuildOptions, build_plan, push_image
-    from imagekit.doctor import run_doctor
     from imagekit.engine import connect, engine_errors
-    from imagekit.pipeline import audit_image, repository_for
+    from imagekit.flows.doctor import run_doctor
 
     loaded = load_plan(
         plan_path(workspace.plans_dir, name),
@@ -265,7 +284,7 @@ def _night_for_plan(
     engine = connect()
     remote_tag: str | None = None
     try:
-        audit_status, _, _ = audit_image(workspace, built.tag, name)
+        audit_status = audit(workspace, AuditRequest(ref=built.tag, plan=name)).verdict.status
         if baseline is None:
             return PlanNight(
                 name,
@@ -296,7 +315,7 @@ def _night_for_plan(
                 if tag is not None:
                     with engine_errors(f"removing the nightly tag {tag}"):
                         engine.client.image.remove(tag)
-    verdict = comparison.verdict
+    verdict = NightVerdict(comparison.verdict)
     changes = _changes(comparison)
     worse = audit_rank(audit_status) > audit_rank(baseline.audit_status)
     if comparison.diff is not None:
@@ -342,7 +361,7 @@ def _night_for_plan(
         status=f"nightly-{status}",
         scope=(
             f"a rebuild without cache compared with the accepted {baseline.reference}: "
-            f"{verdict} ({'same diffIDs' if verdict == REPRODUCIBLE else 'layer contents'}"
+            f"{verdict} ({'same diffIDs' if verdict is REPRODUCIBLE else 'layer contents'}"
             "; timestamps and bytecode caches set apart); proves nothing about GPU service"
         ),
         evidence=path,
@@ -364,11 +383,9 @@ def run_nightly(
     echo: TextIO | None = None,
     keep_images: bool = False,
     candidate_registry: str | None = None,
-    client: Any = None,
+    client: RegistryClient | None = None,
 ) -> NightlyResult:
     """Rebuild, audit and compare each plan; a failing plan does not stop the others."""
-    from imagekit.registry.client import RegistryClient
-
     echo = echo or sys.stderr
     started = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     if plans is None:

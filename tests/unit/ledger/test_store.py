@@ -15,6 +15,8 @@ from imagekit.errors import LedgerBroken, UsageError
 from imagekit.ledger import (
     KINDS,
     LedgerRecord,
+    NoteDetails,
+    PushDetails,
     append_record,
     read_records,
     repair,
@@ -54,7 +56,7 @@ def test_append_writes_every_field_and_chains_exact_bytes(ws: Workspace) -> None
         status="CPU_PASS",
         scope="CPU only; proves nothing about GPU service",
         evidence=evidence,
-        details={"report": {"failed": 0}},
+        details={"report": {"failing": []}},
     )
     second = _note(ws, 2)
     lines = _lines(ws)
@@ -81,7 +83,7 @@ def test_append_writes_every_field_and_chains_exact_bytes(ws: Workspace) -> None
         "path": "evidence/run/report.json",
         "sha256": "sha256:" + hashlib.sha256(b'{"ok": true}\n').hexdigest(),
     }
-    assert first.status == "CPU_PASS" and first.details == {"report": {"failed": 0}}
+    assert first.status == "CPU_PASS" and first.details == {"report": {"failing": []}}
     assert second.seq == 2
     assert second.prev == "sha256:" + hashlib.sha256(lines[0]).hexdigest()
     assert json.loads(lines[1])["prev"] == second.prev
@@ -348,3 +350,40 @@ def test_cli_show_and_lock(ws: Workspace) -> None:
     assert json.loads(out.read_text())["ledger"]["records"] == 1
     printed = _cli(ws, "ledger", "lock")
     assert printed.stdout.encode() == out.read_bytes()
+
+
+def test_details_are_typed_by_kind_and_a_misspelt_key_is_refused(ws: Workspace) -> None:
+    """A push record whose manifest digest key is misspelt would leave the lock saying "not
+    recorded"; the kind's model refuses it before anything is written."""
+    with pytest.raises(UsageError, match="PushDetails"):
+        append_record(
+            ws, "push", plan="p", images={}, status="pushed", scope="", details={"manifest": "x"}
+        )
+    assert not ws.ledger_path.exists()
+    rec = append_record(
+        ws,
+        "push",
+        plan="p",
+        images={},
+        status="pushed",
+        scope="",
+        details=PushDetails(manifest_digest=DIGEST_B),
+    )
+    info: PushDetails = rec.info
+    assert info.manifest_digest == DIGEST_B and info.config_digest is None
+    # Only the fields set are written, so a field added later never changes old bytes.
+    assert b'"details":{"manifest_digest"' in ws.ledger_path.read_bytes()
+    with pytest.raises(UsageError, match="needs PushDetails"):
+        append_record(
+            ws, "push", plan="p", images={}, status="pushed", scope="", details=NoteDetails()
+        )
+
+
+def test_a_line_whose_details_do_not_fit_its_kind_is_malformed(ws: Workspace) -> None:
+    append_record(ws, "note", plan=None, images={}, status="s", scope="")
+    line = json.loads(ws.ledger_path.read_bytes())
+    line.update(kind="push", details={"manifest": "x"}, seq=2)
+    with ws.ledger_path.open("ab") as fh:
+        fh.write(json.dumps(line, sort_keys=True, separators=(",", ":")).encode() + b"\n")
+    report = verify(ws)
+    assert [p.kind for p in report.problems] == ["malformed"] and report.records == 1

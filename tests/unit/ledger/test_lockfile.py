@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from imagekit.ledger import append_record, verify
-from imagekit.lockfile import NOT_RECORDED, encode_lock, render_lock, write_lock
+from imagekit.ledger.lockfile import NOT_RECORDED, encode_lock, render_lock, write_lock
 from imagekit.workspace import Workspace
 
 BASE_INDEX = "sha256:" + "1" * 64
@@ -205,3 +205,44 @@ def test_lock_names_the_profile_an_audit_ran_with(ws: Workspace) -> None:
     audit = render_lock(ws)["images"]["m3"]["audit"]
     assert audit["status"] == "CPU_CHECK_INCOMPLETE"
     assert audit["profile"] == "vllm"
+
+
+def test_lock_shows_engine_and_containerd_final_pulls_side_by_side(ws: Workspace) -> None:
+    _history(ws)
+    assert render_lock(ws)["images"]["m3"]["final_pulls"] == {
+        "engine": NOT_RECORDED,
+        "containerd": NOT_RECORDED,
+    }
+    # The containerd pull ran on the node without --plan: it counts because it names the image.
+    node = {"kubelet_image_ref": PUSHED}
+    for plan, source, store, version, where, extra in (
+        ("m3", "engine", "classic", "20.10.24", "build-host", {}),
+        (None, "containerd", "containerd-cri", "containerd 1.6.20", "gpu-node-07", node),
+    ):
+        append_record(
+            ws,
+            "final-pull",
+            plan=plan,
+            images={"image": PUSHED},
+            status="verified",
+            scope="",
+            details={
+                "source": source,
+                "image_id": NEW_ID,
+                "image_id_means": f"the config digest ({store})",
+                "image_store": store,
+                "engine_version": version,
+                "repo_digests": [PUSHED],
+                "where": where,
+                **extra,
+            },
+        )
+    pulls = render_lock(ws)["images"]["m3"]["final_pulls"]
+    assert (
+        pulls["engine"]["image_store"] == "classic" and "kubelet_image_ref" not in pulls["engine"]
+    )
+    assert pulls["engine"]["where"] == "build-host" and pulls["engine"]["record_seq"] == 8
+    assert pulls["containerd"]["image_store"] == "containerd-cri"
+    assert pulls["containerd"]["kubelet_image_ref"] == PUSHED
+    assert pulls["containerd"]["image_id_means"] == "the config digest (containerd-cri)"
+    assert pulls["containerd"]["runtime_version"] == "containerd 1.6.20"

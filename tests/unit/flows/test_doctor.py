@@ -10,15 +10,15 @@ from typing import Any
 import httpx
 import pytest
 
-from imagekit.doctor import (
+from imagekit.flows.doctor import (
     HEADROOM_FIXED,
     NO,
     OK,
     SKIP,
-    Check,
     DoctorReport,
     GiB,
     HostFacts,
+    PreflightCheck,
     check_ca_bundle,
     check_disk,
     check_platform,
@@ -168,9 +168,9 @@ def test_registry_that_is_not_one_says_no() -> None:
 
 
 def test_report_fails_when_any_check_says_no() -> None:
-    good = DoctorReport("demo", (Check("a", OK, "x"), Check("b", SKIP, "y")))
+    good = DoctorReport("demo", (PreflightCheck("a", OK, "x"), PreflightCheck("b", SKIP, "y")))
     assert good.ok
-    bad = DoctorReport("demo", (Check("a", OK, "x"), Check("b", NO, "y", "do z")))
+    bad = DoctorReport("demo", (PreflightCheck("a", OK, "x"), PreflightCheck("b", NO, "y", "do z")))
     assert not bad.ok and [c.name for c in bad.failed] == ["b"]
     lines = bad.lines()
     assert lines[1].startswith("NO ") and "hint: do z" in lines[2]
@@ -179,11 +179,11 @@ def test_report_fails_when_any_check_says_no() -> None:
 
 @pytest.mark.parametrize("status", [OK, SKIP])
 def test_report_ok_statuses(status: str) -> None:
-    assert DoctorReport(None, (Check("a", status, "x"),)).ok
+    assert DoctorReport(None, (PreflightCheck("a", status, "x"),)).ok
 
 
 def test_push_access_opens_and_cancels_an_upload() -> None:
-    from imagekit.doctor import check_push_access
+    from imagekit.flows.doctor import check_push_access
 
     seen: list[tuple[str, str]] = []
 
@@ -203,7 +203,7 @@ def test_push_access_opens_and_cancels_an_upload() -> None:
 
 
 def test_push_access_denied_says_no() -> None:
-    from imagekit.doctor import check_push_access
+    from imagekit.flows.doctor import check_push_access
 
     def handler(request: httpx.Request) -> httpx.Response:
         return httpx.Response(

@@ -16,16 +16,16 @@ import pytest
 from python_on_whales.exceptions import DockerException
 
 from imagekit.engine import Engine
+from imagekit.flows.nightly import CHANGED, EQUIVALENT, REPRODUCIBLE, run_nightly
+from imagekit.flows.pipeline import run_pipeline
 from imagekit.ledger import read_records, verify
-from imagekit.nightly import CHANGED, EQUIVALENT, REPRODUCIBLE, run_nightly
-from imagekit.pipeline import run_pipeline
 from imagekit.workspace import Workspace
 from tests.support.base_image import BaseImage
 from tests.support.registries import RunningRegistry
 
 pytestmark = pytest.mark.integration
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+REPO_ROOT = Path(__file__).resolve().parents[3]
 PIN, MOVED = "six==1.16.0", "six==1.17.0"
 
 

@@ -12,10 +12,10 @@ import pytest
 
 from imagekit.errors import UsageError
 from imagekit.ledger import append_record, read_records, verify
-from imagekit.pods import MISMATCH, UNKNOWN, VERIFIED, parse_image_id, record_pod
+from imagekit.ledger.pods import MISMATCH, UNKNOWN, VERIFIED, parse_image_id, record_pod
 from imagekit.workspace import Workspace
 
-FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "pods"
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "pods"
 MANIFEST = "sha256:" + "3f" * 32
 CONFIG = "sha256:" + "c0" * 32
 OTHER = "sha256:" + "9a" * 32
@@ -194,3 +194,44 @@ def test_cli_record_pod_exit_codes_and_json(ws: Workspace) -> None:
     assert len(json.loads(shown.stdout)["records"]) == 3
     checked = _cli(ws, "ledger", "verify")
     assert checked.returncode == 0 and "ledger ok: 3 records" in checked.stdout
+
+
+def _containerd_pull(ws: Workspace, *, where: str, status: str = VERIFIED) -> None:
+    append_record(
+        ws,
+        "final-pull",
+        plan=None,
+        images={"image": f"{REPO}@{MANIFEST}"},
+        status=status,
+        scope="",
+        details={
+            "source": "containerd",
+            "repository": REPO,
+            "where": where,
+            "target_digest": MANIFEST,
+            "platform_manifest_digest": MANIFEST,
+            "platform": "linux/amd64",
+            "image_id": CONFIG,
+            "cri_references": [f"{REPO}@{MANIFEST}", CONFIG],
+        },
+    )
+
+
+def test_pod_against_the_containerd_final_pull_of_its_node(ws: Workspace) -> None:
+    pod = FIXTURES / "containerd_pod.json"
+    with pytest.raises(UsageError, match="no ledger"):
+        record_pod(ws, pod, against_final_pull=True)
+    _containerd_pull(ws, where="gpu-node-01")
+    other_node = record_pod(ws, pod, against_final_pull=True).checks[0]
+    assert other_node.status == UNKNOWN and "on node gpu-node-07" in other_node.reason
+    _containerd_pull(ws, where="gpu-node-07")
+    report = record_pod(ws, pod, against_final_pull=True)
+    assert report.ok and report.checks[0].final_pull is not None
+    assert report.checks[0].final_pull.seq == 3
+    rec = read_records(ws.ledger_path)[-1]
+    assert rec.details["final_pull_seq"] == 3 and rec.details["expected_config_digest"] == CONFIG
+    # The newest pull on the node counts: a later failed pull leaves nothing verified to match.
+    _containerd_pull(ws, where="gpu-node-07", status=MISMATCH)
+    assert record_pod(ws, pod, against_final_pull=True).checks[0].status == UNKNOWN
+    with pytest.raises(UsageError, match="from the node's final pull"):
+        record_pod(ws, pod, against_final_pull=True, expect=MANIFEST)

@@ -1,0 +1,319 @@
+"""The image lock: the current state of every plan, rendered from the ledger alone.
+
+The ledger is the history; the lock is the answer to "what is accepted now, and what was
+proved about it?", in the shape of the public MiniMax-M3 image lock: per plan, the upstream
+base (source tag, index digest, platform, manifest and config digests, compressed layer bytes,
+layer digests), the base content verification verdict and its sentence, the prepared image's
+manifest and config digests, the CPU audit status, the destination status, the final pull
+(and the newest engine and containerd final pulls side by side), and the rejected attempts
+kept as investigations.
+
+Only records that concern the current prepared image count for it: an audit of an earlier
+build is not an audit of this one, so a plan whose newest build was never audited says
+``not-recorded`` rather than inheriting an older pass. The output is deterministic (sorted
+keys, no wall-clock time; the ledger head hash pins what it was rendered from), so a diff of
+the lock is a diff of the state.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from imagekit.evidence import utc_stamp
+from imagekit.ledger.record import (
+    AuditDetails,
+    BuildDetails,
+    FinalPullDetails,
+    LedgerRecord,
+    MirrorDetails,
+    PushDetails,
+    RejectedBuildDetails,
+    VulnerabilityScanDetails,
+)
+from imagekit.ledger.store import Entry, scan
+from imagekit.workspace import Workspace
+
+LOCK_SCHEMA = 1
+NOT_RECORDED = "not-recorded"
+_BASE_KEYS = (
+    "source_tag",
+    "index_digest",
+    "platform",
+    "manifest_digest",
+    "config_digest",
+    "compressed_layer_bytes",
+    "layer_digests",
+)
+_FAILED = {"failed", "mismatch", "error", "rejected", "config-differs"}
+
+
+@dataclass(frozen=True)
+class LockResult:
+    path: Path | None
+    document: dict[str, Any]
+    plans: tuple[str, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"path": str(self.path) if self.path else None, "lock": self.document}
+
+
+def _identifiers(*values: Any) -> set[str]:
+    found: set[str] = set()
+    for value in values:
+        if isinstance(value, str) and value:
+            found.add(value)
+            if "@" in value:
+                found.add(value.rpartition("@")[2])
+    return found
+
+
+def _concerns(record: LedgerRecord, ids: set[str]) -> bool:
+    """Whether a record is about the image known by any of these identifiers."""
+    texts = record.identifiers()
+    digests = {i for i in ids if i.startswith("sha256:")}
+    names = ids - digests
+    return any(text in names or any(d in text for d in digests) for text in texts)
+
+
+def _ref(entry: Entry) -> dict[str, Any]:
+    rec = entry.record
+    ref: dict[str, Any] = {"record_seq": rec.seq, "time": rec.time}
+    if rec.evidence is not None:
+        ref["evidence"] = {"path": rec.evidence.path, "sha256": rec.evidence.sha256}
+    return ref
+
+
+def _latest(entries: Iterable[Entry]) -> Entry | None:
+    result = None
+    for entry in entries:
+        result = entry
+    return result
+
+
+def _pull_entry(entry: Entry) -> dict[str, Any]:
+    """A final pull as the lock shows it: the store's image ID and what it means there."""
+    d: FinalPullDetails = entry.record.info
+    return {
+        "status": entry.record.status,
+        "reference": entry.record.images.get("image"),
+        "image_id": d.image_id,
+        "image_store": d.image_store,
+        "where": d.where,
+        "source": d.source or "engine",
+        **_ref(entry),
+    }
+
+
+def _final_pulls(candidates: list[Entry], ids: set[str]) -> dict[str, Any]:
+    """The newest engine and containerd final pulls of the image, side by side.
+
+    The two stores name one image by different digests (the classic store by its config, the
+    CRI by its config as image ID and by the pulled digest as the kubelet's imageID), so each
+    entry carries the sentence its record gave for what its image ID means.
+    """
+    pulls = [e for e in candidates if e.record.kind == "final-pull" and _concerns(e.record, ids)]
+    shown: dict[str, Any] = {}
+    for source in ("engine", "containerd"):
+        entry = _latest(e for e in pulls if (e.record.info.source or "engine") == source)
+        if entry is None or not ids:
+            shown[source] = NOT_RECORDED
+            continue
+        d: FinalPullDetails = entry.record.info
+        shown[source] = {
+            **_pull_entry(entry),
+            "image_id_means": d.image_id_means or NOT_RECORDED,
+            "runtime_version": d.engine_version,
+            "repo_digests": d.repo_digests,
+            **({"kubelet_image_ref": d.kubelet_image_ref} if source == "containerd" else {}),
+        }
+        del shown[source]["source"]
+    return shown
+
+
+def _prepared(entries: list[Entry], build: Entry) -> tuple[Any, Any, set[str]]:
+    """The upstream base and the prepared image of the newest build, and the identifiers
+    (tag, image ID, pushed reference, digests) its other records may name it by."""
+    rec = build.record
+    built: BuildDetails = rec.info
+    base_doc: dict[str, Any] = {"reference": rec.images.get("base")}
+    if built.base is not None:
+        base_doc.update({k: getattr(built.base, k) for k in _BASE_KEYS})
+    ids = _identifiers(built.image_id, rec.images.get("image"))
+
+    def pushed_this(record: LedgerRecord) -> bool:
+        info: PushDetails = record.info
+        return _concerns(record, ids) or info.config_digest == built.image_id
+
+    push = _latest(
+        e
+        for e in entries
+        if e.record.kind == "push"
+        and e.record.seq > rec.seq
+        and e.record.status == "pushed"
+        and pushed_this(e.record)
+    )
+    prepared: dict[str, Any] = {
+        "build": {"status": rec.status, "image_id": built.image_id, **_ref(build)},
+        "reference": None,
+        "manifest_digest": None,
+        "config_digest": None,
+    }
+    if push is not None:
+        pushed: PushDetails = push.record.info
+        prepared["reference"] = push.record.images.get("pushed")
+        prepared["manifest_digest"] = pushed.manifest_digest
+        prepared["config_digest"] = pushed.config_digest
+        prepared["push"] = _ref(push)
+        ids |= _identifiers(
+            push.record.images.get("pushed"), pushed.manifest_digest, pushed.config_digest
+        )
+    return base_doc, prepared, ids
+
+
+def _mirror_verdict(entry: Entry | None) -> Any:
+    if entry is None:
+        return NOT_RECORDED
+    rec = entry.record
+    info: MirrorDetails = rec.info
+    return {
+        "verdict": rec.status,
+        "statement": info.message or rec.scope,
+        "source": rec.images.get("source"),
+        "destination": rec.images.get("destination"),
+        **_ref(entry),
+    }
+
+
+def _status_of(candidates: list[Entry], kind: str, ids: set[str]) -> Any:
+    """The newest audit or vulnerability scan of the image (never of an earlier build)."""
+    entry = _latest(e for e in candidates if e.record.kind == kind and _concerns(e.record, ids))
+    if entry is None or not ids:
+        return NOT_RECORDED
+    found = {"status": entry.record.status, "scope": entry.record.scope, **_ref(entry)}
+    # An audit's verdict depends on the profile it ran with (a generic CPU_PASS and a vllm
+    # CPU_CHECK_INCOMPLETE can both be true of one image): the lock names it.
+    info: AuditDetails | VulnerabilityScanDetails = entry.record.info
+    if info.profile is not None:
+        found["profile"] = info.profile
+    return found
+
+
+def _investigations(entries: list[Entry], current: int | None) -> list[dict[str, Any]]:
+    """Rejected and failed attempts and superseded builds: kept in the lock, never hidden."""
+    found = []
+    for entry in entries:
+        rec = entry.record
+        reason: str | None = None
+        if rec.kind == "rejected-build":
+            rejected: RejectedBuildDetails = rec.info
+            reason = rejected.reason or rec.scope or "rejected build"
+        elif rec.kind == "build" and rec.seq != current:
+            reason = "superseded by a later build"
+        elif rec.kind == "mirror-verify" and rec.status in _FAILED:
+            reason = rec.info.message or rec.scope or rec.status
+        elif rec.kind in ("final-pull", "audit") and rec.status in _FAILED:
+            reason = rec.scope or rec.status
+        if reason is not None:
+            found.append(
+                {
+                    "kind": rec.kind,
+                    "status": rec.status,
+                    "reason": reason,
+                    "images": dict(sorted(rec.images.items())),
+                    **_ref(entry),
+                }
+            )
+    return found
+
+
+def _render_plan(entries: list[Entry], unplanned: list[Entry]) -> dict[str, Any]:
+    """One plan's section; ``unplanned`` records (no plan) count when they name its images."""
+    build = _latest(e for e in entries if e.record.kind == "build")
+    section: dict[str, Any] = {}
+    ids: set[str] = set()
+    base_ids: set[str] = set()
+    if build is None:
+        section["upstream_base"] = NOT_RECORDED
+        section["prepared_image"] = NOT_RECORDED
+    else:
+        base, section["prepared_image"], ids = _prepared(entries, build)
+        section["upstream_base"] = base
+        base_ids = _identifiers(base.get("reference"), base.get("manifest_digest"))
+    # A mirror, audit or pull run on its own (`imagekit mirror SRC DST`) records no plan; it
+    # still speaks about this plan's images when it names them, which _concerns checks.
+    candidates = sorted(entries + unplanned, key=lambda e: e.record.seq)
+    mirrors = [e for e in candidates if e.record.kind == "mirror-verify"]
+    section["base_content_verification"] = _mirror_verdict(
+        _latest(
+            e
+            for e in mirrors
+            if base_ids and _concerns(e.record, base_ids) and not (ids and _concerns(e.record, ids))
+        )
+    )
+    section["destination"] = _mirror_verdict(
+        _latest(e for e in mirrors if ids and _concerns(e.record, ids))
+    )
+    section["audit"] = _status_of(candidates, "audit", ids)
+    section["vulnerability_scan"] = _status_of(candidates, "vulnerability-scan", ids)
+    pull = _latest(
+        e for e in candidates if e.record.kind == "final-pull" and _concerns(e.record, ids)
+    )
+    if pull is None or not ids:
+        section["final_pull"] = NOT_RECORDED
+    else:
+        d: FinalPullDetails = pull.record.info
+        section["final_pull"] = {**_pull_entry(pull), "engine_version": d.engine_version}
+    section["final_pulls"] = _final_pulls(candidates, ids)
+    section["investigations"] = _investigations(entries, build.record.seq if build else None)
+    return section
+
+
+def render_lock(workspace: Workspace) -> dict[str, Any]:
+    """The lock document for every plan that has records.
+
+    Records without a plan appear under a plan only when they name its images.
+    """
+    result = scan(workspace.ledger_path)
+    by_plan: dict[str, list[Entry]] = {}
+    unplanned: list[Entry] = []
+    for entry in result.entries:
+        if entry.record.plan is not None:
+            by_plan.setdefault(entry.record.plan, []).append(entry)
+        else:
+            unplanned.append(entry)
+    last = result.entries[-1] if result.entries else None
+    try:
+        ledger_name = workspace.ledger_path.resolve().relative_to(workspace.root.resolve())
+        ledger_shown = ledger_name.as_posix()
+    except ValueError:
+        ledger_shown = workspace.ledger_path.name
+    return {
+        "schema": LOCK_SCHEMA,
+        "ledger": {
+            "path": ledger_shown,
+            "records": len(result.entries),
+            "head_seq": last.record.seq if last else None,
+            "head": last.digest if last else None,
+            "torn_tail": result.torn is not None,
+        },
+        "images": {plan: _render_plan(by_plan[plan], unplanned) for plan in sorted(by_plan)},
+    }
+
+
+def encode_lock(document: dict[str, Any]) -> bytes:
+    return (json.dumps(document, indent=2, sort_keys=True, ensure_ascii=False) + "\n").encode()
+
+
+def write_lock(workspace: Workspace, output: Path | None) -> LockResult:
+    """Render the lock; write it to ``output`` (atomically, by rename) when one is given."""
+    document = render_lock(workspace)
+    if output is not None:
+        output.parent.mkdir(parents=True, exist_ok=True)
+        temp = output.with_name(f".{output.name}.{utc_stamp()}.tmp")
+        temp.write_bytes(encode_lock(document))
+        temp.replace(output)
+    return LockResult(output, document, tuple(document["images"]))

@@ -1,0 +1,118 @@
+"""A private, real containerd (Debian's 1.6, the one docker.io brings) with its CRI plugin on.
+
+It shares nothing with the engine's containerd: its own root, state, sockets, CNI and opt
+folders under a temp folder, and a config that names each. The CRI plugin loads (without a
+CNI network, which only running pods would need) and so names pulled images the way a
+kubelet's containerd does: it adds the ``sha256:<config>`` record for every image in the
+``k8s.io`` namespace. No container is ever run in it, so no shim is started.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+CONTAINERD_BINARY = shutil.which("containerd") or "/usr/bin/containerd"
+CTR_BINARY = shutil.which("ctr") or "/usr/bin/ctr"
+NAMESPACE = "k8s.io"
+
+
+@dataclass
+class RunningContainerd:
+    root: Path
+    address: str
+    log_path: Path
+    process: subprocess.Popen[bytes] | None = field(default=None, repr=False)
+
+    def ctr(self, *args: str, namespace: str = NAMESPACE) -> subprocess.CompletedProcess[bytes]:
+        """Run Debian's ctr against this instance (for tests that check imagekit's reading)."""
+        return subprocess.run(
+            [CTR_BINARY, "--address", self.address, "--namespace", namespace, *args],
+            capture_output=True,
+            timeout=120,
+            check=False,
+        )
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+
+
+def _config(root: Path) -> str:
+    # https://github.com/containerd/containerd/blob/release/1.6/docs/man/containerd-config.toml.5.md
+    return f"""version = 2
+root = "{root}/root"
+state = "{root}/state"
+disabled_plugins = [
+  "io.containerd.snapshotter.v1.aufs",
+  "io.containerd.snapshotter.v1.btrfs",
+  "io.containerd.snapshotter.v1.devmapper",
+  "io.containerd.snapshotter.v1.zfs",
+]
+
+[grpc]
+  address = "{root}/containerd.sock"
+
+[ttrpc]
+  address = "{root}/containerd.sock.ttrpc"
+
+[debug]
+  address = ""
+
+[metrics]
+  address = ""
+
+[plugins."io.containerd.internal.v1.opt"]
+  path = "{root}/opt"
+
+[plugins."io.containerd.grpc.v1.cri"]
+  sandbox_image = "imagekit.invalid/pause:never-pulled"
+  stream_server_address = "127.0.0.1"
+  stream_server_port = "0"
+  [plugins."io.containerd.grpc.v1.cri".cni]
+    bin_dir = "{root}/cni/bin"
+    conf_dir = "{root}/cni/conf"
+"""
+
+
+def _ready(instance: RunningContainerd) -> bool:
+    plugins = instance.ctr("plugins", "ls")
+    if plugins.returncode != 0:
+        return False
+    for line in plugins.stdout.decode().splitlines():
+        cells = line.split()
+        if cells[:2] == ["io.containerd.grpc.v1", "cri"]:
+            return cells[-1] == "ok"
+    return False
+
+
+def start_containerd(root: Path, timeout: float = 60.0) -> RunningContainerd:
+    """Start containerd with everything under ``root``; the caller stops it."""
+    root.mkdir(parents=True, exist_ok=True)
+    for sub in ("cni/bin", "cni/conf", "opt"):
+        (root / sub).mkdir(parents=True, exist_ok=True)
+    config = root / "config.toml"
+    config.write_text(_config(root))
+    log_path = root / "containerd.log"
+    with log_path.open("ab") as log:
+        process = subprocess.Popen(
+            [CONTAINERD_BINARY, "--config", str(config)], stdout=log, stderr=log
+        )
+    instance = RunningContainerd(root, str(root / "containerd.sock"), log_path, process)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"containerd exited early: {log_path.read_text()[-3000:]}")
+        if (root / "containerd.sock").exists() and _ready(instance):
+            return instance
+        time.sleep(0.2)
+    instance.stop()
+    raise RuntimeError(f"containerd did not answer in {timeout}s: {log_path.read_text()[-3000:]}")
