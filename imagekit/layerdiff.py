@@ -61,10 +61,14 @@ def is_bytecode(path: str) -> bool:
 
 @dataclass(frozen=True)
 class FileEntry:
-    """One path of a filesystem; ``mtime`` is kept but never compared."""
+    """One path of a filesystem; ``mtime`` is kept but never compared.
+
+    In one layer's index (imagekit.assemble.index) ``kind`` may also be ``hardlink``, with
+    the link's target in ``link``; a merged tree resolves hard links to files.
+    """
 
     path: str
-    kind: str  # file, dir, symlink, char, block, fifo
+    kind: str  # file, dir, symlink, char, block, fifo (hardlink in a layer index)
     mode: int
     uid: int
     gid: int

@@ -29,8 +29,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from imagekit.assemble.index import Entry, IndexStore, LayerIndex, ReadStats
+from imagekit.assemble.index import IndexStore, LayerIndex, ReadStats
 from imagekit.errors import CouldNotFinish, ImagekitError, RegistryNotFound
+from imagekit.layerdiff import FileEntry
 from imagekit.layers import LayerLimits, layer_media_type
 from imagekit.plan import Overlay
 from imagekit.registry import RegistryClient, ResolvedImage
@@ -45,10 +46,10 @@ class Found:
     """What the merged base has at one literal path (no link followed)."""
 
     path: str
-    entry: Entry | None  # the deciding layer's entry; None: nothing of its own there
+    entry: FileEntry | None  # the deciding layer's entry; None: nothing of its own there
     layer: int | None  # the layer that decided; None: no layer has anything at the path
     folder: bool = False  # a folder known only from what lies below it
-    content: Entry | None = None  # for a hard link: the file it names
+    content: FileEntry | None = None  # for a hard link: the file it names
 
     @property
     def exists(self) -> bool:

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from imagekit.errors import DigestMismatch, LayerFormatError
-from imagekit.layerdiff import Member, iter_members
+from imagekit.layerdiff import FileEntry, Member, iter_members
 from imagekit.layers import LayerLimits, UncompressedReader
 from imagekit.refs import Digest, Reference
 from imagekit.registry import Descriptor, RegistryClient
@@ -56,21 +56,6 @@ def cache_root() -> Path:
 
 
 @dataclass(frozen=True)
-class Entry:
-    """One path as one layer has it (hard links keep their target in ``link``)."""
-
-    path: str
-    kind: str  # file, dir, symlink, hardlink, char, block, fifo
-    mode: int
-    uid: int
-    gid: int
-    size: int
-    sha256: str | None
-    link: str | None
-    mtime: int
-
-
-@dataclass(frozen=True)
 class LayerIndex:
     """The index of one layer, opened read-only."""
 
@@ -80,13 +65,13 @@ class LayerIndex:
     path: Path
     _db: sqlite3.Connection
 
-    def entry(self, path: str) -> Entry | None:
+    def entry(self, path: str) -> FileEntry | None:
         row = self._db.execute(
             "SELECT path, kind, mode, uid, gid, size, sha256, link, mtime FROM entries "
             "WHERE path = ?",
             (path,),
         ).fetchone()
-        return Entry(*row) if row else None
+        return FileEntry(*row) if row else None
 
     def whiteout(self, path: str) -> bool:
         return self._exists("whiteouts", path)
