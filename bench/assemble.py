@@ -19,8 +19,10 @@ cold and warm, with `curl` downloading every layer once as the floor a cold guar
 The bases are generated here and pushed straight through the registry API: tar files of
 bytes that do not compress (slices of a 64 MiB random pool; deflate's 32 KiB window finds no
 repeat), in gzip's stored blocks (level 0), so a base costs its size in disk and network and
-nothing in CPU to make. One registry a base; each is deleted once measured, and so is what the
-engine pulled or built. Results go to evidence/bench/registry-build.json and .md (``--out``).
+nothing in CPU to make, and their bytes are new in every run (a random seed), so no engine or
+cache can hold one from an earlier run. One registry a base; each is deleted once measured,
+and so is what the engine pulled or built. Results go to evidence/bench/registry-build.json
+and .md (``--out``).
 
 Run: ``python -m bench.assemble`` (``nox -s bench -- assemble``). Single runs on a shared
 2-core machine: read the ratios, measured in one run, more than the absolute times.
@@ -35,6 +37,7 @@ import json
 import os
 import platform
 import random
+import secrets
 import shutil
 import statistics
 import subprocess
@@ -481,7 +484,12 @@ def main(argv: list[str] | None = None) -> int:
     registry: RunningRegistry | None = None
     scaling: list[_Base] = []
     try:
-        main_base = _make_base(tmp, int(MAIN_BYTES * args.scale), 1, "main")
+        # Bytes never seen before, so that no engine, build cache or registry on this
+        # machine can hold a base from an earlier run (one that did made docker build skip
+        # its pull, and then push every base layer again).
+        salt = secrets.randbits(32)
+        results["base_seed"] = salt
+        main_base = _make_base(tmp, int(MAIN_BYTES * args.scale), salt + 1, "main")
         registry = main_base.registry
         results["startup_runs"] = _measure([main_base], project, tmp)
         base = main_base.base
@@ -498,7 +506,7 @@ def main(argv: list[str] | None = None) -> int:
 
         # All four bases at once (15 GB of registry storage), so the warm rounds interleave.
         scaling.extend(
-            _make_base(tmp, int(gb * GB * args.scale), 10 + gb, f"{gb}gb") for gb in SCALE_GB
+            _make_base(tmp, int(gb * GB * args.scale), salt + 10 + gb, f"{gb}gb") for gb in SCALE_GB
         )
         results["scaling_startup_runs"] = _measure(scaling, project, tmp)
         results["scaling"] = [

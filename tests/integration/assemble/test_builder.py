@@ -109,10 +109,19 @@ def test_demo_overlay_only_builds_reproducibly_and_the_tools_agree(
     assert "IMAGEKIT_DEMO=1" in config["config"]["Env"]
     assert config["config"]["Cmd"] == ["imagekit-demo-hello"]
 
-    # ... and so does the engine that pulled it for the assertions.
-    image = engine.client.image.inspect(first.pushed)
+    # ... and so does the engine: `docker pull` of the tag names the manifest imagekit
+    # reported, and the image it made is the config imagekit wrote (a classic store's ID).
+    pulled.append(second.tag)
+    pull = subprocess.run(
+        [engine.client_path, "pull", second.tag], capture_output=True, text=True, check=True
+    )
+    assert f"Digest: {first.manifest_digest}" in pull.stdout
+    image = engine.client.image.inspect(second.tag)
     assert image.id == first.config_digest
     assert any(d.endswith(first.manifest_digest) for d in image.repo_digests or [])
+    assert [str(d) for d in image.root_fs.layers][-1] == str(
+        first.layer.diff_id if first.layer else ""
+    )
     run = [engine.client_path, "run", "--rm", "--network", "none", first.pushed]
     out = subprocess.run([*run, "cat", AV_ABOUT], capture_output=True, text=True, check=True)
     overlay = workspace.dockerfiles_dir / name / "overlay" / "av_about.py"
