@@ -38,9 +38,6 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol, TextIO
 
-from python_on_whales.exceptions import DockerException
-from python_on_whales.utils import stream_stdout_and_stderr
-
 from imagekit.engine import Engine, connect, docker_error_text, engine_errors
 from imagekit.errors import (
     BuildRejected,
@@ -59,7 +56,7 @@ from imagekit.ledger import (
 )
 from imagekit.plan import LoadedPlan, load_plan, plan_path
 from imagekit.refs import Digest, Reference, parse_reference
-from imagekit.registry import RegistryClient
+from imagekit.registry import RegistryClient, ResolvedImage
 from imagekit.render import (
     ASSERT_FAIL_MARKER,
     DRIFT_MARKER,
@@ -94,6 +91,10 @@ class BuildOptions:
     index_url: str | None = None
     ca_bundle: Path | None = None
     base_override: str | None = None
+    #: engine (this module), registry (imagekit.assemble) or auto (imagekit.assemble.choice).
+    builder: str = "engine"
+    index: bool = False  # registry builder: push an index holding the manifest too
+    assertions: bool = True  # registry builder: false accepts the image unchecked
 
 
 @dataclass(frozen=True)
@@ -268,6 +269,8 @@ class _Tee:
 
 def ensure_base(engine: Engine, base: Reference, platform: str, log: LogSink) -> None:
     """Have the pinned base in the engine; pull it by digest if it is not there yet."""
+    from python_on_whales.exceptions import DockerException
+
     ref = str(base)
     if engine.client.image.exists(ref):
         return
@@ -306,6 +309,8 @@ def _legacy_build(
     no_cache: bool,
     tee: _Tee,
 ) -> str:
+    from python_on_whales.utils import stream_stdout_and_stderr
+
     iidfile = context.parent / "iid"
     cmd: list[Any] = [*engine.client.client_config.docker_cmd, "build", "--progress=plain"]
     cmd += ["--network=host", f"--platform={platform}", f"--iidfile={iidfile}", "--tag", tag]
@@ -384,7 +389,7 @@ def build_plan(
         base_override=options.base_override,
     )
     if options.push is not None:
-        _check_push_repo(options.push)
+        check_push_repo(options.push)
     rendered = render(loaded)
     ca = _ca_bundle(options)
     index_url = options.index_url or os.environ.get("PIP_INDEX_URL") or None
@@ -486,12 +491,6 @@ def _base_details(loaded: LoadedPlan, registry: RegistryClient | None) -> BaseIm
     already pulled the base by digest), so a registry that cannot answer now leaves the reason
     in the record instead of failing a build that succeeded.
     """
-    known: dict[str, Any] = {
-        "platform": loaded.plan.base.platform,
-        "manifest_digest": str(loaded.base.digest),
-    }
-    if loaded.plan.base.found_as:
-        known["source_tag"] = loaded.plan.base.found_as
     try:
         if registry is not None:
             resolved = registry.resolve(loaded.base, loaded.platform)
@@ -499,10 +498,25 @@ def _base_details(loaded: LoadedPlan, registry: RegistryClient | None) -> BaseIm
             with RegistryClient() as client:
                 resolved = client.resolve(loaded.base, loaded.platform)
     except ImagekitError as exc:
-        return BaseImageDetails(**known, inspect_error=exc.message)
+        return BaseImageDetails(**_known_base(loaded), inspect_error=exc.message)
+    return base_image_details(loaded, resolved)
+
+
+def _known_base(loaded: LoadedPlan) -> dict[str, Any]:
+    known: dict[str, Any] = {
+        "platform": loaded.plan.base.platform,
+        "manifest_digest": str(loaded.base.digest),
+    }
+    if loaded.plan.base.found_as:
+        known["source_tag"] = loaded.plan.base.found_as
+    return known
+
+
+def base_image_details(loaded: LoadedPlan, resolved: ResolvedImage) -> BaseImageDetails:
+    """The base as ``resolved`` describes it, in the build record's shape (both builders)."""
     inspected = resolved.to_json()
     keys = ("index_digest", "config_digest", "compressed_layer_bytes", "layer_digests", "diff_ids")
-    return BaseImageDetails(**known, **{key: inspected[key] for key in keys})
+    return BaseImageDetails(**_known_base(loaded), **{key: inspected[key] for key in keys})
 
 
 def _run_build(
@@ -518,6 +532,8 @@ def _run_build(
     log_path: Path,
 ) -> str:
     """Run BuildKit; on failure keep the log, record a rejected build and raise."""
+    from python_on_whales.exceptions import DockerException
+
     how = _buildx_build if engine.has_buildx else _legacy_build
     with tempfile.TemporaryDirectory(prefix="imagekit-build-") as tmp:
         context = Path(tmp) / "context"
@@ -548,7 +564,15 @@ def _run_build(
                     f"the build could not start: {failure.last_lines[-1]}",
                     hint="check that the engine and its BuildKit answer (`docker info`)",
                 ) from exc
-            _record_rejected(workspace, loaded, failure, log_path, tag)
+            record_rejected(
+                workspace,
+                loaded,
+                RejectedBuildDetails(
+                    reason=failure.reason, step=failure.step, message=failure.message
+                ),
+                log_path=log_path,
+                image=tag,
+            )
             raise BuildFailed(
                 f"build of {loaded.name} rejected: {failure.message}",
                 step=failure.step,
@@ -561,28 +585,36 @@ def _run_build(
             raise EngineUnavailable(f"running the docker client failed: {exc}") from exc
 
 
-def _record_rejected(
-    workspace: Workspace, loaded: LoadedPlan, failure: _Failure, log_path: Path, tag: str
-) -> None:
-    """A failed attempt stays on record; a later success is a new record beside it."""
-    _record(
+def record_rejected(
+    workspace: Workspace,
+    loaded: LoadedPlan,
+    details: RejectedBuildDetails,
+    *,
+    log_path: Path,
+    image: str,
+    what: str = "build",
+) -> int:
+    """A failed attempt stays on record; a later success is a new record beside it.
+
+    Both builders call this: the engine path with BuildKit's failure, the registry builder
+    (imagekit.assemble) with its guard report or assertion run in ``details``.
+    """
+    return _record(
         workspace,
         "rejected-build",
         plan=loaded.name,
-        images={"image": tag, "base": str(loaded.base)},
+        images={"image": image, "base": str(loaded.base)},
         status="rejected",
         scope=(
-            f"the build of plan {loaded.name} (sha256:{loaded.digest.hex}) failed; "
+            f"the {what} of plan {loaded.name} (sha256:{loaded.digest.hex}) failed; "
             "no image was accepted"
         ),
         evidence=log_path,
-        details=RejectedBuildDetails(
-            reason=failure.reason, step=failure.step, message=failure.message
-        ),
+        details=details,
     )
 
 
-def _check_push_repo(repo: str) -> Reference:
+def check_push_repo(repo: str) -> Reference:
     ref = parse_reference(repo)
     if ref.tag is not None or ref.digest is not None:
         raise UsageError(
@@ -594,7 +626,9 @@ def _check_push_repo(repo: str) -> Reference:
 
 def push_image(engine: Engine, tag: str, repo: str, log_path: Path) -> tuple[str, str]:
     """Tag the image into REPO, push it, and return (repo@digest, manifest digest)."""
-    ref = _check_push_repo(repo)
+    from python_on_whales.exceptions import DockerException
+
+    ref = check_push_repo(repo)
     remote = f"{repo}:{tag.rpartition(':')[2]}"
     with engine_errors(f"tagging {tag} as {remote}"):
         engine.client.image.tag(tag, remote)

@@ -26,7 +26,7 @@ from python_on_whales.exceptions import DockerException
 
 from imagekit.engine import Engine, docker_error_text, engine_errors
 from imagekit.errors import CouldNotFinish, ReferenceFormatError, UsageError
-from imagekit.refs import DOCKER_HUB, Digest, Reference, is_digest, parse_reference
+from imagekit.refs import DOCKER_HUB, Digest, Platform, Reference, is_digest, parse_reference
 
 PROBE_IN_CONTAINER = "/imagekit-probe/probe.py"
 HOME_IN_CONTAINER = "/imagekit-home"
@@ -52,6 +52,7 @@ class EngineImage:
     repo_digests: tuple[str, ...]
     reference: Reference | None
     pulled: bool
+    platform: Platform | None = None  # what the engine says the image is built for
 
     @property
     def manifest_digest(self) -> Digest | None:
@@ -122,6 +123,9 @@ def resolve_image(engine: Engine, ref: str) -> EngineImage:
             reference = None  # a name the engine knows but refs cannot parse: keep the ID
     with engine_errors(f"inspecting {ref}"):
         image = client.image.inspect(ref)
+    platform = None
+    if image.os and image.architecture:
+        platform = Platform(str(image.os), str(image.architecture), getattr(image, "variant", None))
     return EngineImage(
         requested=ref,
         image_id=str(image.id),
@@ -129,6 +133,7 @@ def resolve_image(engine: Engine, ref: str) -> EngineImage:
         repo_digests=tuple(image.repo_digests or ()),
         reference=reference,
         pulled=pulled,
+        platform=platform,
     )
 
 

@@ -27,7 +27,7 @@ from imagekit.audit.report import (
 from imagekit.audit.runner import EngineImage, Limits, ProbeRun, resolve_image, run_in_container
 from imagekit.audit.runner import run_on_host as _run_on_host
 from imagekit.audit.vulns import DEFAULT_MAX_AGE_DAYS, FailOn, Finding, VulnScan, fails, scan
-from imagekit.engine import Engine, connect
+from imagekit.engine import Engine, connect, execution_for
 from imagekit.errors import CouldNotFinish, ImagekitError
 from imagekit.ledger import (
     AuditDetails,
@@ -185,6 +185,12 @@ def _summary_markdown(result: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _emulation(scope: str) -> str:
+    """``emulated (qemu-...)`` when the audit's scope says its probe ran emulated."""
+    marker = scope.find("emulated (")
+    return scope[marker : scope.index(")", marker) + 1] if marker >= 0 else ""
+
+
 def _record(workspace: Workspace, result: AuditResult, vulns_path: Path) -> tuple[int, ...]:
     """Append the audit and vulnerability-scan records; returns their seqs."""
     images = {"image": result.image.requested} if result.image is not None else {}
@@ -220,7 +226,8 @@ def _record(workspace: Workspace, result: AuditResult, vulns_path: Path) -> tupl
             "Python distributions the probe found installed"
             if database
             else f"{result.vulns.source} over the Python distributions the probe found installed"
-        ),
+        )
+        + (f" (the probe ran {_emulation(result.scope)})" if _emulation(result.scope) else ""),
         evidence=vulns_path,
         details=VulnerabilityScanDetails(
             profile=result.profile,
@@ -262,6 +269,7 @@ def audit(
     spec = probe_spec(profile, expected_paths=expected, host=request.host)
 
     image: EngineImage | None = None
+    emulated = ""
     if request.host:
         target = f"host:{socket.gethostname()}"
         run: ProbeRun = _run_on_host(spec)
@@ -273,6 +281,18 @@ def audit(
         image = resolve_image(engine, request.ref)
         target = image.requested
         digest = image.manifest_digest
+        if image.platform is not None:
+            execution = execution_for(image.platform)
+            if not execution.runs:
+                raise CouldNotFinish(
+                    f"{target} is a {image.platform} image and cannot run here: "
+                    f"{execution.reason}; audit NOT RUN",
+                    hint="audit it on a host of that architecture, or install "
+                    "qemu-user-static and binfmt-support to emulate it",
+                )
+            if execution.how == "emulated":
+                emulated = f"; {execution.note}: the image's {image.platform} programs ran "
+                emulated += "under qemu-user on this host, which proves nothing about speed"
         run = run_in_container(engine, image, spec, request.limits)
         folder = (request.plan or image.name, str(digest) if digest else image.image_id)
 
@@ -301,7 +321,7 @@ def audit(
         profile=profile.name,
         plan=request.plan,
         verdict=verdict,
-        scope=HOST_SCOPE if request.host else SCOPE,
+        scope=(HOST_SCOPE if request.host else SCOPE) + emulated,
         report=report,
         vulns=vulns,
         evidence_dir=run_dir,

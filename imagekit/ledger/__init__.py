@@ -51,6 +51,10 @@ build (status ``built``) / rejected-build (status ``rejected``, details.reason, 
     details.image_id = engine image ID.
     details.base = {source_tag, index_digest, platform, manifest_digest, config_digest,
     compressed_layer_bytes, layer_digests} as ``imagekit inspect`` reports the base.
+    A registry build (details.builder ``registry``, imagekit.assemble) also has
+    details.manifest_digest, details.layer (the overlay layer written), details.epoch,
+    details.guard (each overlay's check and how each base layer was used) and
+    details.assertions; its rejected-build records carry the guard or the assertions too.
 audit (status ``CPU_PASS`` | ``CPU_PASS_GPU_CLI_DEFERRED`` | ``CPU_CHECK_INCOMPLETE`` | ...)
     images.image = the audited reference or image ID.
     details.report = summary of the audit report (counts, failed checks); evidence = report.
@@ -58,7 +62,8 @@ vulnerability-scan (status ``clean`` | ``findings`` | ``unknown``)
     images.image; details.report = summary.
 push (status ``pushed``)
     images.image = local image; images.pushed = ``repo@sha256:...`` (manifest digest).
-    details.manifest_digest, details.config_digest.
+    details.manifest_digest, details.config_digest; after a registry build also
+    details.index_digest (``--index``) and details.transfer (blobs mounted, uploaded, kept).
 mirror-verify (status = the verdict: ``identical`` | ``content-identical`` |
 ``config-differs`` | ``mismatch`` | ``error``)
     images.source, images.destination; details.message = the verdict sentence.
