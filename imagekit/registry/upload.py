@@ -17,6 +17,11 @@ Used by `imagekit mirror --copy`. Every blob goes the cheapest safe way
 Manifests are PUT as the exact bytes SRC served, so every digest is preserved; an index is
 copied with all its children (attestation manifests included), children first. Memory stays
 bounded by one chunk per blob in flight.
+
+An upload that does not finish, because the copy failed or was interrupted (SIGINT,
+SIGTERM), is cancelled (``DELETE`` on its upload URL, distribution-spec "Canceling an
+upload") so no session is left open on the registry; the blob workers stop between pieces
+of work when the command is interrupted.
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ from typing import Any
 import httpx
 
 from imagekit.errors import RegistryError, RegistryProtocolError
+from imagekit.interrupt import Stop, wait_all
 from imagekit.refs import Digest, Reference
 from imagekit.registry.client import RegistryClient
 from imagekit.registry.manifest import (
@@ -100,6 +106,7 @@ class _Copier:
         self.client, self.src, self.dst, self.result = client, src, dst, result
         self.chunk_size, self.workers, self._log = chunk_size, workers, log
         self._lock = threading.Lock()
+        self.stop = Stop()
 
     def count(self, name: str, amount: int = 1) -> None:
         """Add to a counter of the result; blobs are copied on several threads."""
@@ -135,26 +142,49 @@ class _Copier:
                 self.say(f"mounted {digest.short} from {self.src.repository}")
                 return
             location = response.headers.get("Location")  # 202: an upload session instead
-        for attempt in range(3):
-            if location is None:
-                location = self._start_upload()
-            try:
-                if desc.size <= self.chunk_size:
-                    # verified as it arrives; a retried PUT re-sends these bytes
-                    data = b"".join(self.client.stream_blob(self.src, desc))
-                    self._put(location, digest, data)
-                else:
-                    self._chunked(location, desc)
-                break
-            except _LostUpload as exc:
-                if attempt == 2:
-                    raise exc.cause from exc
-                self.count("upload_restarts")
-                self.say(f"restarting the upload of {digest.short}: {exc.cause.message}")
-                location = None
+        session: list[str] = [location] if location else []  # the session's newest URL
+        try:
+            for attempt in range(3):
+                if not session:
+                    session.append(self._start_upload())
+                try:
+                    if desc.size <= self.chunk_size:
+                        # verified as it arrives; a retried PUT re-sends these bytes
+                        data = b"".join(self._pieces(desc))
+                        self._put(session[-1], digest, data)
+                    else:
+                        self._chunked(session, desc)
+                    session.clear()  # complete: nothing to cancel
+                    break
+                except _LostUpload as exc:
+                    if attempt == 2:
+                        raise exc.cause from exc
+                    self.count("upload_restarts")
+                    self.say(f"restarting the upload of {digest.short}: {exc.cause.message}")
+                    session.clear()  # the registry refused it already
+        finally:
+            if session:
+                self._cancel(session[-1], digest)
         self.count("blobs_uploaded")
         self.count("bytes_uploaded", desc.size)
         self.say(f"uploaded {digest.short} ({desc.size} bytes)")
+
+    def _cancel(self, location: str, digest: Digest) -> None:
+        """Cancel an upload session that will not be completed; a failure is only said."""
+        try:
+            self.client.request(
+                "DELETE", self.dst, location, scope_actions=PUSH, allow_status=(404,)
+            )
+        except RegistryError as exc:
+            self.say(f"could not cancel the upload session of {digest.short}: {exc.message}")
+        else:
+            self.say(f"cancelled the upload session of {digest.short}")
+
+    def _pieces(self, desc: Descriptor) -> Iterator[bytes]:
+        """SRC's blob as it arrives, stopping between pieces once interrupted."""
+        for piece in self.client.stream_blob(self.src, desc):
+            self.stop.check()
+            yield piece
 
     def _start_upload(self) -> str:
         response = self.client.request(
@@ -186,7 +216,7 @@ class _Copier:
     def _chunks(self, desc: Descriptor) -> Iterator[bytes]:
         """SRC's blob regrouped into chunk_size pieces (one piece in memory at a time)."""
         buffer = bytearray()
-        for piece in self.client.stream_blob(self.src, desc):
+        for piece in self._pieces(desc):
             buffer += piece
             while len(buffer) >= self.chunk_size:
                 yield bytes(buffer[: self.chunk_size])
@@ -194,12 +224,13 @@ class _Copier:
         if buffer:
             yield bytes(buffer)
 
-    def _chunked(self, location: str, desc: Descriptor) -> None:
+    def _chunked(self, session: list[str], desc: Descriptor) -> None:
+        """PATCH every chunk, then the closing PUT; ``session[-1]`` follows the upload URL."""
         offset = 0
         for chunk in self._chunks(desc):
-            location = self._patch(location, offset, chunk)
+            session.append(self._patch(session[-1], offset, chunk))
             offset += len(chunk)
-        self._put(location, desc.digest, b"")
+        self._put(session[-1], desc.digest, b"")
 
     def _patch(self, location: str, offset: int, chunk: bytes) -> str:
         """PATCH one chunk; after a failure, resume it where the registry says it stopped."""
@@ -273,7 +304,10 @@ class _Copier:
             blobs = [Descriptor.from_model(parsed.config)]
             blobs += [Descriptor.from_model(layer) for layer in parsed.layers]
             with ThreadPoolExecutor(max_workers=self.workers) as pool:
-                list(pool.map(self.blob, blobs))
+                futures = [pool.submit(self.blob, blob) for blob in blobs]
+                wait_all(futures, self.stop)
+                for future in futures:
+                    future.result()
         self._put_manifest(body, media_type, actual, tag)
         return actual
 
