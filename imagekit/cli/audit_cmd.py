@@ -6,6 +6,7 @@ from pathlib import Path
 
 import click
 
+from imagekit.audit.runner import DEFAULT_TIMEOUT_S
 from imagekit.audit.stage import AuditRequest, AuditResult, audit
 from imagekit.cli._common import echo_err, json_option, run
 from imagekit.errors import UsageError
@@ -15,6 +16,8 @@ from imagekit.workspace import Workspace
 def _human(result: AuditResult) -> None:
     click.echo(f"{result.target}: {result.verdict.status}")
     click.echo(f"  scope: {result.scope}")
+    if result.probe_note:
+        click.echo(f"  note: {result.probe_note}")
     for check in result.report.checks:
         click.echo(f"  {check.status:<8} {check.name}: {check.reason}")
     click.echo(f"  vulnerabilities: {result.vulns.status}: {result.vulns.reason}")
@@ -39,6 +42,16 @@ def _human(result: AuditResult) -> None:
     metavar="PATH",
     help="A file in the image expected to differ from its RECORD (repeatable).",
 )
+@click.option(
+    "--timeout",
+    "timeout_s",
+    type=click.FloatRange(min=0, min_open=True),
+    default=DEFAULT_TIMEOUT_S,
+    show_default=True,
+    metavar="SECONDS",
+    help="Wall-clock limit of the whole probe run; past it the container is removed and "
+    "the audit ends TIMEOUT (exit 3).",
+)
 @json_option
 def command(
     ref: str | None,
@@ -47,6 +60,7 @@ def command(
     offline: bool,
     host: bool,
     expected: tuple[str, ...],
+    timeout_s: float,
     as_json: bool,
 ) -> None:
     """Run the CPU-only probe in REF (no network, no GPU) and report CPU_PASS,
@@ -63,10 +77,13 @@ def command(
             offline=offline,
             host=host,
             expected_paths=tuple(expected),
+            timeout_s=timeout_s,
         )
         result = audit(Workspace.from_env(Path.cwd()), request)
-        if as_json:  # stdout is the JSON document; the path still reaches the user
+        if as_json:  # stdout is the JSON document; the path and the note still reach the user
             echo_err(f"evidence: {result.evidence_dir}")
+            if result.probe_note:
+                echo_err(f"note: {result.probe_note}")
         return result
 
     run(

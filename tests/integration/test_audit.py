@@ -111,7 +111,9 @@ def test_healthy_image_is_cpu_pass(
     whole = json.loads(result.report_path.read_text())
     assert whole["status"] == "CPU_PASS"
     assert "CPU-only checks" in result.summary_path.read_text()
-    assert (result.evidence_dir / "probe-output.json").stat().st_size > 0
+    assert (result.evidence_dir / "probe-stdout.raw").stat().st_size > 0
+    run = json.loads((result.evidence_dir / "probe-run.json").read_text())
+    assert run["exit_code"] == 0 and run["stdout"]["cut_bytes"] == 0
     records = read_records(workspace.ledger_path)
     assert [(r.kind, r.status) for r in records] == [
         ("audit", "CPU_PASS"),
