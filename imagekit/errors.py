@@ -3,7 +3,9 @@
 Library code raises; only the CLI turns an error into one line on stderr (plus its hint) and
 an exit code. The exit code belongs to the class, following the command-line contract
 (docs/ARCHITECTURE.md). Any other exception is a bug: the CLI reports it as a crash and
-exits with CRASH_EXIT_CODE (70, sysexits' EX_SOFTWARE), never with a verdict's code::
+exits with CRASH_EXIT_CODE (70, sysexits' EX_SOFTWARE), never with a verdict's code. An
+interrupt is not an error either: imagekit.interrupt.Interrupted (a KeyboardInterrupt, exit
+130 for SIGINT, 143 for SIGTERM) passes every ``except ImagekitError``::
 
     ImagekitError                      base: message + hint, exit_code 3
     +-- UsageError                     exit 2: bad input or usage; nothing was attempted

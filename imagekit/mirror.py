@@ -507,6 +507,7 @@ def mirror(
                     src = client.resolve(src_ref, options.platform)
                     step = "resolving DST"
                     dst = dst_future.result()
+            step = "verifying DST's layers"
             report = verify_images(client, src, dst, options, progress)
         except ImagekitError as exc:
             if isinstance(exc, UsageError):
@@ -515,8 +516,9 @@ def mirror(
     except KeyboardInterrupt as exc:
         stopped = interrupted(exc)
         so_far = stopped.so_far or {}
-        path = _save_partial(workspace, dst_ref, step, stopped.name, src, dst, so_far)
-        raise stopped.keeping({"step": step, **so_far}, path) from None
+        summary = f"{_verified(so_far)} while {step}"
+        path = _save_partial(workspace, dst_ref, summary, stopped.name, src, dst, so_far)
+        raise stopped.keeping({"summary": summary, "step": step, **so_far}, path) from None
     finally:
         if own_client:
             client.close()
@@ -524,10 +526,17 @@ def mirror(
     return _save(report, workspace, src_ref, dst_ref, options)
 
 
+def _verified(so_far: dict[str, Any]) -> str:
+    total = so_far.get("layers_total")
+    if total is None:
+        return "no layer verified"
+    return f"{len(so_far.get('layers_verified', []))} of {total} layers verified"
+
+
 def _save_partial(
     workspace: Workspace,
     dst_ref: Reference,
-    step: str,
+    summary: str,
     signal_name: str,
     src: ResolvedImage | None,
     dst: ResolvedImage | None,
@@ -535,8 +544,6 @@ def _save_partial(
 ) -> Path:
     """What an interrupted run proved, kept as evidence marked partial; no verdict."""
     layers = so_far.get("layers_verified", [])
-    total = so_far.get("layers_total")
-    shown = f"{len(layers)} of {total} layers verified" if total is not None else "no layer"
     path = (
         new_run_dir(workspace.evidence_dir, "mirror", dst_ref.name) / "mirror-report.partial.json"
     )
@@ -546,11 +553,10 @@ def _save_partial(
             "partial": True,
             "interrupted_by": signal_name,
             "verdict": None,
-            "message": f"interrupted by {signal_name} while {step}: {shown}; no verdict, "
-            "nothing recorded",
+            "message": f"interrupted by {signal_name}: {summary}; no verdict, nothing recorded",
             "source": _resolution(src) if src else None,
             "destination": _resolution(dst) if dst else None,
-            "layers_total": total,
+            "layers_total": so_far.get("layers_total"),
             "layers": layers,
         },
     )

@@ -335,9 +335,12 @@ def _run_bounded(
     except KeyboardInterrupt as exc:
         stop(proc)
         run = collect("stopped by an interrupt")
+        summary = (
+            f"the probe was stopped before it printed a report ({run.stdout.total} bytes of "
+            "output kept)"
+        )
         raise interrupted(exc).keeping(
-            {"probe": "stopped before it printed a report", "stdout_bytes": run.stdout.total},
-            run_dir,
+            {"summary": summary, "stdout_bytes": run.stdout.total}, run_dir
         ) from None
     return collect("exited")
 

@@ -97,8 +97,10 @@ def _error(exc: ImagekitError, as_json: bool) -> None:
 
 def report_interrupt(exc: Interrupted, *, as_json: bool) -> None:
     """End the command as interrupted: 130 or 143, what was proved so far, no verdict."""
+    summary = (exc.so_far or {}).get("summary")
+    proved = f": {summary}" if summary else ""
     kept = f"; partial evidence kept in {exc.evidence}" if exc.evidence else ""
-    message = f"interrupted by {exc.name} before it finished; nothing was recorded{kept}"
+    message = f"interrupted by {exc.name} before it finished{proved}; nothing was recorded{kept}"
     echo_err(f"imagekit: {message}")
     if as_json:
         dump_json(

@@ -18,6 +18,12 @@ def _human(result: AuditResult) -> None:
     click.echo(f"  scope: {result.scope}")
     if result.probe_note:
         click.echo(f"  note: {result.probe_note}")
+    run = result.probe_run
+    if run is not None and len(run.stdout.files) > 1:  # too long to keep whole
+        click.echo(
+            f"  note: the probe printed {run.stdout.total} bytes; its first and last parts are "
+            f"kept ({', '.join(p.name for p in run.stdout.files)}), {run.stdout.cut} bytes cut"
+        )
     for check in result.report.checks:
         click.echo(f"  {check.status:<8} {check.name}: {check.reason}")
     click.echo(f"  vulnerabilities: {result.vulns.status}: {result.vulns.reason}")

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from imagekit.errors import UsageError
+from imagekit.errors import ReferenceFormatError, UsageError
 from imagekit.evidence import file_digest
 from imagekit.ledger.record import encode_line
 from imagekit.ledger.store import Entry, Scan, evidence_path, scan
@@ -374,7 +374,15 @@ def verify(
     """
     if head is not None and lock is not None:
         raise UsageError("give --head or --lock, not both")
-    claim = HeadClaim(Digest(head)) if head is not None else None
+    claim = None
+    if head is not None:
+        try:
+            claim = HeadClaim(Digest(head))
+        except ReferenceFormatError as exc:
+            raise ReferenceFormatError(
+                f"--head {head!r} is not a ledger head: {exc.message}",
+                hint="give the sha256:... that `imagekit ledger verify` printed, or --lock FILE",
+            ) from exc
     if lock is not None:
         claim = read_lock_claim(lock)
     return verify_scan(workspace, scan(workspace.ledger_path), claim=claim)
