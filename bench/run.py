@@ -1,6 +1,6 @@
 """Benchmark: `imagekit mirror --verify-diffids` against the ways people check a copy today.
 
-One run, side by side, on one image in a loopback registry (issue 3):
+One run, side by side, on one image in a loopback registry:
 
 1. imagekit: the mirror command verifying the image against itself (every layer streamed,
    compressed digest checked, inflated, diffID hashed), in a fresh interpreter whose own

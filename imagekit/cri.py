@@ -18,7 +18,9 @@ records (containerd 1.6, ``pkg/cri/store/image/image.go`` and
 
 So the same bytes pulled once by index and once by platform manifest are one CRI image, and
 its imageID is whichever of the two names sorts first. ``judge_pod_image_id`` applies these
-rules to a kubelet's imageID against what a containerd final pull recorded.
+rules to a kubelet's imageID against what a containerd final pull recorded, and
+``FinalPullStatus`` is the one vocabulary of every final pull's verdict (engine, containerd
+or pod).
 
 The unpacked layers sit in the snapshotter under the chain ID of the config's diffIDs:
 https://github.com/opencontainers/image-spec/blob/main/config.md#layer-chainid
@@ -29,11 +31,21 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import Any
 
 from imagekit.errors import ReferenceFormatError
-from imagekit.ledger.record import FinalPullStatus
 from imagekit.refs import Digest, is_digest, parse_reference
+
+
+class FinalPullStatus(StrEnum):
+    """A final pull's status: the store (or the kubelet) holds the accepted image, holds
+    another, or could not be compared (never a pass)."""
+
+    VERIFIED = "verified"
+    MISMATCH = "mismatch"
+    UNKNOWN = "unknown"
+
 
 VERIFIED, MISMATCH, UNKNOWN = FinalPullStatus
 

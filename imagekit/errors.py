@@ -12,6 +12,7 @@ interrupt is not an error either: imagekit.interrupt.Interrupted (a KeyboardInte
     |   +-- ReferenceFormatError       a malformed image reference, digest or platform
     |   +-- PlanError                  a plan file that is missing, malformed or unsafe
     |   +-- ProfileError               an audit profile that is missing or malformed
+    |   +-- VulnDatabaseError          an offline vulnerability database that is not an OSV export
     +-- CheckFailed                    exit 1: a check ran and said no
     |   +-- DigestMismatch             bytes whose digest differs from the one asked for
     |   +-- BuildRejected              a build whose step or assertion failed
@@ -103,6 +104,17 @@ class PlanError(UsageError):
 
 class ProfileError(UsageError):
     """An audit profile that is missing or malformed."""
+
+
+class VulnDatabaseError(UsageError):
+    """An offline vulnerability database (--vuln-db) that cannot be used; names the file."""
+
+    def __init__(self, message: str, *, path: str, hint: str | None = None) -> None:
+        super().__init__(message, hint=hint)
+        self.path = path
+
+    def fields(self) -> dict[str, Any]:
+        return {"path": self.path}
 
 
 class CheckFailed(ImagekitError):

@@ -6,7 +6,7 @@ diffID: the sha256 of each layer's *uncompressed* tar. For every DST layer we st
 blob (its compressed digest checked as bytes arrive), decompress it by what its bytes are,
 hash the tar, and compare with DST's own config ``rootfs.diff_ids[i]`` and with SRC's.
 
-Verdicts, in the order they win (DESIGN.md, issue 3):
+Verdicts, in the order they win (docs/ARCHITECTURE.md lists what each proves):
 
 - ``error``: something could not be checked (a blob missing or corrupt, retries ran out, a
   layer that cannot be decompressed, a non-distributable layer the registry does not hold).

@@ -31,14 +31,13 @@ from pathlib import Path
 from typing import Any
 
 from imagekit import containerd as ctrd
-from imagekit.cri import chain_id, kubelet_image_ref, sort_references
+from imagekit.cri import FinalPullStatus, chain_id, kubelet_image_ref, sort_references
 from imagekit.engine import Engine, connect, engine_errors
 from imagekit.errors import ContainerdError, RecordRefused, ReferenceFormatError, UsageError
 from imagekit.evidence import new_run_dir, write_bytes, write_json
 from imagekit.ledger import (
     ContainerdStore,
     FinalPullDetails,
-    FinalPullStatus,
     LedgerRecord,
     PullCheck,
     append_record,

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, Literal
 
+from packaging.utils import canonicalize_name
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from imagekit.errors import CouldNotFinish
@@ -126,6 +127,17 @@ class ProbeReport(_Model):
             for item in inventory
             if isinstance(item, dict) and "name" in item and "version" in item
         ]
+
+    def locations(self) -> dict[tuple[str, str], tuple[str, ...]]:
+        """(PEP 503 name, version) -> the site directories the versions check found it in."""
+        versions = self.check("versions")
+        found: dict[tuple[str, str], tuple[str, ...]] = {}
+        for item in (versions.data.get("inventory") or []) if versions else []:
+            if isinstance(item, dict) and {"name", "version", "location"} <= item.keys():
+                key = (str(canonicalize_name(str(item["name"]))), str(item["version"]))
+                if str(item["location"]) not in found.get(key, ()):
+                    found[key] = (*found.get(key, ()), str(item["location"]))
+        return found
 
 
 def parse_probe_output(text: str) -> ProbeReport:

@@ -34,12 +34,13 @@ from imagekit.audit.runner import (
     run_in_container,
 )
 from imagekit.audit.runner import run_on_host as _run_on_host
-from imagekit.audit.vulns import VulnScan, scan
+from imagekit.audit.vulns import DEFAULT_MAX_AGE_DAYS, FailOn, Finding, VulnScan, fails, scan
 from imagekit.engine import Engine, connect
 from imagekit.errors import CouldNotFinish, RecordRefused
 from imagekit.ledger import (
     AuditDetails,
     AuditSummary,
+    VulnerabilityDatabase,
     VulnerabilityScanDetails,
     VulnerabilitySummary,
     append_record,
@@ -60,6 +61,9 @@ class AuditRequest:
     extra_modules: tuple[str, ...] = ()
     limits: Limits = field(default_factory=Limits)
     timeout_s: float = DEFAULT_TIMEOUT_S  # the whole probe run's wall-clock limit
+    vuln_db: Path | None = None  # an offline OSV export (zip or folder) instead of the service
+    vuln_db_max_age_days: int = DEFAULT_MAX_AGE_DAYS
+    fail_on: FailOn = "findings"
 
 
 @dataclass(frozen=True)
@@ -79,10 +83,11 @@ class AuditResult:
     probe_run: ProbeRun | None = None
     # How python3 ended when that is not the usual exit 0 ("python3 exited 1 after ...").
     probe_note: str | None = None
+    fail_on: FailOn = "findings"
 
     @property
     def exit_code(self) -> int:
-        return 0 if self.verdict.status.accepted else 1
+        return 0 if self.verdict.status.accepted and not fails(self.vulns, self.fail_on) else 1
 
     def to_json(self, *, whole: bool = False) -> dict[str, Any]:
         """The result for --json: checks condensed unless ``whole`` (the evidence file)."""
@@ -122,11 +127,15 @@ class AuditResult:
                 "output_cap_bytes": self.report.output_cap_bytes,
                 **_probe_run_json(self.probe_run, self.probe_note),
             },
-            "vulnerabilities": (
-                self.vulns.to_json()
-                if whole
-                else {k: v for k, v in self.vulns.to_json().items() if k not in ("stdout",)}
-            ),
+            "vulnerabilities": {
+                **(
+                    self.vulns.to_json()
+                    if whole
+                    else {k: v for k, v in self.vulns.to_json().items() if k not in ("stdout",)}
+                ),
+                "fail_on": self.fail_on,
+                "fails_audit": fails(self.vulns, self.fail_on),
+            },
             "evidence": {
                 "dir": str(self.evidence_dir),
                 "report": str(self.report_path),
@@ -180,7 +189,9 @@ def _summary_markdown(result: dict[str, Any]) -> str:
             f"{result['image']['manifest_digest']}"
         )
     vulns = result["vulnerabilities"]
-    lines += [f"- vulnerabilities: {vulns['status']}: {vulns['reason']}", "", "## checks", ""]
+    lines.append(f"- vulnerabilities: {vulns['status']}: {vulns['reason']}")
+    lines += [f"  - {Finding(**f).line()}" for f in vulns["findings"]]
+    lines += ["", "## checks", ""]
     for c in result["checks"]:
         lines.append(f"### {c['name']}: {c['status']} ({c['duration_s']} s)")
         lines.append("")
@@ -225,13 +236,19 @@ def _record(workspace: Workspace, result: AuditResult, vulns_path: Path) -> tupl
             ),
         ),
     )
+    database = result.vulns.database
     vuln_record = append_record(
         workspace,
         "vulnerability-scan",
         plan=result.plan,
         images=images,
         status=result.vulns.status,
-        scope="pip-audit over the Python distributions the probe found installed",
+        scope=(
+            f"{result.vulns.source} {database['digest']} ({database['described']}) over the "
+            "Python distributions the probe found installed"
+            if database
+            else f"{result.vulns.source} over the Python distributions the probe found installed"
+        ),
         evidence=vulns_path,
         details=VulnerabilityScanDetails(
             profile=result.profile,
@@ -240,8 +257,11 @@ def _record(workspace: Workspace, result: AuditResult, vulns_path: Path) -> tupl
                 reason=result.vulns.reason,
                 audited=result.vulns.audited,
                 findings=len(result.vulns.findings),
+                finding_ids=sorted({f.id for f in result.vulns.findings}),
                 not_audited=len(result.vulns.not_audited),
+                fail_on=result.fail_on,
             ),
+            **({"database": VulnerabilityDatabase(**database)} if database else {}),
         ),
     )
     return (audit_record.seq, vuln_record.seq)
@@ -251,6 +271,11 @@ def audit(
     workspace: Workspace, request: AuditRequest, *, engine: Engine | None = None
 ) -> AuditResult:
     """Audit an image (or this host), write the evidence, append the ledger records."""
+    database = None
+    if request.vuln_db is not None:  # bad input: refused before anything runs
+        from imagekit.audit.osv import load_database  # pip-audit's modules, only when used
+
+        database = load_database(request.vuln_db)
     profile_name = request.profile
     modules = list(request.extra_modules)
     expected = list(request.expected_paths)
@@ -286,7 +311,13 @@ def audit(
         )
     report, note = read_report(run, target, run_dir)
     verdict = decide(report)
-    vulns = scan(report.distributions(), offline=request.offline)
+    vulns = scan(
+        report.distributions(),
+        offline=request.offline,
+        database=database,
+        max_age_days=request.vuln_db_max_age_days,
+        locations=report.locations(),
+    )
     vulns_path = run_dir / "vulnerabilities.json"
     evidence.write_json(vulns_path, vulns.to_json())
     result = AuditResult(
@@ -304,6 +335,7 @@ def audit(
         ledger_seqs=(),
         probe_run=run,
         probe_note=note,
+        fail_on=request.fail_on,
     )
     whole = result.to_json(whole=True)
     whole["probe_command"] = list(run.command)

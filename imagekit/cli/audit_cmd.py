@@ -8,6 +8,7 @@ import click
 
 from imagekit.audit.runner import DEFAULT_TIMEOUT_S
 from imagekit.audit.stage import AuditRequest, AuditResult, audit
+from imagekit.audit.vulns import DEFAULT_MAX_AGE_DAYS, FailOn, fails
 from imagekit.cli._common import echo_err, json_option, run
 from imagekit.errors import UsageError
 from imagekit.workspace import Workspace
@@ -27,6 +28,15 @@ def _human(result: AuditResult) -> None:
     for check in result.report.checks:
         click.echo(f"  {check.status:<8} {check.name}: {check.reason}")
     click.echo(f"  vulnerabilities: {result.vulns.status}: {result.vulns.reason}")
+    if result.vulns.database:
+        db = result.vulns.database
+        click.echo(f"    database: {db['name']} {db['digest']}, {db['records']} records")
+    for finding in result.vulns.findings:
+        click.echo(f"    FINDING  {finding.line()}")
+    for missing in result.vulns.not_audited:
+        click.echo(f"    NOT AUDITED  {missing}")
+    if fails(result.vulns, result.fail_on):
+        click.echo(f"  --fail-on {result.fail_on}: the findings fail the audit")
     click.echo(f"evidence: {result.evidence_dir}")
 
 
@@ -58,6 +68,30 @@ def _human(result: AuditResult) -> None:
     help="Wall-clock limit of the whole probe run; past it the container is removed and "
     "the audit ends TIMEOUT (exit 3).",
 )
+@click.option(
+    "--vuln-db",
+    type=click.Path(path_type=Path),
+    envvar="IMAGEKIT_VULN_DB",
+    metavar="PATH",
+    help="An offline OSV export for PyPI (OSV's all.zip, or a folder of its JSON records) to "
+    "match against instead of the service [env: IMAGEKIT_VULN_DB].",
+)
+@click.option(
+    "--vuln-db-max-age",
+    "max_age",
+    type=click.IntRange(min=0),
+    default=DEFAULT_MAX_AGE_DAYS,
+    show_default=True,
+    metavar="DAYS",
+    help="A database older than this says unknown, never clean.",
+)
+@click.option(
+    "--fail-on",
+    type=click.Choice(["findings", "fixable", "never"]),
+    default="findings",
+    show_default=True,
+    help="Which findings fail the audit (exit 1): any, those with a fixed version, or none.",
+)
 @json_option
 def command(
     ref: str | None,
@@ -67,11 +101,16 @@ def command(
     host: bool,
     expected: tuple[str, ...],
     timeout_s: float,
+    vuln_db: Path | None,
+    max_age: int,
+    fail_on: FailOn,
     as_json: bool,
 ) -> None:
     """Run the CPU-only probe in REF (no network, no GPU) and report CPU_PASS,
-    CPU_PASS_GPU_CLI_DEFERRED or CPU_CHECK_INCOMPLETE. Exit 0 for the passes, 1 incomplete,
-    3 when the image could not be run."""
+    CPU_PASS_GPU_CLI_DEFERRED or CPU_CHECK_INCOMPLETE, and the vulnerabilities of its Python
+    distributions (clean, findings, unknown, skipped). Exit 0 for the passes, 1 incomplete or
+    findings under --fail-on, 2 bad input (a --vuln-db that is not an OSV export), 3 when the
+    image could not be run."""
 
     def action() -> AuditResult:
         if host == bool(ref):
@@ -84,6 +123,9 @@ def command(
             host=host,
             expected_paths=tuple(expected),
             timeout_s=timeout_s,
+            vuln_db=vuln_db,
+            vuln_db_max_age_days=max_age,
+            fail_on=fail_on,
         )
         result = audit(Workspace.from_env(Path.cwd()), request)
         if as_json:  # stdout is the JSON document; the path and the note still reach the user

@@ -1,13 +1,13 @@
 """A preflight before a long build: find the reasons it cannot work while they are cheap to see.
 
-The H3 field report's preflight (../shared/seeds) checks architecture, memory and model files
-before a nine-minute cold start, because finding out afterwards wastes the nine minutes. A
-10-30 GB image build has the same shape, so before one starts we check: the engine answers;
-BuildKit is reachable (buildx, or a client that builds through the engine's BuildKit); the disk
-holds the base with headroom; the host can run the plan's platform (natively, or through an
-installed qemu binfmt handler); every registry the plan touches answers and accepts our
-credentials (the base is resolved, which proves pull access); and the CA bundle that RUN steps
-mount exists.
+A serving deployment's preflight (the MiniMax-H3 on DGX Spark write-up that h3-spark comes
+from) checks architecture, memory and model files before a nine-minute cold start, because
+finding out afterwards wastes the nine minutes. A 10-30 GB image build has the same shape, so
+before one starts we check: the engine answers; BuildKit is reachable (buildx, or a client that
+builds through the engine's BuildKit); the disk holds the base with headroom; the host can run
+the plan's platform (natively, or through an installed qemu binfmt handler); every registry the
+plan touches answers and accepts our credentials (the base is resolved, which proves pull
+access); and the CA bundle that RUN steps mount exists.
 
 One line a check. Fail-closed: a check that could not be made is a "no", never an "ok"; a
 check that does not apply (no plan given, no pip step) says "skip" and why.
@@ -44,7 +44,8 @@ class PreflightStatus(StrEnum):
 # The members under short names, for the checks below.
 OK, NO, SKIP = PreflightStatus
 GiB = 1 << 30
-# A gzip'd rootfs layer inflates about 2.7-fold (ENVIRONMENT.md: 280 MB -> 756 MB); the engine
+# A gzip'd rootfs layer inflates about 2.7-fold (measured on a Debian rootfs layer: 280 MB of
+# gzip became 756 MB of tar); the engine
 # holds the download and the extracted layer at once, then the build adds its own layers.
 # So: compressed x (1 download + 3 extracted) + 2 GiB for the build's layers and evidence.
 HEADROOM_FACTOR = 4.0

@@ -33,6 +33,7 @@ from imagekit.ledger.record import (
     MirrorDetails,
     PushDetails,
     RejectedBuildDetails,
+    VulnerabilityScanDetails,
 )
 from imagekit.ledger.store import Entry, Scan, scan
 from imagekit.ledger.verify import VerifyReport, verify_scan
@@ -95,6 +96,20 @@ def _latest(entries: Iterable[Entry]) -> Entry | None:
     return result
 
 
+def _pull_entry(entry: Entry) -> dict[str, Any]:
+    """A final pull as the lock shows it: the store's image ID and what it means there."""
+    d: FinalPullDetails = entry.record.info
+    return {
+        "status": entry.record.status,
+        "reference": entry.record.images.get("image"),
+        "image_id": d.image_id,
+        "image_store": d.image_store,
+        "where": d.where,
+        "source": d.source or "engine",
+        **_ref(entry),
+    }
+
+
 def _final_pulls(candidates: list[Entry], ids: set[str]) -> dict[str, Any]:
     """The newest engine and containerd final pulls of the image, side by side.
 
@@ -102,158 +117,96 @@ def _final_pulls(candidates: list[Entry], ids: set[str]) -> dict[str, Any]:
     CRI by its config as image ID and by the pulled digest as the kubelet's imageID), so each
     entry carries the sentence its record gave for what its image ID means.
     """
+    pulls = [e for e in candidates if e.record.kind == "final-pull" and _concerns(e.record, ids)]
     shown: dict[str, Any] = {}
     for source in ("engine", "containerd"):
-
-        def from_store(record: LedgerRecord, source: str = source) -> bool:
-            info: FinalPullDetails = record.info
-            return (info.source or "engine") == source
-
-        entry = _latest(
-            e
-            for e in candidates
-            if e.record.kind == "final-pull"
-            and from_store(e.record)
-            and ids
-            and _concerns(e.record, ids)
-        )
-        if entry is None:
+        entry = _latest(e for e in pulls if (e.record.info.source or "engine") == source)
+        if entry is None or not ids:
             shown[source] = NOT_RECORDED
             continue
         d: FinalPullDetails = entry.record.info
         shown[source] = {
-            "status": entry.record.status,
-            "reference": entry.record.images.get("image"),
-            "image_id": d.image_id,
+            **_pull_entry(entry),
             "image_id_means": d.image_id_means or NOT_RECORDED,
-            "image_store": d.image_store,
             "runtime_version": d.engine_version,
             "repo_digests": d.repo_digests,
-            "where": d.where,
             **({"kubelet_image_ref": d.kubelet_image_ref} if source == "containerd" else {}),
-            **_ref(entry),
         }
+        del shown[source]["source"]
     return shown
 
 
-def _render_plan(entries: list[Entry], unplanned: list[Entry]) -> dict[str, Any]:
-    """One plan's section; ``unplanned`` records (no plan) count when they name its images."""
-    builds = [e for e in entries if e.record.kind == "build"]
-    build = _latest(builds)
-    section: dict[str, Any] = {}
-    ids: set[str] = set()
-    if build is None:
-        section["upstream_base"] = NOT_RECORDED
-        section["prepared_image"] = NOT_RECORDED
-    else:
-        rec = build.record
-        built: BuildDetails = rec.info
-        base_doc: dict[str, Any] = {"reference": rec.images.get("base")}
-        if built.base is not None:
-            base_doc.update({k: getattr(built.base, k) for k in _BASE_KEYS})
-        section["upstream_base"] = base_doc
-        ids = _identifiers(built.image_id, rec.images.get("image"))
+def _prepared(entries: list[Entry], build: Entry) -> tuple[Any, Any, set[str]]:
+    """The upstream base and the prepared image of the newest build, and the identifiers
+    (tag, image ID, pushed reference, digests) its other records may name it by."""
+    rec = build.record
+    built: BuildDetails = rec.info
+    base_doc: dict[str, Any] = {"reference": rec.images.get("base")}
+    if built.base is not None:
+        base_doc.update({k: getattr(built.base, k) for k in _BASE_KEYS})
+    ids = _identifiers(built.image_id, rec.images.get("image"))
 
-        def pushed_this(record: LedgerRecord) -> bool:
-            info: PushDetails = record.info
-            return _concerns(record, ids) or info.config_digest == built.image_id
+    def pushed_this(record: LedgerRecord) -> bool:
+        info: PushDetails = record.info
+        return _concerns(record, ids) or info.config_digest == built.image_id
 
-        push = _latest(
-            e
-            for e in entries
-            if e.record.kind == "push"
-            and e.record.seq > rec.seq
-            and e.record.status == "pushed"
-            and pushed_this(e.record)
+    push = _latest(
+        e
+        for e in entries
+        if e.record.kind == "push"
+        and e.record.seq > rec.seq
+        and e.record.status == "pushed"
+        and pushed_this(e.record)
+    )
+    prepared: dict[str, Any] = {
+        "build": {"status": rec.status, "image_id": built.image_id, **_ref(build)},
+        "reference": None,
+        "manifest_digest": None,
+        "config_digest": None,
+    }
+    if push is not None:
+        pushed: PushDetails = push.record.info
+        prepared["reference"] = push.record.images.get("pushed")
+        prepared["manifest_digest"] = pushed.manifest_digest
+        prepared["config_digest"] = pushed.config_digest
+        prepared["push"] = _ref(push)
+        ids |= _identifiers(
+            push.record.images.get("pushed"), pushed.manifest_digest, pushed.config_digest
         )
-        prepared: dict[str, Any] = {
-            "build": {"status": rec.status, "image_id": built.image_id, **_ref(build)},
-            "reference": None,
-            "manifest_digest": None,
-            "config_digest": None,
-        }
-        if push is not None:
-            pushed: PushDetails = push.record.info
-            prepared["reference"] = push.record.images.get("pushed")
-            prepared["manifest_digest"] = pushed.manifest_digest
-            prepared["config_digest"] = pushed.config_digest
-            prepared["push"] = _ref(push)
-            ids |= _identifiers(
-                push.record.images.get("pushed"), pushed.manifest_digest, pushed.config_digest
-            )
-        section["prepared_image"] = prepared
+    return base_doc, prepared, ids
 
-    base_ids = _identifiers(
-        *(section["upstream_base"].get(k) for k in ("reference", "manifest_digest"))
-        if isinstance(section["upstream_base"], dict)
-        else ()
-    )
-    # A mirror, audit or pull run on its own (`imagekit mirror SRC DST`) records no plan; it
-    # still speaks about this plan's images when it names them, which purpose()/_concerns check.
-    candidates = sorted(entries + unplanned, key=lambda e: e.record.seq)
-    mirrors = [e for e in candidates if e.record.kind == "mirror-verify"]
 
-    def purpose(entry: Entry) -> str | None:
-        if ids and _concerns(entry.record, ids):
-            return "destination"
-        if base_ids and _concerns(entry.record, base_ids):
-            return "base"
-        return None
+def _mirror_verdict(entry: Entry | None) -> Any:
+    if entry is None:
+        return NOT_RECORDED
+    rec = entry.record
+    info: MirrorDetails = rec.info
+    return {
+        "verdict": rec.status,
+        "statement": info.message or rec.scope,
+        "source": rec.images.get("source"),
+        "destination": rec.images.get("destination"),
+        **_ref(entry),
+    }
 
-    def verdict(entry: Entry | None) -> Any:
-        if entry is None:
-            return NOT_RECORDED
-        rec = entry.record
-        info: MirrorDetails = rec.info
-        return {
-            "verdict": rec.status,
-            "statement": info.message or rec.scope,
-            "source": rec.images.get("source"),
-            "destination": rec.images.get("destination"),
-            **_ref(entry),
-        }
 
-    section["base_content_verification"] = verdict(
-        _latest(e for e in mirrors if purpose(e) == "base")
-    )
-    section["destination"] = verdict(_latest(e for e in mirrors if purpose(e) == "destination"))
+def _status_of(candidates: list[Entry], kind: str, ids: set[str]) -> Any:
+    """The newest audit or vulnerability scan of the image (never of an earlier build)."""
+    entry = _latest(e for e in candidates if e.record.kind == kind and _concerns(e.record, ids))
+    if entry is None or not ids:
+        return NOT_RECORDED
+    found = {"status": entry.record.status, "scope": entry.record.scope, **_ref(entry)}
+    # An audit's verdict depends on the profile it ran with (a generic CPU_PASS and a vllm
+    # CPU_CHECK_INCOMPLETE can both be true of one image): the lock names it.
+    info: AuditDetails | VulnerabilityScanDetails = entry.record.info
+    if info.profile is not None:
+        found["profile"] = info.profile
+    return found
 
-    def status_of(kind: str) -> Any:
-        entry = _latest(e for e in candidates if e.record.kind == kind and _concerns(e.record, ids))
-        if entry is None or not ids:
-            return NOT_RECORDED
-        found = {"status": entry.record.status, "scope": entry.record.scope, **_ref(entry)}
-        # An audit's verdict depends on the profile it ran with (a generic CPU_PASS and a vllm
-        # CPU_CHECK_INCOMPLETE can both be true of one image): the lock names it.
-        info: AuditDetails = entry.record.info
-        if info.profile is not None:
-            found["profile"] = info.profile
-        return found
 
-    section["audit"] = status_of("audit")
-    section["vulnerability_scan"] = status_of("vulnerability-scan")
-
-    pull = _latest(
-        e for e in candidates if e.record.kind == "final-pull" and _concerns(e.record, ids)
-    )
-    if pull is None or not ids:
-        section["final_pull"] = NOT_RECORDED
-    else:
-        d: FinalPullDetails = pull.record.info
-        section["final_pull"] = {
-            "status": pull.record.status,
-            "reference": pull.record.images.get("image"),
-            "image_id": d.image_id,
-            "image_store": d.image_store,
-            "engine_version": d.engine_version,
-            "where": d.where,
-            "source": d.source or "engine",
-            **_ref(pull),
-        }
-    section["final_pulls"] = _final_pulls(candidates, ids)
-
-    current = build.record.seq if build else None
-    investigations = []
+def _investigations(entries: list[Entry], current: int | None) -> list[dict[str, Any]]:
+    """Rejected and failed attempts and superseded builds: kept in the lock, never hidden."""
+    found = []
     for entry in entries:
         rec = entry.record
         reason: str | None = None
@@ -267,7 +220,7 @@ def _render_plan(entries: list[Entry], unplanned: list[Entry]) -> dict[str, Any]
         elif rec.kind in ("final-pull", "audit") and rec.status in _FAILED:
             reason = rec.scope or rec.status
         if reason is not None:
-            investigations.append(
+            found.append(
                 {
                     "kind": rec.kind,
                     "status": rec.status,
@@ -276,7 +229,48 @@ def _render_plan(entries: list[Entry], unplanned: list[Entry]) -> dict[str, Any]
                     **_ref(entry),
                 }
             )
-    section["investigations"] = investigations
+    return found
+
+
+def _render_plan(entries: list[Entry], unplanned: list[Entry]) -> dict[str, Any]:
+    """One plan's section; ``unplanned`` records (no plan) count when they name its images."""
+    build = _latest(e for e in entries if e.record.kind == "build")
+    section: dict[str, Any] = {}
+    ids: set[str] = set()
+    base_ids: set[str] = set()
+    if build is None:
+        section["upstream_base"] = NOT_RECORDED
+        section["prepared_image"] = NOT_RECORDED
+    else:
+        base, section["prepared_image"], ids = _prepared(entries, build)
+        section["upstream_base"] = base
+        base_ids = _identifiers(base.get("reference"), base.get("manifest_digest"))
+    # A mirror, audit or pull run on its own (`imagekit mirror SRC DST`) records no plan; it
+    # still speaks about this plan's images when it names them, which _concerns checks.
+    candidates = sorted(entries + unplanned, key=lambda e: e.record.seq)
+    mirrors = [e for e in candidates if e.record.kind == "mirror-verify"]
+    section["base_content_verification"] = _mirror_verdict(
+        _latest(
+            e
+            for e in mirrors
+            if base_ids and _concerns(e.record, base_ids) and not (ids and _concerns(e.record, ids))
+        )
+    )
+    section["destination"] = _mirror_verdict(
+        _latest(e for e in mirrors if ids and _concerns(e.record, ids))
+    )
+    section["audit"] = _status_of(candidates, "audit", ids)
+    section["vulnerability_scan"] = _status_of(candidates, "vulnerability-scan", ids)
+    pull = _latest(
+        e for e in candidates if e.record.kind == "final-pull" and _concerns(e.record, ids)
+    )
+    if pull is None or not ids:
+        section["final_pull"] = NOT_RECORDED
+    else:
+        d: FinalPullDetails = pull.record.info
+        section["final_pull"] = {**_pull_entry(pull), "engine_version": d.engine_version}
+    section["final_pulls"] = _final_pulls(candidates, ids)
+    section["investigations"] = _investigations(entries, build.record.seq if build else None)
     return section
 
 

@@ -33,10 +33,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from imagekit.cri import PulledImage, judge_pod_image_id
+from imagekit.cri import FinalPullStatus, PulledImage, judge_pod_image_id
 from imagekit.errors import RecordRefused, ReferenceFormatError, UsageError
 from imagekit.evidence import new_run_dir, write_json
-from imagekit.ledger.record import FinalPullDetails, FinalPullStatus, LedgerRecord, PushDetails
+from imagekit.ledger.record import FinalPullDetails, LedgerRecord, PushDetails
 from imagekit.ledger.store import append_record, read_records
 from imagekit.refs import Digest, is_digest, parse_reference
 from imagekit.workspace import Workspace

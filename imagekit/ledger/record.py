@@ -18,7 +18,6 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from enum import StrEnum
 from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -104,13 +103,34 @@ class VulnerabilitySummary(RecordDetails):
     reason: str | None = None
     audited: int | None = None
     findings: int | None = None
+    finding_ids: list[str] | None = None
     not_audited: int | None = None
+    fail_on: str | None = Field(default=None, description="the --fail-on policy applied")
+
+
+class VulnerabilityDatabase(RecordDetails):
+    """The offline OSV export a scan matched against: a newer one makes a new record."""
+
+    name: str
+    kind: str
+    digest: str
+    records: int
+    withdrawn: int
+    pypi_packages: int
+    newest_modified: str
+    age_days: float
+    age_source: str
+    described: str
+    ignored_files: list[str]
+    validated_by_processes: int
+    max_age_days: int | None = None
 
 
 class VulnerabilityScanDetails(RecordDetails):
     profile: str | None = None
     image_id: str | None = None
     report: VulnerabilitySummary | None = None
+    database: VulnerabilityDatabase | None = None
 
 
 class MirrorDetails(RecordDetails):
@@ -126,15 +146,6 @@ class PullCheck(RecordDetails):
     ok: bool
     expected: str | None = None
     actual: str | None = None
-
-
-class FinalPullStatus(StrEnum):
-    """A final pull's status: the store (or the kubelet) holds the accepted image, holds
-    another, or could not be compared (never a pass)."""
-
-    VERIFIED = "verified"
-    MISMATCH = "mismatch"
-    UNKNOWN = "unknown"
 
 
 class ContainerdStore(RecordDetails):

@@ -1,8 +1,9 @@
 """HTTP to registries: scheme choice, redirects, size limits, retries, and the httpx boundary.
 
 This is the one place where httpx and tenacity exceptions become imagekit errors, and the one
-place that retries (STYLE.md rule 5): bounded attempts, exponential backoff with jitter,
-``Retry-After`` honoured, and only network errors, 408, 429 and 5xx retried.
+place that retries (docs/ARCHITECTURE.md, the outside layer): bounded attempts, exponential
+backoff with jitter, ``Retry-After`` honoured, and only network errors, 408, 429 and 5xx
+retried.
 
 Redirects are followed here, by hand, because registries send blob downloads to object stores
 on other hosts (S3, GCS, CDNs) with pre-signed URLs: the registry's ``Authorization`` header

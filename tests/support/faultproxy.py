@@ -1,9 +1,10 @@
 """A fault-injecting HTTP proxy on loopback, IN FRONT OF a real registry.
 
-DESIGN.md: a fake is only for a fault the real part cannot be made to produce, and then it
-sits in front of the real part. The registry is real; only faults it cannot be made to produce
-are added here, each on the requests a rule matches and only as many times as the rule says,
-so a test can prove both that the fault fired (``proxy.fired``) and what the client made of it:
+The house rule (docs/ARCHITECTURE.md, Tests): a fake is only for a fault the real part cannot
+be made to produce, and then it sits in front of the real part. The registry is real; only
+faults it cannot be made to produce are added here, each on the requests a rule matches and
+only as many times as the rule says, so a test can prove both that the fault fired
+(``proxy.fired``) and what the client made of it:
 
 - ``drop``: forward the headers and ``after`` body bytes, then cut the connection.
 - ``status``: answer ``status`` (503, 429, ...) with an optional Retry-After, upstream untouched.

@@ -1,4 +1,4 @@
-"""The command-line contract that scripts and CI depend on (DESIGN.md)."""
+"""The command-line contract that scripts and CI depend on (docs/ARCHITECTURE.md)."""
 
 from __future__ import annotations
 

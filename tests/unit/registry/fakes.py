@@ -1,7 +1,7 @@
 """Protocol faults the real registry cannot be made to produce, served through MockTransport.
 
-Only for unit tests of those faults (STYLE.md rule 8); everything else runs against the real
-registries in tests/integration/registry.
+Only for unit tests of those faults (docs/ARCHITECTURE.md, Tests); everything else runs against
+the real registries in tests/integration/registry.
 """
 
 from __future__ import annotations
