@@ -36,14 +36,16 @@ def tests(session: nox.Session) -> None:
 
 
 #: `nox -s bench` runs every benchmark; `nox -s bench -- NAME [ARGS]` runs one, with its args.
-BENCHMARKS = {"mirror": "bench.run", "osv": "bench.osv"}
+BENCHMARKS = {"mirror": "bench.run", "osv": "bench.osv", "assemble": "bench.assemble"}
 
 
 @nox.session
 def bench(session: nox.Session) -> None:
+    """Every benchmark, or the one named first (`nox -s bench -- assemble --scale 0.1`)."""
     args = list(session.posargs)
     if args and args[0] in BENCHMARKS:
         session.run(PY, "-m", BENCHMARKS[args[0]], *args[1:])
         return
     session.run(PY, "-m", BENCHMARKS["mirror"], *args)  # plain args: the mirror's, as before
     session.run(PY, "-m", BENCHMARKS["osv"])
+    session.run(PY, "-m", BENCHMARKS["assemble"])

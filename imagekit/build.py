@@ -16,9 +16,16 @@ Two ways into BuildKit, chosen by imagekit.engine.connect():
   ``DOCKER_BUILDKIT=1``. python-on-whales 0.81's ``legacy_build`` cannot pass ``--secret``,
   ``--progress`` or ``--iidfile`` and, when not quiet, prints the log on stdout and looks for
   the classic builder's "Successfully built" line, which BuildKit never prints. So the command
-  is assembled from the client's own ``docker_cmd`` and run through python-on-whales'
-  ``stream_stdout_and_stderr``: the same client, the same exception types, and the same
-  secret mount in the same Dockerfile as with buildx (the bundle is never in the context).
+  is assembled from the client's own ``docker_cmd`` and run by :func:`_stream_client`: the
+  same client, the same exception type, and the same secret mount in the same Dockerfile as
+  with buildx (the bundle is never in the context). python-on-whales' own streaming helper
+  leaves the client running when the reader stops; ours stops it (SIGTERM, which makes the
+  client cancel the build), so an interrupted build leaves no client behind and its
+  temporary context is removed on the way out.
+
+A build that succeeds onto a ledger whose end does not verify keeps its result: the refusal
+(RecordRefused) carries it, and nothing is pushed (a push of an unrecorded build would be the
+one thing the ledger could not vouch for).
 
 The package index URL (``--index-url`` or $PIP_INDEX_URL) travels as the secret ``pip_index``,
 read from a 0600 file in the temporary folder next to the context (not in it): a build
@@ -31,6 +38,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import subprocess
 import sys
 import tempfile
 from collections.abc import Iterator
@@ -38,14 +46,12 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol, TextIO
 
-from python_on_whales.exceptions import DockerException
-from python_on_whales.utils import stream_stdout_and_stderr
-
 from imagekit.engine import Engine, connect, docker_error_text, engine_errors
 from imagekit.errors import (
     BuildRejected,
     EngineUnavailable,
     ImagekitError,
+    RecordRefused,
     RegistryError,
     UsageError,
 )
@@ -59,7 +65,7 @@ from imagekit.ledger import (
 )
 from imagekit.plan import LoadedPlan, load_plan, plan_path
 from imagekit.refs import Digest, Reference, parse_reference
-from imagekit.registry import RegistryClient
+from imagekit.registry import RegistryClient, ResolvedImage
 from imagekit.render import (
     ASSERT_FAIL_MARKER,
     DRIFT_MARKER,
@@ -94,6 +100,10 @@ class BuildOptions:
     index_url: str | None = None
     ca_bundle: Path | None = None
     base_override: str | None = None
+    #: engine (this module), registry (imagekit.assemble) or auto (imagekit.assemble.choice).
+    builder: str = "engine"
+    index: bool = False  # registry builder: push an index holding the manifest too
+    assertions: bool = True  # registry builder: false accepts the image unchecked
 
 
 @dataclass(frozen=True)
@@ -268,6 +278,8 @@ class _Tee:
 
 def ensure_base(engine: Engine, base: Reference, platform: str, log: LogSink) -> None:
     """Have the pinned base in the engine; pull it by digest if it is not there yet."""
+    from python_on_whales.exceptions import DockerException
+
     ref = str(base)
     if engine.client.image.exists(ref):
         return
@@ -317,9 +329,42 @@ def _legacy_build(
     if no_cache:
         cmd.append("--no-cache")
     cmd.append(str(context))
-    for _source, chunk in stream_stdout_and_stderr(cmd, env=env):
-        tee.write(chunk.decode("utf-8", errors="replace"))
+    for line in _stream_client([str(c) for c in cmd], env=env):
+        tee.write(line.decode("utf-8", errors="replace"))
     return iidfile.read_text().strip()
+
+
+def _stream_client(cmd: list[str], *, env: dict[str, str]) -> Iterator[bytes]:
+    """The client's output lines (stderr, where BuildKit writes, merged into stdout).
+
+    DockerException with the last lines when it exits non-zero. However the reading stops
+    (an interrupt, an error in the caller), a client still running is stopped: SIGTERM first,
+    on which it cancels the build, then SIGKILL.
+    """
+    proc = subprocess.Popen(  # noqa: S603 - the engine's client, fixed arguments, no shell
+        cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env={**os.environ, **env}
+    )
+    tail: list[bytes] = []
+    try:
+        assert proc.stdout is not None  # noqa: S101 - stdout=PIPE
+        for line in iter(proc.stdout.readline, b""):
+            tail = [*tail[-49:], line]
+            yield line
+        code = proc.wait()
+    finally:
+        if proc.poll() is None:
+            proc.terminate()
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        if proc.stdout is not None:
+            proc.stdout.close()
+    if code != 0:
+        from python_on_whales.exceptions import DockerException
+
+        raise DockerException(cmd, code, stderr=b"".join(tail))
 
 
 def _buildx_build(
@@ -384,7 +429,7 @@ def build_plan(
         base_override=options.base_override,
     )
     if options.push is not None:
-        _check_push_repo(options.push)
+        check_push_repo(options.push)
     rendered = render(loaded)
     ca = _ca_bundle(options)
     index_url = options.index_url or os.environ.get("PIP_INDEX_URL") or None
@@ -406,8 +451,19 @@ def build_plan(
             workspace, loaded, rendered, engine, tag, ca, index_url, options, tee, log_path
         )
     base_details = _base_details(loaded, registry)
-    seqs = [
-        _record(
+    result = BuildResult(
+        plan=loaded.name,
+        plan_sha256=loaded.digest.hex,
+        base=str(loaded.base),
+        builder=builder,
+        image_id=image_id,
+        tag=tag,
+        evidence_dir=run_dir,
+        log=log_path,
+        dockerfile_sha256=rendered.digest.hex,
+    )
+    with RecordRefused.keeping(result):
+        seq = _record(
             workspace,
             "build",
             plan=loaded.name,
@@ -428,25 +484,16 @@ def build_plan(
                 base=base_details,
             ),
         )
-    ]
-    result = BuildResult(
-        plan=loaded.name,
-        plan_sha256=loaded.digest.hex,
-        base=str(loaded.base),
-        builder=builder,
-        image_id=image_id,
-        tag=tag,
-        evidence_dir=run_dir,
-        log=log_path,
-        dockerfile_sha256=rendered.digest.hex,
-        ledger=seqs,
-    )
+    result = replace(result, ledger=[seq])
     if options.push is None:
         return result
-    pushed, manifest, push_seq = push_and_record(
-        workspace, engine, tag, options.push, log_path, plan=loaded.name, image_id=image_id
-    )
-    return replace(result, pushed=pushed, manifest_digest=manifest, ledger=[*seqs, push_seq])
+    pushed, manifest = push_image(engine, tag, options.push, log_path)
+    result = replace(result, pushed=pushed, manifest_digest=manifest)
+    with RecordRefused.keeping(result):
+        push_seq = record_push(
+            workspace, tag, pushed, manifest, log_path, plan=loaded.name, image_id=image_id
+        )
+    return replace(result, ledger=[seq, push_seq])
 
 
 def push_and_record(
@@ -461,11 +508,27 @@ def push_and_record(
 ) -> tuple[str, str, int]:
     """Push a built image and append its push record: (repo@digest, manifest digest, seq).
 
-    ``imagekit build --push`` and the pipeline's push stage (which pushes only what its
-    audit passed) both call this, so a push is recorded the same way whoever made it.
+    The pipeline's push stage (which pushes only what its audit passed) calls this, and
+    ``imagekit build --push`` the same two steps (push_image, record_push), so a push is
+    recorded the same way whoever made it.
     """
     pushed, manifest = push_image(engine, tag, repo, log_path)
-    seq = _record(
+    seq = record_push(workspace, tag, pushed, manifest, log_path, plan=plan, image_id=image_id)
+    return pushed, manifest, seq
+
+
+def record_push(
+    workspace: Workspace,
+    tag: str,
+    pushed: str,
+    manifest: str,
+    log_path: Path,
+    *,
+    plan: str,
+    image_id: str,
+) -> int:
+    """Append the push record of ``tag`` pushed as ``pushed``; returns its seq."""
+    return _record(
         workspace,
         "push",
         plan=plan,
@@ -475,7 +538,6 @@ def push_and_record(
         evidence=log_path,
         details=PushDetails(manifest_digest=manifest, config_digest=image_id),
     )
-    return pushed, manifest, seq
 
 
 def _base_details(loaded: LoadedPlan, registry: RegistryClient | None) -> BaseImageDetails:
@@ -486,12 +548,6 @@ def _base_details(loaded: LoadedPlan, registry: RegistryClient | None) -> BaseIm
     already pulled the base by digest), so a registry that cannot answer now leaves the reason
     in the record instead of failing a build that succeeded.
     """
-    known: dict[str, Any] = {
-        "platform": loaded.plan.base.platform,
-        "manifest_digest": str(loaded.base.digest),
-    }
-    if loaded.plan.base.found_as:
-        known["source_tag"] = loaded.plan.base.found_as
     try:
         if registry is not None:
             resolved = registry.resolve(loaded.base, loaded.platform)
@@ -499,10 +555,25 @@ def _base_details(loaded: LoadedPlan, registry: RegistryClient | None) -> BaseIm
             with RegistryClient() as client:
                 resolved = client.resolve(loaded.base, loaded.platform)
     except ImagekitError as exc:
-        return BaseImageDetails(**known, inspect_error=exc.message)
+        return BaseImageDetails(**_known_base(loaded), inspect_error=exc.message)
+    return base_image_details(loaded, resolved)
+
+
+def _known_base(loaded: LoadedPlan) -> dict[str, Any]:
+    known: dict[str, Any] = {
+        "platform": loaded.plan.base.platform,
+        "manifest_digest": str(loaded.base.digest),
+    }
+    if loaded.plan.base.found_as:
+        known["source_tag"] = loaded.plan.base.found_as
+    return known
+
+
+def base_image_details(loaded: LoadedPlan, resolved: ResolvedImage) -> BaseImageDetails:
+    """The base as ``resolved`` describes it, in the build record's shape (both builders)."""
     inspected = resolved.to_json()
     keys = ("index_digest", "config_digest", "compressed_layer_bytes", "layer_digests", "diff_ids")
-    return BaseImageDetails(**known, **{key: inspected[key] for key in keys})
+    return BaseImageDetails(**_known_base(loaded), **{key: inspected[key] for key in keys})
 
 
 def _run_build(
@@ -518,6 +589,8 @@ def _run_build(
     log_path: Path,
 ) -> str:
     """Run BuildKit; on failure keep the log, record a rejected build and raise."""
+    from python_on_whales.exceptions import DockerException
+
     how = _buildx_build if engine.has_buildx else _legacy_build
     with tempfile.TemporaryDirectory(prefix="imagekit-build-") as tmp:
         context = Path(tmp) / "context"
@@ -548,9 +621,21 @@ def _run_build(
                     f"the build could not start: {failure.last_lines[-1]}",
                     hint="check that the engine and its BuildKit answer (`docker info`)",
                 ) from exc
-            _record_rejected(workspace, loaded, failure, log_path, tag)
+            try:
+                record_rejected(
+                    workspace,
+                    loaded,
+                    RejectedBuildDetails(
+                        reason=failure.reason, step=failure.step, message=failure.message
+                    ),
+                    log_path=log_path,
+                    image=tag,
+                )
+                unrecorded = ""
+            except RecordRefused as refused:
+                unrecorded = f" (not recorded: {refused.problem})"
             raise BuildFailed(
-                f"build of {loaded.name} rejected: {failure.message}",
+                f"build of {loaded.name} rejected{unrecorded}: {failure.message}",
                 step=failure.step,
                 last_lines=failure.last_lines,
                 log=log_path,
@@ -561,28 +646,36 @@ def _run_build(
             raise EngineUnavailable(f"running the docker client failed: {exc}") from exc
 
 
-def _record_rejected(
-    workspace: Workspace, loaded: LoadedPlan, failure: _Failure, log_path: Path, tag: str
-) -> None:
-    """A failed attempt stays on record; a later success is a new record beside it."""
-    _record(
+def record_rejected(
+    workspace: Workspace,
+    loaded: LoadedPlan,
+    details: RejectedBuildDetails,
+    *,
+    log_path: Path,
+    image: str,
+    what: str = "build",
+) -> int:
+    """A failed attempt stays on record; a later success is a new record beside it.
+
+    Both builders call this: the engine path with BuildKit's failure, the registry builder
+    (imagekit.assemble) with its guard report or assertion run in ``details``.
+    """
+    return _record(
         workspace,
         "rejected-build",
         plan=loaded.name,
-        images={"image": tag, "base": str(loaded.base)},
+        images={"image": image, "base": str(loaded.base)},
         status="rejected",
         scope=(
-            f"the build of plan {loaded.name} (sha256:{loaded.digest.hex}) failed; "
+            f"the {what} of plan {loaded.name} (sha256:{loaded.digest.hex}) failed; "
             "no image was accepted"
         ),
         evidence=log_path,
-        details=RejectedBuildDetails(
-            reason=failure.reason, step=failure.step, message=failure.message
-        ),
+        details=details,
     )
 
 
-def _check_push_repo(repo: str) -> Reference:
+def check_push_repo(repo: str) -> Reference:
     ref = parse_reference(repo)
     if ref.tag is not None or ref.digest is not None:
         raise UsageError(
@@ -594,7 +687,9 @@ def _check_push_repo(repo: str) -> Reference:
 
 def push_image(engine: Engine, tag: str, repo: str, log_path: Path) -> tuple[str, str]:
     """Tag the image into REPO, push it, and return (repo@digest, manifest digest)."""
-    ref = _check_push_repo(repo)
+    from python_on_whales.exceptions import DockerException
+
+    ref = check_push_repo(repo)
     remote = f"{repo}:{tag.rpartition(':')[2]}"
     with engine_errors(f"tagging {tag} as {remote}"):
         engine.client.image.tag(tag, remote)

@@ -22,7 +22,7 @@ import io
 import posixpath
 import re
 import tarfile
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from email.parser import HeaderParser
 from enum import StrEnum
@@ -61,10 +61,14 @@ def is_bytecode(path: str) -> bool:
 
 @dataclass(frozen=True)
 class FileEntry:
-    """One path of a filesystem; ``mtime`` is kept but never compared."""
+    """One path of a filesystem; ``mtime`` is kept but never compared.
+
+    In one layer's index (imagekit.assemble.index) ``kind`` may also be ``hardlink``, with
+    the link's target in ``link``; a merged tree resolves hard links to files.
+    """
 
     path: str
-    kind: str  # file, dir, symlink, char, block, fifo
+    kind: str  # file, dir, symlink, char, block, fifo (hardlink in a layer index)
     mode: int
     uid: int
     gid: int
@@ -132,13 +136,117 @@ def _kind(member: tarfile.TarInfo) -> str | None:
         return "dir"
     if member.issym():
         return "symlink"
+    if member.islnk():
+        return "hardlink"
     if member.ischr():
         return "char"
     if member.isblk():
         return "block"
     if member.isfifo():
         return "fifo"
-    return None  # hard links are resolved by the caller
+    return None
+
+
+@dataclass(frozen=True)
+class Member:
+    """One member of a layer tar, as the archive says it (nothing of other members applied).
+
+    ``kind`` is file, dir, symlink, hardlink, char, block or fifo; or ``whiteout`` (``path``
+    is what the layer deletes below it) or ``opaque`` (``path`` is the folder whose lower
+    content the layer hides). A hard link's ``link`` is its normalised target, and its size
+    and sha256 are those of no content (the target's are found where the target is).
+    """
+
+    path: str
+    kind: str
+    mode: int = 0
+    uid: int = 0
+    gid: int = 0
+    size: int = 0
+    sha256: str | None = None
+    link: str | None = None
+    mtime: int = 0
+    content: bytes | None = None  # kept only for the paths ``capture`` asked for
+
+    def fields(self) -> tuple[str, str, int, int, int, int, str | None, str | None, int]:
+        """Everything but the content, in FileEntry's order."""
+        return (self.path, self.kind, self.mode, self.uid, self.gid, self.size, self.sha256,
+                self.link, self.mtime)  # fmt: skip
+
+
+def iter_members(
+    stream: IO[bytes], *, capture: Callable[[str, int], bool] | None = None
+) -> Iterator[Member]:
+    """The members of one uncompressed layer tar, in archive order, content hashed as it
+    streams past; once exhausted, the stream has been read to its very end (the padding
+    after the end-of-archive blocks included, which a diffID covers).
+
+    ``capture(path, size)`` says which files' bytes to keep in ``Member.content``. Member
+    types that are no file system object (GNU volume headers and the like) are skipped.
+    Raises CheckFailed when the stream is not a tar archive.
+    """
+    try:
+        with tarfile.open(fileobj=stream, mode="r|") as archive:
+            for member in archive:
+                # tarfile keeps every member it has read; a layer of 100 000 files would
+                # hold them all. In stream mode nothing needs them again.
+                archive.members.clear()  # type: ignore[attr-defined]
+                path = _norm(member.name)
+                if not path:
+                    continue
+                parent, base = posixpath.split(path)
+                if base == _OPAQUE:
+                    yield Member(parent, "opaque", mtime=int(member.mtime))
+                    continue
+                if base.startswith(_WHITEOUT):
+                    whited = posixpath.join(parent, base[len(_WHITEOUT) :])
+                    yield Member(whited, "whiteout", mtime=int(member.mtime))
+                    continue
+                kind = _kind(member)
+                if kind is None:
+                    continue
+                digest: str | None = None
+                content: bytes | None = None
+                if kind == "file":
+                    hasher = hashlib.sha256()
+                    keep = capture is not None and capture(path, member.size)
+                    kept: list[bytes] = []
+                    data = archive.extractfile(member)
+                    while data is not None and (chunk := data.read(_CHUNK)):
+                        hasher.update(chunk)
+                        if keep:
+                            kept.append(chunk)
+                    digest = "sha256:" + hasher.hexdigest()
+                    content = b"".join(kept) if keep else None
+                link = None
+                if kind == "symlink":
+                    link = member.linkname
+                elif kind == "hardlink":
+                    link = _norm(member.linkname)
+                yield Member(
+                    path,
+                    kind,
+                    member.mode & 0o7777,
+                    member.uid,
+                    member.gid,
+                    member.size if kind == "file" else 0,
+                    digest,
+                    link,
+                    int(member.mtime),
+                    content,
+                )
+    except tarfile.TarError as exc:
+        raise CheckFailed(
+            f"a layer is not a readable tar archive: {exc}",
+            hint="the blob may be truncated or not a layer; inspect it with `imagekit inspect`",
+        ) from exc
+    # Tar writers pad the archive past its end-of-archive blocks; the diffID covers all of it.
+    while stream.read(_CHUNK):
+        pass
+
+
+def _capture(path: str, size: int) -> bool:
+    return bool(_CAPTURE.search(path)) and size <= _CAPTURE_LIMIT
 
 
 def scan_layer(stream: IO[bytes], *, expected: Digest | None = None) -> LayerScan:
@@ -153,71 +261,32 @@ def scan_layer(stream: IO[bytes], *, expected: Digest | None = None) -> LayerSca
     whiteouts: set[str] = set()
     opaque: set[str] = set()
     captured: dict[str, bytes] = {}
-    try:
-        with tarfile.open(fileobj=buffered, mode="r|") as archive:
-            for member in archive:
-                path = _norm(member.name)
-                if not path:
-                    continue
-                parent, base = posixpath.split(path)
-                if base == _OPAQUE:
-                    opaque.add(parent)
-                    continue
-                if base.startswith(_WHITEOUT):
-                    whiteouts.add(posixpath.join(parent, base[len(_WHITEOUT) :]))
-                    continue
-                if member.islnk():
-                    target = entries.get(_norm(member.linkname))
-                    entry = FileEntry(
-                        path,
-                        "file",
-                        member.mode & 0o7777,
-                        member.uid,
-                        member.gid,
-                        target.size if target else 0,
-                        target.sha256 if target else None,
-                        None if target else f"hardlink:{_norm(member.linkname)}",
-                        int(member.mtime),
-                    )
-                    entries[path] = entry
-                    if target and _norm(member.linkname) in captured:
-                        captured[path] = captured[_norm(member.linkname)]
-                    continue
-                kind = _kind(member)
-                if kind is None:
-                    continue
-                digest: str | None = None
-                if kind == "file":
-                    hasher = hashlib.sha256()
-                    keep = bool(_CAPTURE.search(path)) and member.size <= _CAPTURE_LIMIT
-                    kept: list[bytes] = []
-                    content = archive.extractfile(member)
-                    while content is not None and (chunk := content.read(_CHUNK)):
-                        hasher.update(chunk)
-                        if keep:
-                            kept.append(chunk)
-                    digest = "sha256:" + hasher.hexdigest()
-                    if keep:
-                        captured[path] = b"".join(kept)
-                entries[path] = FileEntry(
-                    path,
-                    kind,
-                    member.mode & 0o7777,
-                    member.uid,
-                    member.gid,
-                    member.size if kind == "file" else 0,
-                    digest,
-                    member.linkname if kind == "symlink" else None,
-                    int(member.mtime),
-                )
-    except tarfile.TarError as exc:
-        raise CheckFailed(
-            f"a layer is not a readable tar archive: {exc}",
-            hint="the blob may be truncated or not a layer; inspect it with `imagekit inspect`",
-        ) from exc
-    # Tar writers pad the archive past its end-of-archive blocks; the diffID covers all of it.
-    while buffered.read(_CHUNK):
-        pass
+    for member in iter_members(buffered, capture=_capture):
+        path = member.path
+        if member.kind == "opaque":
+            opaque.add(path)
+        elif member.kind == "whiteout":
+            whiteouts.add(path)
+        elif member.kind == "hardlink":
+            target_path = member.link or ""
+            target = entries.get(target_path)
+            entries[path] = FileEntry(
+                path,
+                "file",
+                member.mode,
+                member.uid,
+                member.gid,
+                target.size if target else 0,
+                target.sha256 if target else None,
+                None if target else f"hardlink:{target_path}",
+                member.mtime,
+            )
+            if target and target_path in captured:
+                captured[path] = captured[target_path]
+        else:
+            entries[path] = FileEntry(*member.fields())
+            if member.content is not None:
+                captured[path] = member.content
     diff_id = Digest("sha256:" + reader.hasher.hexdigest())
     if expected is not None and diff_id != expected:
         raise DigestMismatch(
@@ -600,16 +669,15 @@ class RegistryImage:
         ref = self.resolved.reference
         for index in indices:
             desc = self.resolved.layers[index]
-            chunks = iter(self.client.stream_blob(ref, desc))
-            try:
-                stream = open_uncompressed(chunks, self.limits)
-                result[index] = scan_layer(stream, expected=self.resolved.diff_ids[index])
-            except (OSError, EOFError) as exc:
-                raise LayerFormatError(
-                    f"layer {index} ({desc.digest}) of {self.label} does not decompress: {exc}"
-                ) from exc
-            finally:
-                close = getattr(chunks, "close", None)
-                if close is not None:
-                    close()
+            chunks = self.client.stream_blob(ref, desc)
+            # closing the stream stops its reader thread, which closes the download
+            with open_uncompressed(
+                chunks, media_type=desc.media_type, limits=self.limits
+            ) as stream:
+                try:
+                    result[index] = scan_layer(stream, expected=self.resolved.diff_ids[index])
+                except (OSError, EOFError) as exc:
+                    raise LayerFormatError(
+                        f"layer {index} ({desc.digest}) of {self.label} does not decompress: {exc}"
+                    ) from exc
         return result

@@ -29,6 +29,7 @@ several cores.
 
 from __future__ import annotations
 
+import collections
 import hashlib
 import io
 import queue
@@ -477,7 +478,7 @@ def _start(
     declared: Compression,
     media_type: str,
     policy: MediaTypePolicy,
-    hasher: _Hasher,
+    sink: Callable[[bytes | memoryview], None],
     limits: LayerLimits,
 ) -> tuple[_Inflater, Compression]:
     detected = sniff_compression(head)
@@ -488,101 +489,172 @@ def _start(
             "type; use --media-type-policy detect to verify it by its bytes anyway",
         )
     if detected is Compression.GZIP:
-        return _Gzip(hasher), detected
+        return _Gzip(sink), detected
     if detected is Compression.ZSTD:
-        return _Zstd(hasher, limits.max_zstd_window), detected
-    return _Plain(hasher), detected
-
-
-class _Collector(_Bounded):
-    """Keeps what an inflater produced until the reader hands it out, within the limit."""
-
-    def __init__(self, limit: int) -> None:
-        super().__init__(limit)
-        self.pending: list[bytes] = []
-
-    def __call__(self, data: bytes | memoryview) -> None:
-        self._count(data)
-        if data:
-            self.pending.append(bytes(data))
+        return _Zstd(sink, limits.max_zstd_window), detected
+    return _Plain(sink), detected
 
 
 class UncompressedReader(io.RawIOBase):
-    """The uncompressed tar of a layer as a readable stream, for readers that pull (tarfile).
+    """A layer's uncompressed tar as a readable stream, decompressed and hashed as it is read.
 
-    The same inflaters, sniffing and limits as :func:`diff_id_of_stream` (a bomb is cut off
-    at ``max_uncompressed_bytes``, a zstd frame cannot ask for more window than
-    ``max_zstd_window``), turned around: compressed chunks are fed only when the caller wants
-    more bytes, so memory stays at about one chunk's expansion. The stream is decompressed by
-    its bytes (the ``detect`` policy); a :data:`RESTART` in the chunks is refused, since a
-    reader cannot take back bytes it already handed out.
+    :func:`diff_id_of_stream` pushes bytes through a hasher; tar parsers (``tarfile``: the
+    layer comparison of imagekit.layerdiff, the registry builder's layer index) pull.
+    This is the same inflaters, limits and magic sniffing turned around: ``readinto`` feeds
+    compressed input to the inflater in :attr:`FEED`-byte pieces until it has output, so
+    what waits to be read stays bounded even for a decompression bomb (deflate expands at
+    most about 1032-fold: one piece makes at most some 16 MiB), and the size limit stops a
+    bomb outright. The chunks are consumed on a reader thread unless ``threaded`` is false.
+
+    The stream ends only after the inflater has checked the last member or frame; then
+    :meth:`result` gives the diffID. A chunk stream that verifies the compressed digest at
+    its end (``RegistryClient.stream_blob``) raises from ``readinto`` when it is wrong, so
+    reading to the end proves both digests. Restarts (:data:`RESTART`) cannot be undone
+    once a reader has consumed bytes: one raises LayerFormatError.
     """
 
-    def __init__(self, chunks: Iterable[bytes | Restart], limits: LayerLimits | None = None):
-        limits = limits or LayerLimits()
-        self._chunks = iter(chunks)
-        self._out = _Collector(limits.max_uncompressed_bytes)
-        self._max_window = limits.max_zstd_window
+    FEED = 16 * 1024
+
+    def __init__(
+        self,
+        chunks: Iterable[bytes | Restart],
+        *,
+        media_type: str,
+        limits: LayerLimits | None = None,
+        policy: MediaTypePolicy = MediaTypePolicy.DETECT,
+        threaded: bool = True,
+    ) -> None:
+        super().__init__()
+        self._limits = limits or LayerLimits()
+        known = layer_media_type(media_type)
+        if known is None:
+            raise LayerFormatError(
+                f"unknown layer media type {media_type!r}",
+                hint="only docker v2s2 and OCI tar layers (plain, gzip, zstd) can be read",
+            )
+        self._media_type, self._declared, self._policy = media_type, known[0], policy
+        self._hasher = _Hasher(self._limits.max_uncompressed_bytes)
+        self._reader = _Reader(chunks, self._limits.queue_chunks) if threaded else None
+        source: Iterable[bytes | Restart] = self._reader if self._reader is not None else chunks
+        self._source: Iterator[bytes | Restart] = iter(source)
         self._inflater: _Inflater | None = None
-        self._buffer = b""
-        self._done = False
+        self._detected = Compression.NONE
+        self._input = memoryview(b"")
+        self._held = b""  # the first bytes, until SNIFF_BYTES have arrived
+        self._output: collections.deque[bytes | memoryview] = collections.deque()
+        self._compressed = 0
+        self._ended = False
 
     def readable(self) -> bool:
         return True
 
-    def _next_chunk(self) -> bytes | None:
-        chunk = next(self._chunks, None)
-        if isinstance(chunk, Restart):
-            raise LayerFormatError("the blob restarted while it was being read; read it again")
-        return chunk
+    def _emit(self, data: bytes | memoryview) -> None:
+        self._hasher(data)
+        if len(data):
+            self._output.append(data)
 
-    def _start(self) -> None:
-        head = b""
-        while len(head) < SNIFF_BYTES:
-            chunk = self._next_chunk()
+    def _start(self, head: bytes) -> None:
+        self._inflater, self._detected = _start(
+            head[:SNIFF_BYTES],
+            self._declared,
+            self._media_type,
+            self._policy,
+            self._emit,
+            self._limits,
+        )
+
+    def _pull(self) -> bool:
+        """Feed the inflater one more piece of input; False once the stream has ended."""
+        while not self._input:
+            if self._ended:
+                return False
+            chunk = next(self._source, None)
             if chunk is None:
-                break
-            head += chunk
-        detected = sniff_compression(head[:SNIFF_BYTES])
-        if detected is Compression.GZIP:
-            self._inflater = _Gzip(self._out)
-        elif detected is Compression.ZSTD:
-            self._inflater = _Zstd(self._out, self._max_window)
-        else:
-            self._inflater = _Plain(self._out)
-        self._inflater.feed(memoryview(head))
+                if self._inflater is None:
+                    self._start(self._held)
+                    self._input = memoryview(self._held)
+                    self._held = b""
+                    if self._input:
+                        break
+                assert self._inflater is not None  # noqa: S101 - started just above
+                self._inflater.finish()
+                self._ended = True
+                return bool(self._output)
+            if isinstance(chunk, Restart):
+                raise LayerFormatError(
+                    "the blob started over from byte 0 after part of it was read",
+                    hint="run the command again",
+                )
+            self._compressed += len(chunk)
+            if self._inflater is None:
+                self._held += chunk
+                if len(self._held) < SNIFF_BYTES:
+                    continue
+                self._start(self._held)
+                chunk, self._held = self._held, b""
+            self._input = memoryview(chunk)
+        assert self._inflater is not None  # noqa: S101 - the loop above starts it
+        piece, self._input = self._input[: self.FEED], self._input[self.FEED :]
+        self._inflater.feed(piece)
+        return True
 
     def readinto(self, buffer: Any) -> int:
-        if self._inflater is None:
-            self._start()
-        assert self._inflater is not None  # noqa: S101 - set by _start
-        while not self._buffer:
-            if self._out.pending:
-                self._buffer = b"".join(self._out.pending)
-                self._out.pending.clear()
-                break
-            if self._done:
+        view = memoryview(buffer).cast("B")
+        while not self._output:
+            if not self._pull():
                 return 0
-            chunk = self._next_chunk()
-            if chunk is None:
-                self._inflater.finish()
-                self._done = True
-                continue
-            self._inflater.feed(memoryview(chunk))
-        n = min(len(buffer), len(self._buffer))
-        buffer[:n] = self._buffer[:n]
-        self._buffer = self._buffer[n:]
-        return n
+        filled = 0
+        while self._output and filled < len(view):
+            data = self._output[0]
+            n = min(len(data), len(view) - filled)
+            view[filled : filled + n] = data[:n]
+            filled += n
+            if n == len(data):
+                self._output.popleft()
+            else:
+                self._output[0] = memoryview(data)[n:]
+        return filled
+
+    def result(self) -> LayerDigest:
+        """The diffID and sizes; only once the stream was read to its end."""
+        if not self._ended or self._output:
+            raise LayerFormatError("the layer was not read to its end; no diffID")
+        notes: tuple[str, ...] = ()
+        if self._detected != self._declared:
+            notes = (
+                f"media type {self._media_type} says {self._declared} but the bytes are "
+                f"{self._detected}; decompressed as {self._detected}",
+            )
+        return LayerDigest(
+            diff_id=self._hasher.digest(),
+            compressed_bytes=self._compressed,
+            uncompressed_bytes=self._hasher.size,
+            declared=self._declared,
+            detected=self._detected,
+            notes=notes,
+        )
 
     def close(self) -> None:
-        close = getattr(self._chunks, "close", None)
-        if close is not None:
-            close()
+        """Stop reading the blob: the reader thread closes the chunk stream (releasing its
+        connection instead of downloading the rest); without one, it is closed here."""
+        if self._reader is not None:
+            self._reader.stop()
+            self._reader = None
+        else:
+            close = getattr(self._source, "close", None)
+            if close is not None:
+                close()
         super().close()
 
 
 def open_uncompressed(
-    chunks: Iterable[bytes | Restart], limits: LayerLimits | None = None
+    chunks: Iterable[bytes | Restart],
+    *,
+    media_type: str,
+    limits: LayerLimits | None = None,
+    policy: MediaTypePolicy = MediaTypePolicy.DETECT,
 ) -> IO[bytes]:
-    """A buffered stream of a layer's uncompressed bytes (see :class:`UncompressedReader`)."""
-    return io.BufferedReader(UncompressedReader(chunks, limits), buffer_size=COALESCE_BYTES)
+    """A buffered stream of a layer's uncompressed bytes (see :class:`UncompressedReader`);
+    use the class itself where the diffID it computed on the way is wanted."""
+    reader = UncompressedReader(chunks, media_type=media_type, limits=limits, policy=policy)
+    return io.BufferedReader(reader, buffer_size=COALESCE_BYTES)

@@ -49,6 +49,11 @@ _LABEL_KEY = re.compile(r"[a-z0-9][a-z0-9._/-]*")
 _HEX64 = re.compile(r"[0-9a-f]{64}")
 # A digest cut short, as reports and logs print them: repo@sha256:e930db8e... (or no dots).
 _TRUNCATED = re.compile(r"(?P<name>[^@\s]+)@sha256:(?P<hex>[0-9a-f]{0,63})(?:\.\.\.|\u2026)?")
+_MODE = re.compile(r"0?[0-7]{3}|[0-7]{4}")
+_OWNER = re.compile(r"(\d{1,10}):(\d{1,10})")
+_MAX_ID = 2**31 - 1
+# The newest SOURCE_DATE_EPOCH a tar header (12 octal digits) and a config hold without PAX.
+_MAX_EPOCH = 8**11 - 1
 # Paths are rendered into RUN and COPY lines: a conservative character set keeps them free of
 # shell and Dockerfile quoting problems (no spaces, quotes, '$', globs or backslashes).
 _PATH_CHARS = re.compile(r"[A-Za-z0-9._+@=,:-]+")
@@ -255,13 +260,35 @@ class Replaces(_Model):
         return self
 
 
+# Where the container runtime mounts its own filesystems over the image (runc's defaults, as
+# Docker and containerd set them up): anything the image holds there is hidden at run time.
+_KERNEL_MOUNTS = {"proc": "procfs", "sys": "sysfs", "dev": "a tmpfs with the devices"}
+_RUNTIME_FILES = frozenset({"/etc/hosts", "/etc/hostname", "/etc/resolv.conf"})
+
+
 class Overlay(_Model):
-    """A file from the plan's folder laid over the base, guarded by what it replaces."""
+    """A file from the plan's folder laid over the base, guarded by what it replaces.
+
+    ``mode`` and ``owner`` set the file's permission bits and numeric owner in the image
+    (the engine renders them as ``COPY --chmod --chown``). Without ``mode`` the engine keeps
+    the source file's mode and the registry builder writes 0755 for an executable source and
+    0644 otherwise; without ``owner`` the file belongs to 0:0. A source that is a symbolic
+    link is refused unless ``follow: true`` says to copy the file it points to (which must
+    still lie inside the plan folder): a link committed by accident must not decide what
+    lands in an image.
+    """
 
     kind: Literal["overlay"]
     source: str = Field(description="a file under dockerfiles/NAME/, relative to it")
     destination: str = Field(description="absolute path of the file in the image")
     replaces: Replaces
+    mode: str | None = Field(
+        default=None, description='permission bits as a quoted octal string, e.g. "0755"'
+    )
+    owner: str | None = Field(default=None, description='numeric "UID:GID", e.g. "0:0"')
+    follow: bool = Field(
+        default=False, description="true: a source that is a symbolic link is followed"
+    )
 
     @field_validator("source")
     @classmethod
@@ -284,6 +311,61 @@ class Overlay(_Model):
                 )
         return value
 
+    @field_validator("mode")
+    @classmethod
+    def _mode(cls, value: str | None) -> str | None:
+        if value is not None and not _MODE.fullmatch(value):
+            raise _fail(
+                "mode",
+                f"{value!r} is not an octal mode of 3 or 4 digits",
+                'quote it, e.g. mode: "0755" (YAML reads an unquoted 0755 as the number 493)',
+            )
+        return value
+
+    @field_validator("owner")
+    @classmethod
+    def _owner(cls, value: str | None) -> str | None:
+        if value is not None:
+            match = _OWNER.fullmatch(value)
+            if not match or max(int(match.group(1)), int(match.group(2))) > _MAX_ID:
+                raise _fail(
+                    "owner",
+                    f"{value!r} is not a numeric UID:GID",
+                    'give numbers, e.g. owner: "1000:1000" (names would need the base\'s '
+                    "/etc/passwd)",
+                )
+        return value
+
+    @model_validator(mode="after")
+    def _links(self, info: ValidationInfo) -> Overlay:
+        folder = (info.context or {}).get("overlay_dir")
+        if isinstance(folder, Path) and not self.follow:
+            current = folder
+            for part in self.source.split("/"):
+                current = current / part
+                if current.is_symlink():
+                    raise _fail(
+                        "source_symlink",
+                        f"{self.source!r} passes through the symbolic link "
+                        f"{current.relative_to(folder)}",
+                        "copy the file itself into the plan folder, or set follow: true on "
+                        "this overlay to copy the file the link points to",
+                    )
+        return self
+
+    @property
+    def file_mode(self) -> int | None:
+        """The plan's mode as a number, or None when the plan gives none."""
+        return int(self.mode, 8) if self.mode is not None else None
+
+    @property
+    def uid_gid(self) -> tuple[int, int]:
+        """The plan's owner, 0:0 by default (what COPY writes without --chown)."""
+        if self.owner is None:
+            return (0, 0)
+        uid, _, gid = self.owner.partition(":")
+        return (int(uid), int(gid))
+
     @field_validator("destination")
     @classmethod
     def _destination(cls, value: str) -> str:
@@ -292,6 +374,21 @@ class Overlay(_Model):
         if posixpath.normpath(value) != value or value == "/":
             raise _fail("destination", f"{value!r} must be a normalised file path")
         _check_path_chars(value, "destination")
+        top = value.split("/")[1]
+        if top in _KERNEL_MOUNTS:
+            raise _fail(
+                "destination",
+                f"{value!r} is under /{top}, which the runtime mounts over in every container "
+                f"({_KERNEL_MOUNTS[top]}): a file copied there never shows in a container",
+                "put the file elsewhere (e.g. /usr/local/...) and point to it from there",
+            )
+        if value in _RUNTIME_FILES:
+            raise _fail(
+                "destination",
+                f"{value!r} is a file the runtime mounts over in every container (it writes "
+                "its own): a file copied there never shows in a container",
+                "set it at run time (docker run --dns/--add-host, a Kubernetes pod spec)",
+            )
         return value
 
 
@@ -394,6 +491,13 @@ class Plan(_Model):
     audit_profile: str = Field(
         default="generic",
         description="generic, sglang, vllm, or a relative path to a profile YAML file",
+    )
+    epoch: int | None = Field(
+        default=None,
+        ge=0,
+        le=_MAX_EPOCH,
+        description="seconds since 1970 stamped on the files and the config of a registry "
+        "build (SOURCE_DATE_EPOCH, when set, wins; without either: 0)",
     )
 
     @field_validator("name")

@@ -67,7 +67,11 @@ ASSERT_MOUNT = "/tmp/imagekit-assert.py"  # noqa: S108 - a mount point inside th
 PIP_CA_SECRET = "pip_ca"  # noqa: S105 - the id of a secret mount, not a secret
 PIP_INDEX_SECRET = "pip_index"  # noqa: S105 - the id of a secret mount, not a secret
 DRIFT_MARKER = "IMAGEKIT_OVERLAY_DRIFT"
+# What the assertion checker prints per check and at the end; the registry builder
+# (imagekit.assemble.check) reads them from the container's output.
+ASSERT_PASS_MARKER = "IMAGEKIT_ASSERT_PASS"  # noqa: S105 - a marker, not a password
 ASSERT_FAIL_MARKER = "IMAGEKIT_ASSERT_FAIL"
+ASSERTIONS_PASSED_MARKER = "IMAGEKIT_ASSERTIONS_PASSED"
 PACKAGE_MARKER = "IMAGEKIT_PACKAGES"
 
 # The in-build assertion checker, after the plan's SPEC. Standard library only and Python
@@ -249,7 +253,12 @@ def _overlay(step: Overlay) -> list[str]:
             "exit 1; fi; "
             'echo "IMAGEKIT_OVERLAY_OK path=$p sha256:$got"'
         )
-    return [f"RUN {guard}", f"COPY {step.source} {path}"]
+    flags = "".join(
+        f"--{name}={value} "
+        for name, value in (("chmod", step.mode), ("chown", step.owner))
+        if value is not None
+    )
+    return [f"RUN {guard}", f"COPY {flags}{step.source} {path}"]
 
 
 def _str_literal(value: str) -> str:

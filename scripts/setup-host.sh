@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Set up a fresh Debian 12 machine (as root) for imagekit's tests and demo, idempotently:
-#   - Debian's docker.io, docker-registry, skopeo, mmdebstrap, apache2-utils, only when missing,
-#     and qemu-user-static, binfmt-support, arch-test (arm64 rootfs and images for `make seeds`);
+#   - Debian's docker.io, docker-registry, skopeo, mmdebstrap, apache2-utils, umoci, time (the
+#     benchmarks' peak RSS) and qemu-user-static + binfmt-support + arch-test
+#     (foreign-architecture images), only when missing; qemu's binfmt_misc handlers
+#     registered when the kernel has none;
 #   - the Docker engine, started without the default bridge when no engine answers;
 #   - .venv with imagekit and its test extras, reinstalled only when its inputs changed.
 # Every step is skipped when already done, so a warm run takes a few seconds.
@@ -13,7 +15,7 @@ as_root() { if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi; }
 
 # 1. Debian packages. Where an engine already answers (a CI runner with Docker's own
 # packages, say), Debian's docker.io is not installed over it: the two conflict.
-packages=(docker-registry skopeo mmdebstrap apache2-utils qemu-user-static binfmt-support arch-test)
+packages=(docker-registry skopeo mmdebstrap apache2-utils umoci qemu-user-static binfmt-support arch-test time)
 if ! docker info >/dev/null 2>&1 && ! /usr/bin/docker info >/dev/null 2>&1; then
   packages=(docker.io "${packages[@]}")
 fi
@@ -39,6 +41,21 @@ fi
 # own registries on free loopback ports, so the packaged service is not needed.
 if command -v systemctl >/dev/null 2>&1 && systemctl is-active --quiet docker-registry 2>/dev/null; then
   as_root systemctl stop docker-registry || true
+fi
+
+# qemu-user-static's binfmt handlers (flag F: the interpreter is opened at registration, so
+# it works inside containers) let the engine run linux/arm64 images here, for the assertions
+# and audits of images `imagekit build --builder registry` assembles for another architecture.
+# Where binfmt_misc is not mounted (some containers and VMs), mount it first; a machine that
+# refuses either step simply cannot emulate, and imagekit then says NOT RUN, never a pass.
+if [ -d /proc/sys/fs/binfmt_misc ] && [ ! -e /proc/sys/fs/binfmt_misc/register ]; then
+  as_root mount -t binfmt_misc binfmt_misc /proc/sys/fs/binfmt_misc 2>/dev/null || true
+fi
+if [ -e /proc/sys/fs/binfmt_misc/register ] && [ ! -e /proc/sys/fs/binfmt_misc/qemu-aarch64 ] \
+  && command -v update-binfmts >/dev/null 2>&1; then
+  for handler in /var/lib/binfmts/qemu-*; do  # qemu's handlers only, nothing else's
+    [ -e "$handler" ] && as_root update-binfmts --enable "$(basename "$handler")" >/dev/null 2>&1 || true
+  done
 fi
 
 # 2. The engine. Debian's client (/usr/bin/docker) is used to ask when it is there.

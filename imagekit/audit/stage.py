@@ -2,8 +2,9 @@
 
 One function, :func:`audit`, is what ``imagekit audit`` calls. It chains the runner (probe in
 a locked-down container, or on this host with ``--host``), the status decision, the
-vulnerability stage, the evidence folder and the ledger. The raw probe output is written to
-the evidence folder before it is parsed, so even a report that cannot be read is kept.
+vulnerability stage, the evidence folder and the ledger. The raw probe output is streamed
+into the evidence folder as it is printed (imagekit.audit.output), so even a report that
+cannot be read, a run that hit the wall-clock limit, or one that was interrupted is kept.
 """
 
 from __future__ import annotations
@@ -22,13 +23,20 @@ from imagekit.audit.report import (
     ProbeReport,
     condensed,
     decide,
-    parse_probe_output,
 )
-from imagekit.audit.runner import EngineImage, Limits, ProbeRun, resolve_image, run_in_container
+from imagekit.audit.runner import (
+    DEFAULT_TIMEOUT_S,
+    EngineImage,
+    Limits,
+    ProbeRun,
+    read_report,
+    resolve_image,
+    run_in_container,
+)
 from imagekit.audit.runner import run_on_host as _run_on_host
 from imagekit.audit.vulns import DEFAULT_MAX_AGE_DAYS, FailOn, Finding, VulnScan, fails, scan
-from imagekit.engine import Engine, connect
-from imagekit.errors import CouldNotFinish, ImagekitError
+from imagekit.engine import Engine, connect, execution_for
+from imagekit.errors import CouldNotFinish, RecordRefused
 from imagekit.ledger import (
     AuditDetails,
     AuditSummary,
@@ -54,6 +62,7 @@ class AuditRequest:
     extra_modules: tuple[str, ...] = ()
     limits: Limits = field(default_factory=Limits)
     platform: str | None = None  # os/arch to pull; default: the plan's base platform
+    timeout_s: float = DEFAULT_TIMEOUT_S  # the whole probe run's wall-clock limit
     vuln_db: Path | None = None  # an offline OSV export (zip or folder) instead of the service
     vuln_db_max_age_days: int = DEFAULT_MAX_AGE_DAYS
     fail_on: FailOn = "findings"
@@ -73,6 +82,9 @@ class AuditResult:
     report_path: Path
     summary_path: Path
     ledger_seqs: tuple[int, ...]
+    probe_run: ProbeRun | None = None
+    # How python3 ended when that is not the usual exit 0 ("python3 exited 1 after ...").
+    probe_note: str | None = None
     fail_on: FailOn = "findings"
 
     @property
@@ -117,6 +129,7 @@ class AuditResult:
                 "environment": self.report.environment,
                 "duration_s": self.report.duration_s,
                 "output_cap_bytes": self.report.output_cap_bytes,
+                **_probe_run_json(self.probe_run, self.probe_note),
             },
             "vulnerabilities": {
                 **(
@@ -149,6 +162,19 @@ def _tag_resolution(image: EngineImage) -> dict[str, str] | None:
     }
 
 
+def _probe_run_json(run: ProbeRun | None, note: str | None) -> dict[str, Any]:
+    """How the probe ran: its exit, how much it printed, what was kept (and where)."""
+    if run is None:
+        return {}
+    return {
+        "exit_code": run.exit_code,
+        "note": note,
+        "stdout_bytes": run.stdout.total,
+        "stdout_cut_bytes": run.stdout.cut,
+        "raw_output": [p.name for p in (*run.stdout.files, *run.stderr.files)],
+    }
+
+
 def _plan_inputs(workspace: Workspace, name: str) -> tuple[str, list[str], list[str], str]:
     """A plan's audit profile, find_spec modules, overlay destinations and base platform."""
     from imagekit.plan import plan_path, read_plan_checks
@@ -172,6 +198,8 @@ def _summary_markdown(result: dict[str, Any]) -> str:
         f"- scope: {result['scope']}",
         f"- profile: {result['profile']}; plan: {result['plan']}",
     ]
+    if result["probe"].get("note"):
+        lines.append(f"- probe: {result['probe']['note']}")
     if result["image"]:
         lines.append(
             f"- image ID: {result['image']['image_id']}; manifest digest: "
@@ -200,6 +228,12 @@ def _summary_markdown(result: dict[str, Any]) -> str:
                 lines += ["", f"{stream.split('_')[0]}:", "```", c[stream].rstrip(), "```"]
         lines.append("")
     return "\n".join(lines) + "\n"
+
+
+def _emulation(scope: str) -> str:
+    """``emulated (qemu-...)`` when the audit's scope says its probe ran emulated."""
+    marker = scope.find("emulated (")
+    return scope[marker : scope.index(")", marker) + 1] if marker >= 0 else ""
 
 
 def _record(workspace: Workspace, result: AuditResult, vulns_path: Path) -> tuple[int, ...]:
@@ -243,7 +277,8 @@ def _record(workspace: Workspace, result: AuditResult, vulns_path: Path) -> tupl
             "Python distributions the probe found installed"
             if database
             else f"{result.vulns.source} over the Python distributions the probe found installed"
-        ),
+        )
+        + (f" (the probe ran {_emulation(result.scope)})" if _emulation(result.scope) else ""),
         evidence=vulns_path,
         details=VulnerabilityScanDetails(
             profile=result.profile,
@@ -290,10 +325,13 @@ def audit(
     spec = probe_spec(profile, expected_paths=expected, host=request.host)
 
     image: EngineImage | None = None
+    emulated = ""
     if request.host:
         target = f"host:{socket.gethostname()}"
-        run: ProbeRun = _run_on_host(spec)
         folder = (request.plan or "host-audit", f"host-{socket.gethostname()}")
+        run_dir = evidence.new_run_dir(workspace.evidence_dir, *folder)
+        evidence.write_json(run_dir / "spec.json", spec)
+        run: ProbeRun = _run_on_host(spec, run_dir=run_dir, timeout_s=request.timeout_s)
     else:
         if not request.ref:
             raise CouldNotFinish("no image to audit", hint="give REF, or --host")
@@ -301,18 +339,25 @@ def audit(
         image = resolve_image(engine, request.ref, platform)
         target = image.requested
         digest = image.manifest_digest
-        run = run_in_container(engine, image, spec, request.limits)
+        if image.platform is not None:
+            execution = execution_for(image.platform)
+            if not execution.runs:
+                raise CouldNotFinish(
+                    f"{target} is a {image.platform} image and cannot run here: "
+                    f"{execution.reason}; audit NOT RUN",
+                    hint="audit it on a host of that architecture, or install "
+                    "qemu-user-static and binfmt-support to emulate it",
+                )
+            if execution.how == "emulated":
+                emulated = f"; {execution.note}: the image's {image.platform} programs ran "
+                emulated += "under qemu-user on this host, which proves nothing about speed"
         folder = (request.plan or image.name, str(digest) if digest else image.image_id)
-
-    run_dir = evidence.new_run_dir(workspace.evidence_dir, *folder)
-    evidence.write_bytes(run_dir / "probe-output.json", run.stdout.encode("utf-8"))
-    evidence.write_json(run_dir / "spec.json", spec)
-    try:
-        report = parse_probe_output(run.stdout)
-    except ImagekitError as exc:
-        raise CouldNotFinish(
-            f"{exc.message} (raw output kept in {run_dir})", hint=exc.hint
-        ) from exc
+        run_dir = evidence.new_run_dir(workspace.evidence_dir, *folder)
+        evidence.write_json(run_dir / "spec.json", spec)
+        run = run_in_container(
+            engine, image, spec, request.limits, run_dir=run_dir, timeout_s=request.timeout_s
+        )
+    report, note = read_report(run, target, run_dir)
     verdict = decide(report)
     vulns = scan(
         report.distributions(),
@@ -329,17 +374,21 @@ def audit(
         profile=profile.name,
         plan=request.plan,
         verdict=verdict,
-        scope=HOST_SCOPE if request.host else SCOPE,
+        scope=(HOST_SCOPE if request.host else SCOPE) + emulated,
         report=report,
         vulns=vulns,
         evidence_dir=run_dir,
         report_path=run_dir / "audit-report.json",
         summary_path=run_dir / "summary.md",
         ledger_seqs=(),
+        probe_run=run,
+        probe_note=note,
         fail_on=request.fail_on,
     )
     whole = result.to_json(whole=True)
     whole["probe_command"] = list(run.command)
     evidence.write_json(result.report_path, whole)
     evidence.write_bytes(result.summary_path, _summary_markdown(result.to_json()).encode("utf-8"))
-    return replace(result, ledger_seqs=_record(workspace, result, vulns_path))
+    with RecordRefused.keeping(result):  # refused, the verdict and its evidence still stand
+        seqs = _record(workspace, result, vulns_path)
+    return replace(result, ledger_seqs=seqs)

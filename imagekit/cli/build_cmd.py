@@ -1,4 +1,4 @@
-"""`imagekit build NAME`: parse options, call imagekit.build.build_plan, render its result."""
+"""`imagekit build NAME`: parse options, call imagekit.assemble.build_image, render its result."""
 
 from __future__ import annotations
 
@@ -6,12 +6,25 @@ from pathlib import Path
 
 import click
 
-from imagekit.build import BuildOptions, BuildResult, build_plan
+from imagekit.assemble import BUILDERS, AssembleResult, build_image
+from imagekit.build import BuildOptions, BuildResult
 from imagekit.cli._common import json_option, run
 from imagekit.workspace import Workspace
 
 
-def _human(result: BuildResult) -> None:
+def _human(result: object) -> None:
+    if isinstance(result, AssembleResult):
+        click.echo(f"built {result.plan} through the registry: {result.pushed}")
+        click.echo(f"tag: {result.tag}")
+        click.echo(f"config (image ID): {result.config_digest}")
+        if result.index_digest:
+            click.echo(f"index: {result.index_digest}")
+        for check in result.guard:
+            click.echo(f"guard: {check.marker()} ({check.verdict})")
+        click.echo(f"assertions: {result.assertions.status}: {result.assertions.scope}")
+        click.echo(f"log: {result.log}")
+        return
+    assert isinstance(result, BuildResult)  # noqa: S101 - build_image returns one of the two
     click.echo(f"built {result.plan}: {result.image_id} tagged {result.tag}")
     click.echo(f"log: {result.log}")
     if result.pushed:
@@ -20,8 +33,23 @@ def _human(result: BuildResult) -> None:
 
 @click.command("build")
 @click.argument("name")
+@click.option(
+    "--builder",
+    type=click.Choice(BUILDERS),
+    default="auto",
+    show_default=True,
+    help="registry: assemble through the registry API (no engine, no base pull); engine: "
+    "BuildKit; auto: registry when every step is overlay/env/labels/entrypoint/cmd and "
+    "--push is given.",
+)
 @click.option("--tag", help="Tag for the image (default imagekit/NAME:<time>-<id>).")
 @click.option("--push", "push", metavar="REPO", help="Push to REPO and report the digest.")
+@click.option("--index", is_flag=True, help="Registry builder: tag an index holding the image.")
+@click.option(
+    "--no-assertions",
+    is_flag=True,
+    help="Registry builder: accept the image without running the plan's assertions (said so).",
+)
 @click.option("--no-cache", is_flag=True, help="Build without BuildKit's cache.")
 @click.option("--base", help="Build on this pinned base instead of the plan's (REPO@sha256:...).")
 @click.option(
@@ -38,15 +66,18 @@ def _human(result: BuildResult) -> None:
 @json_option
 def command(
     name: str,
+    builder: str,
     tag: str | None,
     push: str | None,
+    index: bool,
+    no_assertions: bool,
     no_cache: bool,
     base: str | None,
     index_url: str | None,
     ca_bundle: Path | None,
     as_json: bool,
 ) -> None:
-    """Build a plan on the local engine; the log streams to stderr and into evidence/."""
+    """Build a plan; the log streams to stderr and into evidence/."""
     options = BuildOptions(
         tag=tag,
         push=push,
@@ -54,10 +85,13 @@ def command(
         index_url=index_url,
         ca_bundle=ca_bundle,
         base_override=base,
+        builder=builder,
+        index=index,
+        assertions=not no_assertions,
     )
     run(
-        lambda: build_plan(Workspace.from_env(), name, options),
+        lambda: build_image(Workspace.from_env(), name, options),
         as_json=as_json,
         human=_human,
-        to_json=BuildResult.to_json,
+        to_json=lambda result: result.to_json(),
     )

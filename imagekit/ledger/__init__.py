@@ -31,9 +31,16 @@ Appending
 Many processes append at once (nightly jobs in parallel). ``append_record`` takes an exclusive
 ``flock`` on the ledger, reads the last line to chain to it, writes the new line with one
 ``write`` on an ``O_APPEND`` descriptor and ``fsync``s before it lets go. A crash in the middle
-leaves at most a torn last line (no newline); ``append_record`` then refuses to chain to it and
-``repair`` moves it into a quarantine file beside the ledger without touching any complete
-record.
+leaves at most a torn last line (no newline). ``append_record`` refuses (RecordRefused,
+nothing written) to chain onto a last line that does not verify: torn, not a record, not in
+the form imagekit writes, duplicated, or not chained to the line before it; the stage that
+asked keeps its own result and evidence (``RecordRefused.keeping``). ``repair`` completes a
+torn line that is a whole chained record missing only its newline, and moves anything else
+torn into a quarantine file beside the ledger, without touching any complete record.
+
+The ledger is a regular file: a FIFO, a directory or a device at its path is bad input
+before a byte is read. An empty ledger verifies nothing (status ``empty``); a lock is only
+written from a ledger that verifies.
 
 Secrets
 -------
@@ -51,6 +58,10 @@ build (status ``built``) / rejected-build (status ``rejected``, details.reason, 
     details.image_id = engine image ID.
     details.base = {source_tag, index_digest, platform, manifest_digest, config_digest,
     compressed_layer_bytes, layer_digests} as ``imagekit inspect`` reports the base.
+    A registry build (details.builder ``registry``, imagekit.assemble) also has
+    details.manifest_digest, details.layer (the overlay layer written), details.epoch,
+    details.guard (each overlay's check and how each base layer was used) and
+    details.assertions; its rejected-build records carry the guard or the assertions too.
 audit (status ``CPU_PASS`` | ``CPU_PASS_GPU_CLI_DEFERRED`` | ``CPU_CHECK_INCOMPLETE`` | ...)
     images.image = the audited reference or image ID; images.tag = the tag asked for, when
     a registry tag was resolved (details.tag_resolution: tag, digest, at, sentence).
@@ -59,7 +70,8 @@ vulnerability-scan (status ``clean`` | ``findings`` | ``unknown``)
     images.image; details.report = summary.
 push (status ``pushed``)
     images.image = local image; images.pushed = ``repo@sha256:...`` (manifest digest).
-    details.manifest_digest, details.config_digest.
+    details.manifest_digest, details.config_digest; after a registry build also
+    details.index_digest (``--index``) and details.transfer (blobs mounted, uploaded, kept).
 mirror-verify (status = the verdict: ``identical`` | ``content-identical`` |
 ``config-differs`` | ``mismatch`` | ``error``)
     images.source, images.destination; details.message = the verdict sentence.

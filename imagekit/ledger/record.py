@@ -64,6 +64,62 @@ class BaseImageDetails(RecordDetails):
     )
 
 
+class OverlayLayerDetails(RecordDetails):
+    """The one layer the registry builder wrote (imagekit.assemble.layer)."""
+
+    digest: str
+    diff_id: str
+    size: int
+    uncompressed_size: int
+    files: int
+    folders: int
+    compression: str
+
+
+class GuardCheckDetails(RecordDetails):
+    """One overlay's guard, checked against the base's layers without a pull."""
+
+    step: int
+    destination: str
+    written: str = Field(description="where the file lands once the base's links are followed")
+    expected: str
+    found: str
+    verdict: str = Field(description="ok, drift or blocked")
+    decided_by_layer: int | None = None
+    links_followed: list[list[str]] = Field(default_factory=list)
+    notes: list[str] = Field(default_factory=list)
+
+
+class BaseLayerUse(RecordDetails):
+    """How the guard used one base layer: read now, from the index cache, or not at all."""
+
+    layer: int
+    digest: str
+    how: str
+    compressed_bytes: int | None = None
+    uncompressed_bytes: int | None = None
+    entries: int | None = None
+    seconds: float | None = None
+
+
+class GuardReport(RecordDetails):
+    checks: list[GuardCheckDetails]
+    base_layers: list[BaseLayerUse]
+
+
+class AssertionRunDetails(RecordDetails):
+    """The plan's assertions as the registry builder ran them in the pushed image."""
+
+    status: str = Field(description="passed, failed, NOT RUN or none")
+    scope: str
+    execution: str | None = Field(default=None, description="native, emulated or impossible")
+    emulator: str | None = None
+    passed: list[str] = Field(default_factory=list)
+    failed: list[str] = Field(default_factory=list)
+    log: str | None = Field(default=None, description="the run's log, relative to the project")
+    engine_image: str | None = None
+
+
 class BuildDetails(RecordDetails):
     image_id: str | None = None
     plan_sha256: str | None = None
@@ -71,17 +127,49 @@ class BuildDetails(RecordDetails):
     rendered_sha256: dict[str, str] | None = None
     builder: str | None = None
     base: BaseImageDetails | None = None
+    # builder "registry" (imagekit.assemble): no engine build, so the image is known by its
+    # manifest, the layer written, the guard and the assertions run afterwards
+    manifest_digest: str | None = None
+    layer: OverlayLayerDetails | None = None
+    epoch: int | None = None
+    guard: GuardReport | None = None
+    assertions: AssertionRunDetails | None = None
 
 
 class RejectedBuildDetails(RecordDetails):
     reason: str | None = None
     step: str | None = None
     message: str | None = None
+    # a registry build rejected by its guard or assertions
+    manifest_digest: str | None = Field(default=None, description="pushed by digest, never tagged")
+    guard: GuardReport | None = None
+    assertions: AssertionRunDetails | None = None
+
+
+class CopyDetails(RecordDetails):
+    """What a registry-to-registry push moved (imagekit.registry.upload.CopyResult)."""
+
+    source: str
+    destination: str
+    digest: str
+    media_type: str
+    manifests: int
+    blobs_existing: int
+    blobs_mounted: int
+    blobs_uploaded: int
+    blobs_skipped: int
+    bytes_uploaded: int
+    chunk_resumes: int
+    upload_restarts: int
 
 
 class PushDetails(RecordDetails):
     manifest_digest: str | None = None
     config_digest: str | None = None
+    index_digest: str | None = Field(default=None, description="`build --index`: the tag's")
+    transfer: CopyDetails | None = Field(
+        default=None, description="the registry builder's push: blobs mounted, uploaded, kept"
+    )
 
 
 class AuditSummary(RecordDetails):

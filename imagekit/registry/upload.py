@@ -17,13 +17,28 @@ Used by `imagekit mirror --copy`. Every blob goes the cheapest safe way
 Manifests are PUT as the exact bytes SRC served, so every digest is preserved; an index is
 copied with all its children (attestation manifests included), children first. Memory stays
 bounded by one chunk per blob in flight.
+
+``push_manifest`` is the same machinery for a manifest made here (``imagekit build
+--builder registry``): each blob it names is a :class:`BlobSource`, either in a repository
+(mounted or streamed as above) or in bytes this process holds (a fresh layer, a config);
+the manifest is PUT only after every blob is in place, so an interrupted push never leaves a
+manifest, let alone a tag, naming a missing blob, and running it again finds the blobs
+already there. A non-distributable layer is never uploaded
+(https://github.com/opencontainers/image-spec/blob/main/layer.md#non-distributable-layers):
+it may be mounted within one registry (no byte moves), and otherwise the destination must
+already hold it, or the registry decides whether it accepts the manifest without it.
+
+An upload that does not finish, because the copy failed or was interrupted (SIGINT,
+SIGTERM), is cancelled (``DELETE`` on its upload URL, distribution-spec "Canceling an
+upload") so no session is left open on the registry; the blob workers stop between pieces
+of work when the command is interrupted.
 """
 
 from __future__ import annotations
 
 import re
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -31,6 +46,7 @@ from typing import Any
 import httpx
 
 from imagekit.errors import RegistryError, RegistryProtocolError
+from imagekit.interrupt import Stop, wait_all
 from imagekit.refs import Digest, Reference
 from imagekit.registry.client import RegistryClient
 from imagekit.registry.manifest import (
@@ -46,6 +62,22 @@ PUSH = ("pull", "push")
 _RANGE = re.compile(r"(?:bytes=)?0-(\d+)")
 
 
+@dataclass(frozen=True)
+class BlobSource:
+    """A blob the destination must hold, and where its bytes are when it does not.
+
+    ``repository``: a repository holding it (a mount when on the destination's registry,
+    else streamed from there); ``data``: a callable giving its bytes afresh each time (so a
+    lost upload can be sent again); ``distributable`` false: mounted at most, never
+    uploaded.
+    """
+
+    descriptor: Descriptor
+    repository: Reference | None = None
+    data: Callable[[], Iterable[bytes]] | None = None
+    distributable: bool = True
+
+
 @dataclass
 class CopyResult:
     source: str
@@ -56,6 +88,7 @@ class CopyResult:
     blobs_existing: int = 0
     blobs_mounted: int = 0
     blobs_uploaded: int = 0
+    blobs_skipped: int = 0
     bytes_uploaded: int = 0
     chunk_resumes: int = 0
     upload_restarts: int = 0
@@ -71,6 +104,7 @@ class CopyResult:
             "blobs_existing": self.blobs_existing,
             "blobs_mounted": self.blobs_mounted,
             "blobs_uploaded": self.blobs_uploaded,
+            "blobs_skipped": self.blobs_skipped,
             "bytes_uploaded": self.bytes_uploaded,
             "chunk_resumes": self.chunk_resumes,
             "upload_restarts": self.upload_restarts,
@@ -100,6 +134,7 @@ class _Copier:
         self.client, self.src, self.dst, self.result = client, src, dst, result
         self.chunk_size, self.workers, self._log = chunk_size, workers, log
         self._lock = threading.Lock()
+        self.stop = Stop()
 
     def count(self, name: str, amount: int = 1) -> None:
         """Add to a counter of the result; blobs are copied on several threads."""
@@ -115,46 +150,99 @@ class _Copier:
     # ------------------------------------------------------------------ blobs
 
     def blob(self, desc: Descriptor) -> None:
+        self.push(BlobSource(desc, repository=self.src))
+
+    def push(self, source: BlobSource) -> None:
+        """Make sure DST holds the blob: there already, mounted, or uploaded."""
+        desc = source.descriptor
         digest = desc.digest
         if self.client.blob_exists(self.dst, digest):
             self.count("blobs_existing")
             return
         location: str | None = None
-        if self.src.registry == self.dst.registry and self.src.repository != self.dst.repository:
+        origin = source.repository
+        if (
+            origin is not None
+            and origin.registry == self.dst.registry
+            and origin.repository != self.dst.repository
+        ):
             response = self.client.request(
                 "POST",
                 self.dst,
-                f"blobs/uploads/?mount={digest}&from={self.src.repository}",
+                f"blobs/uploads/?mount={digest}&from={origin.repository}",
                 scope_actions=PUSH,
-                extra_scopes=(f"repository:{self.src.repository}:pull",),
+                extra_scopes=(f"repository:{origin.repository}:pull",),
                 content=b"",
                 allow_status=(201, 202),
             )
             if response.status_code == 201:
                 self.count("blobs_mounted")
-                self.say(f"mounted {digest.short} from {self.src.repository}")
+                self.say(f"mounted {digest.short} from {origin.repository}")
                 return
             location = response.headers.get("Location")  # 202: an upload session instead
-        for attempt in range(3):
-            if location is None:
-                location = self._start_upload()
-            try:
-                if desc.size <= self.chunk_size:
-                    # verified as it arrives; a retried PUT re-sends these bytes
-                    data = b"".join(self.client.stream_blob(self.src, desc))
-                    self._put(location, digest, data)
-                else:
-                    self._chunked(location, desc)
-                break
-            except _LostUpload as exc:
-                if attempt == 2:
-                    raise exc.cause from exc
-                self.count("upload_restarts")
-                self.say(f"restarting the upload of {digest.short}: {exc.cause.message}")
-                location = None
+            self.say(f"{self.dst.registry} did not mount {digest.short}; uploading it")
+        if not source.distributable:
+            if location is not None:
+                self._cancel(location, digest)
+            self.count("blobs_skipped")
+            self.say(f"not uploaded: {digest.short} is a non-distributable layer")
+            return
+        session: list[str] = [location] if location else []  # the session's newest URL
+        try:
+            for attempt in range(3):
+                if not session:
+                    session.append(self._start_upload())
+                try:
+                    if desc.size <= self.chunk_size:
+                        # verified as it arrives; a retried PUT re-sends these bytes
+                        data = b"".join(self._pieces(source))
+                        self._put(session[-1], digest, data)
+                    else:
+                        self._chunked(session, source)
+                    session.clear()  # complete: nothing to cancel
+                    break
+                except _LostUpload as exc:
+                    if attempt == 2:
+                        raise exc.cause from exc
+                    self.count("upload_restarts")
+                    self.say(f"restarting the upload of {digest.short}: {exc.cause.message}")
+                    session.clear()  # the registry refused it already
+        finally:
+            if session:
+                self._cancel(session[-1], digest)
         self.count("blobs_uploaded")
         self.count("bytes_uploaded", desc.size)
         self.say(f"uploaded {digest.short} ({desc.size} bytes)")
+
+    def _pieces(self, source: BlobSource) -> Generator[bytes, None, None]:
+        """The blob's bytes as they come (SRC's download, or bytes held here), stopping
+        between pieces once interrupted; the download is closed when the caller stops."""
+        if source.data is not None:
+            pieces: Iterable[bytes] = source.data()
+        elif source.repository is None:  # pragma: no cover - a wiring bug
+            raise ValueError(f"no bytes and no repository for {source.descriptor.digest}")
+        else:
+            pieces = self.client.stream_blob(source.repository, source.descriptor)
+        iterator = iter(pieces)
+        try:
+            for piece in iterator:
+                self.stop.check()
+                yield piece
+        finally:
+            close = getattr(iterator, "close", None)
+            if close is not None:
+                close()
+
+    def _cancel(self, location: str, digest: Digest) -> None:
+        """Cancel an upload session that will not be completed; a failure is only said."""
+        try:
+            self.client.request(
+                "DELETE", self.dst, location, scope_actions=PUSH, allow_status=(404,)
+            )
+        except RegistryError as exc:
+            self.say(f"could not cancel the upload session of {digest.short}: {exc.message}")
+        else:
+            self.say(f"cancelled the upload session of {digest.short}")
 
     def _start_upload(self) -> str:
         response = self.client.request(
@@ -183,23 +271,34 @@ class _Copier:
             content=data,
         )
 
-    def _chunks(self, desc: Descriptor) -> Iterator[bytes]:
-        """SRC's blob regrouped into chunk_size pieces (one piece in memory at a time)."""
+    def _chunks(self, source: BlobSource) -> Generator[bytes, None, None]:
+        """The blob regrouped into chunk_size pieces (one piece in memory at a time)."""
         buffer = bytearray()
-        for piece in self.client.stream_blob(self.src, desc):
-            buffer += piece
-            while len(buffer) >= self.chunk_size:
-                yield bytes(buffer[: self.chunk_size])
-                del buffer[: self.chunk_size]
+        pieces = self._pieces(source)
+        try:
+            for piece in pieces:
+                buffer += piece
+                while len(buffer) >= self.chunk_size:
+                    yield bytes(buffer[: self.chunk_size])
+                    del buffer[: self.chunk_size]
+        finally:
+            pieces.close()
         if buffer:
             yield bytes(buffer)
 
-    def _chunked(self, location: str, desc: Descriptor) -> None:
+    def _chunked(self, session: list[str], source: BlobSource) -> None:
+        """PATCH every chunk, then the closing PUT; ``session[-1]`` follows the upload URL."""
         offset = 0
-        for chunk in self._chunks(desc):
-            location = self._patch(location, offset, chunk)
-            offset += len(chunk)
-        self._put(location, desc.digest, b"")
+        chunks = self._chunks(source)
+        try:
+            for chunk in chunks:
+                session.append(self._patch(session[-1], offset, chunk))
+                offset += len(chunk)
+        finally:
+            # A failed chunk leaves SRC's download open; close it now, not at some later
+            # garbage collection (the traceback keeps the generator alive).
+            chunks.close()
+        self._put(session[-1], source.descriptor.digest, b"")
 
     def _patch(self, location: str, offset: int, chunk: bytes) -> str:
         """PATCH one chunk; after a failure, resume it where the registry says it stopped."""
@@ -273,11 +372,14 @@ class _Copier:
             blobs = [Descriptor.from_model(parsed.config)]
             blobs += [Descriptor.from_model(layer) for layer in parsed.layers]
             with ThreadPoolExecutor(max_workers=self.workers) as pool:
-                list(pool.map(self.blob, blobs))
-        self._put_manifest(body, media_type, actual, tag)
+                futures = [pool.submit(self.blob, blob) for blob in blobs]
+                wait_all(futures, self.stop)
+                for future in futures:
+                    future.result()
+        self.put_manifest(body, media_type, actual, tag)
         return actual
 
-    def _put_manifest(self, body: bytes, media_type: str, digest: Digest, tag: str | None) -> None:
+    def put_manifest(self, body: bytes, media_type: str, digest: Digest, tag: str | None) -> None:
         response = self.client.request(
             "PUT",
             self.dst,
@@ -322,4 +424,38 @@ def copy_image(
     result = CopyResult(source=str(src), destination=str(dst), digest=digest, media_type=media_type)
     copier = _Copier(client, src, dst, result, chunk_size=chunk_size, workers=workers, log=log)
     copier.manifest(digest, len(body), tag=dst.tag)
+    return result
+
+
+def push_manifest(
+    client: RegistryClient,
+    dst: Reference,
+    body: bytes,
+    media_type: str,
+    blobs: Sequence[BlobSource],
+    *,
+    tag: str | None = None,
+    result: CopyResult | None = None,
+    chunk_size: int = 16 * MiB,
+    workers: int = 4,
+    log: Callable[[str], None] | None = None,
+) -> CopyResult:
+    """Push the blobs a manifest names, then the manifest (by ``tag``, else by digest).
+
+    The manifest goes last, once every blob is in DST; with ``result`` the counts add up
+    over several calls (an image, then the index holding it).
+    """
+    digest = Digest.of_bytes(body)
+    result = result or CopyResult(
+        source="(assembled here)", destination=str(dst), digest=digest, media_type=media_type
+    )
+    pusher = _Copier(client, dst, dst, result, chunk_size=chunk_size, workers=workers, log=log)
+    if blobs:
+        with ThreadPoolExecutor(max_workers=min(workers, len(blobs))) as pool:
+            futures = [pool.submit(pusher.push, blob) for blob in blobs]
+            wait_all(futures, pusher.stop)
+            for future in futures:
+                future.result()
+    pusher.put_manifest(body, media_type, digest, tag)
+    result.digest, result.media_type = digest, media_type
     return result

@@ -62,30 +62,35 @@ def locked(path: Path) -> Iterator[None]:
             fcntl.flock(fh, fcntl.LOCK_UN)
 
 
-def base_tarball() -> Path:
-    """The cached rootfs tarball, made with mmdebstrap on first use."""
-    key = cache_key()
-    target = cache_dir() / f"base-{SUITE}-{key}.tar"
-    with locked(cache_dir() / "base.lock"):
+def cached_rootfs(stem: str, lock: str, options: list[str]) -> Path:
+    """``<cache>/<stem>.tar`` made by ``mmdebstrap --quiet OPTIONS SUITE`` on first use.
+
+    The stem carries the inputs' key; the lock keeps parallel runs from making it twice, and
+    a half-written tarball never takes the final name.
+    """
+    target = cache_dir() / f"{stem}.tar"
+    with locked(cache_dir() / lock):
         if target.exists():
             return target
         partial = target.with_suffix(".partial.tar")
         partial.unlink(missing_ok=True)
-        subprocess.run(
-            [
-                "mmdebstrap",
-                "--quiet",
-                f"--variant={VARIANT}",
-                "--include=" + ",".join(PACKAGES),
-                # Keep the rootfs small: no apt lists or docs are needed by the tests.
-                "--customize-hook=rm -rf $1/var/lib/apt/lists/* $1/usr/share/doc/*",
-                SUITE,
-                str(partial),
-            ],
-            check=True,
-        )
+        subprocess.run(["mmdebstrap", "--quiet", *options, SUITE, str(partial)], check=True)
         partial.rename(target)
         return target
+
+
+def base_tarball() -> Path:
+    """The cached rootfs tarball, made with mmdebstrap on first use."""
+    return cached_rootfs(
+        f"base-{SUITE}-{cache_key()}",
+        "base.lock",
+        [
+            f"--variant={VARIANT}",
+            "--include=" + ",".join(PACKAGES),
+            # Keep the rootfs small: no apt lists or docs are needed by the tests.
+            "--customize-hook=rm -rf $1/var/lib/apt/lists/* $1/usr/share/doc/*",
+        ],
+    )
 
 
 @dataclass(frozen=True)

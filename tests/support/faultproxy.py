@@ -15,6 +15,9 @@ only as many times as the rule says, so a test can prove both that the fault fir
 - ``wrong_digest``: replace the Docker-Content-Digest header with another digest.
 - ``reset``: forward the request (the registry acts on it), then close the connection
   without an answer, as a relay that dies after an upload chunk went through.
+- ``no_mount``: forward a cross-repository mount request (``POST .../uploads/?mount=&from=``)
+  without its query, so the real registry opens a plain upload session (202) instead, as a
+  registry that does not mount (or refuses this one) answers.
 - ``redirect``: answer 307 to another origin (``localhost`` instead of ``127.0.0.1``, the
   same port), the way registries send blob downloads to an object store; the registry here
   keeps blobs on its filesystem and never does. That origin is the "object store": it serves
@@ -46,7 +49,7 @@ OFFSITE_HOST = "localhost"  # the name a ``redirect`` sends the client to; ours 
 
 @dataclass
 class Fault:
-    kind: str  # drop | status | drip | truncate | flip | wrong_digest | reset | redirect
+    kind: str  # drop | status | drip | truncate | flip | wrong_digest | reset | redirect | no_mount
     path: str = r"/blobs/sha256:"  # regex searched in the request path
     method: str = "GET"
     times: int = 1  # how many matching requests get the fault; -1: all of them
@@ -149,6 +152,8 @@ class FaultProxy:
                 # The client's Host stays: the registry builds upload Locations from it, so
                 # they point back at this proxy and every request of an upload passes here.
                 path = self.path
+                if fault is not None and fault.kind == "no_mount":
+                    path = path.split("?", 1)[0]
                 if offsite:
                     # A pre-signed URL: the store checks its query, never the client's
                     # Authorization, and reads the registry on its own standing.

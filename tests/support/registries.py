@@ -174,7 +174,7 @@ class TokenServer:
         self.server.server_close()
 
 
-def _config(storage: Path, port: int, auth: dict[str, Any] | None) -> str:
+def _config(storage: Path, port: int, auth: dict[str, Any] | None, allow_urls: bool = False) -> str:
     config: dict[str, Any] = {
         "version": 0.1,
         "log": {"level": "warn", "accesslog": {"disabled": True}},
@@ -187,6 +187,10 @@ def _config(storage: Path, port: int, auth: dict[str, Any] | None) -> str:
     }
     if auth:
         config["auth"] = auth
+    if allow_urls:
+        # Manifests naming foreign layers by URL are refused unless an allow list is set
+        # (distribution's validation.manifests.urls).
+        config["validation"] = {"manifests": {"urls": {"allow": ["^https?://"]}}}
     return json.dumps(config)  # JSON is YAML
 
 
@@ -216,8 +220,11 @@ def start_registry(
     username: str = "imagekit",
     password: str | None = None,
     port: int | None = None,
+    allow_urls: bool = False,
 ) -> RunningRegistry:
-    """Start a real registry on a free 127.0.0.1 port; the caller stops it."""
+    """Start a real registry on a free 127.0.0.1 port; the caller stops it.
+
+    ``allow_urls`` lets it accept manifests whose foreign layers carry URLs."""
     if auth not in ("none", "basic", "token"):
         raise ValueError(f"unknown registry auth {auth!r}")
     workdir.mkdir(parents=True, exist_ok=True)
@@ -246,7 +253,7 @@ def start_registry(
     for _ in range(3):
         chosen = port or free_port()
         config_path = workdir / "config.yml"
-        config_path.write_text(_config(workdir, chosen, auth_config))
+        config_path.write_text(_config(workdir, chosen, auth_config, allow_urls))
         log_path = workdir / "registry.log"
         with log_path.open("ab") as log:  # the child keeps its own copy of the descriptor
             process = subprocess.Popen(

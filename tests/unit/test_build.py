@@ -14,9 +14,9 @@ from imagekit.build import (
     BuildOptions,
     _buildx_build,
     _ca_bundle,
-    _check_push_repo,
     _stage_context,
     analyse_failure,
+    check_push_repo,
 )
 from imagekit.errors import ReferenceFormatError, UsageError
 from imagekit.plan import load_plan
@@ -100,11 +100,11 @@ def test_ca_bundle_choice(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> No
 
 
 def test_push_takes_a_repository_only() -> None:
-    assert _check_push_repo("127.0.0.1:5000/team/img").repository == "team/img"
+    assert check_push_repo("127.0.0.1:5000/team/img").repository == "team/img"
     with pytest.raises(UsageError, match="without tag"):
-        _check_push_repo("127.0.0.1:5000/team/img:v1")
+        check_push_repo("127.0.0.1:5000/team/img:v1")
     with pytest.raises(ReferenceFormatError):
-        _check_push_repo("127.0.0.1:5000/Team/Img")
+        check_push_repo("127.0.0.1:5000/Team/Img")
 
 
 def test_stage_context_holds_the_rendered_files_and_the_overlays_only(tmp_path: Path) -> None:

@@ -272,7 +272,10 @@ def _registry_image(
 
     from imagekit.layerdiff import RegistryImage
 
-    layers = [SimpleNamespace(digest=f"sha256:{i:064d}") for i in range(len(blobs))]
+    gzip_type = "application/vnd.oci.image.layer.v1.tar+gzip"  # the bytes decide (detect)
+    layers = [
+        SimpleNamespace(digest=f"sha256:{i:064d}", media_type=gzip_type) for i in range(len(blobs))
+    ]
 
     class Client:
         def stream_blob(self, ref: object, desc: Any) -> Any:

@@ -11,7 +11,7 @@ import shutil
 import struct
 import subprocess
 import tarfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import pytest
 import zstandard
@@ -263,3 +263,66 @@ def test_abandoned_stream_is_closed() -> None:
     with pytest.raises(LayerFormatError):
         diff_id_of_stream(endless(), media_type=GZ)
     assert closed == [True]
+
+
+# ---------------------------------------------------------------- the pull-style reader
+
+
+def _read_all(stream: io.RawIOBase) -> bytes:
+    return io.BufferedReader(stream, buffer_size=MiB).read()
+
+
+@pytest.mark.parametrize(
+    ("media_type", "compress"),
+    [
+        (OCI_GZ, lambda t: gzip.compress(t[:1000], mtime=0) + gzip.compress(t[1000:], mtime=0)),
+        (OCI_ZSTD, lambda t: zstandard.ZstdCompressor().compress(t)),
+        (OCI_TAR, lambda t: t),
+    ],
+)
+def test_the_uncompressed_stream_reads_what_the_hasher_hashes(
+    media_type: str, compress: Callable[[bytes], bytes]
+) -> None:
+    from imagekit.layers import UncompressedReader
+
+    tar = make_tar(3)
+    blob = compress(tar)
+    stream = UncompressedReader(chunked(blob, 7000), media_type=media_type)
+    assert _read_all(stream) == tar
+    result = stream.result()
+    stream.close()
+    pushed = diff_id_of_stream(chunked(blob, 7000), media_type=media_type)
+    assert result.diff_id == pushed.diff_id == sha(tar)
+    assert result.compressed_bytes == len(blob)
+
+
+def test_the_uncompressed_stream_stops_a_bomb_with_little_memory() -> None:
+    from imagekit.layers import UncompressedReader
+
+    bomb = gzip.compress(b"\0" * (256 * MiB), compresslevel=9)
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    stream = UncompressedReader(
+        chunked(bomb, MiB), media_type=OCI_GZ, limits=LayerLimits(max_uncompressed_bytes=64 * MiB)
+    )
+    with pytest.raises(LayerFormatError, match="exceeds the limit"):
+        _read_all(stream)
+    stream.close()
+    grown_mib = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 1024
+    assert grown_mib < 40
+
+
+def test_the_uncompressed_stream_refuses_a_restart_and_a_short_read() -> None:
+    from imagekit.layers import UncompressedReader
+
+    tar = make_tar(4)
+    blob = gzip.compress(tar, mtime=0)
+    chunks: list[bytes | Restart] = [blob[:5000], RESTART, blob]
+    stream = UncompressedReader(iter(chunks), media_type=OCI_GZ)
+    with pytest.raises(LayerFormatError, match="started over"):
+        _read_all(stream)
+    stream.close()
+    partial = UncompressedReader(chunked(blob, 1000), media_type=OCI_GZ)
+    partial.read(10)
+    with pytest.raises(LayerFormatError, match="not read to its end"):
+        partial.result()
+    partial.close()

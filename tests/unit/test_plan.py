@@ -208,6 +208,34 @@ BAD_CASES = [
         "normalised",
     ),
     (
+        "proc-destination",
+        ["steps", STEP_OVERLAY, "destination"],
+        "/proc/sys/kernel/x",
+        "steps[2].destination",
+        "the runtime mounts",
+    ),
+    (
+        "sys-destination",
+        ["steps", STEP_OVERLAY, "destination"],
+        "/sys/fs/cgroup/x",
+        "steps[2].destination",
+        "never shows in a container",
+    ),
+    (
+        "dev-destination",
+        ["steps", STEP_OVERLAY, "destination"],
+        "/dev/shm/launcher",
+        "steps[2].destination",
+        "/dev",
+    ),
+    (
+        "hosts-destination",
+        ["steps", STEP_OVERLAY, "destination"],
+        "/etc/resolv.conf",
+        "steps[2].destination",
+        "the runtime mounts",
+    ),
+    (
         "same-destination",
         ["steps", 3, "destination"],
         "/usr/lib/python3/dist-packages/x/patch.py",
@@ -475,6 +503,66 @@ def test_pip_uninstall_names_exact_distributions(dirs: tuple[Path, Path]) -> Non
         with pytest.raises(PlanError, match=words) as info:
             load_plan(write(plans, data), dockerfiles_dir=dockerfiles)
         assert info.value.key == "steps[0].names"
+
+
+def _overlay_with(change: dict[str, object]) -> dict[str, object]:
+    data = good_plan()
+    steps = data["steps"]
+    assert isinstance(steps, list)
+    steps[STEP_OVERLAY] = {**steps[STEP_OVERLAY], **change}
+    return data
+
+
+def test_overlay_mode_and_owner(dirs: tuple[Path, Path]) -> None:
+    plans, dockerfiles = dirs
+    path = write(plans, _overlay_with({"mode": "0750", "owner": "12:34"}))
+    overlay = load_plan(path, dockerfiles_dir=dockerfiles).plan.overlays[0]
+    assert (overlay.file_mode, overlay.uid_gid) == (0o750, (12, 34))
+    assert load_plan(write(plans, good_plan()), dockerfiles_dir=dockerfiles).plan.overlays[
+        0
+    ].uid_gid == (0, 0)
+
+
+@pytest.mark.parametrize(
+    ("change", "words"),
+    [
+        ({"mode": 493}, "valid string"),  # YAML's unquoted 0755
+        ({"mode": "0855"}, "not an octal mode"),
+        ({"mode": "75"}, "not an octal mode"),
+        ({"owner": "root:root"}, "not a numeric UID:GID"),
+        ({"owner": "1:99999999999"}, "not a numeric UID:GID"),
+    ],
+)
+def test_bad_mode_or_owner_is_exit_2(
+    dirs: tuple[Path, Path], change: dict[str, object], words: str
+) -> None:
+    plans, dockerfiles = dirs
+    with pytest.raises(PlanError) as info:
+        load_plan(write(plans, _overlay_with(change)), dockerfiles_dir=dockerfiles)
+    assert info.value.exit_code == 2 and words in info.value.message
+    assert info.value.key is not None and info.value.key.startswith(f"steps[{STEP_OVERLAY}]")
+
+
+def test_a_symlinked_source_needs_follow(dirs: tuple[Path, Path]) -> None:
+    plans, dockerfiles = dirs
+    (dockerfiles / "p" / "files" / "via.py").symlink_to("patch.py")
+    path = write(plans, _overlay_with({"source": "files/via.py"}))
+    with pytest.raises(PlanError) as info:
+        load_plan(path, dockerfiles_dir=dockerfiles)
+    assert "symbolic link files/via.py" in info.value.message
+    assert "follow: true" in (info.value.hint or "")
+    path = write(plans, _overlay_with({"source": "files/via.py", "follow": True}))
+    assert load_plan(path, dockerfiles_dir=dockerfiles).plan.overlays[0].follow
+
+
+def test_the_epoch_is_bounded(dirs: tuple[Path, Path]) -> None:
+    plans, dockerfiles = dirs
+    data = good_plan()
+    data["epoch"] = 1_700_000_000
+    assert load_plan(write(plans, data), dockerfiles_dir=dockerfiles).plan.epoch == 1_700_000_000
+    data["epoch"] = -1
+    with pytest.raises(PlanError, match="epoch"):
+        load_plan(write(plans, data), dockerfiles_dir=dockerfiles)
 
 
 def test_found_as_must_be_an_ascii_tag_as_references_insist(tmp_path: Path) -> None:

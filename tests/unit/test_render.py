@@ -17,8 +17,11 @@ from imagekit.cli.render_cmd import command as render_command
 from imagekit.errors import PlanError
 from imagekit.plan import Assertions, LoadedPlan, load_plan
 from imagekit.render import (
+    ASSERT_FAIL_MARKER,
     ASSERT_MOUNT,
+    ASSERT_PASS_MARKER,
     ASSERT_SCRIPT,
+    ASSERTIONS_PASSED_MARKER,
     assertion_checker,
     render,
     render_plans,
@@ -172,6 +175,9 @@ def test_checker_passes_and_fails_with_the_markers_build_parses(tmp_path: Path) 
         'IMAGEKIT_ASSERT_PASS command ["true"]: exit 0, expected 0',
         "IMAGEKIT_ASSERTIONS_PASSED",
     ]
+    # the registry builder reads the container's output through these constants
+    assert ok.stdout.startswith(f"{ASSERT_PASS_MARKER} find_spec json\n")
+    assert ok.stdout.splitlines()[-1] == ASSERTIONS_PASSED_MARKER
     bad = _run_checker(
         tmp_path,
         {
@@ -182,9 +188,9 @@ def test_checker_passes_and_fails_with_the_markers_build_parses(tmp_path: Path) 
     assert bad.returncode == 1
     lines = bad.stdout.splitlines()
     missing = "imagekit_no_such_module"
-    assert f"IMAGEKIT_ASSERT_FAIL find_spec {missing}: find_spec returned None" in lines
     assert "IMAGEKIT_ASSERT_PASS find_spec json" in lines  # one failure hides no other check
     assert 'IMAGEKIT_ASSERT_FAIL command ["sh", "-c", "exit 3"]: exit 3, expected 0' in lines
+    assert f"{ASSERT_FAIL_MARKER} find_spec {missing}: find_spec returned None" in lines
     assert lines[-1] == (
         "IMAGEKIT_ASSERTIONS_REJECTED 2 failed: find_spec imagekit_no_such_module; "
         'command ["sh", "-c", "exit 3"]'
@@ -290,3 +296,15 @@ def test_render_cli_bad_plan_is_exit_2(project: Workspace) -> None:
     result = CliRunner().invoke(render_command, ["m3-cu13"])
     assert result.exit_code == 2
     assert "m3-cu13.yaml: steps[0].requirements" in result.stderr
+
+
+def test_an_overlay_mode_and_owner_render_as_copy_flags() -> None:
+    loaded = _demo()
+    steps = list(loaded.plan.steps)
+    overlay = steps[2]
+    steps[2] = overlay.model_copy(update={"mode": "0750", "owner": "12:34"})
+    changed = replace(loaded, plan=loaded.plan.model_copy(update={"steps": steps}))
+    lines = render(changed).dockerfile.splitlines()
+    assert "COPY --chmod=0750 --chown=12:34 overlay/imagekit-demo-hello " in "\n".join(lines) + " "
+    # Without them the COPY line is the one committed for the demo.
+    assert render(loaded).dockerfile == (REPO / "dockerfiles" / "demo" / "Dockerfile").read_text()

@@ -1,0 +1,276 @@
+"""What each base layer holds, cached by the layer's compressed digest: read a layer once, ever.
+
+The overlay guard asks "what is at this path in the base?". Answering from the layers
+themselves means streaming gigabytes; answering from an index of each layer (every member's
+path, type, mode, owner, size, sha256, link target and mtime, plus the layer's whiteouts and
+opaque folders) means a few lookups. A layer's index is a function of its bytes, so it is
+kept under the layer's compressed digest and can never go stale: a second build, or a nightly
+rebuild on the same base, reads no layer at all.
+
+One SQLite file a layer, ``<cache>/layer-index/v1/sha256/<hex>.sqlite`` (``<cache>`` is
+``$IMAGEKIT_CACHE_DIR``, else ``$XDG_CACHE_HOME/imagekit``, else ``~/.cache/imagekit``):
+a lookup reads a few pages, never the whole index, so memory stays flat whatever the number
+of files. An index is written under a temporary name and renamed into place only after the
+whole layer was read and both its compressed digest and its diffID matched what the image
+names; a lock file per layer keeps two processes from reading the same layer at once. A file
+that cannot be opened, or whose recorded digests differ, is treated as absent and rebuilt.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import io
+import os
+import sqlite3
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from imagekit.errors import DigestMismatch, LayerFormatError
+from imagekit.layerdiff import FileEntry, Member, iter_members
+from imagekit.layers import LayerLimits, UncompressedReader
+from imagekit.refs import Digest, Reference
+from imagekit.registry import Descriptor, RegistryClient
+
+INDEX_VERSION = 1
+_BATCH = 2000
+_SCHEMA = """
+CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE entries (
+    path TEXT PRIMARY KEY, kind TEXT NOT NULL, mode INTEGER NOT NULL, uid INTEGER NOT NULL,
+    gid INTEGER NOT NULL, size INTEGER NOT NULL, sha256 TEXT, link TEXT, mtime INTEGER NOT NULL
+) WITHOUT ROWID;
+CREATE TABLE whiteouts (path TEXT PRIMARY KEY) WITHOUT ROWID;
+CREATE TABLE opaques (path TEXT PRIMARY KEY) WITHOUT ROWID;
+"""
+
+
+def cache_root() -> Path:
+    """The user's cache folder for imagekit (shared with the rest of imagekit's caches)."""
+    if os.environ.get("IMAGEKIT_CACHE_DIR"):
+        return Path(os.environ["IMAGEKIT_CACHE_DIR"])
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    return (Path(xdg) if xdg else Path.home() / ".cache") / "imagekit"
+
+
+@dataclass(frozen=True)
+class LayerIndex:
+    """The index of one layer, opened read-only."""
+
+    digest: Digest
+    diff_id: Digest
+    entries: int
+    path: Path
+    _db: sqlite3.Connection
+
+    def entry(self, path: str) -> FileEntry | None:
+        row = self._db.execute(
+            "SELECT path, kind, mode, uid, gid, size, sha256, link, mtime FROM entries "
+            "WHERE path = ?",
+            (path,),
+        ).fetchone()
+        return FileEntry(*row) if row else None
+
+    def whiteout(self, path: str) -> bool:
+        return self._exists("whiteouts", path)
+
+    def opaque(self, path: str) -> bool:
+        return self._exists("opaques", path)
+
+    def holds_under(self, folder: str) -> bool:
+        """True when the layer has anything below ``folder``: the folder exists in this
+        layer even where the tar has no entry of its own for it."""
+        low, high = (f"{folder}/", f"{folder}0") if folder else ("", "\U0010ffff")
+        return any(
+            self._db.execute(
+                f"SELECT 1 FROM {table} WHERE path > ? AND path < ? LIMIT 1",  # noqa: S608 - fixed names
+                (low, high),
+            ).fetchone()
+            for table in ("entries", "whiteouts", "opaques")
+        )
+
+    def _exists(self, table: str, path: str) -> bool:
+        query = f"SELECT 1 FROM {table} WHERE path = ?"  # noqa: S608 - a fixed table name
+        return self._db.execute(query, (path,)).fetchone() is not None
+
+    def close(self) -> None:
+        self._db.close()
+
+
+@dataclass(frozen=True)
+class ReadStats:
+    """What reading one layer cost."""
+
+    digest: Digest
+    compressed_bytes: int
+    uncompressed_bytes: int
+    entries: int
+    seconds: float
+
+
+def _open(path: Path, digest: Digest, diff_id: Digest) -> LayerIndex | None:
+    if not path.is_file():
+        return None
+    try:
+        db = sqlite3.connect(f"file:{path}?mode=ro&immutable=1", uri=True, check_same_thread=False)
+        db.execute("PRAGMA cache_size=-256")  # KiB: lookups touch a few pages, no more
+        meta = dict(db.execute("SELECT key, value FROM meta").fetchall())
+    except sqlite3.Error:
+        return None
+    if (meta.get("version"), meta.get("digest"), meta.get("diff_id")) != (
+        str(INDEX_VERSION),
+        str(digest),
+        str(diff_id),
+    ):
+        db.close()
+        return None
+    return LayerIndex(digest, diff_id, int(meta.get("entries", "0")), path, db)
+
+
+@contextlib.contextmanager
+def _locked(path: Path) -> Iterator[None]:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _rows(members: Iterable[Member]) -> Iterator[tuple[str, tuple[object, ...]]]:
+    for member in members:
+        if member.kind == "whiteout":
+            yield "whiteouts", (member.path,)
+        elif member.kind == "opaque":
+            yield "opaques", (member.path,)
+        else:
+            yield "entries", member.fields()
+
+
+class IndexStore:
+    """The per-layer indexes under one cache folder; reads a layer only when asked to."""
+
+    def __init__(self, root: Path | None = None) -> None:
+        self.root = (root or cache_root()) / "layer-index" / f"v{INDEX_VERSION}"
+
+    def _path(self, digest: Digest) -> Path:
+        return self.root / digest.algorithm / f"{digest.hex}.sqlite"
+
+    def cached(self, digest: Digest, diff_id: Digest) -> LayerIndex | None:
+        """The index of this layer if one was made before (by any build, any image)."""
+        return _open(self._path(digest), digest, diff_id)
+
+    def build(
+        self,
+        client: RegistryClient,
+        ref: Reference,
+        desc: Descriptor,
+        diff_id: Digest,
+        *,
+        limits: LayerLimits | None = None,
+        on_bytes: Callable[[int], None] | None = None,
+    ) -> tuple[LayerIndex, ReadStats | None]:
+        """Stream the layer from the registry once and index it; (index, what it cost).
+
+        When another process indexed it meanwhile, its index is used (and no stats).
+        Raises DigestMismatch when the layer's bytes are not what the image names
+        (compressed digest or diffID), LayerFormatError when they do not decompress.
+        """
+        target = self._path(desc.digest)
+        with _locked(target.with_suffix(".lock")):
+            ready = _open(target, desc.digest, diff_id)
+            if ready is not None:
+                return ready, None
+            started = time.monotonic()
+            partial = target.with_name(f".{target.name}.{os.getpid()}.partial")
+            partial.unlink(missing_ok=True)
+            try:
+                stats = self._write(client, ref, desc, diff_id, partial, limits, on_bytes)
+                os.replace(partial, target)
+            finally:
+                partial.unlink(missing_ok=True)
+        index = _open(target, desc.digest, diff_id)
+        if index is None:  # pragma: no cover - written and checked just above
+            raise LayerFormatError(f"the index of {desc.digest} could not be read back")
+        return index, ReadStats(
+            desc.digest,
+            stats[0],
+            stats[1],
+            index.entries,
+            round(time.monotonic() - started, 3),
+        )
+
+    def _write(
+        self,
+        client: RegistryClient,
+        ref: Reference,
+        desc: Descriptor,
+        diff_id: Digest,
+        partial: Path,
+        limits: LayerLimits | None,
+        on_bytes: Callable[[int], None] | None,
+    ) -> tuple[int, int]:
+        def chunks() -> Iterator[bytes]:
+            for chunk in client.stream_blob(ref, desc):
+                if on_bytes is not None:
+                    on_bytes(len(chunk))
+                yield chunk
+
+        db = sqlite3.connect(partial)
+        stream = UncompressedReader(chunks(), media_type=desc.media_type, limits=limits)
+        try:
+            db.executescript("PRAGMA journal_mode=OFF; PRAGMA synchronous=OFF;" + _SCHEMA)
+            pending: dict[str, list[tuple[object, ...]]] = {
+                "entries": [],
+                "whiteouts": [],
+                "opaques": [],
+            }
+            count = 0
+
+            def flush() -> None:
+                for table, rows in pending.items():
+                    if not rows:
+                        continue
+                    marks = ", ".join("?" * len(rows[0]))
+                    db.executemany(
+                        f"INSERT OR REPLACE INTO {table} VALUES ({marks})",  # noqa: S608
+                        rows,
+                    )
+                    rows.clear()
+
+            buffered = io.BufferedReader(stream, buffer_size=1 << 20)
+            for table, row in _rows(iter_members(buffered)):
+                pending[table].append(row)
+                count += table == "entries"
+                if len(pending[table]) >= _BATCH:
+                    flush()
+            flush()
+            result = stream.result()
+            if result.diff_id != diff_id:
+                raise DigestMismatch(
+                    f"layer {desc.digest} decompresses to {result.diff_id}, but the image's "
+                    f"config names {diff_id}",
+                    expected=str(diff_id),
+                    actual=str(result.diff_id),
+                    registry=ref.registry,
+                    repository=ref.repository,
+                    hint="the base image is not self-consistent; do not build on it",
+                )
+            meta: Sequence[tuple[str, str]] = (
+                ("version", str(INDEX_VERSION)),
+                ("digest", str(desc.digest)),
+                ("diff_id", str(diff_id)),
+                ("media_type", desc.media_type),
+                ("entries", str(count)),
+                ("compressed_bytes", str(result.compressed_bytes)),
+                ("uncompressed_bytes", str(result.uncompressed_bytes)),
+            )
+            db.executemany("INSERT INTO meta VALUES (?, ?)", meta)
+            db.commit()
+            return result.compressed_bytes, result.uncompressed_bytes
+        finally:
+            stream.close()
+            db.close()
