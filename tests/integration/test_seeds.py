@@ -87,7 +87,7 @@ def test_sglang_replica_base_has_the_reports_two_pip_check_lines_and_a_cpu_only_
     pip = _check(result, "pip-check")
     # Verbatim, exactly these two lines: every other requirement in the image is satisfied.
     assert pip.stdout.splitlines() == PIP_LINES
-    raw = (result.evidence_dir / "probe-output.json").read_text()
+    raw = (result.evidence_dir / "probe-stdout.raw").read_text()
     assert all(json.dumps(line)[1:-1] in raw for line in PIP_LINES)  # kept raw, before parsing
     assert [(c["distribution"], c["problem"]) for c in pip.data["conflicts"]] == [
         ("nixl", "missing"),
@@ -187,7 +187,7 @@ def test_m3_vllm_on_its_replica_ends_deferred_with_the_raw_failure_and_pyav_16_1
     assert found.verdict.status == "CPU_CHECK_INCOMPLETE"
     assert set(found.verdict.failing) == {"pip-check", "av-roundtrip"}, found.verdict.sentence
     assert PYGOBJECT.search(_check(found, "pip-check").stdout)
-    raw = (found.evidence_dir / "probe-output.json").read_text()
+    raw = (found.evidence_dir / "probe-stdout.raw").read_text()
     assert "requires pycairo, which is not installed." in raw
     assert "not installed" in _check(found, "av-roundtrip").reason  # no PyAV
     assert _check(found, "versions").data["versions"]["av"] is None
