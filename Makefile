@@ -1,5 +1,5 @@
 # The two commands of the README. Both set up what is missing first (idempotent).
-.PHONY: setup test demo lint typecheck bench clean-demo
+.PHONY: setup test demo seeds lint typecheck bench clean-demo clean-seeds
 
 NOX := .venv/bin/nox
 export PATH := $(CURDIR)/.venv/bin:$(PATH)
@@ -13,6 +13,10 @@ test: setup
 demo: setup
 	@scripts/demo.sh
 
+# The field reports' plans on replica bases; HEAVY=1 adds the CUDA torch (about 5.5 GB).
+seeds: setup
+	@HEAVY=$(HEAVY) scripts/seeds.sh
+
 lint: setup
 	$(NOX) -s lint
 
@@ -24,3 +28,6 @@ bench: setup
 
 clean-demo:
 	@scripts/demo.sh --stop
+
+clean-seeds:
+	@scripts/seeds.sh --stop

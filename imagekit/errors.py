@@ -11,6 +11,7 @@ interrupt is not an error either: imagekit.interrupt.Interrupted (a KeyboardInte
     +-- UsageError                     exit 2: bad input or usage; nothing was attempted
     |   +-- ReferenceFormatError       a malformed image reference, digest or platform
     |   +-- PlanError                  a plan file that is missing, malformed or unsafe
+    |   |   +-- BaseDigestTruncated    a plan whose base digest is cut short: builds need --base
     |   +-- ProfileError               an audit profile that is missing or malformed
     |   +-- VulnDatabaseError          an offline vulnerability database that is not an OSV export
     +-- CheckFailed                    exit 1: a check ran and said no
@@ -100,6 +101,13 @@ class PlanError(UsageError):
 
     def fields(self) -> dict[str, Any]:
         return {"path": self.path, "key": self.key}
+
+
+class BaseDigestTruncated(PlanError):
+    """A plan whose base names a digest cut short (as reports print them): it cannot be pinned.
+
+    The plan is otherwise whole; every build of it names its base with ``--base``.
+    """
 
 
 class ProfileError(UsageError):

@@ -37,7 +37,7 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
-from imagekit.errors import PlanError, ReferenceFormatError
+from imagekit.errors import BaseDigestTruncated, PlanError, ReferenceFormatError
 from imagekit.refs import Digest, Platform, Reference, is_tag, parse_platform, parse_reference
 
 PIN_HINT = "`imagekit inspect REF` prints the digest to pin"
@@ -47,6 +47,8 @@ _MODULE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*")
 _ENV_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _LABEL_KEY = re.compile(r"[a-z0-9][a-z0-9._/-]*")
 _HEX64 = re.compile(r"[0-9a-f]{64}")
+# A digest cut short, as reports and logs print them: repo@sha256:e930db8e... (or no dots).
+_TRUNCATED = re.compile(r"(?P<name>[^@\s]+)@sha256:(?P<hex>[0-9a-f]{0,63})(?:\.\.\.|\u2026)?")
 _MODE = re.compile(r"0?[0-7]{3}|[0-7]{4}")
 _OWNER = re.compile(r"(\d{1,10}):(\d{1,10})")
 _MAX_ID = 2**31 - 1
@@ -98,7 +100,19 @@ class BaseSpec(_Model):
 
     @field_validator("reference")
     @classmethod
-    def _pinned(cls, value: str) -> str:
+    def _pinned(cls, value: str, info: ValidationInfo) -> str:
+        truncated = _TRUNCATED.fullmatch(value)
+        if truncated is not None:
+            if (info.context or {}).get("base_override"):
+                return value  # the build names its base with --base; this one is never used
+            name, digits = truncated.group("name"), len(truncated.group("hex"))
+            raise _fail(
+                "digest_truncated",
+                f"the digest of {value!r} is cut short ({digits} of 64 hex digits): "
+                "no image can be pinned by a prefix",
+                f"write the full digest here (`imagekit inspect {name}:TAG` prints it), or "
+                "name the base of every build with --base REPO@sha256:<64 hex>",
+            )
         pinned_reference(value)
         return value
 
@@ -192,6 +206,30 @@ def parse_pinned_requirement(text: str) -> Requirement:
     if len(specs) != 1 or specs[0].operator != "==" or "*" in specs[0].version:
         raise _fail("requirement_unpinned", f"{text!r} is not pinned with == to one version", hint)
     return req
+
+
+_DIST_NAME = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?")
+
+
+class PipUninstall(_Model):
+    """``pip uninstall`` of exact distribution names, each of which must be installed.
+
+    Removing a distribution is how a dependency conflict is most often "fixed", and the
+    plan's assertions are what catch the entry point that went with it (find_spec).
+    """
+
+    kind: Literal["pip_uninstall"]
+    names: list[str] = Field(min_length=1)
+
+    @field_validator("names")
+    @classmethod
+    def _names(cls, value: list[str]) -> list[str]:
+        for name in value:
+            if not _DIST_NAME.fullmatch(name):
+                raise _fail("dist_name", f"{name!r} is not a distribution name")
+        if len({canonicalize_name(n) for n in value}) != len(value):
+            raise _fail("duplicate", "a distribution is named twice")
+        return value
 
 
 class Replaces(_Model):
@@ -401,12 +439,13 @@ class Cmd(_Model):
 
 
 Step = Annotated[
-    RemoveSystemPackages | PipInstall | Overlay | Env | Labels | Entrypoint | Cmd,
+    RemoveSystemPackages | PipInstall | PipUninstall | Overlay | Env | Labels | Entrypoint | Cmd,
     Field(discriminator="kind"),
 ]
 STEP_KINDS = (
     "remove_system_packages",
     "pip_install",
+    "pip_uninstall",
     "overlay",
     "env",
     "labels",
@@ -585,6 +624,7 @@ def _allowed_keys(loc: tuple[int | str, ...], data: Any) -> list[str]:
 _STEP_MODELS: dict[str, type[BaseModel]] = {
     "remove_system_packages": RemoveSystemPackages,
     "pip_install": PipInstall,
+    "pip_uninstall": PipUninstall,
     "overlay": Overlay,
     "env": Env,
     "labels": Labels,
@@ -617,6 +657,8 @@ def _plan_error(exc: ValidationError, path: Path, data: Any) -> PlanError:
             hint = f"allowed here: {', '.join(allowed)}"
     elif error["type"] == "missing":
         message = "required key is missing"
+    elif error["type"] == "digest_truncated":
+        return BaseDigestTruncated(message, path=str(path), key=key, hint=hint)
     return PlanError(message, path=str(path), key=key, hint=hint)
 
 
@@ -626,18 +668,8 @@ def plan_path(plans_dir: Path, name: str) -> Path:
     return plans_dir / f"{name}.yaml"
 
 
-def load_plan(
-    path: Path,
-    *,
-    dockerfiles_dir: Path,
-    base_override: str | None = None,
-) -> LoadedPlan:
-    """Read, parse and validate one plan file; every failure names the file and the key.
-
-    ``base_override`` replaces the plan's base reference (it must be pinned the same way): the
-    demo plan's base lives in a loopback registry whose port changes from run to run, so tests
-    and `make demo` pass the digest of the base they just pushed.
-    """
+def _read_plan(path: Path, dockerfiles_dir: Path, *, base_given: bool) -> tuple[Plan, bytes]:
+    """Read, parse and validate one plan file (its base is checked by the caller)."""
     try:
         raw = path.read_bytes()
     except FileNotFoundError as exc:
@@ -656,7 +688,6 @@ def load_plan(
     if not isinstance(data, dict):
         raise PlanError("a plan must be a YAML mapping", path=str(path))
     name = path.stem
-    overlay_dir = dockerfiles_dir / name
     if isinstance(data.get("name"), str) and data["name"] != name:
         raise PlanError(
             f"the plan is called {data['name']!r} but its file is {path.name}",
@@ -664,10 +695,37 @@ def load_plan(
             key="name",
             hint=f"rename the file to {data['name']}.yaml or the plan to {name!r}",
         )
+    context = {"overlay_dir": dockerfiles_dir / name, "base_override": base_given}
     try:
-        plan = Plan.model_validate(data, context={"overlay_dir": overlay_dir})
+        return Plan.model_validate(data, context=context), raw
     except ValidationError as exc:
         raise _plan_error(exc, path, data) from exc
+
+
+def read_plan_checks(path: Path, *, dockerfiles_dir: Path) -> Plan:
+    """A plan as an audit of an image reads it: profile, asserted modules, overlays.
+
+    An audit never uses the plan's base, so a base digest cut short (which stops every build
+    that does not name its base with --base) is no reason to refuse it.
+    """
+    return _read_plan(path, dockerfiles_dir, base_given=True)[0]
+
+
+def load_plan(
+    path: Path,
+    *,
+    dockerfiles_dir: Path,
+    base_override: str | None = None,
+) -> LoadedPlan:
+    """Read, parse and validate one plan file; every failure names the file and the key.
+
+    ``base_override`` replaces the plan's base reference (it must be pinned the same way): the
+    demo plan's base lives in a loopback registry whose port changes from run to run, so tests
+    and `make demo` pass the digest of the base they just pushed. With an override the plan's
+    own reference may be a digest cut short (a report's ``sha256:e930db8e...``): it is not used.
+    """
+    plan, raw = _read_plan(path, dockerfiles_dir, base_given=base_override is not None)
+    overlay_dir = dockerfiles_dir / path.stem
     base_text = base_override if base_override is not None else plan.base.reference
     try:
         base = _pinned_or_plan_error(base_text)
@@ -732,16 +790,28 @@ def plan_schema() -> dict[str, Any]:
     return schema
 
 
-def validate_plans(plans_dir: Path, dockerfiles_dir: Path, name: str | None) -> list[PlanSummary]:
-    """Validate one plan (raising its PlanError) or every plan (listing each one's error)."""
+def validate_plans(
+    plans_dir: Path, dockerfiles_dir: Path, name: str | None, base_override: str | None = None
+) -> list[PlanSummary]:
+    """Validate one plan (raising its PlanError) or every plan (listing each one's error).
+
+    ``base_override`` validates one plan as a build with --base would load it.
+    """
+    if base_override is not None and name is None:
+        raise PlanError(
+            "--base replaces one plan's base: name the plan",
+            hint="imagekit plans validate NAME --base REPO@sha256:...",
+        )
     if name is not None:
-        loaded = load_plan(plan_path(plans_dir, name), dockerfiles_dir=dockerfiles_dir)
+        loaded = load_plan(
+            plan_path(plans_dir, name), dockerfiles_dir=dockerfiles_dir, base_override=base_override
+        )
         plan = loaded.plan
         return [
             PlanSummary(
                 plan.name,
                 loaded.path,
-                plan.base.reference,
+                str(loaded.base),
                 len(plan.steps),
                 plan.audit_profile,
                 None,

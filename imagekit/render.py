@@ -42,7 +42,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from imagekit.errors import PlanError
+from imagekit.errors import BaseDigestTruncated, PlanError
 from imagekit.evidence import write_bytes
 from imagekit.plan import (
     RENDERED_FILES,
@@ -54,6 +54,7 @@ from imagekit.plan import (
     LoadedPlan,
     Overlay,
     PipInstall,
+    PipUninstall,
     RemoveSystemPackages,
     load_plan,
     plan_path,
@@ -166,10 +167,13 @@ class Rendered:
 
 @dataclass(frozen=True)
 class RenderResult:
+    """One plan's render; ``digest`` is None for a plan that cannot be rendered (``note``)."""
+
     plan: str
     path: Path
-    digest: Digest
+    digest: Digest | None
     changed: bool
+    note: str | None = None
 
 
 def _quote(value: str) -> str:
@@ -214,6 +218,19 @@ def _pip_install(step: PipInstall) -> str:
     )
     mounts = f"--mount=type=secret,id={PIP_INDEX_SECRET} --mount=type=secret,id={PIP_CA_SECRET}"
     return f"RUN {mounts} {script}"
+
+
+def _pip_uninstall(step: PipUninstall) -> str:
+    names = " ".join(step.names)
+    script = (
+        "set -eu; "
+        f"for p in {names}; do "
+        'if ! python3 -m pip show -q "$p" >/dev/null 2>&1; then '
+        f'echo "{PACKAGE_MARKER} not-installed name=$p" >&2; exit 1; fi; done; '
+        "PIP_BREAK_SYSTEM_PACKAGES=1 PIP_DISABLE_PIP_VERSION_CHECK=1 "
+        f"python3 -m pip uninstall -y {names}"
+    )
+    return f"RUN {script}"
 
 
 def _overlay(step: Overlay) -> list[str]:
@@ -297,6 +314,8 @@ def render(loaded: LoadedPlan) -> Rendered:
             lines.append(_remove_packages(step))
         elif isinstance(step, PipInstall):
             lines.append(_pip_install(step))
+        elif isinstance(step, PipUninstall):
+            lines.append(_pip_uninstall(step))
         elif isinstance(step, Overlay):
             lines.extend(_overlay(step))
             sources.append((step.source, loaded.overlay_dir / step.source))
@@ -359,6 +378,18 @@ def write_rendered(loaded: LoadedPlan) -> RenderResult:
     return RenderResult(rendered.plan, target, rendered.digest, changed=bool(stale))
 
 
+def _unrenderable(
+    workspace: Workspace, path: Path, exc: BaseDigestTruncated, *, check: bool
+) -> RenderResult:
+    folder = workspace.dockerfiles_dir / path.stem
+    left = [folder / n for n in RENDERED_FILES if (folder / n).exists()]
+    if not check:
+        for stale in left:
+            stale.unlink()
+    note = "not rendered: its base digest is cut short; builds render it with --base"
+    return RenderResult(path.stem, folder / DOCKERFILE, None, bool(left), note)
+
+
 def render_plans(
     workspace: Workspace, name: str | None, *, check: bool = False
 ) -> list[RenderResult]:
@@ -371,7 +402,15 @@ def render_plans(
             raise PlanError(f"no plans (*.yaml) in {workspace.plans_dir}")
     results: list[RenderResult] = []
     for path in paths:
-        loaded = load_plan(path, dockerfiles_dir=workspace.dockerfiles_dir)
+        try:
+            loaded = load_plan(path, dockerfiles_dir=workspace.dockerfiles_dir)
+        except BaseDigestTruncated as exc:
+            if name is not None:
+                raise
+            # Whole but for its base: there is nothing to render until every build names its
+            # base with --base; rendered files left in its folder are stale.
+            results.append(_unrenderable(workspace, path, exc, check=check))
+            continue
         if check:
             rendered = render(loaded)
             target = loaded.overlay_dir / DOCKERFILE

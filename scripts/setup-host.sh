@@ -29,6 +29,14 @@ if [ "${#missing[@]}" -gt 0 ]; then
   as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
     "${missing[@]}" >/dev/null
 fi
+# qemu's binfmt handlers (flag F) let mmdebstrap and the engine run arm64 binaries here; they
+# need binfmt_misc mounted, which a container-like VM may not have done.
+if [ -d /proc/sys/fs/binfmt_misc ] && [ ! -e /proc/sys/fs/binfmt_misc/status ]; then
+  as_root mount -t binfmt_misc binfmt_misc /proc/sys/fs/binfmt_misc || true
+fi
+if [ ! -e /proc/sys/fs/binfmt_misc/qemu-aarch64 ] && command -v update-binfmts >/dev/null; then
+  as_root update-binfmts --enable qemu-aarch64 >/dev/null 2>&1 || true
+fi
 # Debian's package enables its own registry on :5000 with htpasswd auth; the tests start their
 # own registries on free loopback ports, so the packaged service is not needed.
 if command -v systemctl >/dev/null 2>&1 && systemctl is-active --quiet docker-registry 2>/dev/null; then

@@ -278,6 +278,7 @@ _HAS_REQUIREMENT = re.compile(
     r"but you have (?P<installed_name>\S+) (?P<installed_version>\S+)\.$"
 )
 _EXTENSION = re.compile(r"\.(so(\.[\w.]+)?|pyd)$")
+_BUILD_SCRIPTS = re.compile(r"^scripts-\d+\.\d+/[^/]+$")
 _OS_SITE = re.compile(r"^/usr/lib/python3(\.\d+)?/dist-packages(/|$)")
 _NOT_SUPPORTED = re.compile(r"^(?P<dist>\S+) (?P<version>\S+) is not supported on this platform$")
 
@@ -511,12 +512,17 @@ def inner_find_spec(spec: dict[str, Any]) -> None:
         emit(PASS, "all %d asserted modules found" % len(modules), {"modules": found})
 
 
-def _record_digest(path: str, algorithm: str) -> str:
+def _record_digest(path: str, algorithm: str) -> tuple[str, str]:
+    """The file's digest as RECORD writes it (urlsafe base64, no padding), and in hex.
+
+    Some Debian packages (bookworm's python3-blinker) ship a RECORD with hex digests; the
+    same bytes hashed the same way match either spelling.
+    """
     h = hashlib.new(algorithm)
     with open(path, "rb") as fh:
         for chunk in iter(lambda: fh.read(1 << 20), b""):
             h.update(chunk)
-    return base64.urlsafe_b64encode(h.digest()).rstrip(b"=").decode("ascii")
+    return base64.urlsafe_b64encode(h.digest()).rstrip(b"=").decode("ascii"), h.hexdigest()
 
 
 def inner_record(spec: dict[str, Any]) -> None:
@@ -562,7 +568,9 @@ def inner_record(spec: dict[str, Any]) -> None:
             if not os.path.exists(path):
                 if "__pycache__" in rel and rel.endswith(".pyc"):
                     missing_bytecode += 1
-                elif from_os and rel.startswith("../"):
+                elif from_os and (rel.startswith("../") or _BUILD_SCRIPTS.match(rel)):
+                    # Scripts: moved to /usr/bin, or recorded under the build's scripts-3.X/
+                    # folder (bookworm's python3-distro); either way the packager's doing.
                     entry["change"] = "moved by the OS package"
                     packaging_changes.append(entry)
                 else:
@@ -570,12 +578,12 @@ def inner_record(spec: dict[str, Any]) -> None:
                 continue
             checked_files += 1
             try:
-                got = _record_digest(path, algorithm)
+                got, got_hex = _record_digest(path, algorithm)
             except OSError as exc:
                 entry["error"] = str(exc)
                 differ.append(entry)
                 continue
-            if got != want:
+            if want not in (got, got_hex):
                 entry["recorded"] = hash_field
                 entry["actual"] = "%s=%s" % (algorithm, got)
                 if real in expected:
@@ -920,7 +928,13 @@ def plan_checks(spec: dict[str, Any]) -> list[tuple[str, Callable[[], dict[str, 
         checks.append(
             (kind, lambda kind=kind: run_inner(kind, kind, spec, limit(kind)))  # type: ignore[misc]
         )
-    checks.insert(1, ("pip-check", lambda: check_pip(spec, limit("pip-check"))))
+    if profile.get("pip_check", True):
+        checks.insert(1, ("pip-check", lambda: check_pip(spec, limit("pip-check"))))
+    else:
+        off = check_result(
+            "pip-check", "pip-check", SKIPPED, "the profile turns this check off", None
+        )
+        checks.insert(1, ("pip-check", lambda: off))
     checks.extend(
         ("cli:" + str(probe["name"]), lambda probe=probe: check_cli(probe, limit("cli")))  # type: ignore[misc]
         for probe in profile.get("cli", [])

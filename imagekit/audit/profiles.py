@@ -102,6 +102,7 @@ class Profile(_Model):
     torch: TorchRequirement = Field(default_factory=TorchRequirement)
     video: bool = True
     record: bool = True
+    pip_check: bool = True
     cli: list[CliProbe] = Field(default_factory=list)
     model_sources: list[ModelSource] = Field(default_factory=list)
     timeouts: dict[CheckKind, float] = Field(default_factory=dict)

@@ -9,8 +9,11 @@ and the container is named, so that on the wall-clock limit (``timeout_s``), SIG
 imagekit kills and removes it itself. What it prints is read with a bound and streamed to
 the evidence folder (imagekit.audit.output).
 
-REF is resolved first: a local image ID or tag is used as it is; anything else must be a
-registry reference pinned by digest, and is pulled by that digest (never by a movable tag).
+REF is resolved first: a local image ID or tag is used as it is; anything else is a registry
+reference, pulled by digest. A tag is resolved through the registry to the digest it names at
+that moment (the resolution is kept: tag, digest, time) and that digest is pulled, so what is
+audited is content, never whatever the tag points at when the engine gets to it. The pinned
+form stays the one to use: a tag can move between two runs.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -37,6 +41,7 @@ from imagekit.errors import CouldNotFinish, ImagekitError, ReferenceFormatError,
 from imagekit.evidence import write_json
 from imagekit.interrupt import interrupted
 from imagekit.refs import DOCKER_HUB, Digest, Platform, Reference, is_digest, parse_reference
+from imagekit.registry.client import RegistryClient
 
 PROBE_IN_CONTAINER = "/imagekit-probe/probe.py"
 HOME_IN_CONTAINER = "/imagekit-home"
@@ -67,6 +72,10 @@ class EngineImage:
     reference: Reference | None
     pulled: bool
     platform: Platform | None = None  # what the engine says the image is built for
+    # Set when REF was a registry tag: "tag X resolved to DIGEST at TIME" (UTC).
+    resolved_tag: str | None = None
+    resolved_at: str | None = None
+    pulled_platform: str | None = None  # the os/arch asked of an index when it was pulled
 
     @property
     def manifest_digest(self) -> Digest | None:
@@ -104,13 +113,27 @@ def _looks_like_image_id(ref: str) -> bool:
     return len(hexpart) >= 12 and all(c in "0123456789abcdef" for c in hexpart)
 
 
-def resolve_image(engine: Engine, ref: str) -> EngineImage:
-    """Find REF locally, or pull it by digest; a tag that is not local is refused."""
+def _resolve_tag(reference: Reference) -> tuple[Reference, str]:
+    """The digest a registry tag names right now, and when it was asked (UTC)."""
+    at = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    with RegistryClient() as registry:
+        _, _, digest = registry.get_manifest(reference, reference.identifier)
+    return reference.pinned_only(digest), at
+
+
+def resolve_image(engine: Engine, ref: str, platform: str | None = None) -> EngineImage:
+    """Find REF locally, or pull it by digest (a tag is resolved through its registry first).
+
+    ``platform`` (os/arch) picks the image of an index to pull, for an image of another
+    architecture than the engine's (run under qemu's binfmt handlers).
+    """
     client = engine.client
     with engine_errors(f"looking up {ref} in the local engine"):
         local = client.image.exists(ref)
     reference: Reference | None = None
     pulled = False
+    resolved_tag: str | None = None
+    resolved_at: str | None = None
     if not local:
         try:
             reference = parse_reference(ref)
@@ -120,14 +143,23 @@ def resolve_image(engine: Engine, ref: str) -> EngineImage:
                 hint="give a local image ID or tag, or REGISTRY/REPO@sha256:DIGEST",
             ) from exc
         if not reference.pinned:
-            raise UsageError(
-                f"{ref} is not in the local engine and is not pinned by digest",
-                hint="audit REGISTRY/REPO@sha256:... (what `imagekit inspect REF` prints), "
-                "or pull the tag yourself first",
-            )
+            resolved_tag = str(reference)
+            reference, resolved_at = _resolve_tag(reference)
         pinned = str(reference.pinned_only())
-        with engine_errors(f"pulling {pinned}"):
-            client.image.pull(pinned, quiet=True)
+        from python_on_whales.exceptions import DockerException  # loaded with the engine
+
+        try:
+            client.image.pull(pinned, quiet=True, platform=platform)
+        except DockerException as exc:
+            detail = str(exc.stderr or exc)
+            if "no matching manifest" in detail:
+                raise CouldNotFinish(
+                    f"{pinned} has no image for {platform or 'the engine platform'}",
+                    hint="name the platform to pull: imagekit audit REF --platform OS/ARCH "
+                    "(or --plan NAME, whose base platform is used)",
+                ) from exc
+            with engine_errors(f"pulling {pinned}"):
+                raise
         pulled = True
         ref = pinned
     elif not _looks_like_image_id(ref):
@@ -137,9 +169,11 @@ def resolve_image(engine: Engine, ref: str) -> EngineImage:
             reference = None  # a name the engine knows but refs cannot parse: keep the ID
     with engine_errors(f"inspecting {ref}"):
         image = client.image.inspect(ref)
-    platform = None
+    own_platform = None
     if image.os and image.architecture:
-        platform = Platform(str(image.os), str(image.architecture), getattr(image, "variant", None))
+        own_platform = Platform(
+            str(image.os), str(image.architecture), getattr(image, "variant", None)
+        )
     return EngineImage(
         requested=ref,
         image_id=str(image.id),
@@ -147,7 +181,10 @@ def resolve_image(engine: Engine, ref: str) -> EngineImage:
         repo_digests=tuple(image.repo_digests or ()),
         reference=reference,
         pulled=pulled,
-        platform=platform,
+        platform=own_platform,
+        resolved_tag=resolved_tag,
+        resolved_at=resolved_at,
+        pulled_platform=platform if pulled else None,
     )
 
 

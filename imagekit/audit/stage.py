@@ -40,6 +40,7 @@ from imagekit.errors import CouldNotFinish, RecordRefused
 from imagekit.ledger import (
     AuditDetails,
     AuditSummary,
+    TagResolution,
     VulnerabilityDatabase,
     VulnerabilityScanDetails,
     VulnerabilitySummary,
@@ -60,6 +61,7 @@ class AuditRequest:
     expected_paths: tuple[str, ...] = ()
     extra_modules: tuple[str, ...] = ()
     limits: Limits = field(default_factory=Limits)
+    platform: str | None = None  # os/arch to pull; default: the plan's base platform
     timeout_s: float = DEFAULT_TIMEOUT_S  # the whole probe run's wall-clock limit
     vuln_db: Path | None = None  # an offline OSV export (zip or folder) instead of the service
     vuln_db_max_age_days: int = DEFAULT_MAX_AGE_DAYS
@@ -101,6 +103,8 @@ class AuditResult:
                 "repo_digests": list(self.image.repo_digests),
                 "manifest_digest": str(digest) if digest else None,
                 "pulled": self.image.pulled,
+                "pulled_platform": self.image.pulled_platform,
+                "tag_resolution": _tag_resolution(self.image),
             }
         return {
             "target": self.target,
@@ -145,6 +149,19 @@ class AuditResult:
         }
 
 
+def _tag_resolution(image: EngineImage) -> dict[str, str] | None:
+    """ "tag X resolved to DIGEST at TIME", when the audit was asked for a registry tag."""
+    if image.resolved_tag is None or image.manifest_digest is None:
+        return None
+    return {
+        "tag": image.resolved_tag,
+        "digest": str(image.manifest_digest),
+        "at": str(image.resolved_at),
+        "sentence": f"tag {image.resolved_tag} resolved to {image.manifest_digest} at "
+        f"{image.resolved_at}",
+    }
+
+
 def _probe_run_json(run: ProbeRun | None, note: str | None) -> dict[str, Any]:
     """How the probe ran: its exit, how much it printed, what was kept (and where)."""
     if run is None:
@@ -158,18 +175,18 @@ def _probe_run_json(run: ProbeRun | None, note: str | None) -> dict[str, Any]:
     }
 
 
-def _plan_inputs(workspace: Workspace, name: str) -> tuple[str, list[str], list[str]]:
-    """A plan's audit profile, its find_spec modules and its overlay destinations."""
-    from imagekit.plan import load_plan, plan_path
+def _plan_inputs(workspace: Workspace, name: str) -> tuple[str, list[str], list[str], str]:
+    """A plan's audit profile, find_spec modules, overlay destinations and base platform."""
+    from imagekit.plan import plan_path, read_plan_checks
 
-    loaded = load_plan(
+    plan = read_plan_checks(
         plan_path(workspace.plans_dir, name), dockerfiles_dir=workspace.dockerfiles_dir
     )
-    profile = loaded.plan.audit_profile
+    profile = plan.audit_profile
     if profile.endswith((".yaml", ".yml")):
         profile = str(workspace.root / profile)
-    destinations = [o.destination for o in loaded.plan.overlays]
-    return profile, list(loaded.plan.assertions.find_spec), destinations
+    destinations = [o.destination for o in plan.overlays]
+    return profile, list(plan.assertions.find_spec), destinations, plan.base.platform
 
 
 def _summary_markdown(result: dict[str, Any]) -> str:
@@ -223,6 +240,11 @@ def _record(workspace: Workspace, result: AuditResult, vulns_path: Path) -> tupl
     """Append the audit and vulnerability-scan records; returns their seqs."""
     images = {"image": result.image.requested} if result.image is not None else {}
     image_id = result.image.image_id if result.image else None
+    resolution = _tag_resolution(result.image) if result.image is not None else None
+    resolved: dict[str, Any] = {}
+    if resolution is not None:
+        images["tag"] = resolution["tag"]
+        resolved["tag_resolution"] = TagResolution(**resolution)
     audit_record = append_record(
         workspace,
         "audit",
@@ -234,6 +256,7 @@ def _record(workspace: Workspace, result: AuditResult, vulns_path: Path) -> tupl
         details=AuditDetails(
             profile=result.profile,
             image_id=image_id,
+            **resolved,
             report=AuditSummary(
                 checks={c.name: c.status for c in result.report.checks},
                 failing=list(result.verdict.failing),
@@ -269,6 +292,7 @@ def _record(workspace: Workspace, result: AuditResult, vulns_path: Path) -> tupl
                 fail_on=result.fail_on,
             ),
             **({"database": VulnerabilityDatabase(**database)} if database else {}),
+            **resolved,
         ),
     )
     return (audit_record.seq, vuln_record.seq)
@@ -286,11 +310,15 @@ def audit(
     profile_name = request.profile
     modules = list(request.extra_modules)
     expected = list(request.expected_paths)
+    platform = request.platform
     if request.plan:
-        plan_profile, plan_modules, destinations = _plan_inputs(workspace, request.plan)
+        plan_profile, plan_modules, destinations, plan_platform = _plan_inputs(
+            workspace, request.plan
+        )
         profile_name = profile_name or plan_profile
         modules += plan_modules
         expected += destinations
+        platform = platform or plan_platform
     if not profile_name:
         profile_name = "hopper-host" if request.host else "generic"
     profile: Profile = load_profile(profile_name).with_modules(modules)
@@ -308,7 +336,7 @@ def audit(
         if not request.ref:
             raise CouldNotFinish("no image to audit", hint="give REF, or --host")
         engine = engine or connect()
-        image = resolve_image(engine, request.ref)
+        image = resolve_image(engine, request.ref, platform)
         target = image.requested
         digest = image.manifest_digest
         if image.platform is not None:

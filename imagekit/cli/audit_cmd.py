@@ -15,6 +15,9 @@ from imagekit.workspace import Workspace
 
 
 def _human(result: AuditResult) -> None:
+    resolution = (result.to_json()["image"] or {}).get("tag_resolution")
+    if resolution:
+        click.echo(resolution["sentence"])
     click.echo(f"{result.target}: {result.verdict.status}")
     click.echo(f"  scope: {result.scope}")
     if result.probe_note:
@@ -51,6 +54,12 @@ def _human(result: AuditResult) -> None:
 @click.option("--plan", metavar="NAME", help="Add the plan's find_spec modules and overlays.")
 @click.option("--offline", is_flag=True, help="Skip the vulnerability service (said so).")
 @click.option("--host", is_flag=True, help="Audit this Python environment, GPU included.")
+@click.option(
+    "--platform",
+    metavar="OS/ARCH",
+    help="The image of an index to pull (e.g. linux/arm64, run under qemu); default: the "
+    "plan's base platform, else the engine's.",
+)
 @click.option(
     "--expect-overlay",
     "expected",
@@ -99,6 +108,7 @@ def command(
     plan: str | None,
     offline: bool,
     host: bool,
+    platform: str | None,
     expected: tuple[str, ...],
     timeout_s: float,
     vuln_db: Path | None,
@@ -122,6 +132,7 @@ def command(
             offline=offline,
             host=host,
             expected_paths=tuple(expected),
+            platform=platform,
             timeout_s=timeout_s,
             vuln_db=vuln_db,
             vuln_db_max_age_days=max_age,

@@ -24,9 +24,19 @@ from imagekit.workspace import Workspace
     help="The second registry to copy to and verify by diffID (host or repository prefix).",
 )
 @click.option("--base", "base_override", help="Use this pinned base instead of the plan's.")
+@click.option(
+    "--profile",
+    metavar="NAME|FILE",
+    help="Audit with this profile instead of the plan's (the audit record names it).",
+)
 @json_option
 def command(
-    name: str, registry: str, mirror: str, base_override: str | None, as_json: bool
+    name: str,
+    registry: str,
+    mirror: str,
+    base_override: str | None,
+    profile: str | None,
+    as_json: bool,
 ) -> None:
     """doctor -> build -> audit -> push -> mirror -> final pull -> ledger, stopping at a no."""
 
@@ -51,6 +61,7 @@ def command(
             registry=registry,
             mirror=mirror,
             base_override=base_override,
+            profile=profile,
         ),
         as_json=as_json,
         human=human,

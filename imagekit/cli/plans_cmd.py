@@ -83,20 +83,25 @@ def show_cmd(name: str, as_json: bool) -> None:
 
 @command.command("validate")
 @click.argument("name", required=False)
+@click.option(
+    "--base",
+    "base",
+    help="Validate NAME as a build with this pinned base would load it (REPO@sha256:...).",
+)
 @json_option
-def validate_cmd(name: str | None, as_json: bool) -> None:
+def validate_cmd(name: str | None, base: str | None, as_json: bool) -> None:
     """Validate one plan, or every plan; exit 2 naming the file and key of each error."""
     ws = Workspace.from_env()
 
     def human(items: list[PlanSummary]) -> None:
         for item in items:
             if item.error is None:
-                click.echo(f"{item.name}: ok")
+                click.echo(f"{item.name}: ok" + (f" (base {item.base})" if base else ""))
             else:
                 click.echo(f"error: {item.error}", err=True)
 
     run(
-        lambda: validate_plans(ws.plans_dir, ws.dockerfiles_dir, name),
+        lambda: validate_plans(ws.plans_dir, ws.dockerfiles_dir, name, base),
         as_json=as_json,
         human=human,
         to_json=lambda items: [_summary_json(i) for i in items],

@@ -27,6 +27,10 @@ def command(name: str | None, check: bool, as_json: bool) -> None:
                 state = "STALE" if r.changed else "up to date"
             else:
                 state = "written" if r.changed else "unchanged"
+            if r.digest is None:
+                state = f"{r.note}" + ("; rendered files left there are STALE" if r.changed else "")
+                click.echo(f"{r.path}: {state}")
+                continue
             click.echo(f"{r.path}: {state} ({r.digest})")
 
     run(
@@ -34,7 +38,13 @@ def command(name: str | None, check: bool, as_json: bool) -> None:
         as_json=as_json,
         human=human,
         to_json=lambda results: [
-            {"plan": r.plan, "path": str(r.path), "sha256": r.digest.hex, "changed": r.changed}
+            {
+                "plan": r.plan,
+                "path": str(r.path),
+                "sha256": r.digest.hex if r.digest else None,
+                "changed": r.changed,
+                "note": r.note,
+            }
             for r in results
         ],
         exit_code=lambda results: 1 if check and any(r.changed for r in results) else 0,

@@ -163,6 +163,7 @@ class _Context:
     mirror_repo: str
     echo: TextIO
     no_cache: bool = False
+    profile: str | None = None  # the audit profile, when not the plan's own
     tag: str | None = None
     image_id: str | None = None
     pushed: str | None = None
@@ -216,7 +217,8 @@ def _audit(ctx: _Context) -> StageOutcome:
 
     assert ctx.image_id is not None  # noqa: S101 - the build stage ran
     # The stage appends its own records (audit, vulnerability-scan).
-    result = audit(ctx.workspace, AuditRequest(ref=ctx.tag or ctx.image_id, plan=ctx.name))
+    request = AuditRequest(ref=ctx.tag or ctx.image_id, plan=ctx.name, profile=ctx.profile)
+    result = audit(ctx.workspace, request)
     status = result.verdict.status
     return StageOutcome(
         "audit",
@@ -319,8 +321,13 @@ def run_pipeline(
     mirror: str,
     base_override: str | None = None,
     echo: TextIO | None = None,
+    profile: str | None = None,
 ) -> PipelineResult:
-    """Run every stage for plan ``name``; a stage's no or failure stops the rest."""
+    """Run every stage for plan ``name``; a stage's no or failure stops the rest.
+
+    ``profile`` audits with another profile than the plan's (a name or a YAML file), e.g. one
+    that says which checks a replica base cannot carry; the audit record names it.
+    """
     echo = echo or sys.stderr
     ctx = _Context(
         workspace=workspace,
@@ -331,6 +338,7 @@ def run_pipeline(
         push_repo=repository_for(registry, name),
         mirror_repo=repository_for(mirror, name),
         echo=echo,
+        profile=profile,
     )
     if ctx.push_repo == ctx.mirror_repo:
         raise UsageError(

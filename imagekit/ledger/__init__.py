@@ -63,7 +63,8 @@ build (status ``built``) / rejected-build (status ``rejected``, details.reason, 
     details.guard (each overlay's check and how each base layer was used) and
     details.assertions; its rejected-build records carry the guard or the assertions too.
 audit (status ``CPU_PASS`` | ``CPU_PASS_GPU_CLI_DEFERRED`` | ``CPU_CHECK_INCOMPLETE`` | ...)
-    images.image = the audited reference or image ID.
+    images.image = the audited reference or image ID; images.tag = the tag asked for, when
+    a registry tag was resolved (details.tag_resolution: tag, digest, at, sentence).
     details.report = summary of the audit report (counts, failed checks); evidence = report.
 vulnerability-scan (status ``clean`` | ``findings`` | ``unknown``)
     images.image; details.report = summary.
@@ -109,6 +110,7 @@ from imagekit.ledger.record import (
     PushDetails,
     RecordDetails,
     RejectedBuildDetails,
+    TagResolution,
     VulnerabilityDatabase,
     VulnerabilityScanDetails,
     VulnerabilitySummary,
@@ -153,6 +155,7 @@ __all__ = [
     "RepairReport",
     "Scan",
     "ShowResult",
+    "TagResolution",
     "TornLine",
     "VerifyReport",
     "VulnerabilityDatabase",

@@ -181,10 +181,20 @@ class AuditSummary(RecordDetails):
     skipped: list[str] | None = None
 
 
+class TagResolution(RecordDetails):
+    """An audit asked for a registry tag: the digest it named then, and when (UTC)."""
+
+    tag: str
+    digest: str
+    at: str
+    sentence: str = Field(description="tag X resolved to DIGEST at TIME")
+
+
 class AuditDetails(RecordDetails):
     profile: str | None = None
     image_id: str | None = None
     report: AuditSummary | None = None
+    tag_resolution: TagResolution | None = None
 
 
 class VulnerabilitySummary(RecordDetails):
@@ -219,6 +229,7 @@ class VulnerabilityScanDetails(RecordDetails):
     image_id: str | None = None
     report: VulnerabilitySummary | None = None
     database: VulnerabilityDatabase | None = None
+    tag_resolution: TagResolution | None = None
 
 
 class MirrorDetails(RecordDetails):

@@ -1,13 +1,16 @@
-"""Fixtures the final-pull tests share (engine and containerd)."""
+"""Fixtures integration tests share: a tiny image for the final-pull tests, and the seed
+replicas (tests/support/replicas.py) for the seed and OSV tests."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import subprocess
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
 from imagekit.engine import Engine
+from tests.support import replicas
 from tests.support import tiny_image as tiny
 from tests.support.registries import RunningRegistry
 
@@ -19,3 +22,31 @@ def tiny_image(
     """A one-file image in the loopback registry and not in the engine."""
     with tiny.tiny_image(engine, registry, tmp_path) as image:
         yield image
+
+
+@pytest.fixture(scope="session")
+def seed_replica(
+    engine: Engine, make_registry: Callable[..., RunningRegistry]
+) -> Iterator[Callable[[str], replicas.PublishedReplica]]:
+    """``seed_replica(NAME)``: the replica pushed to this session's registry B (where the
+    replica bases stand in for the upstream registries), pinned by digest.
+
+    The first call makes every seed replica that is not cached yet, side by side: on a fresh
+    machine that is one wait of a few minutes instead of three in a row. What the engine
+    pulled of them is removed at the end (the cached layouts stay).
+    """
+    bases = make_registry("none")
+    pushed: dict[str, replicas.PublishedReplica] = {}
+
+    def get(name: str) -> replicas.PublishedReplica:
+        if not pushed:
+            replicas.build_all()
+        if name not in pushed:
+            pushed[name] = replicas.push(name, bases.host)
+        return pushed[name]
+
+    yield get
+    for published in pushed.values():
+        subprocess.run(
+            [engine.client_path, "rmi", published.reference], check=False, capture_output=True
+        )

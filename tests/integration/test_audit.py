@@ -27,7 +27,7 @@ import pytest
 from imagekit.audit.report import CheckResult
 from imagekit.audit.stage import AuditRequest, AuditResult, audit
 from imagekit.engine import Engine
-from imagekit.errors import CouldNotFinish, UsageError
+from imagekit.errors import CouldNotFinish
 from imagekit.ledger import read_records
 from imagekit.workspace import Workspace
 from tests.support.base_image import BaseImage
@@ -188,19 +188,22 @@ def test_each_planted_defect_is_reported_and_a_hung_check_times_out(
     whole = {c["name"]: c for c in report["checks"]}
     assert whole["pip-check"]["data"]["conflicts"] == [
         {
-            "distribution": "nixl",
+            "distribution": "imagekit-fixture-front",
             "version": "1.2.0",
-            "requirement": "nixl-cu12",
+            "requirement": "imagekit-fixture-back",
             "problem": "missing",
             "installed": None,
         }
     ]
-    assert "nixl 1.2.0 requires nixl-cu12, which is not installed." in whole["pip-check"]["stdout"]
+    assert (
+        "imagekit-fixture-front 1.2.0 requires imagekit-fixture-back, which is not installed."
+        in whole["pip-check"]["stdout"]
+    )
     modules = whole["find-spec"]["data"]["modules"]
-    assert modules["nixl"]["found"] and not modules["nixl_cu13"]["found"]
+    assert modules["fixture_front"]["found"] and not modules["fixture_back"]["found"]
     assert [e["path"] for e in whole["record"]["data"]["differ"]] == ["tamperpkg/core.py"]
-    assert "CPU-only build" in whole["torch"]["reason"] and "sm_90" in whole["torch"]["reason"]
-    assert whole["torch"]["data"]["arch_list"] == []
+    # No torch at all; a real CPU-only torch failing sm_90 is tests/integration/test_seeds.py's.
+    assert "torch is not installed but the profile requires it" in whole["torch"]["reason"]
     assert "not installed" in whole["av-roundtrip"]["reason"]
     # The hung check was killed at its own limit while the others finished on their own.
     assert 5 <= whole["cli:bench-help"]["duration_s"] < 30
@@ -219,10 +222,36 @@ def test_overlaid_file_is_named_as_expected_not_as_tampering(
     assert "expected overlay" in record.reason
 
 
-def test_a_tag_that_is_not_local_is_refused_not_pulled(
+def test_a_registry_tag_is_resolved_to_its_digest_audited_and_both_recorded(
+    engine: Engine, images: AuditImages, registry: RunningRegistry, workspace: Workspace
+) -> None:
+    client = engine.client
+    remote = f"{registry.host}/imagekit-test/audit-tag:{secrets.token_hex(4)}"
+    client.image.tag(images.healthy, remote)
+    client.image.push(remote, quiet=True)
+    prefix = remote.rsplit(":", 1)[0] + "@"
+    digest = next(d for d in client.image.inspect(remote).repo_digests if d.startswith(prefix))
+    client.image.remove(remote)  # not in the engine any more: only the registry knows the tag
+    try:
+        result = audit(workspace, AuditRequest(ref=remote, offline=True), engine=engine)
+        assert result.image is not None and result.image.pulled
+        assert result.image.requested == digest  # the digest was audited, not the tag
+        assert result.image.resolved_tag == remote
+        resolution = result.to_json()["image"]["tag_resolution"]
+        assert resolution["sentence"] == (
+            f"tag {remote} resolved to {digest.split('@')[1]} at {resolution['at']}"
+        )
+        audit_record = [r for r in read_records(workspace.ledger_path) if r.kind == "audit"][-1]
+        assert audit_record.images["image"] == digest and audit_record.images["tag"] == remote
+        assert audit_record.details["tag_resolution"]["digest"] == digest.split("@")[1]
+    finally:
+        subprocess.run([engine.client_path, "rmi", digest], check=False, capture_output=True)
+
+
+def test_a_tag_whose_registry_does_not_answer_could_not_finish(
     engine: Engine, workspace: Workspace
 ) -> None:
-    with pytest.raises(UsageError, match="not pinned by digest"):
+    with pytest.raises(CouldNotFinish):
         audit(
             workspace,
             AuditRequest(ref="127.0.0.1:9/imagekit-test/absent:latest", offline=True),

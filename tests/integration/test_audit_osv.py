@@ -1,9 +1,12 @@
 """`imagekit audit --vuln-db`: the real command, the real image, an OSV export the tests wrote.
 
 Each subject is an image built for real plus what the export must find in it. The demo image
-is built from its plan (manifests/demo.yaml) on the base image fixture. Another image (the
-seeds' replicas) plugs in as one more ``Subject``: how to build it, and the distributions the
-planted records must name in it (tests/support/osv_export.py holds the records).
+is built from its plan (manifests/demo.yaml) on the base image fixture; the m3-vllm image from
+its plan on the vllm seed replica (tests/support/replicas.py, cached by its inputs), the one
+seed image whose audit accepts it (CPU_PASS_GPU_CLI_DEFERRED). Another image plugs in as one
+more ``Subject``: how to build it, the audit status its probe ends with, and the
+distributions the planted records must name in it (tests/support/osv_export.py holds the
+records).
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ import secrets
 import shutil
 import subprocess
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -41,25 +44,22 @@ class Subject:
     """An image to audit and what the planted export must say about it."""
 
     name: str
-    plan: str | None
-    build: Callable[[Engine, BaseImage, Path], str]  # -> a local tag
+    plan: str  # built on its base with --base, as `imagekit build PLAN --base BASE` would
+    replica: str | None  # the seed replica it is built on; None: the base image fixture
     # (distribution, installed version) -> (the one id reported, where it lies in the image)
     planted: dict[tuple[str, str], tuple[str, str]]
     distributions: int
+    status: str = "CPU_PASS"  # what the probe's checks end with, findings aside
+    profile: str | None = None  # instead of the plan's
 
 
-def _build_demo(engine: Engine, base_image: BaseImage, root: Path) -> str:
-    """The demo plan, built as `imagekit build demo` would, into a scratch project."""
+def _build_plan(engine: Engine, plan: str, base: str, root: Path) -> str:
+    """A plan, built as `imagekit build PLAN --base BASE` would, into a scratch project."""
     (root / "manifests").mkdir(parents=True)
-    shutil.copy2(REPO_ROOT / "manifests" / "demo.yaml", root / "manifests" / "demo.yaml")
+    shutil.copy2(REPO_ROOT / "manifests" / f"{plan}.yaml", root / "manifests" / f"{plan}.yaml")
     shutil.copytree(REPO_ROOT / "dockerfiles", root / "dockerfiles")
-    tag = f"imagekit-test/osv-demo:{secrets.token_hex(4)}"
-    build_plan(
-        Workspace.at(root),
-        "demo",
-        BuildOptions(tag=tag, base_override=base_image.reference),
-        engine=engine,
-    )
+    tag = f"imagekit-test/osv-{plan}:{secrets.token_hex(4)}"
+    build_plan(Workspace.at(root), plan, BuildOptions(tag=tag, base_override=base), engine=engine)
     return tag
 
 
@@ -67,12 +67,26 @@ SUBJECTS = [
     Subject(
         name="demo",
         plan="demo",
-        build=_build_demo,
+        replica=None,
         planted={
             ("pip", "23.0.1"): ("PYSEC-2023-228", DEBIAN_SITE),
             ("setuptools", "66.1.1"): ("CVE-2024-6345", DEBIAN_SITE),
         },
         distributions=6,
+    ),
+    Subject(
+        name="m3-vllm",
+        plan="m3-vllm",
+        replica="vllm",
+        # Debian's pip and setuptools, as in the demo image: the vllm replica is bookworm too.
+        planted={
+            ("pip", "23.0.1"): ("PYSEC-2023-228", DEBIAN_SITE),
+            ("setuptools", "66.1.1"): ("CVE-2024-6345", DEBIAN_SITE),
+        },
+        # Debian's python3 packages the three removals left, av 16.1.0, the vllm stand-in.
+        distributions=18,
+        status="CPU_PASS_GPU_CLI_DEFERRED",
+        profile=str(REPO_ROOT / "tests" / "support" / "replica_profiles" / "vllm-replica.yaml"),
     ),
 ]
 
@@ -91,7 +105,10 @@ def built(
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[Built]:
     subject: Subject = request.param
-    tag = subject.build(engine, base_image, tmp_path_factory.mktemp(f"build-{subject.name}"))
+    base = base_image.reference
+    if subject.replica:
+        base = request.getfixturevalue("seed_replica")(subject.replica).reference
+    tag = _build_plan(engine, subject.plan, base, tmp_path_factory.mktemp(f"build-{subject.name}"))
     try:
         yield Built(subject, tag)
     finally:
@@ -103,9 +120,10 @@ def _audit(
 ) -> tuple[int, Any, str]:
     """The real command, run in the test's project (the workspace fixture's IMAGEKIT_*
     variables reach it), so its evidence and ledger records land there."""
-    argv = [IMAGEKIT, "audit", built.tag, *args, *(["--json"] if as_json else [])]
-    if built.subject.plan:
-        argv += ["--plan", built.subject.plan]
+    argv = [IMAGEKIT, "audit", built.tag, "--plan", built.subject.plan, *args]
+    argv += ["--json"] if as_json else []
+    if built.subject.profile:
+        argv += ["--profile", built.subject.profile]
     assert os.environ.get("IMAGEKIT_ROOT") == str(workspace.root)
     proc = subprocess.run(
         argv, capture_output=True, text=True, timeout=600, check=False, cwd=workspace.root
@@ -121,7 +139,7 @@ def test_findings_name_the_planted_distributions(
     code, doc, err = _audit(built, workspace, "--vuln-db", str(export))
 
     assert code == 1, err  # --fail-on findings is the default
-    assert doc["status"] == "CPU_PASS"  # the probe passed; the findings alone fail it
+    assert doc["status"] == built.subject.status  # the probe passed; the findings alone fail it
     vulns = doc["vulnerabilities"]
     assert vulns["status"] == "findings", vulns["reason"]
     assert vulns["fails_audit"] and vulns["fail_on"] == "findings"
@@ -138,7 +156,7 @@ def test_findings_name_the_planted_distributions(
 
     records_ = read_records(workspace.ledger_path)
     assert [(r.kind, r.status) for r in records_] == [
-        ("audit", "CPU_PASS"),
+        ("audit", built.subject.status),
         ("vulnerability-scan", "findings"),
     ]
     scan = records_[1]
@@ -194,7 +212,8 @@ def test_an_old_database_is_unknown_never_clean(
     code, doc, err = _audit(built, workspace, "--vuln-db", str(export), "--vuln-db-max-age", "60")
     assert doc["vulnerabilities"]["status"] == "clean", err
     statuses = [r.status for r in read_records(workspace.ledger_path)]
-    assert statuses == ["CPU_PASS", "unknown", "CPU_PASS", "clean"]
+    status = built.subject.status
+    assert statuses == [status, "unknown", status, "clean"]
 
 
 def test_a_database_that_does_not_parse_is_exit_2_and_nothing_is_recorded(

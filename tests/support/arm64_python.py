@@ -13,7 +13,7 @@ import hashlib
 import json
 from pathlib import Path
 
-from tests.support.base_image import SUITE, _mmdebstrap_version, cached_rootfs
+from tests.support.base_image import SUITE, cached_rootfs, mmdebstrap_version
 
 PACKAGES = ("python3", "python3-pip")
 
@@ -24,7 +24,7 @@ def cache_key() -> str:
         "variant": "extract",
         "include": sorted(PACKAGES),
         "arch": "arm64",
-        "mmdebstrap": _mmdebstrap_version(),
+        "mmdebstrap": mmdebstrap_version(),
     }
     return hashlib.sha256(json.dumps(inputs, sort_keys=True).encode()).hexdigest()[:16]
 

@@ -32,7 +32,7 @@ def cache_dir() -> Path:
     return path
 
 
-def _mmdebstrap_version() -> str:
+def mmdebstrap_version() -> str:
     out = subprocess.run(
         ["mmdebstrap", "--version"], capture_output=True, text=True, check=True
     ).stdout
@@ -45,14 +45,15 @@ def cache_key() -> str:
         "suite": SUITE,
         "variant": VARIANT,
         "include": sorted(PACKAGES),
-        "mmdebstrap": _mmdebstrap_version(),
+        "mmdebstrap": mmdebstrap_version(),
         "arch": os.uname().machine,
     }
     return hashlib.sha256(json.dumps(inputs, sort_keys=True).encode()).hexdigest()[:16]
 
 
 @contextmanager
-def _locked(path: Path) -> Iterator[None]:
+def locked(path: Path) -> Iterator[None]:
+    """An exclusive flock on ``path`` (the cache is shared by every checkout on the machine)."""
     with path.open("a") as fh:
         fcntl.flock(fh, fcntl.LOCK_EX)
         try:
@@ -68,7 +69,7 @@ def cached_rootfs(stem: str, lock: str, options: list[str]) -> Path:
     a half-written tarball never takes the final name.
     """
     target = cache_dir() / f"{stem}.tar"
-    with _locked(cache_dir() / lock):
+    with locked(cache_dir() / lock):
         if target.exists():
             return target
         partial = target.with_suffix(".partial.tar")
@@ -104,7 +105,7 @@ class BaseImage:
 def ensure_local_image(client_path: str) -> str:
     """Import the tarball into the engine once; later runs reuse the image by its tag."""
     tag = f"{REPOSITORY}:{SUITE}-{cache_key()}"
-    with _locked(cache_dir() / "base-import.lock"):
+    with locked(cache_dir() / "base-import.lock"):
         probe = subprocess.run(
             [client_path, "image", "inspect", tag], capture_output=True, check=False
         )

@@ -20,9 +20,10 @@ lists keep only the releases around the installed ones. Each plays one part:
   schema's for ids outside the home databases, and its summary says so) that covers six
   1.16.0 but is withdrawn: must not be reported.
 
-``CLEAN`` is the same export without the two affecting vulnerabilities. A second image (the
-seeds' replicas) plugs in by adding its records to ``records()`` and its expectations to the
-integration test's list of subjects.
+``CLEAN`` is the same export without the two affecting vulnerabilities. The m3-vllm image
+(its plan on the vllm seed replica, Debian bookworm too) holds the same Debian pip and
+setuptools, so the same records find it; a further image plugs in by adding its records to
+``records()`` and its expectations to the integration test's list of subjects.
 """
 
 from __future__ import annotations

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -11,7 +12,7 @@ from click.testing import CliRunner
 from pydantic import ValidationError
 
 from imagekit.cli.plans_cmd import command as plans_command
-from imagekit.errors import PlanError
+from imagekit.errors import BaseDigestTruncated, PlanError
 from imagekit.plan import Overlay, PipInstall, load_plan, plan_schema
 
 REPO = Path(__file__).resolve().parents[2]
@@ -396,6 +397,112 @@ def test_list_show_and_schema(dirs: tuple[Path, Path]) -> None:
     assert doc == json.loads(json.dumps(plan_schema()))
     assert doc["additionalProperties"] is False
     assert "base" in doc["required"]
+
+
+def test_h3_spark_names_its_cut_short_digest_and_how_to_complete_it() -> None:
+    """The report prints sha256:e930db8e...: exit 2 on base.reference, naming --base."""
+    path = REPO / "manifests" / "h3-spark.yaml"
+    with pytest.raises(BaseDigestTruncated) as info:
+        load_plan(path, dockerfiles_dir=REPO / "dockerfiles")
+    error = info.value
+    assert error.exit_code == 2
+    assert error.key == "base.reference"
+    assert "sha256:e930db8e..." in error.message
+    assert "8 of 64 hex digits" in error.message
+    assert "--base REPO@sha256:" in (error.hint or "")
+    assert "imagekit inspect docker.io/vllm/vllm-omni:TAG" in (error.hint or "")
+
+
+def test_h3_spark_loads_with_a_base_override_and_carries_the_four_overlays() -> None:
+    base = "127.0.0.1:5113/imagekit-seeds/h3@sha256:" + "12" * 32
+    loaded = load_plan(
+        REPO / "manifests" / "h3-spark.yaml",
+        dockerfiles_dir=REPO / "dockerfiles",
+        base_override=base,
+    )
+    assert str(loaded.base) == base and loaded.base_overridden
+    assert loaded.plan.base.platform == "linux/arm64"
+    assert loaded.plan.base.reference == "docker.io/vllm/vllm-omni@sha256:e930db8e..."
+    overlays = {o.destination: o for o in loaded.plan.overlays}
+    assert sorted(overlays) == [
+        "/etc/minimax-h3/fp8-quant.json",
+        "/usr/local/bin/start-minimax-h3",
+        "/usr/local/lib/minimax-h3/security-common.sh",
+        "/usr/local/lib/python3.11/dist-packages/vllm_omni/diffusion/models/minimax_h3/"
+        "minimax_h3_transformer.py",
+    ]
+    patched = overlays[
+        "/usr/local/lib/python3.11/dist-packages/vllm_omni/diffusion/models/minimax_h3/"
+        "minimax_h3_transformer.py"
+    ]
+    # Guarded by the original's sha256 (vllm-omni 0.30.0), never absent.
+    assert patched.replaces.sha256 == (
+        "53e875307d962be3225ed71f64d554dafece5587b2b0ce4c5e942afa7000e1c5"
+    )
+    entrypoint = [s for s in loaded.plan.steps if s.kind == "entrypoint"]
+    assert [s.model_dump()["argv"] for s in entrypoint] == [["/usr/local/bin/start-minimax-h3"]]
+    for overlay in overlays.values():
+        header = (loaded.overlay_dir / overlay.source).read_text()[:400]
+        assert "STAND-IN written by imagekit" in header, overlay.source
+
+
+def test_cut_short_digest_cli_exit_2_list_and_validate_all_keep_working(
+    dirs: tuple[Path, Path],
+) -> None:
+    plans, dockerfiles = dirs
+    shutil.copytree(dockerfiles / "p", dockerfiles / "cut")
+    write(plans, good_plan())
+    cut = _mutate(["base", "reference"], "docker.io/vllm/vllm-omni@sha256:e930db8e...")
+    cut["name"] = "cut"
+    write(plans, cut, name="cut")
+    one = CliRunner().invoke(plans_command, ["validate", "cut"])
+    assert one.exit_code == 2
+    assert "cut.yaml: base.reference: the digest of" in one.stderr
+    assert "--base REPO@sha256:<64 hex>" in one.stderr
+    assert "Traceback" not in one.output
+    every = CliRunner().invoke(plans_command, ["validate", "--json"])
+    assert every.exit_code == 2
+    assert [(d["name"], d["valid"]) for d in json.loads(every.stdout)] == [
+        ("cut", False),
+        ("p", True),
+    ]
+    listed = CliRunner().invoke(plans_command, ["list"])
+    assert listed.exit_code == 0
+    assert "cut" in listed.stdout and "INVALID" in listed.stdout and "cut short" in listed.stdout
+    override = "127.0.0.1:5113/x/y@sha256:" + "34" * 32
+    based = CliRunner().invoke(plans_command, ["validate", "cut", "--base", override])
+    assert based.exit_code == 0, based.output
+    assert f"cut: ok (base {override})" in based.stdout
+    bad = CliRunner().invoke(plans_command, ["validate", "cut", "--base", "x/y:tag"])
+    assert bad.exit_code == 2 and "base.reference (override)" in bad.stderr
+    needs_name = CliRunner().invoke(plans_command, ["validate", "--base", override])
+    assert needs_name.exit_code == 2 and "name the plan" in needs_name.stderr
+
+
+def test_a_truncated_digest_is_tolerated_only_with_an_override(dirs: tuple[Path, Path]) -> None:
+    plans, dockerfiles = dirs
+    for cut in ("team/base@sha256:abc", "team/base@sha256:abc..."):
+        path = write(plans, _mutate(["base", "reference"], cut))
+        with pytest.raises(BaseDigestTruncated):
+            load_plan(path, dockerfiles_dir=dockerfiles)
+        load_plan(path, dockerfiles_dir=dockerfiles, base_override=BASE)
+    # A tag is not a digest cut short: an override does not excuse it.
+    path = write(plans, _mutate(["base", "reference"], "team/base:latest"))
+    with pytest.raises(PlanError, match="not pinned"):
+        load_plan(path, dockerfiles_dir=dockerfiles, base_override=BASE)
+
+
+def test_pip_uninstall_names_exact_distributions(dirs: tuple[Path, Path]) -> None:
+    plans, dockerfiles = dirs
+    data = good_plan()
+    data["steps"].insert(0, {"kind": "pip_uninstall", "names": ["nixl"]})  # type: ignore[attr-defined]
+    loaded = load_plan(write(plans, data), dockerfiles_dir=dockerfiles)
+    assert loaded.plan.steps[0].model_dump() == {"kind": "pip_uninstall", "names": ["nixl"]}
+    for names, words in ((["nixl>=1"], "distribution name"), (["nixl", "NIXL"], "twice")):
+        data["steps"][0] = {"kind": "pip_uninstall", "names": names}  # type: ignore[index]
+        with pytest.raises(PlanError, match=words) as info:
+            load_plan(write(plans, data), dockerfiles_dir=dockerfiles)
+        assert info.value.key == "steps[0].names"
 
 
 def _overlay_with(change: dict[str, object]) -> dict[str, object]:

@@ -10,6 +10,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+import yaml
 from click.testing import CliRunner
 
 from imagekit.cli.render_cmd import command as render_command
@@ -232,7 +233,12 @@ def test_write_rendered_reports_changes(project: Workspace) -> None:
 def test_render_cli_check_finds_stale_files(project: Workspace) -> None:
     ok = CliRunner().invoke(render_command, ["--check", "--json"])
     assert ok.exit_code == 0, ok.output
-    assert {d["plan"] for d in json.loads(ok.stdout)} == {"demo", "m3-cu13", "m3-vllm"}
+    documents = {d["plan"]: d for d in json.loads(ok.stdout)}
+    assert set(documents) == {"demo", "h3-spark", "m3-cu13", "m3-vllm"}
+    # h3-spark's base digest is cut short: nothing is rendered for it, and that is said.
+    assert documents["h3-spark"]["sha256"] is None
+    assert "builds render it with --base" in documents["h3-spark"]["note"]
+    assert not documents["h3-spark"]["changed"]
     for stale_file in ("Dockerfile", ASSERT_SCRIPT):
         target = project.dockerfiles_dir / "m3-cu13" / stale_file
         committed = target.read_bytes()
@@ -247,7 +253,41 @@ def test_render_cli_check_finds_stale_files(project: Workspace) -> None:
     (project.dockerfiles_dir / "m3-vllm" / ASSERT_SCRIPT).unlink()
     assert CliRunner().invoke(render_command, ["--check"]).exit_code == 1
     assert CliRunner().invoke(render_command, []).exit_code == 0
-    assert [r.changed for r in render_plans(project, None, check=True)] == [False] * 3
+    assert [r.changed for r in render_plans(project, None, check=True)] == [False] * 4
+
+
+def test_render_of_a_plan_with_a_cut_short_digest(project: Workspace) -> None:
+    named = CliRunner().invoke(render_command, ["h3-spark"])
+    assert named.exit_code == 2 and "base.reference" in named.stderr
+    # A rendered file left in its folder is stale (no render can match it) and goes on write.
+    left = project.dockerfiles_dir / "h3-spark" / "Dockerfile"
+    left.write_text("FROM scratch\n")
+    stale = CliRunner().invoke(render_command, ["--check"])
+    assert stale.exit_code == 1 and "STALE" in stale.stdout
+    assert CliRunner().invoke(render_command, []).exit_code == 0
+    assert not left.exists()
+    # With a base, the build renders it in memory: FROM the override, the guard, ENTRYPOINT.
+    base = "127.0.0.1:5113/imagekit-seeds/h3@sha256:" + "56" * 32
+    loaded = load_plan(
+        project.plans_dir / "h3-spark.yaml",
+        dockerfiles_dir=project.dockerfiles_dir,
+        base_override=base,
+    )
+    text = render(loaded).dockerfile
+    assert f"FROM --platform=linux/arm64 {base}" in text
+    assert "want=53e875307d962be3225ed71f64d554dafece5587b2b0ce4c5e942afa7000e1c5" in text
+    assert 'ENTRYPOINT ["/usr/local/bin/start-minimax-h3"]' in text
+
+
+def test_pip_uninstall_renders_a_guarded_uninstall(project: Workspace) -> None:
+    path = project.plans_dir / "m3-cu13.yaml"
+    data = yaml.safe_load(path.read_text())
+    data["steps"].insert(0, {"kind": "pip_uninstall", "names": ["nixl"]})
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    text = render(load_plan(path, dockerfiles_dir=project.dockerfiles_dir)).dockerfile
+    line = next(ln for ln in text.splitlines() if "pip uninstall" in ln)
+    assert "python3 -m pip uninstall -y nixl" in line
+    assert "IMAGEKIT_PACKAGES not-installed name=$p" in line
 
 
 def test_render_cli_bad_plan_is_exit_2(project: Workspace) -> None:

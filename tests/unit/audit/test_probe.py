@@ -13,8 +13,6 @@ import pytest
 from imagekit.audit import probe
 
 PROBE = Path(probe.__file__)
-FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "audit"
-STANDIN_TORCH = FIXTURES / "pkgs" / "torch-standin"
 
 
 def run_probe(spec: dict[str, Any], env: dict[str, str] | None = None) -> dict[str, Any]:
@@ -148,9 +146,20 @@ def test_a_deferred_cli_whose_fallback_fails_is_a_fail() -> None:
     assert "Failed to infer device type" in checks["cli:gpu"]["data"]["raw_failure"]["stderr"]
 
 
-def test_cpu_only_torch_fails_when_sm_90_is_required() -> None:
-    """The stand-in has what a real CPU wheel has: version.cuda None, no arch flags."""
-    env = {"PYTHONPATH": str(STANDIN_TORCH), "PATH": "/usr/bin:/bin"}
+def test_cpu_only_torch_fails_when_sm_90_is_required(tmp_path: Path) -> None:
+    """The probe's CPU-only branch: version.cuda None and no arch flags.
+
+    A module with only those facts, made here; the real CPU wheel (torch 2.13.0+cpu) is
+    audited in tests/integration/test_seeds.py.
+    """
+    pkg = tmp_path / "torch"
+    (pkg / "cuda").mkdir(parents=True)
+    (pkg / "__init__.py").write_text(
+        "from torch import cuda, version\n__version__ = '2.13.0+cpu'\n"
+    )
+    (pkg / "version.py").write_text("cuda = None\n")
+    (pkg / "cuda" / "__init__.py").write_text("def get_arch_list():\n    return []\n")
+    env = {"PYTHONPATH": str(tmp_path), "PATH": "/usr/bin:/bin"}
     checks = run_probe(spec(torch={"required": True, "arches": ["sm_90"]}), env=env)
     torch = checks["torch"]
     assert torch["status"] == "FAIL"
@@ -226,3 +235,32 @@ def test_probe_runs_on_old_interpreters(python: str | None) -> None:
     assert checks["find-spec"] == "PASS"
     assert checks["versions"] == "PASS"
     assert checks["pip-check"] in ("PASS", "FAIL")  # whatever that interpreter's pip says
+
+
+def test_a_profile_may_turn_pip_check_off() -> None:
+    checks = run_probe(spec(pip_check=False))
+    assert checks["pip-check"]["status"] == "SKIPPED"
+    assert checks["pip-check"]["reason"] == "the profile turns this check off"
+    assert checks["pip-check"]["command"] == []  # pip was never run
+
+
+def test_record_hashes_written_in_hex_match_the_same_bytes(tmp_path: Path) -> None:
+    """bookworm's python3-blinker ships a RECORD with hex sha256 digests instead of base64."""
+    site = tmp_path / "site"
+    (site / "hexpkg").mkdir(parents=True)
+    (site / "hexpkg" / "__init__.py").write_text("x = 1\n")
+    info = site / "hexpkg-1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: hexpkg\nVersion: 1.0\n")
+    good = __import__("hashlib").sha256(b"x = 1\n").hexdigest()
+    (info / "RECORD").write_text(
+        f"hexpkg/__init__.py,sha256={good},6\nhexpkg-1.0.dist-info/RECORD,,\n"
+    )
+    env = {"PYTHONPATH": str(site), "PATH": "/usr/bin:/bin"}
+    record = run_probe(spec(record=True, distributions=["hexpkg"]), env=env)["record"]
+    assert not [e for e in record["data"]["differ"] if e["distribution"] == "hexpkg"]
+    (site / "hexpkg" / "__init__.py").write_text("x = 2\n")  # a real change still differs
+    record = run_probe(spec(record=True, distributions=["hexpkg"]), env=env)["record"]
+    assert [e["path"] for e in record["data"]["differ"] if e["distribution"] == "hexpkg"] == [
+        "hexpkg/__init__.py"
+    ]

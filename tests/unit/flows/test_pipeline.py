@@ -114,3 +114,37 @@ def test_a_reported_error_exits_3(ws: Workspace, monkeypatch: pytest.MonkeyPatch
     patch_stages(monkeypatch, {"mirror": ERROR})  # e.g. a mirror verdict of "error"
     result = run_pipeline(ws, "demo", registry="127.0.0.1:1", mirror="127.0.0.1:2")
     assert result.error is None and result.exit_code == 3
+
+
+def test_the_audit_stage_uses_the_profile_given_instead_of_the_plans(
+    monkeypatch: pytest.MonkeyPatch, ws: Workspace
+) -> None:
+    from types import SimpleNamespace
+
+    from imagekit.audit import stage
+    from imagekit.audit.report import AuditStatus
+
+    seen: list[tuple[str | None, str | None, str | None]] = []
+
+    def fake_audit(workspace: Workspace, request: stage.AuditRequest, **_: Any) -> Any:
+        seen.append((request.ref, request.plan, request.profile))
+        verdict = SimpleNamespace(status=AuditStatus.CPU_PASS_GPU_CLI_DEFERRED)
+        return SimpleNamespace(verdict=verdict, report_path=ws.root / "audit-report.json")
+
+    monkeypatch.setattr(stage, "audit", fake_audit)
+    ctx = pipeline._Context(
+        workspace=ws,
+        name="m3-vllm",
+        base_override=None,
+        registry="127.0.0.1:1",
+        mirror="127.0.0.1:2",
+        push_repo="127.0.0.1:1/imagekit/m3-vllm",
+        mirror_repo="127.0.0.1:2/imagekit/m3-vllm",
+        echo=__import__("io").StringIO(),
+        profile="replica.yaml",
+        tag="imagekit/m3-vllm:t",
+        image_id="sha256:" + "b" * 64,
+    )
+    outcome = pipeline._audit(ctx)
+    assert seen == [("imagekit/m3-vllm:t", "m3-vllm", "replica.yaml")]
+    assert outcome.status == PASSED and outcome.detail == "CPU_PASS_GPU_CLI_DEFERRED"

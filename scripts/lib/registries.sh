@@ -1,0 +1,56 @@
+# Loopback registries for `make demo` and `make seeds`: sourced, not run.
+#
+# The caller sets: state (the folder the registries' data lives under, e.g. .demo),
+# python (an interpreter), log (a function printing one line to stderr) and env_prefix
+# (IMAGEKIT_DEMO or IMAGEKIT_SEEDS, for the port hint). Each registry is Debian's
+# docker-registry with its own config: 127.0.0.1 only, its own storage, no auth (private to
+# this machine), deletes enabled.
+
+# Does a registry answer /v2/ on this loopback port? (python: a fresh machine may lack curl)
+answers() {
+  "$python" -c 'import sys, urllib.request
+urllib.request.urlopen("http://127.0.0.1:%s/v2/" % sys.argv[1], timeout=2)' "$1" 2>/dev/null
+}
+
+stop_one() {
+  local name=$1 pidfile=$state/$1/registry.pid
+  if [ -f "$pidfile" ]; then
+    local pid
+    pid=$(cat "$pidfile")
+    # Only the process this script started, checked by its command line.
+    if [ -r "/proc/$pid/cmdline" ] && tr '\0' ' ' <"/proc/$pid/cmdline" | grep -q "$state/$name/config.yml"; then
+      kill "$pid" && log "stopped registry $name (pid $pid)"
+    fi
+    rm -f "$pidfile"
+  fi
+}
+
+start_one() {
+  local name=$1 port=$2 dir=$state/$1
+  mkdir -p "$dir/data"
+  if answers "$port"; then
+    if [ -f "$dir/registry.pid" ] && kill -0 "$(cat "$dir/registry.pid")" 2>/dev/null; then
+      log "registry $name already answers on 127.0.0.1:$port (reused)"
+      return
+    fi
+    log "127.0.0.1:$port answers but is not this script's registry $name; pick another port with" \
+      "${env_prefix}_$(echo "$name" | tr '[:lower:]' '[:upper:]')_PORT"
+    exit 3
+  fi
+  # JSON is YAML.
+  cat >"$dir/config.yml" <<CONFIG
+{"version": 0.1,
+ "log": {"level": "warn", "accesslog": {"disabled": true}},
+ "storage": {"filesystem": {"rootdirectory": "$dir/data"}, "delete": {"enabled": true}},
+ "http": {"addr": "127.0.0.1:$port"}}
+CONFIG
+  setsid nohup docker-registry serve "$dir/config.yml" >>"$dir/registry.log" 2>&1 </dev/null &
+  echo $! >"$dir/registry.pid"
+  for _ in $(seq 1 50); do
+    answers "$port" && { log "registry $name started on 127.0.0.1:$port (data in ${state##*/}/$name)"; return; }
+    sleep 0.2
+  done
+  log "registry $name did not answer; its log:"
+  tail -n 20 "$dir/registry.log" >&2
+  exit 3
+}

@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# `make seeds`: the field reports' three plans (m3-cu13, m3-vllm, h3-spark) end to end on
+# replica bases made here from real packages (tests/support/replicas.py), one table at the end.
+#
+#   1. three loopback registries, their data under .seeds/ (kept between runs and reused):
+#      B 127.0.0.1:5113 holds the replica bases (in place of the upstream registries),
+#      R 127.0.0.1:5111 is the push target, M 127.0.0.1:5112 the mirror;
+#   2. `python -m tests.support.seeds`: replica bases pushed to B (built when missing, cached
+#      under ~/.cache/imagekit/replicas), each base audited, each plan's chain run with
+#      imagekit's own commands, `imagekit ledger verify`, the table;
+#   3. HEAVY=1 (make seeds HEAVY=1) uses the replica with the real CUDA torch 2.14.1 (about
+#      5.5 GB installed, from the wheels on disk) for m3-cu13 instead of the CPU build.
+#
+# The ledger and the evidence go under .seeds/ (IMAGEKIT_LEDGER, IMAGEKIT_EVIDENCE_DIR), never
+# into the project's own. `scripts/seeds.sh --stop` (make clean-seeds) stops the registries;
+# `--purge` also deletes .seeds/ and untags the engine's images of those registries. The ports
+# differ from `make demo`'s 5101/5102.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$(pwd)
+seeds=$root/.seeds
+bases_port=${IMAGEKIT_SEEDS_BASES_PORT:-5113}
+registry_port=${IMAGEKIT_SEEDS_REGISTRY_PORT:-5111}
+mirror_port=${IMAGEKIT_SEEDS_MIRROR_PORT:-5112}
+python=$root/.venv/bin/python
+log() { printf 'seeds: %s\n' "$*" >&2; }
+
+state=$seeds
+env_prefix=IMAGEKIT_SEEDS
+# shellcheck source=scripts/lib/registries.sh
+. "$root/scripts/lib/registries.sh"
+
+case "${1:-}" in
+  --stop) stop_one bases; stop_one registry; stop_one mirror; exit 0 ;;
+  --purge)
+    stop_one bases; stop_one registry; stop_one mirror; rm -rf "$seeds"; log "removed .seeds/"
+    # What the runs left in the engine under the three registries' names (replica bases,
+    # final pulls); an image another name still holds stays.
+    client=/usr/bin/docker; [ -x "$client" ] || client=docker
+    "$client" images --digests --format '{{.Repository}}@{{.Digest}}' \
+      | grep -E "^127\.0\.0\.1:($bases_port|$registry_port|$mirror_port)/" \
+      | xargs -r "$client" rmi >/dev/null 2>&1 || true
+    exit 0 ;;
+  "") ;;
+  *) log "usage: scripts/seeds.sh [--stop|--purge]"; exit 2 ;;
+esac
+
+[ -x "$root/.venv/bin/imagekit" ] || { log "run scripts/setup-host.sh first (make seeds does)"; exit 3; }
+for tool in docker-registry skopeo mmdebstrap; do
+  command -v "$tool" >/dev/null || { log "$tool is missing: make setup"; exit 3; }
+done
+if [ ! -e /proc/sys/fs/binfmt_misc/qemu-aarch64 ]; then
+  log "no qemu-aarch64 binfmt handler: the arm64 replica cannot be made (make setup installs" \
+    "qemu-user-static and binfmt-support)"
+  exit 3
+fi
+mkdir -p "$seeds"
+start_one bases "$bases_port"
+start_one registry "$registry_port"
+start_one mirror "$mirror_port"
+
+export IMAGEKIT_LEDGER=$seeds/ledger.jsonl
+export IMAGEKIT_EVIDENCE_DIR=$seeds/evidence
+run=$seeds/runs/$(date -u +%Y%m%dT%H%M%SZ)$([ "${HEAVY:-0}" = 1 ] && echo -heavy || true)
+heavy=()
+[ "${HEAVY:-0}" = 1 ] && heavy=(--heavy)
+log "replica bases are built when missing (on a fresh machine about 7 minutes; HEAVY=1 adds the CUDA torch)"
+set +e
+"$python" -m tests.support.seeds --bases "127.0.0.1:$bases_port" \
+  --registry "127.0.0.1:$registry_port" --mirror "127.0.0.1:$mirror_port" \
+  --out "$run" "${heavy[@]}"
+status=$?
+set -e
+cat <<INFO
+
+== where to look ==
+  this run's table and summary:   ${run#"$root"/}/table.txt, summary.json
+  evidence (audits, builds, ...): .seeds/evidence/
+  the ledger:                     IMAGEKIT_LEDGER=.seeds/ledger.jsonl .venv/bin/imagekit ledger show
+  stop the registries:            make clean-seeds   (scripts/seeds.sh --purge also removes .seeds/)
+INFO
+exit "$status"

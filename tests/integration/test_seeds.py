@@ -1,0 +1,316 @@
+"""The field reports' facts, reproduced on the replica bases (tests/support/replicas.py).
+
+Each replica is built from real packages (cached by its inputs) and pushed to this session's
+registry; the plans m3-cu13, m3-vllm and h3-spark then run over them with ``--base`` through
+the same stages `make seeds` chains. Every assertion here is a sentence of a report: the two
+pip check lines, nixl's entry point, pygobject without pycairo, no PyAV, the CPU-only torch
+failing sm_90, the rejected first attempt that removed nixl, the deferred GPU CLI with its
+raw failure kept, AV_ROUNDTRIP_PASS 8 with PyAV 16.1.0, the arm64 index and the cut-short
+digest. Images the tests pull or build are removed at the end.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+import yaml
+from click.testing import CliRunner
+
+from imagekit.audit.report import CheckResult
+from imagekit.audit.stage import AuditRequest, AuditResult, audit
+from imagekit.build import BuildOptions, build_plan
+from imagekit.cli.plans_cmd import command as plans_command
+from imagekit.engine import Engine
+from imagekit.errors import BuildRejected
+from imagekit.flows.pipeline import run_pipeline
+from imagekit.ledger import read_records
+from imagekit.refs import parse_platform, parse_reference
+from imagekit.registry import RegistryClient
+from imagekit.workspace import Workspace
+from tests.support import replicas
+from tests.support.registries import RunningRegistry, free_port
+
+pytestmark = pytest.mark.integration
+
+PROFILES = Path(__file__).resolve().parents[1] / "support" / "replica_profiles"
+REPO = Path(__file__).resolve().parents[2]
+PIP_LINES = [
+    "nixl 1.2.0 requires nixl-cu12, which is not installed.",
+    "moviepy 2.2.1 has requirement pillow<12.0,>=9.2.0, but you have pillow 12.2.0.",
+]
+PYGOBJECT = re.compile(r"^pygobject \S+ requires pycairo, which is not installed\.$", re.M)
+H3_ORIGINAL = "53e875307d962be3225ed71f64d554dafece5587b2b0ce4c5e942afa7000e1c5"
+
+
+def _check(result: AuditResult, name: str) -> CheckResult:
+    check = result.report.check(name)
+    assert check is not None, f"no check {name}: {[c.name for c in result.report.checks]}"
+    return check
+
+
+def _run(engine: Engine, image: str, *argv: str, platform: str | None = None) -> str:
+    extra = ["--platform", platform] if platform else []
+    done = subprocess.run(
+        [engine.client_path, "run", "--rm", "--network", "none", *extra, "--entrypoint",
+         argv[0], image, *argv[1:]],
+        capture_output=True, text=True, check=True, timeout=300,
+    )  # fmt: skip
+    return done.stdout
+
+
+def _remove(engine: Engine, image: str) -> None:
+    subprocess.run([engine.client_path, "rmi", "-f", image], check=False, capture_output=True)
+
+
+# --------------------------------------------------------------------------- m3-cu13
+
+
+def test_sglang_replica_base_has_the_reports_two_pip_check_lines_and_a_cpu_only_torch(
+    engine: Engine, seed_replica: Callable[[str], replicas.PublishedReplica], workspace: Workspace
+) -> None:
+    base = seed_replica("sglang-cu13")
+    request = AuditRequest(
+        ref=base.reference, profile=str(PROFILES / "sglang-replica.yaml"), offline=True
+    )
+    result = audit(workspace, request, engine=engine)
+
+    assert result.verdict.status == "CPU_CHECK_INCOMPLETE"
+    assert set(result.verdict.failing) == {"pip-check", "torch"}, result.verdict.sentence
+    pip = _check(result, "pip-check")
+    # Verbatim, exactly these two lines: every other requirement in the image is satisfied.
+    assert pip.stdout.splitlines() == PIP_LINES
+    raw = (result.evidence_dir / "probe-stdout.raw").read_text()
+    assert all(json.dumps(line)[1:-1] in raw for line in PIP_LINES)  # kept raw, before parsing
+    assert [(c["distribution"], c["problem"]) for c in pip.data["conflicts"]] == [
+        ("nixl", "missing"),
+        ("moviepy", "version-conflict"),
+    ]
+    torch = _check(result, "torch")
+    assert "CPU-only build" in torch.reason and "sm_90" in torch.reason
+    assert torch.data["version"] == "2.13.0+cpu" and torch.data["cuda"] is None
+    versions = _check(result, "versions").data["versions"]
+    assert versions["nixl"] == versions["nixl-cu13"] == "1.2.0"
+    assert versions["nixl-cu12"] is None and versions["pillow"] == "12.2.0"
+    assert _check(result, "find-spec").status == "PASS"
+    assert _check(result, "record").status == "PASS"
+    # nixl is not an empty meta package: it ships Python entry points of its own.
+    assert result.image is not None
+    files = _run(
+        engine, result.image.image_id, "python3", "-c",
+        "import importlib.metadata as m; print('\\n'.join(str(f) for f in m.files('nixl')))",
+    ).split()  # fmt: skip
+    assert {"nixl/__init__.py", "nixl/_api.py", "nixl/logging.py"} <= set(files)
+
+
+def test_m3_cu13_closes_pip_check_keeps_nixl_and_names_the_nixl_ep_clash(
+    engine: Engine, seed_replica: Callable[[str], replicas.PublishedReplica], workspace: Workspace
+) -> None:
+    base = seed_replica("sglang-cu13")
+    # No cache: the assertion step must run (and print) in this build, not be a cached layer.
+    options = BuildOptions(base_override=base.reference, no_cache=True)
+    built = build_plan(workspace, "m3-cu13", options)
+    try:
+        log = built.log.read_text()
+        assert "No broken requirements found." in log
+        assert "IMAGEKIT_ASSERT_PASS find_spec nixl" in log
+        request = AuditRequest(
+            ref=built.tag,
+            plan="m3-cu13",
+            profile=str(PROFILES / "sglang-replica.yaml"),
+            offline=True,
+        )
+        result = audit(workspace, request, engine=engine)
+        assert _check(result, "pip-check").status == "PASS"
+        assert _check(result, "find-spec").data["modules"]["nixl"]["found"]
+        versions = _check(result, "versions").data["versions"]
+        assert versions["nixl-cu12"] == "1.2.0" and versions["pillow"] == "11.3.0"
+        # Every check passes but torch (the replica's CPU build) and the RECORD check: the
+        # report's fix installs nixl-cu12 beside nixl-cu13, and both wheels ship nixl_ep and
+        # the same scripts, so nixl-cu12 overwrote files nixl-cu13 had installed.
+        assert set(result.verdict.failing) == {"torch", "record"}, result.verdict.sentence
+        assert "CPU-only build" in _check(result, "torch").reason
+        differ = _check(result, "record").data["differ"]
+        assert {e["distribution"] for e in differ} == {"nixl-cu13"}
+        assert "nixl_ep/nixl_ep_cpp.cpython-311-x86_64-linux-gnu.so" in {e["path"] for e in differ}
+    finally:
+        _remove(engine, built.tag)
+
+
+def test_the_rejected_first_attempt_removing_nixl_passes_pip_check_and_fails_find_spec(
+    engine: Engine, seed_replica: Callable[[str], replicas.PublishedReplica], workspace: Workspace
+) -> None:
+    """The report's first attempt: uninstall nixl. pip check passes; find_spec('nixl') does not."""
+    base = seed_replica("sglang-cu13")
+    plan = yaml.safe_load((workspace.plans_dir / "m3-cu13.yaml").read_text())
+    plan["name"] = "m3-cu13-remove-nixl"
+    plan["description"] = "the report's rejected first attempt: nixl removed instead"
+    plan["steps"] = [
+        {"kind": "pip_uninstall", "names": ["nixl"]},
+        {"kind": "pip_install", "requirements": ["pillow==11.3.0"]},
+    ]
+    (workspace.plans_dir / "m3-cu13-remove-nixl.yaml").write_text(yaml.safe_dump(plan))
+    (workspace.dockerfiles_dir / "m3-cu13-remove-nixl").mkdir()
+    with pytest.raises(BuildRejected) as info:
+        build_plan(workspace, "m3-cu13-remove-nixl", BuildOptions(base_override=base.reference))
+    assert "find_spec nixl" in info.value.message
+    records = read_records(workspace.ledger_path)
+    rejected = [r for r in records if r.kind == "rejected-build"]
+    assert [(r.plan, r.status) for r in rejected] == [("m3-cu13-remove-nixl", "rejected")]
+    assert rejected[0].evidence is not None
+    log = (workspace.root / rejected[0].evidence.path).read_text()
+    assert "No broken requirements found." in log  # pip check passed after the removal
+    assert "IMAGEKIT_ASSERT_PASS pip_check" in log
+    assert "IMAGEKIT_ASSERT_FAIL find_spec nixl" in log
+    assert not [r for r in records if r.kind == "build" and r.plan == "m3-cu13-remove-nixl"]
+
+
+# --------------------------------------------------------------------------- m3-vllm
+
+
+def test_m3_vllm_on_its_replica_ends_deferred_with_the_raw_failure_and_pyav_16_1_0(
+    engine: Engine,
+    seed_replica: Callable[[str], replicas.PublishedReplica],
+    workspace: Workspace,
+    make_registry: Callable[..., RunningRegistry],
+) -> None:
+    base = seed_replica("vllm")
+    profile = str(PROFILES / "vllm-replica.yaml")
+    found = audit(workspace, AuditRequest(ref=base.reference, profile=profile, offline=True))
+    assert found.verdict.status == "CPU_CHECK_INCOMPLETE"
+    assert set(found.verdict.failing) == {"pip-check", "av-roundtrip"}, found.verdict.sentence
+    assert PYGOBJECT.search(_check(found, "pip-check").stdout)
+    raw = (found.evidence_dir / "probe-stdout.raw").read_text()
+    assert "requires pycairo, which is not installed." in raw
+    assert "not installed" in _check(found, "av-roundtrip").reason  # no PyAV
+    assert _check(found, "versions").data["versions"]["av"] is None
+
+    registry, mirror = make_registry("none"), make_registry("none")
+    result = run_pipeline(
+        workspace,
+        "m3-vllm",
+        registry=registry.host,
+        mirror=mirror.host,
+        base_override=base.reference,
+        profile=profile,
+    )
+    stages = {s.stage: s for s in result.stages}
+    try:
+        assert result.ok, [(s.stage, s.status, s.detail) for s in result.stages]
+        assert stages["audit"].detail == "CPU_PASS_GPU_CLI_DEFERRED"
+        report = json.loads((workspace.root / str(stages["audit"].evidence)).read_text())
+        checks = {c["name"]: c for c in report["checks"]}
+        assert checks["pip-check"]["reason"] == "No broken requirements found."
+        assert "AV_ROUNDTRIP_PASS 8 (PyAV 16.1.0," in checks["av-roundtrip"]["reason"]
+        serve = checks["cli:serve-help"]
+        assert serve["status"] == "DEFERRED"
+        assert "Failed to infer device type" in serve["data"]["raw_failure"]["stderr"]
+        assert report["deferred_checks"] == ["cli:serve-help", "cli:bench-serve-help"]
+        log = (workspace.root / str(stages["build"].evidence)).read_text()
+        assert (
+            "apt-get remove -y python3-gi python3-software-properties "
+            "software-properties-common" in log
+        )
+        # No global autoremove is run (apt's own hint to run one may be in its output).
+        assert (
+            "autoremove" not in (workspace.dockerfiles_dir / "m3-vllm" / "Dockerfile").read_text()
+        )
+        assert not re.search(r"^#\d+ \[[^\]]*\] RUN .*autoremove", log, re.M)
+        assert stages["final-pull"].detail.startswith("verified")
+        kinds = [r.kind for r in read_records(workspace.ledger_path)]
+        assert kinds[-4:] == ["vulnerability-scan", "push", "mirror-verify", "final-pull"]
+    finally:
+        tag = stages["build"].data.get("tag")
+        if tag:  # the build's tag, and the one the push gave it
+            _remove(engine, tag)
+            _remove(engine, f"{result.registry}:{tag.rpartition(':')[2]}")
+        if result.final_reference:
+            _remove(engine, result.final_reference)
+
+
+# --------------------------------------------------------------------------- h3-spark
+
+
+def test_h3_replica_is_an_arm64_index_holding_the_original_module(
+    engine: Engine, seed_replica: Callable[[str], replicas.PublishedReplica], workspace: Workspace
+) -> None:
+    base = seed_replica("h3")
+    ref = parse_reference(base.reference)
+    with RegistryClient() as client:
+        body, media_type, _ = client.get_manifest(ref, ref.identifier)
+        resolved = client.resolve(ref, parse_platform("linux/arm64"))
+    index = json.loads(body)
+    assert media_type == "application/vnd.oci.image.index.v1+json"
+    platforms = [(m["platform"]["os"], m["platform"]["architecture"]) for m in index["manifests"]]
+    assert platforms == [("linux", "arm64"), ("unknown", "unknown")]
+    assert index["manifests"][1]["annotations"]["vnd.docker.reference.type"] == (
+        "attestation-manifest"
+    )
+    assert resolved.config.architecture == "arm64" and resolved.config.os == "linux"
+
+    request = AuditRequest(
+        ref=base.reference,
+        profile=str(PROFILES / "h3-replica.yaml"),
+        platform="linux/arm64",
+        offline=True,
+    )
+    result = audit(workspace, request, engine=engine)
+    assert result.verdict.status == "CPU_PASS", result.verdict.sentence
+    assert result.report.platform.machine == "aarch64"  # ran under qemu
+    assert _check(result, "record").status == "PASS"
+    sources = _check(result, "model-sources").data["sources"][0]["matches"]
+    assert sources == [replicas.H3_MODULE]
+    assert result.image is not None
+    out = _run(
+        engine, result.image.image_id, "sha256sum", replicas.H3_MODULE, platform="linux/arm64"
+    )
+    assert out.split()[0] == H3_ORIGINAL  # the digest the plan's guard expects
+
+    bare = CliRunner().invoke(plans_command, ["validate", "h3-spark"])
+    assert bare.exit_code == 2
+    assert "h3-spark.yaml: base.reference" in bare.stderr and "--base" in bare.stderr
+    based = CliRunner().invoke(plans_command, ["validate", "h3-spark", "--base", base.reference])
+    assert based.exit_code == 0, based.output
+
+
+def test_the_h3_overlays_are_ours_and_their_original_matches_the_wheel() -> None:
+    plan = yaml.safe_load((REPO / "manifests" / "h3-spark.yaml").read_text())
+    folder = REPO / "dockerfiles" / "h3-spark"
+    patched = (folder / "patches" / "minimax_h3_transformer.py").read_bytes()
+    assert hashlib.sha256(patched).hexdigest() != H3_ORIGINAL  # it really is a patch
+    assert plan["steps"][0]["replaces"]["sha256"] == H3_ORIGINAL
+    assert os.access(folder / "start-fp8.sh", os.X_OK)
+
+
+# --------------------------------------------------------------------------- bad input
+
+
+def test_a_replica_that_cannot_reach_the_package_index_exits_3_naming_the_package(
+    tmp_path: Path,
+) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PIP_")}
+    env.update(
+        IMAGEKIT_CACHE_DIR=str(tmp_path / "cache"),
+        PIP_CONFIG_FILE=os.devnull,  # no find-links, no extra indexes: only the one below
+        PIP_INDEX_URL=f"http://127.0.0.1:{free_port()}/simple",
+        PIP_RETRIES="0",
+        PIP_TIMEOUT="3",
+    )
+    done = subprocess.run(
+        [sys.executable, "-m", "tests.support.replicas", "build", "sglang-cu13"],
+        capture_output=True, text=True, env=env, cwd=REPO, timeout=300, check=False,
+    )  # fmt: skip
+    assert done.returncode == 3, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in done.stderr
+    assert (
+        "replica sglang-cu13: could not download torch==2.13.0 from the package index" in (lines[0])
+    )
+    assert not list((tmp_path / "cache" / "replicas").glob("*.wheels"))  # nothing half-made
