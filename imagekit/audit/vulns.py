@@ -42,6 +42,18 @@ VulnStatus = Literal["clean", "findings", "unknown", "skipped"]
 FailOn = Literal["findings", "fixable", "never"]
 DEFAULT_TIMEOUT_S = 600.0
 DEFAULT_MAX_AGE_DAYS = 30
+
+
+@dataclass(frozen=True)
+class VulnPolicy:
+    """Where an audit looks vulnerabilities up and which findings fail it: what the
+    pipeline hands to its audit stage as `imagekit audit` takes it from its options."""
+
+    database: Path | None = None  # an offline OSV export; None: the service
+    max_age_days: int = DEFAULT_MAX_AGE_DAYS
+    fail_on: FailOn = "findings"
+
+
 ONLINE_SOURCE = "pip-audit (its default vulnerability service)"
 OFFLINE_SOURCE = "offline OSV export"
 

@@ -34,6 +34,42 @@ json_option = click.option(
 )
 
 
+def vuln_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    """--vuln-db, --vuln-db-max-age and --fail-on, spelt alike wherever an audit runs."""
+    from imagekit.audit.vulns import DEFAULT_MAX_AGE_DAYS
+
+    options = (
+        click.option(
+            "--vuln-db",
+            type=click.Path(path_type=Path),
+            envvar="IMAGEKIT_VULN_DB",
+            metavar="PATH",
+            help="An offline OSV export for PyPI (OSV's all.zip, or a folder of its JSON "
+            "records) to match against instead of the service [env: IMAGEKIT_VULN_DB].",
+        ),
+        click.option(
+            "--vuln-db-max-age",
+            "max_age",
+            type=click.IntRange(min=0),
+            default=DEFAULT_MAX_AGE_DAYS,
+            show_default=True,
+            metavar="DAYS",
+            help="A database older than this says unknown, never clean.",
+        ),
+        click.option(
+            "--fail-on",
+            type=click.Choice(["findings", "fixable", "never"]),
+            default="findings",
+            show_default=True,
+            help="Which findings fail the audit (exit 1): any, those with a fixed version, "
+            "or none.",
+        ),
+    )
+    for option in reversed(options):
+        command = option(command)
+    return command
+
+
 def echo_err(text: str) -> None:
     click.echo(text, err=True)
 

@@ -8,8 +8,8 @@ import click
 
 from imagekit.audit.runner import DEFAULT_TIMEOUT_S
 from imagekit.audit.stage import AuditRequest, AuditResult, audit
-from imagekit.audit.vulns import DEFAULT_MAX_AGE_DAYS, FailOn, fails
-from imagekit.cli._common import echo_err, json_option, run
+from imagekit.audit.vulns import FailOn, fails
+from imagekit.cli._common import echo_err, json_option, run, vuln_options
 from imagekit.errors import UsageError
 from imagekit.workspace import Workspace
 
@@ -77,30 +77,7 @@ def _human(result: AuditResult) -> None:
     help="Wall-clock limit of the whole probe run; past it the container is removed and "
     "the audit ends TIMEOUT (exit 3).",
 )
-@click.option(
-    "--vuln-db",
-    type=click.Path(path_type=Path),
-    envvar="IMAGEKIT_VULN_DB",
-    metavar="PATH",
-    help="An offline OSV export for PyPI (OSV's all.zip, or a folder of its JSON records) to "
-    "match against instead of the service [env: IMAGEKIT_VULN_DB].",
-)
-@click.option(
-    "--vuln-db-max-age",
-    "max_age",
-    type=click.IntRange(min=0),
-    default=DEFAULT_MAX_AGE_DAYS,
-    show_default=True,
-    metavar="DAYS",
-    help="A database older than this says unknown, never clean.",
-)
-@click.option(
-    "--fail-on",
-    type=click.Choice(["findings", "fixable", "never"]),
-    default="findings",
-    show_default=True,
-    help="Which findings fail the audit (exit 1): any, those with a fixed version, or none.",
-)
+@vuln_options
 @json_option
 def command(
     ref: str | None,

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import click
 
-from imagekit.cli._common import json_option, run
+from imagekit.audit.vulns import FailOn, VulnPolicy
+from imagekit.cli._common import json_option, run, vuln_options
 from imagekit.flows.pipeline import PipelineResult, StageStatus, run_pipeline
 from imagekit.workspace import Workspace
 
@@ -29,6 +32,7 @@ from imagekit.workspace import Workspace
     metavar="NAME|FILE",
     help="Audit with this profile instead of the plan's (the audit record names it).",
 )
+@vuln_options
 @json_option
 def command(
     name: str,
@@ -36,6 +40,9 @@ def command(
     mirror: str,
     base_override: str | None,
     profile: str | None,
+    vuln_db: Path | None,
+    max_age: int,
+    fail_on: FailOn,
     as_json: bool,
 ) -> None:
     """doctor -> build -> audit -> push -> mirror -> final pull -> ledger, stopping at a no."""
@@ -62,6 +69,7 @@ def command(
             mirror=mirror,
             base_override=base_override,
             profile=profile,
+            vulns=VulnPolicy(vuln_db, max_age, fail_on),
         ),
         as_json=as_json,
         human=human,

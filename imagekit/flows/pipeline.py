@@ -20,6 +20,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any, TextIO
 
+from imagekit.audit.vulns import VulnPolicy
 from imagekit.errors import CheckFailed, ImagekitError, UsageError
 from imagekit.evidence import new_run_dir, write_bytes, write_json
 from imagekit.refs import parse_reference, repository_for
@@ -164,6 +165,7 @@ class _Context:
     echo: TextIO
     no_cache: bool = False
     profile: str | None = None  # the audit profile, when not the plan's own
+    vulns: VulnPolicy = field(default_factory=VulnPolicy)
     tag: str | None = None
     image_id: str | None = None
     pushed: str | None = None
@@ -217,13 +219,27 @@ def _audit(ctx: _Context) -> StageOutcome:
 
     assert ctx.image_id is not None  # noqa: S101 - the build stage ran
     # The stage appends its own records (audit, vulnerability-scan).
-    request = AuditRequest(ref=ctx.tag or ctx.image_id, plan=ctx.name, profile=ctx.profile)
+    request = AuditRequest(
+        ref=ctx.tag or ctx.image_id,
+        plan=ctx.name,
+        profile=ctx.profile,
+        vuln_db=ctx.vulns.database,
+        vuln_db_max_age_days=ctx.vulns.max_age_days,
+        fail_on=ctx.vulns.fail_on,
+    )
     result = audit(ctx.workspace, request)
     status = result.verdict.status
+    detail = str(status)
+    # As `imagekit audit` exits: known vulnerabilities under --fail-on fail the stage, so the
+    # image is not pushed. An unknown scan (no database, the service silent) is in the
+    # audit's records and fails nothing, as in `imagekit audit`.
+    if result.exit_code != 0 and status.accepted:
+        findings = len(result.vulns.findings)
+        detail = f"{status}; {findings} vulnerability findings (--fail-on {ctx.vulns.fail_on})"
     return StageOutcome(
         "audit",
-        PASSED if status.accepted else FAILED,
-        status,
+        PASSED if result.exit_code == 0 else FAILED,
+        detail,
         digest=ctx.image_id,
         evidence=str(result.report_path),
     )
@@ -322,11 +338,14 @@ def run_pipeline(
     base_override: str | None = None,
     echo: TextIO | None = None,
     profile: str | None = None,
+    vulns: VulnPolicy | None = None,
 ) -> PipelineResult:
     """Run every stage for plan ``name``; a stage's no or failure stops the rest.
 
     ``profile`` audits with another profile than the plan's (a name or a YAML file), e.g. one
     that says which checks a replica base cannot carry; the audit record names it.
+    ``vulns`` is the audit's vulnerability database and --fail-on, as `imagekit audit` takes
+    them: findings it fails on stop the run before the push.
     """
     echo = echo or sys.stderr
     ctx = _Context(
@@ -339,6 +358,7 @@ def run_pipeline(
         mirror_repo=repository_for(mirror, name),
         echo=echo,
         profile=profile,
+        vulns=vulns or VulnPolicy(),
     )
     if ctx.push_repo == ctx.mirror_repo:
         raise UsageError(

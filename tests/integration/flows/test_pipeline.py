@@ -16,11 +16,13 @@ from pathlib import Path
 import pytest
 from python_on_whales.exceptions import DockerException
 
+from imagekit.audit.vulns import VulnPolicy
 from imagekit.engine import Engine
 from imagekit.flows.pipeline import FAILED, NOT_RUN, PASSED, STAGES, run_pipeline
 from imagekit.ledger import read_records, verify
 from imagekit.workspace import Workspace
 from tests.support.base_image import BaseImage
+from tests.support.osv_export import days_ago, records, write_zip
 from tests.support.registries import RunningRegistry, free_port
 
 pytestmark = pytest.mark.integration
@@ -184,3 +186,54 @@ def test_doctor_no_stops_before_the_build(
     assert all(statuses[s] == NOT_RUN for s in STAGES[1:])
     assert result.exit_code == 1
     assert not workspace.ledger_path.exists() or not read_records(workspace.ledger_path)
+
+
+def test_known_vulnerabilities_stop_the_pipeline_before_the_push(
+    engine: Engine,
+    base_image: BaseImage,
+    make_registry: Callable[..., RunningRegistry],
+    workspace: Workspace,
+    docker_config: Path,
+    created_refs: list[str],
+    tmp_path: Path,
+) -> None:
+    """`imagekit audit --vuln-db` exits 1 on the demo image's Debian pip 23.0.1 and
+    setuptools 66.1.1; the pipeline's audit stage did not look at the scan, so the image was
+    pushed. Now the export and --fail-on reach the stage and its findings stop the run."""
+    database = write_zip(tmp_path / "all.zip", records(days_ago(1)))
+    push_to, mirror_to = make_registry("none"), make_registry("none")
+    proc = subprocess.run(
+        [IMAGEKIT, "pipeline", "demo", "--registry", push_to.host, "--mirror", mirror_to.host,
+         "--base", base_image.reference, "--vuln-db", str(database), "--json"],
+        capture_output=True, text=True, timeout=800, check=False,
+    )  # fmt: skip
+    document = json.loads(proc.stdout)
+    remember_images(document, created_refs)
+    assert proc.returncode == 1, proc.stderr[-3000:]
+    by_stage = {s["stage"]: s for s in document["stages"]}
+    assert by_stage["build"]["status"] == PASSED
+    audit = by_stage["audit"]
+    assert audit["status"] == FAILED
+    assert audit["detail"] in (
+        f"{status}; 2 vulnerability findings (--fail-on findings)"
+        for status in ("CPU_PASS", "CPU_PASS_GPU_CLI_DEFERRED")
+    )
+    assert [by_stage[s]["status"] for s in STAGES[3:]] == [NOT_RUN] * (len(STAGES) - 3)
+    kinds = [r.kind for r in read_records(workspace.ledger_path)]
+    assert kinds.count("vulnerability-scan") == 1
+    scan = next(r for r in read_records(workspace.ledger_path) if r.kind == "vulnerability-scan")
+    assert scan.status == "findings"
+    assert not {"push", "mirror-verify", "final-pull"} & set(kinds)
+
+    # --fail-on never: the same findings are recorded, and the image goes on to the push.
+    again = run_pipeline(
+        workspace, "demo", registry=push_to.host, mirror=mirror_to.host,
+        base_override=base_image.reference,
+        vulns=VulnPolicy(database=database, fail_on="never"),
+    )  # fmt: skip
+    build = next(s for s in again.stages if s.stage == "build")
+    created_refs.append(build.data["tag"])
+    created_refs.append(f"{again.registry}:{build.data['tag'].rpartition(':')[2]}")
+    if again.final_reference:
+        created_refs.append(again.final_reference)
+    assert again.ok, [s.to_json() for s in again.stages]

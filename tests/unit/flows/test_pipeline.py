@@ -116,20 +116,27 @@ def test_a_reported_error_exits_3(ws: Workspace, monkeypatch: pytest.MonkeyPatch
     assert result.error is None and result.exit_code == 3
 
 
-def test_the_audit_stage_uses_the_profile_given_instead_of_the_plans(
-    monkeypatch: pytest.MonkeyPatch, ws: Workspace
-) -> None:
+def _audit_with(
+    monkeypatch: pytest.MonkeyPatch, ws: Workspace, exit_code: int, **context: Any
+) -> tuple[list[Any], StageOutcome]:
+    """The pipeline's audit stage over a stand-in audit that says ``exit_code``."""
     from types import SimpleNamespace
 
     from imagekit.audit import stage
     from imagekit.audit.report import AuditStatus
 
-    seen: list[tuple[str | None, str | None, str | None]] = []
+    seen: list[Any] = []
 
     def fake_audit(workspace: Workspace, request: stage.AuditRequest, **_: Any) -> Any:
-        seen.append((request.ref, request.plan, request.profile))
+        seen.append(request)
         verdict = SimpleNamespace(status=AuditStatus.CPU_PASS_GPU_CLI_DEFERRED)
-        return SimpleNamespace(verdict=verdict, report_path=ws.root / "audit-report.json")
+        vulns = SimpleNamespace(findings=["one", "two"] if exit_code else [])
+        return SimpleNamespace(
+            verdict=verdict,
+            vulns=vulns,
+            exit_code=exit_code,
+            report_path=ws.root / "audit-report.json",
+        )
 
     monkeypatch.setattr(stage, "audit", fake_audit)
     ctx = pipeline._Context(
@@ -141,10 +148,39 @@ def test_the_audit_stage_uses_the_profile_given_instead_of_the_plans(
         push_repo="127.0.0.1:1/imagekit/m3-vllm",
         mirror_repo="127.0.0.1:2/imagekit/m3-vllm",
         echo=__import__("io").StringIO(),
-        profile="replica.yaml",
         tag="imagekit/m3-vllm:t",
         image_id="sha256:" + "b" * 64,
+        **context,
     )
-    outcome = pipeline._audit(ctx)
-    assert seen == [("imagekit/m3-vllm:t", "m3-vllm", "replica.yaml")]
+    return seen, pipeline._audit(ctx)
+
+
+def test_the_audit_stage_uses_the_profile_given_instead_of_the_plans(
+    monkeypatch: pytest.MonkeyPatch, ws: Workspace
+) -> None:
+    seen, outcome = _audit_with(monkeypatch, ws, 0, profile="replica.yaml")
+    assert [(r.ref, r.plan, r.profile) for r in seen] == [
+        ("imagekit/m3-vllm:t", "m3-vllm", "replica.yaml")
+    ]
     assert outcome.status == PASSED and outcome.detail == "CPU_PASS_GPU_CLI_DEFERRED"
+
+
+def test_the_audit_stage_passes_the_vulnerability_policy_and_fails_on_its_findings(
+    monkeypatch: pytest.MonkeyPatch, ws: Workspace, tmp_path: Path
+) -> None:
+    """Before, the stage passed on the probe's status alone: an image with known
+    vulnerabilities that `imagekit audit` exits 1 on was pushed by the pipeline."""
+    from imagekit.audit.vulns import VulnPolicy
+
+    policy = VulnPolicy(database=tmp_path / "all.zip", max_age_days=3, fail_on="fixable")
+    seen, outcome = _audit_with(monkeypatch, ws, 1, vulns=policy)
+    request = seen[0]
+    assert (request.vuln_db, request.vuln_db_max_age_days, request.fail_on) == (
+        tmp_path / "all.zip",
+        3,
+        "fixable",
+    )
+    assert outcome.status == FAILED
+    assert outcome.detail == (
+        "CPU_PASS_GPU_CLI_DEFERRED; 2 vulnerability findings (--fail-on fixable)"
+    )
