@@ -16,9 +16,16 @@ Two ways into BuildKit, chosen by imagekit.engine.connect():
   ``DOCKER_BUILDKIT=1``. python-on-whales 0.81's ``legacy_build`` cannot pass ``--secret``,
   ``--progress`` or ``--iidfile`` and, when not quiet, prints the log on stdout and looks for
   the classic builder's "Successfully built" line, which BuildKit never prints. So the command
-  is assembled from the client's own ``docker_cmd`` and run through python-on-whales'
-  ``stream_stdout_and_stderr``: the same client, the same exception types, and the same
-  secret mount in the same Dockerfile as with buildx (the bundle is never in the context).
+  is assembled from the client's own ``docker_cmd`` and run by :func:`_stream_client`: the
+  same client, the same exception type, and the same secret mount in the same Dockerfile as
+  with buildx (the bundle is never in the context). python-on-whales' own streaming helper
+  leaves the client running when the reader stops; ours stops it (SIGTERM, which makes the
+  client cancel the build), so an interrupted build leaves no client behind and its
+  temporary context is removed on the way out.
+
+A build that succeeds onto a ledger whose end does not verify keeps its result: the refusal
+(RecordRefused) carries it, and nothing is pushed (a push of an unrecorded build would be the
+one thing the ledger could not vouch for).
 
 The package index URL (``--index-url`` or $PIP_INDEX_URL) travels as the secret ``pip_index``,
 read from a 0600 file in the temporary folder next to the context (not in it): a build
@@ -31,6 +38,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import subprocess
 import sys
 import tempfile
 from collections.abc import Iterator
@@ -43,6 +51,7 @@ from imagekit.errors import (
     BuildRejected,
     EngineUnavailable,
     ImagekitError,
+    RecordRefused,
     RegistryError,
     UsageError,
 )
@@ -309,8 +318,6 @@ def _legacy_build(
     no_cache: bool,
     tee: _Tee,
 ) -> str:
-    from python_on_whales.utils import stream_stdout_and_stderr
-
     iidfile = context.parent / "iid"
     cmd: list[Any] = [*engine.client.client_config.docker_cmd, "build", "--progress=plain"]
     cmd += ["--network=host", f"--platform={platform}", f"--iidfile={iidfile}", "--tag", tag]
@@ -322,9 +329,42 @@ def _legacy_build(
     if no_cache:
         cmd.append("--no-cache")
     cmd.append(str(context))
-    for _source, chunk in stream_stdout_and_stderr(cmd, env=env):
-        tee.write(chunk.decode("utf-8", errors="replace"))
+    for line in _stream_client([str(c) for c in cmd], env=env):
+        tee.write(line.decode("utf-8", errors="replace"))
     return iidfile.read_text().strip()
+
+
+def _stream_client(cmd: list[str], *, env: dict[str, str]) -> Iterator[bytes]:
+    """The client's output lines (stderr, where BuildKit writes, merged into stdout).
+
+    DockerException with the last lines when it exits non-zero. However the reading stops
+    (an interrupt, an error in the caller), a client still running is stopped: SIGTERM first,
+    on which it cancels the build, then SIGKILL.
+    """
+    proc = subprocess.Popen(  # noqa: S603 - the engine's client, fixed arguments, no shell
+        cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env={**os.environ, **env}
+    )
+    tail: list[bytes] = []
+    try:
+        assert proc.stdout is not None  # noqa: S101 - stdout=PIPE
+        for line in iter(proc.stdout.readline, b""):
+            tail = [*tail[-49:], line]
+            yield line
+        code = proc.wait()
+    finally:
+        if proc.poll() is None:
+            proc.terminate()
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        if proc.stdout is not None:
+            proc.stdout.close()
+    if code != 0:
+        from python_on_whales.exceptions import DockerException
+
+        raise DockerException(cmd, code, stderr=b"".join(tail))
 
 
 def _buildx_build(
@@ -411,8 +451,19 @@ def build_plan(
             workspace, loaded, rendered, engine, tag, ca, index_url, options, tee, log_path
         )
     base_details = _base_details(loaded, registry)
-    seqs = [
-        _record(
+    result = BuildResult(
+        plan=loaded.name,
+        plan_sha256=loaded.digest.hex,
+        base=str(loaded.base),
+        builder=builder,
+        image_id=image_id,
+        tag=tag,
+        evidence_dir=run_dir,
+        log=log_path,
+        dockerfile_sha256=rendered.digest.hex,
+    )
+    with RecordRefused.keeping(result):
+        seq = _record(
             workspace,
             "build",
             plan=loaded.name,
@@ -433,25 +484,16 @@ def build_plan(
                 base=base_details,
             ),
         )
-    ]
-    result = BuildResult(
-        plan=loaded.name,
-        plan_sha256=loaded.digest.hex,
-        base=str(loaded.base),
-        builder=builder,
-        image_id=image_id,
-        tag=tag,
-        evidence_dir=run_dir,
-        log=log_path,
-        dockerfile_sha256=rendered.digest.hex,
-        ledger=seqs,
-    )
+    result = replace(result, ledger=[seq])
     if options.push is None:
         return result
-    pushed, manifest, push_seq = push_and_record(
-        workspace, engine, tag, options.push, log_path, plan=loaded.name, image_id=image_id
-    )
-    return replace(result, pushed=pushed, manifest_digest=manifest, ledger=[*seqs, push_seq])
+    pushed, manifest = push_image(engine, tag, options.push, log_path)
+    result = replace(result, pushed=pushed, manifest_digest=manifest)
+    with RecordRefused.keeping(result):
+        push_seq = record_push(
+            workspace, tag, pushed, manifest, log_path, plan=loaded.name, image_id=image_id
+        )
+    return replace(result, ledger=[seq, push_seq])
 
 
 def push_and_record(
@@ -466,11 +508,27 @@ def push_and_record(
 ) -> tuple[str, str, int]:
     """Push a built image and append its push record: (repo@digest, manifest digest, seq).
 
-    ``imagekit build --push`` and the pipeline's push stage (which pushes only what its
-    audit passed) both call this, so a push is recorded the same way whoever made it.
+    The pipeline's push stage (which pushes only what its audit passed) calls this, and
+    ``imagekit build --push`` the same two steps (push_image, record_push), so a push is
+    recorded the same way whoever made it.
     """
     pushed, manifest = push_image(engine, tag, repo, log_path)
-    seq = _record(
+    seq = record_push(workspace, tag, pushed, manifest, log_path, plan=plan, image_id=image_id)
+    return pushed, manifest, seq
+
+
+def record_push(
+    workspace: Workspace,
+    tag: str,
+    pushed: str,
+    manifest: str,
+    log_path: Path,
+    *,
+    plan: str,
+    image_id: str,
+) -> int:
+    """Append the push record of ``tag`` pushed as ``pushed``; returns its seq."""
+    return _record(
         workspace,
         "push",
         plan=plan,
@@ -480,7 +538,6 @@ def push_and_record(
         evidence=log_path,
         details=PushDetails(manifest_digest=manifest, config_digest=image_id),
     )
-    return pushed, manifest, seq
 
 
 def _base_details(loaded: LoadedPlan, registry: RegistryClient | None) -> BaseImageDetails:
@@ -564,17 +621,21 @@ def _run_build(
                     f"the build could not start: {failure.last_lines[-1]}",
                     hint="check that the engine and its BuildKit answer (`docker info`)",
                 ) from exc
-            record_rejected(
-                workspace,
-                loaded,
-                RejectedBuildDetails(
-                    reason=failure.reason, step=failure.step, message=failure.message
-                ),
-                log_path=log_path,
-                image=tag,
-            )
+            try:
+                record_rejected(
+                    workspace,
+                    loaded,
+                    RejectedBuildDetails(
+                        reason=failure.reason, step=failure.step, message=failure.message
+                    ),
+                    log_path=log_path,
+                    image=tag,
+                )
+                unrecorded = ""
+            except RecordRefused as refused:
+                unrecorded = f" (not recorded: {refused.problem})"
             raise BuildFailed(
-                f"build of {loaded.name} rejected: {failure.message}",
+                f"build of {loaded.name} rejected{unrecorded}: {failure.message}",
                 step=failure.step,
                 last_lines=failure.last_lines,
                 log=log_path,

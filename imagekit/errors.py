@@ -3,7 +3,9 @@
 Library code raises; only the CLI turns an error into one line on stderr (plus its hint) and
 an exit code. The exit code belongs to the class, following the command-line contract
 (docs/ARCHITECTURE.md). Any other exception is a bug: the CLI reports it as a crash and
-exits with CRASH_EXIT_CODE (70, sysexits' EX_SOFTWARE), never with a verdict's code::
+exits with CRASH_EXIT_CODE (70, sysexits' EX_SOFTWARE), never with a verdict's code. An
+interrupt is not an error either: imagekit.interrupt.Interrupted (a KeyboardInterrupt, exit
+130 for SIGINT, 143 for SIGTERM) passes every ``except ImagekitError``::
 
     ImagekitError                      base: message + hint, exit_code 3
     +-- UsageError                     exit 2: bad input or usage; nothing was attempted
@@ -15,6 +17,7 @@ exits with CRASH_EXIT_CODE (70, sysexits' EX_SOFTWARE), never with a verdict's c
     |   +-- DigestMismatch             bytes whose digest differs from the one asked for
     |   +-- BuildRejected              a build whose step or assertion failed
     |   +-- LedgerBroken               a ledger whose chain or evidence no longer verifies
+    |       +-- RecordRefused          an append refused: the ledger's tail does not verify
     +-- CouldNotFinish                 exit 3: the work could not be finished
         +-- EngineUnavailable          the Docker engine did not answer or failed
         +-- ContainerdError            a call to containerd (through ctr) failed
@@ -32,6 +35,8 @@ builds them from the registry, repository and digest alone.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any, ClassVar
 
 CRASH_EXIT_CODE = 70
@@ -150,6 +155,36 @@ class BuildRejected(CheckFailed):
 
 class LedgerBroken(CheckFailed):
     """A ledger whose hash chain or evidence hashes no longer verify."""
+
+
+class RecordRefused(LedgerBroken):
+    """An append refused because the ledger's last lines do not verify; nothing was written.
+
+    The stage that asked had usually finished its own work (a verdict reached, its evidence
+    written). It says so with ``with RecordRefused.keeping(result):`` around its record step,
+    and the refusal then carries that result: the command still reports the verdict and
+    its evidence, and adds that it was not recorded. One mechanism for every stage, instead
+    of a refusal that swallows what the stage proved.
+    """
+
+    def __init__(self, message: str, *, ledger: str, problem: str, hint: str) -> None:
+        super().__init__(message, hint=hint)
+        self.ledger = ledger
+        self.problem = problem
+        self.result: object | None = None
+
+    def fields(self) -> dict[str, Any]:
+        return {"ledger": self.ledger, "problem": self.problem, "recorded": False}
+
+    @classmethod
+    @contextmanager
+    def keeping(cls, result: object) -> Iterator[None]:
+        """Within the block, a refusal carries ``result`` (the outermost stage's wins)."""
+        try:
+            yield
+        except cls as exc:
+            exc.result = result
+            raise
 
 
 class CouldNotFinish(ImagekitError):

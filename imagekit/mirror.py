@@ -19,6 +19,10 @@ Verdicts, in the order they win (docs/ARCHITECTURE.md lists what each proves):
 A fault (dropped connections, throttling, flipped bytes, lying headers) can only ever lead
 to ``error`` or ``mismatch``: both positive verdicts need every DST layer hashed end to end
 with its compressed digest verified.
+
+An interrupt (SIGINT, SIGTERM) is no verdict at all: the layers verified until then are kept
+in ``mirror-report.partial.json``, marked partial, nothing is recorded, and the interrupt
+goes on up carrying them (imagekit.interrupt).
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ from typing import Any, Protocol
 
 from imagekit.errors import ImagekitError, UsageError
 from imagekit.evidence import new_run_dir, write_json
+from imagekit.interrupt import Stop, interrupted, wait_all
 from imagekit.layers import (
     RESTART,
     Compression,
@@ -217,9 +222,10 @@ def config_differences(source: bytes, destination: bytes, *, depth: int = 3) -> 
 
 
 def _chunks_with_restarts(
-    client: RegistryClient, ref: Reference, desc: Descriptor
+    client: RegistryClient, ref: Reference, desc: Descriptor, stop: Stop
 ) -> Iterator[bytes | Restart]:
-    """The blob's chunks, with RESTART where the client starts the blob over from byte 0."""
+    """The blob's chunks, with RESTART where the client starts the blob over from byte 0;
+    stops between chunks once the command is interrupted."""
     restarted = False
 
     def on_restart() -> None:
@@ -227,6 +233,7 @@ def _chunks_with_restarts(
         restarted = True
 
     for chunk in client.stream_blob(ref, desc, on_restart=on_restart):
+        stop.check()
         if restarted:
             restarted = False
             yield RESTART
@@ -240,6 +247,7 @@ def _check_layer(
     index: int,
     options: MirrorOptions,
     progress: Progress | None,
+    stop: Stop,
 ) -> LayerCheck:
     desc = dst.layers[index]
     src_desc = src.layers[index] if index < len(src.layers) else None
@@ -271,7 +279,7 @@ def _check_layer(
     started = time.monotonic()
     try:
         result = diff_id_of_stream(
-            _chunks_with_restarts(client, dst.reference, desc),
+            _chunks_with_restarts(client, dst.reference, desc, stop),
             media_type=desc.media_type,
             limits=options.limits,
             policy=options.policy,
@@ -337,18 +345,33 @@ def verify_images(
     options: MirrorOptions,
     progress: Progress | None = None,
 ) -> MirrorReport:
-    """Compare two resolved images layer by layer; every DST layer is streamed and hashed."""
+    """Compare two resolved images layer by layer; every DST layer is streamed and hashed.
+
+    Interrupted, it stops the layers in flight and raises the interrupt carrying the layers
+    verified so far (``so_far``); the caller keeps them as partial evidence.
+    """
     workers = options.workers or os.cpu_count() or 1
     count = len(dst.layers)
     # Largest first, so one big layer does not start last and run alone.
     order = sorted(range(count), key=lambda i: -dst.layers[i].size)
-    checks: dict[int, LayerCheck] = {}
+    stop = Stop()
     with ThreadPoolExecutor(max_workers=max(1, min(workers, count or 1))) as pool:
         futures = {
-            i: pool.submit(_check_layer, client, dst, src, i, options, progress) for i in order
+            i: pool.submit(_check_layer, client, dst, src, i, options, progress, stop)
+            for i in order
         }
-        for i, future in futures.items():
-            checks[i] = future.result()
+        try:
+            wait_all(futures.values(), stop)
+        except KeyboardInterrupt as exc:
+            done = [
+                futures[i].result()
+                for i in range(count)
+                if futures[i].done() and not futures[i].cancelled() and not futures[i].exception()
+            ]
+            raise interrupted(exc).keeping(
+                {"layers_total": count, "layers_verified": [c.to_json() for c in done]}, None
+            ) from None
+        checks = {i: future.result() for i, future in futures.items()}
     layers = tuple(checks[i] for i in range(count))
 
     notes: list[str] = []
@@ -465,8 +488,8 @@ def mirror(
     src: ResolvedImage | None = None
     dst: ResolvedImage | None = None
     copy_summary: dict[str, Any] | None = None
+    step = "resolving SRC"
     try:
-        step = "resolving SRC"
         try:
             if options.copy:
                 from imagekit.registry.upload import copy_image
@@ -484,16 +507,60 @@ def mirror(
                     src = client.resolve(src_ref, options.platform)
                     step = "resolving DST"
                     dst = dst_future.result()
+            step = "verifying DST's layers"
             report = verify_images(client, src, dst, options, progress)
         except ImagekitError as exc:
             if isinstance(exc, UsageError):
                 raise
             report = _error_report(exc, step, src, dst, options, copy_summary)
+    except KeyboardInterrupt as exc:
+        stopped = interrupted(exc)
+        so_far = stopped.so_far or {}
+        summary = f"{_verified(so_far)} while {step}"
+        path = _save_partial(workspace, dst_ref, summary, stopped.name, src, dst, so_far)
+        raise stopped.keeping({"summary": summary, "step": step, **so_far}, path) from None
     finally:
         if own_client:
             client.close()
     report = _with(report, copy=copy_summary, seconds=round(time.monotonic() - started, 3))
     return _save(report, workspace, src_ref, dst_ref, options)
+
+
+def _verified(so_far: dict[str, Any]) -> str:
+    total = so_far.get("layers_total")
+    if total is None:
+        return "no layer verified"
+    return f"{len(so_far.get('layers_verified', []))} of {total} layers verified"
+
+
+def _save_partial(
+    workspace: Workspace,
+    dst_ref: Reference,
+    summary: str,
+    signal_name: str,
+    src: ResolvedImage | None,
+    dst: ResolvedImage | None,
+    so_far: dict[str, Any],
+) -> Path:
+    """What an interrupted run proved, kept as evidence marked partial; no verdict."""
+    layers = so_far.get("layers_verified", [])
+    path = (
+        new_run_dir(workspace.evidence_dir, "mirror", dst_ref.name) / "mirror-report.partial.json"
+    )
+    write_json(
+        path,
+        {
+            "partial": True,
+            "interrupted_by": signal_name,
+            "verdict": None,
+            "message": f"interrupted by {signal_name}: {summary}; no verdict, nothing recorded",
+            "source": _resolution(src) if src else None,
+            "destination": _resolution(dst) if dst else None,
+            "layers_total": so_far.get("layers_total"),
+            "layers": layers,
+        },
+    )
+    return path
 
 
 def _with(report: MirrorReport, **changes: Any) -> MirrorReport:
@@ -507,13 +574,20 @@ def _save(
     dst_ref: Reference,
     options: MirrorOptions,
 ) -> MirrorReport:
-    """Write the report under evidence/mirror/<DST>/<run>/ and append the ledger record."""
+    """Write the report under evidence/mirror/<DST>/<run>/ and append the ledger record.
+
+    A record the ledger refuses (RecordRefused) carries the report: the verdict and its
+    evidence stand, only the record is missing, and the command says both.
+    """
+    from imagekit.errors import RecordRefused
+
     run_dir = new_run_dir(workspace.evidence_dir, "mirror", f"{dst_ref.name}")
     path = run_dir / "mirror-report.json"
     report = _with(report, evidence=path)
     write_json(path, report.to_json())
     if options.record:
-        _record(report, workspace, src_ref, dst_ref, options, path)
+        with RecordRefused.keeping(report):
+            _record(report, workspace, src_ref, dst_ref, options, path)
     return report
 
 

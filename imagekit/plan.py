@@ -222,6 +222,12 @@ class Replaces(_Model):
         return self
 
 
+# Where the container runtime mounts its own filesystems over the image (runc's defaults, as
+# Docker and containerd set them up): anything the image holds there is hidden at run time.
+_KERNEL_MOUNTS = {"proc": "procfs", "sys": "sysfs", "dev": "a tmpfs with the devices"}
+_RUNTIME_FILES = frozenset({"/etc/hosts", "/etc/hostname", "/etc/resolv.conf"})
+
+
 class Overlay(_Model):
     """A file from the plan's folder laid over the base, guarded by what it replaces.
 
@@ -330,6 +336,21 @@ class Overlay(_Model):
         if posixpath.normpath(value) != value or value == "/":
             raise _fail("destination", f"{value!r} must be a normalised file path")
         _check_path_chars(value, "destination")
+        top = value.split("/")[1]
+        if top in _KERNEL_MOUNTS:
+            raise _fail(
+                "destination",
+                f"{value!r} is under /{top}, which the runtime mounts over in every container "
+                f"({_KERNEL_MOUNTS[top]}): a file copied there never shows in a container",
+                "put the file elsewhere (e.g. /usr/local/...) and point to it from there",
+            )
+        if value in _RUNTIME_FILES:
+            raise _fail(
+                "destination",
+                f"{value!r} is a file the runtime mounts over in every container (it writes "
+                "its own): a file copied there never shows in a container",
+                "set it at run time (docker run --dns/--add-host, a Kubernetes pod spec)",
+            )
         return value
 
 

@@ -33,7 +33,7 @@ from typing import Any
 from imagekit import containerd as ctrd
 from imagekit.cri import FinalPullStatus, chain_id, kubelet_image_ref, sort_references
 from imagekit.engine import Engine, connect, engine_errors
-from imagekit.errors import ContainerdError, ReferenceFormatError, UsageError
+from imagekit.errors import ContainerdError, RecordRefused, ReferenceFormatError, UsageError
 from imagekit.evidence import new_run_dir, write_bytes, write_json
 from imagekit.ledger import (
     ContainerdStore,
@@ -213,17 +213,22 @@ def _record(
     evidence: Path,
     details: FinalPullDetails,
 ) -> LedgerRecord:
-    """The final-pull record: its status and scope sentence from the result, never edited."""
-    return append_record(
-        workspace,
-        "final-pull",
-        plan=plan,
-        images={"image": image},
-        status=result.status,
-        scope=result.scope,
-        evidence=evidence,
-        details=details,
-    )
+    """The final-pull record: its status and scope sentence from the result, never edited.
+
+    Refused by the ledger, the refusal carries the result with its evidence: the pull and
+    its checks stand, only the record is missing.
+    """
+    with RecordRefused.keeping(replace(result, evidence=evidence)):
+        return append_record(
+            workspace,
+            "final-pull",
+            plan=plan,
+            images={"image": image},
+            status=result.status,
+            scope=result.scope,
+            evidence=evidence,
+            details=details,
+        )
 
 
 def final_pull(

@@ -259,7 +259,9 @@ class Platform:
         return self.variant is None or self.variant == variant
 
 
-_PLATFORM_PART = re.compile(r"[a-z0-9_.-]+")
+# Each part starts with a letter or digit: "..", "." or "-x" are not platforms, and a value
+# like linux/../x must be bad input here, not a lookup the registry answers with "not found".
+_PLATFORM_PART = re.compile(r"[a-z0-9][a-z0-9_.-]*")
 
 
 def parse_platform(text: str) -> Platform:

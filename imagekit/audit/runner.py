@@ -4,7 +4,10 @@ In a container the probe gets nothing it does not need to read the environment: 
 no GPU (CUDA_VISIBLE_DEVICES empty, NVIDIA_VISIBLE_DEVICES=void), the Hugging Face libraries
 told to stay offline, CPU and memory limits, every capability dropped, no-new-privileges, a
 read-only root filesystem with small tmpfs mounts for /tmp and HOME, the image's entrypoint
-replaced by its own python3, and the probe bind-mounted read-only. ``--rm`` leaves nothing.
+replaced by its own python3, and the probe bind-mounted read-only. ``--rm`` leaves nothing,
+and the container is named, so that on the wall-clock limit (``timeout_s``), SIGINT or SIGTERM
+imagekit kills and removes it itself. What it prints is read with a bound and streamed to
+the evidence folder (imagekit.audit.output).
 
 REF is resolved first: a local image ID or tag is used as it is; anything else must be a
 registry reference pinned by digest, and is pulled by that digest (never by a movable tag).
@@ -12,24 +15,35 @@ registry reference pinned by digest, and is pulled by that digest (never by a mo
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import secrets
+import signal
 import subprocess
 import sys
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from python_on_whales.exceptions import DockerException
-
-from imagekit.engine import Engine, docker_error_text, engine_errors
-from imagekit.errors import CouldNotFinish, ReferenceFormatError, UsageError
+from imagekit.audit.output import TAIL_CAP, Capture, Kept, MiB
+from imagekit.audit.report import ProbeReport, parse_probe_output
+from imagekit.engine import DockerEngine, Engine, engine_errors
+from imagekit.errors import CouldNotFinish, ImagekitError, ReferenceFormatError, UsageError
+from imagekit.evidence import write_json
+from imagekit.interrupt import interrupted
 from imagekit.refs import DOCKER_HUB, Digest, Platform, Reference, is_digest, parse_reference
 
 PROBE_IN_CONTAINER = "/imagekit-probe/probe.py"
 HOME_IN_CONTAINER = "/imagekit-home"
+# The whole probe run's wall-clock limit: every check has its own (120 s by default, 600 s
+# for RECORD hashing) and they run side by side, so an hour is generous; but finite, since
+# an image's python3 can block forever outside any check.
+DEFAULT_TIMEOUT_S = 3600.0
 
 
 @dataclass(frozen=True)
@@ -139,82 +153,238 @@ def resolve_image(engine: Engine, ref: str) -> EngineImage:
 
 @dataclass(frozen=True)
 class ProbeRun:
-    """The probe's raw output and how it ran (the command is kept for the evidence)."""
+    """How the probe ran and what was kept of its output (streamed to the evidence folder)."""
 
-    stdout: str
-    stderr: str
     command: tuple[str, ...]
+    exit_code: int
+    seconds: float
+    stdout: Kept
+    stderr: Kept
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "command": list(self.command),
+            "exit_code": self.exit_code,
+            "seconds": self.seconds,
+            "stdout": self.stdout.to_json(),
+            "stderr": self.stderr.to_json(),
+        }
 
 
-def container_options(limits: Limits, probe: Path) -> dict[str, Any]:
-    """The python-on-whales run() options that lock the audit container down."""
-    return {
-        "remove": True,
-        "networks": ["none"],
-        "envs": {
-            "CUDA_VISIBLE_DEVICES": "",
-            "NVIDIA_VISIBLE_DEVICES": "void",
-            "HF_HUB_OFFLINE": "1",
-            "TRANSFORMERS_OFFLINE": "1",
-            "HOME": HOME_IN_CONTAINER,
-            "PYTHONDONTWRITEBYTECODE": "1",
-            "PIP_DISABLE_PIP_VERSION_CHECK": "1",
-            "PIP_NO_INPUT": "1",
-        },
-        "cpus": limits.cpus,
-        "memory": limits.memory,
-        "cap_drop": ["ALL"],
-        "security_options": ["no-new-privileges"],
-        "read_only": True,
-        "tmpfs": [f"/tmp:size={limits.tmp_size}", f"{HOME_IN_CONTAINER}:size={limits.home_size}"],  # noqa: S108 - the container's /tmp
-        "entrypoint": "python3",
-        "volumes": [(str(probe), PROBE_IN_CONTAINER, "ro")],
-        "pull": "never",
-    }
+class AuditTimeout(CouldNotFinish):
+    """The whole probe run passed its wall-clock limit; it was killed, nothing decided."""
+
+    def __init__(self, message: str, *, timeout_s: float, evidence: Path, hint: str) -> None:
+        super().__init__(message, hint=hint)
+        self.timeout_s = timeout_s
+        self.evidence = evidence
+
+    def fields(self) -> dict[str, Any]:
+        return {"status": "TIMEOUT", "timeout_s": self.timeout_s, "evidence": str(self.evidence)}
+
+
+_ENVS = {
+    "CUDA_VISIBLE_DEVICES": "",
+    "NVIDIA_VISIBLE_DEVICES": "void",
+    "HF_HUB_OFFLINE": "1",
+    "TRANSFORMERS_OFFLINE": "1",
+    "HOME": HOME_IN_CONTAINER,
+    "PYTHONDONTWRITEBYTECODE": "1",
+    "PIP_DISABLE_PIP_VERSION_CHECK": "1",
+    "PIP_NO_INPUT": "1",
+}
+
+
+def container_argv(
+    client: str, limits: Limits, probe: Path, image_id: str, name: str, spec_json: str
+) -> list[str]:
+    """The ``docker run`` that locks the audit container down (named, so it can be removed)."""
+    return [
+        client, "run", "--rm", "--name", name, "--label", "io.imagekit.audit=1",
+        "--network", "none", "--cpus", str(limits.cpus), "--memory", limits.memory,
+        "--cap-drop", "ALL", "--security-opt", "no-new-privileges", "--read-only",
+        "--tmpfs", f"/tmp:size={limits.tmp_size}",  # noqa: S108 - the container's /tmp
+        "--tmpfs", f"{HOME_IN_CONTAINER}:size={limits.home_size}",
+        *(x for k, v in sorted(_ENVS.items()) for x in ("-e", f"{k}={v}")),
+        "-v", f"{probe}:{PROBE_IN_CONTAINER}:ro", "--pull", "never", "--entrypoint", "python3",
+        image_id, PROBE_IN_CONTAINER, "--spec-json", spec_json,
+    ]  # fmt: skip
+
+
+def _remove_container(client: str, name: str) -> None:
+    """Kill and remove the named container, also one the engine was still creating."""
+    deadline = time.monotonic() + 15
+    while True:
+        subprocess.run(  # noqa: S603 - the engine's client, fixed arguments
+            [client, "rm", "-f", name], capture_output=True, timeout=60, check=False
+        )
+        gone = subprocess.run(  # noqa: S603
+            [client, "container", "inspect", name], capture_output=True, timeout=60, check=False
+        )
+        if gone.returncode != 0 or time.monotonic() > deadline:
+            return
+        time.sleep(0.2)
 
 
 def run_in_container(
-    engine: Engine, image: EngineImage, spec: dict[str, Any], limits: Limits | None = None
+    engine: DockerEngine,
+    image: EngineImage,
+    spec: dict[str, Any],
+    limits: Limits | None = None,
+    *,
+    run_dir: Path,
+    timeout_s: float = DEFAULT_TIMEOUT_S,
 ) -> ProbeRun:
-    """Run the probe in the image; CouldNotFinish when the container itself did not run."""
+    """Run the probe in the image, its output streamed into ``run_dir``.
+
+    The whole run has a wall-clock limit (AuditTimeout, exit 3); on that limit, on SIGINT
+    and on SIGTERM the container is killed and removed before anything else happens.
+    """
     limits = limits or Limits()
-    args = [PROBE_IN_CONTAINER, "--spec-json", json.dumps(spec, sort_keys=True)]
+    name = f"imagekit-audit-{secrets.token_hex(6)}"
+    client = engine.client_path
     with _probe_path() as probe:
-        options = container_options(limits, probe)
-        shown = (
-            "docker", "run", "--rm", "--network", "none", "--cpus", str(limits.cpus),
-            "--memory", limits.memory, "--cap-drop", "ALL",
-            "--security-opt", "no-new-privileges", "--read-only",
-            "--tmpfs", options["tmpfs"][0], "--tmpfs", options["tmpfs"][1],
-            *(x for k, v in sorted(options["envs"].items()) for x in ("-e", f"{k}={v}")),
-            "-v", f"probe.py:{PROBE_IN_CONTAINER}:ro", "--entrypoint", "python3",
-            image.image_id, PROBE_IN_CONTAINER, "--spec-json", "SPEC",
-        )  # fmt: skip
-        try:
-            output = engine.client.run(image.image_id, args, **options)
-        except DockerException as exc:
-            raise CouldNotFinish(
-                f"the audit container for {image.requested} did not run: {docker_error_text(exc)}",
-                hint="the image needs python3 (3.8+) on its PATH; `docker info` must answer",
-            ) from exc
-    return ProbeRun(stdout=str(output), stderr="", command=shown)
+        argv = container_argv(
+            client, limits, probe, image.image_id, name, json.dumps(spec, sort_keys=True)
+        )
+        shown = ["docker", *argv[1:-1], "SPEC"]
+        shown[shown.index(f"{probe}:{PROBE_IN_CONTAINER}:ro")] = f"probe.py:{PROBE_IN_CONTAINER}:ro"
+
+        def stop(proc: subprocess.Popen[bytes]) -> None:
+            # The client first, so that it cannot start a container after the removal.
+            proc.kill()
+            _remove_container(client, name)
+
+        return _run_bounded(
+            argv,
+            tuple(shown),
+            run_dir,
+            timeout_s,
+            what=f"the audit of {image.requested}",
+            stop=stop,
+        )
 
 
-def run_on_host(spec: dict[str, Any], *, timeout_s: float = 3600.0) -> ProbeRun:
+def run_on_host(
+    spec: dict[str, Any], *, run_dir: Path, timeout_s: float = DEFAULT_TIMEOUT_S
+) -> ProbeRun:
     """Run the probe against this interpreter (``--host``): no container, GPU queried."""
     with _probe_path() as probe:
         argv = [sys.executable, str(probe), "--host", "--spec-json", json.dumps(spec)]
-        try:
-            proc = subprocess.run(  # noqa: S603 - fixed argv, no shell
-                argv, capture_output=True, timeout=timeout_s, check=False
-            )
-        except subprocess.TimeoutExpired as exc:
-            raise CouldNotFinish(f"the host probe did not finish within {timeout_s:.0f}s") from exc
-    if proc.returncode != 0:
-        tail = proc.stderr.decode("utf-8", errors="replace").strip().splitlines()[-1:]
-        raise CouldNotFinish(f"the host probe exited {proc.returncode}: {' '.join(tail)}")
-    return ProbeRun(
-        stdout=proc.stdout.decode("utf-8", errors="replace"),
-        stderr=proc.stderr.decode("utf-8", errors="replace"),
-        command=("python3", "probe.py", "--host", "--spec-json", "SPEC"),
+
+        def stop(proc: subprocess.Popen[bytes]) -> None:
+            # The probe leads its own process group; its checks run in groups of their own
+            # and end at their own timeouts.
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+
+        return _run_bounded(
+            argv,
+            ("python3", "probe.py", "--host", "--spec-json", "SPEC"),
+            run_dir,
+            timeout_s,
+            what="the host audit",
+            stop=stop,
+        )
+
+
+def _run_bounded(
+    argv: list[str],
+    shown: tuple[str, ...],
+    run_dir: Path,
+    timeout_s: float,
+    *,
+    what: str,
+    stop: Callable[[subprocess.Popen[bytes]], None],
+) -> ProbeRun:
+    """Run argv with its output captured into run_dir; stop it on the limit or an interrupt.
+
+    It runs in a session of its own, so a Ctrl-C reaches imagekit alone, which then stops
+    it in order (the client, then the container) instead of racing it.
+    """
+    started = time.monotonic()
+    proc = subprocess.Popen(  # noqa: S603 - fixed argv, no shell
+        argv,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
     )
+    assert proc.stdout is not None and proc.stderr is not None  # noqa: S101 - PIPE
+    out = Capture(proc.stdout, run_dir / "probe-stdout.raw")
+    err = Capture(proc.stderr, run_dir / "probe-stderr.raw")
+
+    def collect(state: str) -> ProbeRun:
+        run = ProbeRun(
+            command=shown,
+            exit_code=proc.wait(),
+            seconds=round(time.monotonic() - started, 3),
+            stdout=out.finish(),
+            stderr=err.finish(),
+        )
+        write_json(run_dir / "probe-run.json", {**run.to_json(), "ended": state})
+        return run
+
+    try:
+        proc.wait(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        stop(proc)
+        run = collect("killed at the wall-clock limit")
+        raise AuditTimeout(
+            f"{what} did not finish within {timeout_s:g} s: the probe was killed and its "
+            f"container removed; no status was decided (raw output kept in {run_dir})",
+            timeout_s=timeout_s,
+            evidence=run_dir,
+            hint="raise --timeout if the image is slow to import; a hang is kept in the evidence",
+        ) from None
+    except KeyboardInterrupt as exc:
+        stop(proc)
+        run = collect("stopped by an interrupt")
+        summary = (
+            f"the probe was stopped before it printed a report ({run.stdout.total} bytes of "
+            "output kept)"
+        )
+        raise interrupted(exc).keeping(
+            {"summary": summary, "stdout_bytes": run.stdout.total}, run_dir
+        ) from None
+    return collect("exited")
+
+
+def read_report(run: ProbeRun, target: str, run_dir: Path) -> tuple[ProbeReport, str | None]:
+    """The probe's report and a note on how python3 ended; CouldNotFinish when none parses.
+
+    The report decides, whatever the exit code: python3 may crash at shutdown after the
+    probe printed a whole report. Without a report the failure is one line, the raw output
+    stays in the evidence folder.
+    """
+    kept = f"raw output kept in {run_dir}"
+    if run.stdout.report_cut:
+        raise CouldNotFinish(
+            f"the probe's report for {target} is longer than the last {TAIL_CAP // MiB} MiB "
+            f"of its {run.stdout.total} bytes of output that are read back ({kept})",
+            hint="the image printed far more than the probe does; look at the raw output",
+        )
+    try:
+        report = parse_probe_output(run.stdout.last_line() or "")
+    except ImagekitError as exc:
+        said = run.stderr.last_words()
+        if run.exit_code in _DID_NOT_START:
+            message = f"the audit container for {target} did not run: {said}"
+        elif run.exit_code != 0:
+            message = f"python3 in {target} exited {run.exit_code} without a report: {said}"
+        else:
+            message = f"{exc.message} for {target}"
+        raise CouldNotFinish(
+            f"{message} ({kept})",
+            hint=exc.hint
+            if run.exit_code == 0
+            else "the image needs python3 (3.8+) on its PATH; `docker info` must answer",
+        ) from exc
+    if run.exit_code != 0:
+        return report, f"python3 exited {run.exit_code} after printing a report"
+    return report, None
+
+
+# docker run's own exit codes: the daemon failed (125), the command could not be run (126)
+# or was not found (127); https://docs.docker.com/engine/containers/run/#exit-status
+_DID_NOT_START = (125, 126, 127)

@@ -2,8 +2,9 @@
 
 One function, :func:`audit`, is what ``imagekit audit`` calls. It chains the runner (probe in
 a locked-down container, or on this host with ``--host``), the status decision, the
-vulnerability stage, the evidence folder and the ledger. The raw probe output is written to
-the evidence folder before it is parsed, so even a report that cannot be read is kept.
+vulnerability stage, the evidence folder and the ledger. The raw probe output is streamed
+into the evidence folder as it is printed (imagekit.audit.output), so even a report that
+cannot be read, a run that hit the wall-clock limit, or one that was interrupted is kept.
 """
 
 from __future__ import annotations
@@ -22,13 +23,20 @@ from imagekit.audit.report import (
     ProbeReport,
     condensed,
     decide,
-    parse_probe_output,
 )
-from imagekit.audit.runner import EngineImage, Limits, ProbeRun, resolve_image, run_in_container
+from imagekit.audit.runner import (
+    DEFAULT_TIMEOUT_S,
+    EngineImage,
+    Limits,
+    ProbeRun,
+    read_report,
+    resolve_image,
+    run_in_container,
+)
 from imagekit.audit.runner import run_on_host as _run_on_host
 from imagekit.audit.vulns import DEFAULT_MAX_AGE_DAYS, FailOn, Finding, VulnScan, fails, scan
 from imagekit.engine import Engine, connect, execution_for
-from imagekit.errors import CouldNotFinish, ImagekitError
+from imagekit.errors import CouldNotFinish, RecordRefused
 from imagekit.ledger import (
     AuditDetails,
     AuditSummary,
@@ -52,6 +60,7 @@ class AuditRequest:
     expected_paths: tuple[str, ...] = ()
     extra_modules: tuple[str, ...] = ()
     limits: Limits = field(default_factory=Limits)
+    timeout_s: float = DEFAULT_TIMEOUT_S  # the whole probe run's wall-clock limit
     vuln_db: Path | None = None  # an offline OSV export (zip or folder) instead of the service
     vuln_db_max_age_days: int = DEFAULT_MAX_AGE_DAYS
     fail_on: FailOn = "findings"
@@ -71,6 +80,9 @@ class AuditResult:
     report_path: Path
     summary_path: Path
     ledger_seqs: tuple[int, ...]
+    probe_run: ProbeRun | None = None
+    # How python3 ended when that is not the usual exit 0 ("python3 exited 1 after ...").
+    probe_note: str | None = None
     fail_on: FailOn = "findings"
 
     @property
@@ -113,6 +125,7 @@ class AuditResult:
                 "environment": self.report.environment,
                 "duration_s": self.report.duration_s,
                 "output_cap_bytes": self.report.output_cap_bytes,
+                **_probe_run_json(self.probe_run, self.probe_note),
             },
             "vulnerabilities": {
                 **(
@@ -130,6 +143,19 @@ class AuditResult:
             },
             "ledger": {"seqs": list(self.ledger_seqs)},
         }
+
+
+def _probe_run_json(run: ProbeRun | None, note: str | None) -> dict[str, Any]:
+    """How the probe ran: its exit, how much it printed, what was kept (and where)."""
+    if run is None:
+        return {}
+    return {
+        "exit_code": run.exit_code,
+        "note": note,
+        "stdout_bytes": run.stdout.total,
+        "stdout_cut_bytes": run.stdout.cut,
+        "raw_output": [p.name for p in (*run.stdout.files, *run.stderr.files)],
+    }
 
 
 def _plan_inputs(workspace: Workspace, name: str) -> tuple[str, list[str], list[str]]:
@@ -155,6 +181,8 @@ def _summary_markdown(result: dict[str, Any]) -> str:
         f"- scope: {result['scope']}",
         f"- profile: {result['profile']}; plan: {result['plan']}",
     ]
+    if result["probe"].get("note"):
+        lines.append(f"- probe: {result['probe']['note']}")
     if result["image"]:
         lines.append(
             f"- image ID: {result['image']['image_id']}; manifest digest: "
@@ -272,8 +300,10 @@ def audit(
     emulated = ""
     if request.host:
         target = f"host:{socket.gethostname()}"
-        run: ProbeRun = _run_on_host(spec)
         folder = (request.plan or "host-audit", f"host-{socket.gethostname()}")
+        run_dir = evidence.new_run_dir(workspace.evidence_dir, *folder)
+        evidence.write_json(run_dir / "spec.json", spec)
+        run: ProbeRun = _run_on_host(spec, run_dir=run_dir, timeout_s=request.timeout_s)
     else:
         if not request.ref:
             raise CouldNotFinish("no image to audit", hint="give REF, or --host")
@@ -293,18 +323,13 @@ def audit(
             if execution.how == "emulated":
                 emulated = f"; {execution.note}: the image's {image.platform} programs ran "
                 emulated += "under qemu-user on this host, which proves nothing about speed"
-        run = run_in_container(engine, image, spec, request.limits)
         folder = (request.plan or image.name, str(digest) if digest else image.image_id)
-
-    run_dir = evidence.new_run_dir(workspace.evidence_dir, *folder)
-    evidence.write_bytes(run_dir / "probe-output.json", run.stdout.encode("utf-8"))
-    evidence.write_json(run_dir / "spec.json", spec)
-    try:
-        report = parse_probe_output(run.stdout)
-    except ImagekitError as exc:
-        raise CouldNotFinish(
-            f"{exc.message} (raw output kept in {run_dir})", hint=exc.hint
-        ) from exc
+        run_dir = evidence.new_run_dir(workspace.evidence_dir, *folder)
+        evidence.write_json(run_dir / "spec.json", spec)
+        run = run_in_container(
+            engine, image, spec, request.limits, run_dir=run_dir, timeout_s=request.timeout_s
+        )
+    report, note = read_report(run, target, run_dir)
     verdict = decide(report)
     vulns = scan(
         report.distributions(),
@@ -328,10 +353,14 @@ def audit(
         report_path=run_dir / "audit-report.json",
         summary_path=run_dir / "summary.md",
         ledger_seqs=(),
+        probe_run=run,
+        probe_note=note,
         fail_on=request.fail_on,
     )
     whole = result.to_json(whole=True)
     whole["probe_command"] = list(run.command)
     evidence.write_json(result.report_path, whole)
     evidence.write_bytes(result.summary_path, _summary_markdown(result.to_json()).encode("utf-8"))
-    return replace(result, ledger_seqs=_record(workspace, result, vulns_path))
+    with RecordRefused.keeping(result):  # refused, the verdict and its evidence still stand
+        seqs = _record(workspace, result, vulns_path)
+    return replace(result, ledger_seqs=seqs)

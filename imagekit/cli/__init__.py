@@ -10,6 +10,9 @@ from __future__ import annotations
 import gc
 import importlib
 import sys
+import threading
+from collections.abc import Sequence
+from typing import Any
 
 import click
 
@@ -31,8 +34,57 @@ _COMMAND_MODULES: dict[str, str] = {
 }
 
 
+def _wants_json(argv: Sequence[str]) -> bool:
+    """Whether --json was given (before any ``--``): then every exit prints one document."""
+    options = list(argv)
+    if "--" in options:
+        options = options[: options.index("--")]
+    return "--json" in options
+
+
 class _LazyGroup(click.Group):
-    """A group whose subcommands are imported on first use."""
+    """A group whose subcommands are imported on first use.
+
+    Its ``main`` holds the contract for what click itself decides: a usage error (unknown
+    option, missing argument, a value out of range) is exit 2 and, under --json, exactly one
+    JSON document on stdout; an interrupt is 130 or 143, never click's "Aborted!" with exit
+    1. SIGINT and SIGTERM are turned into imagekit.interrupt.Interrupted for the whole
+    command, so every cleanup on the way out runs.
+    """
+
+    def main(
+        self,
+        args: Sequence[str] | None = None,
+        prog_name: str | None = None,
+        complete_var: str | None = None,
+        standalone_mode: bool = True,
+        **extra: Any,
+    ) -> Any:
+        argv = list(sys.argv[1:] if args is None else args)
+        if not standalone_mode:
+            return super().main(argv, prog_name, complete_var, False, **extra)
+        from imagekit.interrupt import install_handlers, restore_handlers
+
+        main_thread = threading.current_thread() is threading.main_thread()
+        previous = install_handlers() if main_thread else {}
+        try:
+            try:
+                code = super().main(argv, prog_name, complete_var, False, **extra)
+            except click.ClickException as exc:
+                from imagekit.cli._common import usage_error
+
+                usage_error(exc, as_json=_wants_json(argv))
+            except click.exceptions.Abort as exc:
+                from imagekit.cli._common import report_interrupt
+                from imagekit.interrupt import Interrupted, interrupted
+
+                cause = exc.__cause__
+                if not isinstance(cause, KeyboardInterrupt):
+                    cause = Interrupted()
+                report_interrupt(interrupted(cause), as_json=_wants_json(argv))
+            sys.exit(code if isinstance(code, int) else 0)
+        finally:
+            restore_handlers(previous)
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return list(_COMMAND_MODULES)

@@ -3,7 +3,10 @@
 The contract (docs/ARCHITECTURE.md): with --json, stdout carries exactly one JSON document
 and nothing else; human text goes to stderr. The exit code comes from the error class; an
 exception that is not an ImagekitError is a bug in imagekit, reported as a crash with its
-own exit code (never 1, which would read as "a check said no").
+own exit code (never 1, which would read as "a check said no"). SIGINT and SIGTERM end a
+command with 130 and 143 (imagekit.interrupt), saying what was proved so far. A record the
+ledger refused (RecordRefused) does not hide the stage's result: it is rendered, with the
+refusal beside it.
 """
 
 from __future__ import annotations
@@ -16,11 +19,12 @@ import traceback
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import click
 
-from imagekit.errors import CRASH_EXIT_CODE, ImagekitError
+from imagekit.errors import CRASH_EXIT_CODE, ImagekitError, RecordRefused
+from imagekit.interrupt import Interrupted, interrupted
 
 T = TypeVar("T")
 CRASH_DIR_ENV = "IMAGEKIT_CRASH_DIR"
@@ -51,14 +55,30 @@ def run(
 
     ``human`` prints to stdout for people (stderr is for progress and errors); with --json
     only ``to_json(result)`` is printed. An ImagekitError becomes one line plus its hint.
+    A refused record that carries the stage's result renders that result and the refusal,
+    and exits 1 at least.
     """
     try:
         result = action()
-    except ImagekitError as exc:
-        echo_err(f"error: {exc.diagnostics()}")
+    except RecordRefused as exc:
+        if exc.result is None:
+            _error(exc, as_json)
+        # The stage finished and attached its own result (RecordRefused.keeping); flows that
+        # chain stages catch their errors, so what reaches a command is its own result.
+        kept = cast(T, exc.result)
         if as_json:
-            dump_json({"error": exc.to_json()})
-        sys.exit(exc.exit_code)
+            document = to_json(kept)
+            if isinstance(document, dict):
+                document = {**document, "ledger_refused": exc.to_json()}
+            dump_json(document)
+        else:
+            human(kept)
+        echo_err(f"error: {exc.diagnostics()}")
+        sys.exit(max(exit_code(kept), exc.exit_code))
+    except KeyboardInterrupt as exc:
+        report_interrupt(interrupted(exc), as_json=as_json)
+    except ImagekitError as exc:
+        _error(exc, as_json)
     except Exception as exc:  # a bug: reported as a crash, never as a verdict
         crash(exc, as_json=as_json)
     if as_json:
@@ -66,6 +86,55 @@ def run(
     else:
         human(result)
     sys.exit(exit_code(result))
+
+
+def _error(exc: ImagekitError, as_json: bool) -> None:
+    echo_err(f"error: {exc.diagnostics()}")
+    if as_json:
+        dump_json({"error": exc.to_json()})
+    sys.exit(exc.exit_code)
+
+
+def report_interrupt(exc: Interrupted, *, as_json: bool) -> None:
+    """End the command as interrupted: 130 or 143, what was proved so far, no verdict."""
+    summary = (exc.so_far or {}).get("summary")
+    proved = f": {summary}" if summary else ""
+    kept = f"; partial evidence kept in {exc.evidence}" if exc.evidence else ""
+    message = f"interrupted by {exc.name} before it finished{proved}; nothing was recorded{kept}"
+    echo_err(f"imagekit: {message}")
+    if as_json:
+        dump_json(
+            {
+                "interrupted": {
+                    "signal": exc.name,
+                    "exit_code": exc.exit_code,
+                    "message": message,
+                    "so_far": exc.so_far,
+                    "evidence": str(exc.evidence) if exc.evidence else None,
+                    "recorded": False,
+                }
+            }
+        )
+    sys.exit(exc.exit_code)
+
+
+def usage_error(exc: click.ClickException, *, as_json: bool) -> None:
+    """A usage error found by click: its text on stderr and, with --json, one document."""
+    exc.show()
+    if as_json:
+        ctx = getattr(exc, "ctx", None)
+        where = ctx.command_path if ctx is not None else "imagekit"
+        dump_json(
+            {
+                "error": {
+                    "type": "UsageError",
+                    "message": exc.format_message(),
+                    "hint": f"`{where} --help` lists the arguments and options",
+                    "exit_code": 2,
+                }
+            }
+        )
+    sys.exit(2)
 
 
 def _crash_dir() -> Path:

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import click
 
+from imagekit.audit.runner import DEFAULT_TIMEOUT_S
 from imagekit.audit.stage import AuditRequest, AuditResult, audit
 from imagekit.audit.vulns import DEFAULT_MAX_AGE_DAYS, FailOn, fails
 from imagekit.cli._common import echo_err, json_option, run
@@ -16,6 +17,14 @@ from imagekit.workspace import Workspace
 def _human(result: AuditResult) -> None:
     click.echo(f"{result.target}: {result.verdict.status}")
     click.echo(f"  scope: {result.scope}")
+    if result.probe_note:
+        click.echo(f"  note: {result.probe_note}")
+    run = result.probe_run
+    if run is not None and len(run.stdout.files) > 1:  # too long to keep whole
+        click.echo(
+            f"  note: the probe printed {run.stdout.total} bytes; its first and last parts are "
+            f"kept ({', '.join(p.name for p in run.stdout.files)}), {run.stdout.cut} bytes cut"
+        )
     for check in result.report.checks:
         click.echo(f"  {check.status:<8} {check.name}: {check.reason}")
     click.echo(f"  vulnerabilities: {result.vulns.status}: {result.vulns.reason}")
@@ -50,6 +59,16 @@ def _human(result: AuditResult) -> None:
     help="A file in the image expected to differ from its RECORD (repeatable).",
 )
 @click.option(
+    "--timeout",
+    "timeout_s",
+    type=click.FloatRange(min=0, min_open=True),
+    default=DEFAULT_TIMEOUT_S,
+    show_default=True,
+    metavar="SECONDS",
+    help="Wall-clock limit of the whole probe run; past it the container is removed and "
+    "the audit ends TIMEOUT (exit 3).",
+)
+@click.option(
     "--vuln-db",
     type=click.Path(path_type=Path),
     envvar="IMAGEKIT_VULN_DB",
@@ -81,6 +100,7 @@ def command(
     offline: bool,
     host: bool,
     expected: tuple[str, ...],
+    timeout_s: float,
     vuln_db: Path | None,
     max_age: int,
     fail_on: FailOn,
@@ -102,13 +122,16 @@ def command(
             offline=offline,
             host=host,
             expected_paths=tuple(expected),
+            timeout_s=timeout_s,
             vuln_db=vuln_db,
             vuln_db_max_age_days=max_age,
             fail_on=fail_on,
         )
         result = audit(Workspace.from_env(Path.cwd()), request)
-        if as_json:  # stdout is the JSON document; the path still reaches the user
+        if as_json:  # stdout is the JSON document; the path and the note still reach the user
             echo_err(f"evidence: {result.evidence_dir}")
+            if result.probe_note:
+                echo_err(f"note: {result.probe_note}")
         return result
 
     run(

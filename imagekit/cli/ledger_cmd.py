@@ -53,7 +53,14 @@ def show_cmd(
             )
             if rec.scope:
                 click.echo(f"       {rec.scope}")
+        for line in result.skipped:
+            echo_err(
+                f"skipped line {line.line} ({line.length} bytes at offset {line.offset}): "
+                + ("torn, without a newline" if line.why == "torn" else "not a ledger record")
+            )
         echo_err(f"{len(result.records)} record(s) in {result.path}")
+        if result.skipped:
+            echo_err("hint: `imagekit ledger verify` says what is wrong with the skipped lines")
 
     run(
         lambda: show(_workspace(ledger), plan=plan, image=image, kind=kind),
@@ -62,21 +69,33 @@ def show_cmd(
         to_json=lambda result: {
             "ledger": str(result.path),
             "records": [rec.to_json() for rec in result.records],
+            "skipped": [line.to_json() for line in result.skipped],
         },
+        # Records were left out of what is shown: a check (reading the ledger) said no.
+        exit_code=lambda result: 1 if result.skipped else 0,
     )
 
 
 @command.command("verify")
-@click.option("--head", help="The sha256 the newest record must hash to (e.g. from a lock).")
+@click.option("--head", help="The sha256 the newest record must hash to.")
+@click.option(
+    "--lock",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="A lock file (`imagekit ledger lock`): the record it was written from must still be "
+    "there, with the same bytes.",
+)
 @ledger_option
 @json_option
-def verify_cmd(head: str | None, ledger: Path | None, as_json: bool) -> None:
-    """Recompute the hash chain and evidence hashes; exit 1 when anything broke."""
+def verify_cmd(head: str | None, lock: Path | None, ledger: Path | None, as_json: bool) -> None:
+    """Recompute the hash chain and evidence hashes; exit 1 when anything broke, and when
+    the ledger is empty (nothing verified)."""
 
     def human(report: VerifyReport) -> None:
         for problem in report.problems:
             click.echo(f"BROKEN  {problem.kind}: {problem.message}")
-        if report.ok:
+        if report.status == "empty":
+            click.echo(f"ledger empty: nothing verified (0 records in {report.path})")
+        elif report.ok:
             click.echo(
                 f"ledger ok: {report.records} records, {report.evidence_checked} evidence files "
                 f"checked, head seq {report.head_seq} {report.head}"
@@ -87,7 +106,7 @@ def verify_cmd(head: str | None, ledger: Path | None, as_json: bool) -> None:
             click.echo(f"ledger broken: first problem at line {first.line}: {first.kind}")
 
     run(
-        lambda: verify(_workspace(ledger), head=head),
+        lambda: verify(_workspace(ledger), head=head, lock=lock),
         as_json=as_json,
         human=human,
         to_json=VerifyReport.to_json,
@@ -99,7 +118,7 @@ def verify_cmd(head: str | None, ledger: Path | None, as_json: bool) -> None:
 @ledger_option
 @json_option
 def repair_cmd(ledger: Path | None, as_json: bool) -> None:
-    """Move a torn last line (a crashed append) into a quarantine file beside the ledger."""
+    """Complete a torn last line that is a whole record, else move it into a quarantine file."""
     run(
         lambda: repair(_workspace(ledger)),
         as_json=as_json,
@@ -118,7 +137,8 @@ def repair_cmd(ledger: Path | None, as_json: bool) -> None:
 @ledger_option
 @json_option
 def lock_cmd(output: Path | None, ledger: Path | None, as_json: bool) -> None:
-    """Render the current state of every plan from the ledger, deterministically."""
+    """Render the current state of every plan from the ledger, deterministically; refused
+    (exit 1) unless the ledger verifies."""
 
     def human(result: LockResult) -> None:
         if result.path is None:

@@ -31,9 +31,16 @@ Appending
 Many processes append at once (nightly jobs in parallel). ``append_record`` takes an exclusive
 ``flock`` on the ledger, reads the last line to chain to it, writes the new line with one
 ``write`` on an ``O_APPEND`` descriptor and ``fsync``s before it lets go. A crash in the middle
-leaves at most a torn last line (no newline); ``append_record`` then refuses to chain to it and
-``repair`` moves it into a quarantine file beside the ledger without touching any complete
-record.
+leaves at most a torn last line (no newline). ``append_record`` refuses (RecordRefused,
+nothing written) to chain onto a last line that does not verify: torn, not a record, not in
+the form imagekit writes, duplicated, or not chained to the line before it; the stage that
+asked keeps its own result and evidence (``RecordRefused.keeping``). ``repair`` completes a
+torn line that is a whole chained record missing only its newline, and moves anything else
+torn into a quarantine file beside the ledger, without touching any complete record.
+
+The ledger is a regular file: a FIFO, a directory or a device at its path is bad input
+before a byte is read. An empty ledger verifies nothing (status ``empty``); a lock is only
+written from a ledger that verifies.
 
 Secrets
 -------

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from imagekit.errors import LedgerBroken
 from imagekit.evidence import utc_stamp
 from imagekit.ledger.record import (
     AuditDetails,
@@ -34,7 +35,8 @@ from imagekit.ledger.record import (
     RejectedBuildDetails,
     VulnerabilityScanDetails,
 )
-from imagekit.ledger.store import Entry, scan
+from imagekit.ledger.store import Entry, Scan, scan
+from imagekit.ledger.verify import VerifyReport, verify_scan
 from imagekit.workspace import Workspace
 
 LOCK_SCHEMA = 1
@@ -272,12 +274,12 @@ def _render_plan(entries: list[Entry], unplanned: list[Entry]) -> dict[str, Any]
     return section
 
 
-def render_lock(workspace: Workspace) -> dict[str, Any]:
-    """The lock document for every plan that has records.
+def render_lock(workspace: Workspace, result: Scan | None = None) -> dict[str, Any]:
+    """The lock document for every plan that has records (of ``result``, else read now).
 
     Records without a plan appear under a plan only when they name its images.
     """
-    result = scan(workspace.ledger_path)
+    result = result or scan(workspace.ledger_path)
     by_plan: dict[str, list[Entry]] = {}
     unplanned: list[Entry] = []
     for entry in result.entries:
@@ -298,7 +300,6 @@ def render_lock(workspace: Workspace) -> dict[str, Any]:
             "records": len(result.entries),
             "head_seq": last.record.seq if last else None,
             "head": last.digest if last else None,
-            "torn_tail": result.torn is not None,
         },
         "images": {plan: _render_plan(by_plan[plan], unplanned) for plan in sorted(by_plan)},
     }
@@ -308,12 +309,36 @@ def encode_lock(document: dict[str, Any]) -> bytes:
     return (json.dumps(document, indent=2, sort_keys=True, ensure_ascii=False) + "\n").encode()
 
 
+def _refusal(report: VerifyReport) -> LedgerBroken:
+    if report.first is None:
+        return LedgerBroken(
+            f"refusing to write a lock: the ledger {report.path} is empty, nothing verified",
+            hint="a lock states what the ledger proves; record something first",
+        )
+    return LedgerBroken(
+        f"refusing to write a lock: the ledger {report.path} does not verify "
+        f"({len(report.problems)} problem(s)); first: {report.first.message}",
+        hint="`imagekit ledger verify` lists them; a torn last line: `imagekit ledger repair`",
+    )
+
+
 def write_lock(workspace: Workspace, output: Path | None) -> LockResult:
-    """Render the lock; write it to ``output`` (atomically, by rename) when one is given."""
-    document = render_lock(workspace)
+    """Render the lock; write it to ``output`` (atomically, by rename) when one is given.
+
+    A lock is a statement that the ledger verifies: it is rendered from the very bytes just
+    verified, and refused (LedgerBroken) when they do not verify or hold no record.
+    """
+    result = scan(workspace.ledger_path)
+    report = verify_scan(workspace, result)
+    if not report.ok:
+        raise _refusal(report)
+    document = render_lock(workspace, result)
     if output is not None:
         output.parent.mkdir(parents=True, exist_ok=True)
         temp = output.with_name(f".{output.name}.{utc_stamp()}.tmp")
-        temp.write_bytes(encode_lock(document))
-        temp.replace(output)
+        try:
+            temp.write_bytes(encode_lock(document))
+            temp.replace(output)
+        finally:
+            temp.unlink(missing_ok=True)  # an interrupt between the two leaves no stray file
     return LockResult(output, document, tuple(document["images"]))

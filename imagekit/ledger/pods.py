@@ -34,7 +34,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from imagekit.cri import FinalPullStatus, PulledImage, judge_pod_image_id
-from imagekit.errors import ReferenceFormatError, UsageError
+from imagekit.errors import RecordRefused, ReferenceFormatError, UsageError
 from imagekit.evidence import new_run_dir, write_json
 from imagekit.ledger.record import FinalPullDetails, LedgerRecord, PushDetails
 from imagekit.ledger.store import append_record, read_records
@@ -369,28 +369,32 @@ def record_pod(
             },
         )
         saved: list[ContainerCheck] = []
-        for check in pending:
+        for index, check in enumerate(pending):
             shown = check.image_id_raw or check.image
-            rec = append_record(
-                workspace,
-                "final-pull",
-                plan=plan,
-                images={"image": shown},
-                status=check.status,
-                scope=(
-                    f"kubelet reports container {check.container} of pod "
-                    f"{check.namespace}/{check.pod} on {check.node or 'an unknown node'} running "
-                    f"{shown or 'nothing yet'}: {check.reason}; this proves which image the "
-                    "cluster ran, not what it served"
-                ),
-                evidence=evidence,
-                details=FinalPullDetails(
-                    **{
-                        **_pod_details(check, manifest, config, where, input_sha256),
-                        **_pull_details(check.final_pull),
-                    }
-                ),
-            )
+            so_far = (*saved, *pending[index:])  # what a refusal reports: recorded or not
+            with RecordRefused.keeping(
+                PodReport(str(pod_json), manifest, config, so_far, evidence)
+            ):
+                rec = append_record(
+                    workspace,
+                    "final-pull",
+                    plan=plan,
+                    images={"image": shown},
+                    status=check.status,
+                    scope=(
+                        f"kubelet reports container {check.container} of pod "
+                        f"{check.namespace}/{check.pod} on {check.node or 'an unknown node'} "
+                        f"running {shown or 'nothing yet'}: {check.reason}; this proves which "
+                        "image the cluster ran, not what it served"
+                    ),
+                    evidence=evidence,
+                    details=FinalPullDetails(
+                        **{
+                            **_pod_details(check, manifest, config, where, input_sha256),
+                            **_pull_details(check.final_pull),
+                        }
+                    ),
+                )
             saved.append(replace(check, record=rec))
         pending = saved
     return PodReport(str(pod_json), manifest, config, tuple(pending), evidence)

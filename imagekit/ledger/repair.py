@@ -1,7 +1,11 @@
-"""Repairing the ledger: the one fault a crash can leave, a torn last line, is moved aside.
+"""Repairing the ledger: the one fault a crash can leave, a torn last line.
 
-Nothing else is ever repaired: an edited, deleted or reordered record is evidence of
-something a person must look at.
+An append writes its record and newline in one ``write``, but a crash (or a full disk) can
+still cut it. A cut line that is a whole record, chained to the line before it and in the
+form imagekit writes, is missing only its newline: repair completes it, so the record it
+holds stays on record. Anything else a torn line holds, whether it does not parse or does
+not chain, is moved into a quarantine file beside the ledger. Nothing else is ever repaired:
+an edited, deleted or reordered record is evidence of something a person must look at.
 """
 
 from __future__ import annotations
@@ -14,7 +18,7 @@ from typing import Any
 
 from imagekit.errors import CouldNotFinish, LedgerBroken, UsageError
 from imagekit.evidence import utc_stamp
-from imagekit.ledger.store import locked, parse
+from imagekit.ledger.store import locked, parse, tail_problem
 from imagekit.workspace import Workspace
 
 
@@ -26,6 +30,7 @@ class RepairReport:
     moved_bytes: int
     kept_records: int
     message: str
+    completed: bool = False  # the torn line was a whole record: its newline was written
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -34,20 +39,22 @@ class RepairReport:
             "quarantine": str(self.quarantine) if self.quarantine else None,
             "moved_bytes": self.moved_bytes,
             "kept_records": self.kept_records,
+            "completed": self.completed,
             "message": self.message,
         }
 
 
 def repair(workspace: Workspace) -> RepairReport:
-    """Move a torn last line into a quarantine file; never touch a complete record.
+    """Complete a torn last line that is a whole record, or move it into a quarantine file.
 
-    Only the torn tail a crashed append leaves is repaired. An edited, deleted or reordered
-    record is evidence of something a person must look at: repair refuses (LedgerBroken).
+    Only the torn tail a crashed append leaves is repaired; no complete line is touched. An
+    edited, deleted or reordered record is evidence of something a person must look at:
+    repair refuses (LedgerBroken).
     """
     path = workspace.ledger_path
     if not path.exists():
         raise UsageError(f"no ledger at {path}", hint="set IMAGEKIT_LEDGER or --ledger")
-    with locked(path, os.O_RDWR) as fd:
+    with locked(path, os.O_RDWR | os.O_APPEND) as fd:
         size = os.fstat(fd).st_size
         result = parse(path, os.pread(fd, size, 0))
         if result.malformed:
@@ -63,6 +70,24 @@ def repair(workspace: Workspace) -> RepairReport:
             )
         torn = result.torn
         tail = os.pread(fd, torn.length, torn.offset)
+        previous = result.entries[-1].raw if result.entries else None
+        if tail_problem(previous, tail + b"\n", size + 1) is None:
+            try:
+                os.write(fd, b"\n")
+                os.fsync(fd)
+            except OSError as exc:
+                raise CouldNotFinish(f"repairing {path} failed: {exc.strerror}") from exc
+            kept = len(result.entries) + 1
+            return RepairReport(
+                path,
+                True,
+                None,
+                0,
+                kept,
+                f"completed the torn line {torn.line}: a whole record chained to the one before "
+                f"it, missing only its newline; {kept} complete records kept",
+                completed=True,
+            )
         quarantine = path.with_name(f"{path.name}.torn-{utc_stamp()}-{torn.offset}")
         try:
             with quarantine.open("xb") as out:

@@ -9,6 +9,7 @@ import fcntl
 import json
 import os
 import socket
+import stat
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -19,7 +20,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from imagekit import __version__
-from imagekit.errors import CouldNotFinish, LedgerBroken, UsageError
+from imagekit.errors import CouldNotFinish, RecordRefused, UsageError
 from imagekit.evidence import file_digest
 from imagekit.ledger.record import (
     KINDS,
@@ -72,46 +73,119 @@ def evidence_path(workspace: Workspace, ref: EvidenceRef) -> Path:
     return path if path.is_absolute() else workspace.root / path
 
 
-@contextmanager
-def locked(path: Path, flags: int) -> Iterator[int]:
-    """An fd on the ledger holding an exclusive flock until the block ends."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+_FILE_TYPES = {
+    stat.S_IFDIR: "a directory",
+    stat.S_IFIFO: "a FIFO",
+    stat.S_IFCHR: "a character device",
+    stat.S_IFBLK: "a block device",
+    stat.S_IFSOCK: "a socket",
+}
+
+
+def _not_a_file(path: Path, mode: int) -> UsageError:
+    what = _FILE_TYPES.get(stat.S_IFMT(mode), "something else")
+    return UsageError(
+        f"the ledger {path} is not a regular file ({what})",
+        hint="point IMAGEKIT_LEDGER / --ledger at a JSON-lines file (manifests/ledger.jsonl)",
+    )
+
+
+def open_ledger(path: Path, flags: int) -> int:
+    """An fd on the ledger file, refusing at once anything that is not a regular file.
+
+    ``O_NONBLOCK`` makes opening a FIFO return instead of waiting for a writer; the type is
+    then checked on the open descriptor (not on the name, which could change in between),
+    so a FIFO, a directory or /dev/zero is bad input before a single byte is read.
+    """
     try:
-        fd = os.open(path, flags | os.O_CLOEXEC, 0o644)
+        fd = os.open(path, flags | os.O_CLOEXEC | os.O_NONBLOCK, 0o644)
+    except IsADirectoryError as exc:
+        raise _not_a_file(path, stat.S_IFDIR) from exc
     except OSError as exc:
         raise CouldNotFinish(
             f"cannot open the ledger {path}: {exc.strerror}",
             hint="check the path (IMAGEKIT_LEDGER / --ledger) and its permissions",
         ) from exc
+    mode = os.fstat(fd).st_mode
+    if not stat.S_ISREG(mode):
+        os.close(fd)
+        raise _not_a_file(path, mode)
+    os.set_blocking(fd, True)
+    return fd
+
+
+@contextmanager
+def locked(path: Path, flags: int, *, shared: bool = False) -> Iterator[int]:
+    """An fd on the ledger holding a flock (exclusive unless ``shared``) until the block ends."""
+    if flags & os.O_CREAT:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    fd = open_ledger(path, flags)
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
+        fcntl.flock(fd, fcntl.LOCK_SH if shared else fcntl.LOCK_EX)
         yield fd
     finally:
         os.close(fd)  # closing releases the flock
 
 
-def _tail(fd: int) -> tuple[bytes, int]:
-    """The last line of the file (newline included) and the file size.
+def last_lines(fd: int) -> tuple[bytes | None, bytes, int]:
+    """The line before the last (None if there is none), the last line, and the file size.
 
-    Reads backwards in blocks so appending stays O(1) however long the ledger grows.
+    Lines keep their newline (a torn last line has none). Reads backwards in blocks, so
+    appending stays O(1) however long the ledger grows.
     """
     size = os.fstat(fd).st_size
     if size == 0:
-        return b"", 0
-    chunks: list[bytes] = []
-    end = size
-    while end > 0:
-        start = max(0, end - _READ_BACK)
-        chunk = os.pread(fd, end - start, start)
-        # The last line starts after the last newline that is not the file's final byte.
-        search_end = len(chunk) - 1 if end == size else len(chunk)
-        cut = chunk.rfind(b"\n", 0, search_end)
-        if cut >= 0:
-            chunks.append(chunk[cut + 1 :])
-            break
-        chunks.append(chunk)
-        end = start
-    return b"".join(reversed(chunks)), size
+        return None, b"", 0
+    data = b""
+    start = size
+    # Two line starts are needed: after the second-to-last newline that is not the final byte.
+    while start > 0 and data[:-1].count(b"\n") < 2:
+        begin = max(0, start - _READ_BACK)
+        data = os.pread(fd, start - begin, begin) + data
+        start = begin
+    lines = data.splitlines(keepends=True)
+    if start > 0:
+        lines = lines[1:]  # the first block began inside a line
+    return (lines[-2] if len(lines) >= 2 else None), lines[-1], size
+
+
+def tail_problem(previous: bytes | None, last: bytes, size: int) -> str | None:
+    """Why nothing may chain onto this ledger's last line, or None when a record may.
+
+    The last line must be whole, a record, in the form imagekit writes, and chained to the
+    line before it; a new record chained to anything else would vouch for a history that
+    no longer verifies.
+    """
+    at = size - len(last)
+    if not last.endswith(b"\n"):
+        return (
+            f"it ends in a torn line ({len(last)} bytes at offset {at} without a newline), "
+            "left by an append that did not finish"
+        )
+    try:
+        record = LedgerRecord.from_json(json.loads(last))
+    except (ValueError, ValidationError):
+        return f"its last line (at offset {at}) is not a ledger record"
+    if encode_line(json.loads(last)) != last:
+        return f"its last record (seq {record.seq}) is not in the form imagekit writes: edited"
+    if previous is None:
+        if record.seq != 1 or record.prev is not None:
+            return f"its only record is seq {record.seq}: the records before it were removed"
+        return None
+    try:
+        before = LedgerRecord.from_json(json.loads(previous))
+    except (ValueError, ValidationError):
+        return "the line before its last is not a ledger record: the last cannot be chained"
+    if record.seq == before.seq:
+        return f"its last record repeats seq {record.seq} of the line before it: duplicated"
+    if record.seq != before.seq + 1:
+        return f"its last record is seq {record.seq} right after seq {before.seq}"
+    if record.prev != line_hash(previous):
+        return (
+            f"its last record (seq {record.seq}) does not chain to seq {before.seq}: its prev "
+            f"is {record.prev}, that line hashes to {line_hash(previous)}"
+        )
+    return None
 
 
 def append_record(
@@ -127,8 +201,9 @@ def append_record(
 ) -> LedgerRecord:
     """Append one record to the workspace's ledger, chained to the line before it.
 
-    Safe against concurrent appenders (exclusive flock held from reading the tail to fsync)
-    and refuses to chain to a torn last line: that needs ``imagekit ledger repair`` first.
+    Safe against concurrent appenders (exclusive flock held from reading the tail to fsync).
+    Refuses (RecordRefused, nothing written) to chain onto a last line that does not verify:
+    torn, not a record, edited, duplicated or not chained to the line before it.
     ``details`` is the kind's model (imagekit.ledger.record), or a dict that fits it.
     """
     if kind not in KINDS:
@@ -162,22 +237,20 @@ def append_record(
         raise UsageError(f"ledger record details are not JSON: {exc}") from exc
     path = workspace.ledger_path
     with locked(path, os.O_RDWR | os.O_APPEND | os.O_CREAT) as fd:
-        last, size = _tail(fd)
-        if last and not last.endswith(b"\n"):
-            raise LedgerBroken(
-                f"the ledger {path} ends in a torn line ({len(last)} bytes at offset "
-                f"{size - len(last)} without a newline); refusing to chain to it",
-                hint="run `imagekit ledger verify`, then `imagekit ledger repair`",
+        previous, last, size = last_lines(fd)
+        problem = tail_problem(previous, last, size) if last else None
+        if problem is not None:
+            raise RecordRefused(
+                f"refusing to record {kind}: the ledger {path} does not verify at its end: "
+                f"{problem}",
+                ledger=str(path),
+                problem=problem,
+                hint="nothing was recorded; `imagekit ledger verify` names every problem, and "
+                "`imagekit ledger repair` completes or moves aside a torn last line (an "
+                "edited, duplicated or foreign line needs a person)",
             )
         if last:
-            try:
-                previous = json.loads(last)
-                seq = int(previous["seq"]) + 1
-            except (ValueError, KeyError, TypeError) as exc:
-                raise LedgerBroken(
-                    f"the last line of the ledger {path} is not a record; refusing to chain",
-                    hint="run `imagekit ledger verify` to see what changed",
-                ) from exc
+            seq = int(json.loads(last)["seq"]) + 1
             prev: str | None = line_hash(last)
         else:
             seq, prev = 1, None
@@ -234,12 +307,12 @@ def scan(path: Path) -> Scan:
             f"no ledger at {path}",
             hint="set IMAGEKIT_LEDGER or --ledger, or record something first",
         )
-    try:
-        with path.open("rb") as fh:
-            fcntl.flock(fh.fileno(), fcntl.LOCK_SH)
-            data = fh.read()
-    except OSError as exc:
-        raise CouldNotFinish(f"cannot read the ledger {path}: {exc.strerror}") from exc
+    with locked(path, os.O_RDONLY, shared=True) as fd:
+        try:
+            with os.fdopen(os.dup(fd), "rb") as fh:
+                data = fh.read()
+        except OSError as exc:
+            raise CouldNotFinish(f"cannot read the ledger {path}: {exc.strerror}") from exc
     return parse(path, data)
 
 
@@ -278,9 +351,23 @@ def read_records(path: Path) -> list[LedgerRecord]:
 
 
 @dataclass(frozen=True)
+class Skipped:
+    """A line ``show`` could not list: not a record (``malformed``) or a ``torn`` tail."""
+
+    line: int
+    offset: int
+    length: int
+    why: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"line": self.line, "offset": self.offset, "length": self.length, "why": self.why}
+
+
+@dataclass(frozen=True)
 class ShowResult:
     path: Path
     records: tuple[LedgerRecord, ...]
+    skipped: tuple[Skipped, ...] = ()
 
 
 def show(
@@ -290,16 +377,24 @@ def show(
     image: str | None = None,
     kind: str | None = None,
 ) -> ShowResult:
-    """The records that match every filter given, in ledger order."""
+    """The records that match every filter given, in ledger order, and the lines skipped.
+
+    A line that is not a record is never dropped silently: it is listed as skipped, so a
+    reader knows the history shown has a gap.
+    """
     if kind is not None and kind not in KINDS:
         raise UsageError(f"unknown record kind {kind!r}", hint="one of: " + ", ".join(KINDS))
     if image is not None and image.startswith("sha256:"):
         Digest(image)  # a malformed digest is bad input, not "no match"
+    result = scan(workspace.ledger_path)
     records = [
-        r
-        for r in read_records(workspace.ledger_path)
-        if (plan is None or r.plan == plan)
-        and (kind is None or r.kind == kind)
-        and (image is None or any(image in text for text in r.identifiers()))
+        entry.record
+        for entry in result.entries
+        if (plan is None or entry.record.plan == plan)
+        and (kind is None or entry.record.kind == kind)
+        and (image is None or any(image in text for text in entry.record.identifiers()))
     ]
-    return ShowResult(workspace.ledger_path, tuple(records))
+    skipped = [Skipped(line, at, len(raw), "malformed") for line, at, raw in result.malformed]
+    if result.torn is not None:
+        skipped.append(Skipped(result.torn.line, result.torn.offset, result.torn.length, "torn"))
+    return ShowResult(workspace.ledger_path, tuple(records), tuple(skipped))

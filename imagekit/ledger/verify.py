@@ -2,7 +2,12 @@
 
 The chain finds an edited, deleted or reordered record anywhere but at the end; an edit of
 the newest record is only visible against its hash recorded elsewhere, which is why the
-report carries the head hash, ``head=`` checks one, and the lock file carries it.
+report carries the head hash, ``head=`` checks one, and ``lock=`` checks the head a lock
+file was written from.
+
+An empty ledger verifies nothing: its status is ``empty``, never ``ok``, and it is broken
+when a head or a lock says records existed (emptying the file must not pass as a clean
+history).
 """
 
 from __future__ import annotations
@@ -12,9 +17,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from imagekit.errors import ReferenceFormatError, UsageError
 from imagekit.evidence import file_digest
 from imagekit.ledger.record import encode_line
-from imagekit.ledger.store import Entry, evidence_path, scan
+from imagekit.ledger.store import Entry, Scan, evidence_path, scan
+from imagekit.refs import Digest
 from imagekit.workspace import Workspace
 
 ProblemKind = Literal[
@@ -43,6 +50,36 @@ class Problem:
         return {"kind": self.kind, "line": self.line, "seq": self.seq, "message": self.message}
 
 
+VerifyStatus = Literal["ok", "empty", "broken"]
+
+
+@dataclass(frozen=True)
+class HeadClaim:
+    """What something kept outside the ledger says its head was: a hash, and (from a lock
+    file) the seq it belonged to and how many records there were."""
+
+    head: Digest
+    seq: int | None = None
+    records: int | None = None
+    source: str = "--head"
+
+
+def read_lock_claim(path: Path) -> HeadClaim:
+    """The ledger head a lock file (``imagekit ledger lock``) was written from."""
+    try:
+        document = json.loads(path.read_bytes())
+        ledger = document["ledger"]
+        head, seq, records = ledger["head"], ledger["head_seq"], ledger["records"]
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise UsageError(
+            f"{path} is not a lock file written by `imagekit ledger lock`",
+            hint="give the lock file (e.g. manifests/images.lock.json) as --lock",
+        ) from exc
+    if not isinstance(seq, int) or not isinstance(records, int) or not isinstance(head, str):
+        raise UsageError(f"{path}: ledger.head, head_seq and records are missing or malformed")
+    return HeadClaim(Digest(head), seq, records, source=f"the lock {path}")
+
+
 @dataclass(frozen=True)
 class VerifyReport:
     path: Path
@@ -53,8 +90,15 @@ class VerifyReport:
     evidence_checked: int = 0
 
     @property
+    def status(self) -> VerifyStatus:
+        """``ok`` only when records were there and verified; ``empty`` verifies nothing."""
+        if self.problems:
+            return "broken"
+        return "ok" if self.records else "empty"
+
+    @property
     def ok(self) -> bool:
-        return not self.problems
+        return self.status == "ok"
 
     @property
     def first(self) -> Problem | None:
@@ -64,6 +108,7 @@ class VerifyReport:
         return {
             "ledger": str(self.path),
             "ok": self.ok,
+            "status": self.status,
             "records": self.records,
             "head": self.head,
             "head_seq": self.head_seq,
@@ -108,13 +153,66 @@ def _where(entry: Entry) -> str:
     return f"record seq {entry.record.seq} (line {entry.line_no})"
 
 
-def _check_chain(entries: tuple[Entry, ...], found: _Findings) -> None:
+def _broken_link(entries: tuple[Entry, ...], i: int) -> bool:
+    """Whether entry i names a prev other than the bytes of entry i-1, its seq predecessor."""
+    entry, before = entries[i], entries[i - 1]
+    return entry.record.seq == before.record.seq + 1 and entry.record.prev != before.digest
+
+
+def _blame_prev(
+    entries: tuple[Entry, ...], i: int, head: HeadClaim | None, found: _Findings
+) -> bool:
+    """Report why entry i does not chain to entry i-1; True when entry i+1 is explained too.
+
+    Editing any record changes its bytes, so the record after it no longer chains: one break.
+    Changing a record's own ``prev`` breaks two links, its own and the next one's, so a break
+    followed by another names the record in between. The newest record has no next record:
+    only its hash kept elsewhere (a head) tells whether it or the one before it changed.
+    """
+    entry, before = entries[i], entries[i - 1]
+    rec = entry.record
+    what = (
+        f"its prev is {rec.prev}, but seq {before.record.seq} (line {before.line_no}) hashes "
+        f"to {before.digest}"
+    )
+    last = i == len(entries) - 1
+    if not last and _broken_link(entries, i + 1):
+        found.add(
+            "edited",
+            f"{_where(entry)} was edited: {what}, and seq {entries[i + 1].record.seq} recorded "
+            f"another hash for it",
+            entry=entry,
+        )
+        return True
+    if last and head is None:
+        found.add(
+            "edited",
+            f"{_where(entry)} does not chain: {what}; either seq {before.record.seq} or the prev "
+            f"of seq {rec.seq} was edited, which only the newest record's hash kept elsewhere "
+            "can tell (`imagekit ledger verify --head HASH` or `--lock FILE`)",
+            entry=entry,
+        )
+    elif last and head is not None and head.seq in (None, rec.seq) and head.head != entry.digest:
+        found.add("edited", f"{_where(entry)} was edited: {what}", entry=entry)
+    else:
+        found.add(
+            "edited",
+            f"record seq {before.record.seq} (line {before.line_no}) was edited: its bytes hash "
+            f"to {before.digest}, but seq {rec.seq} recorded {rec.prev}",
+            entry=before,
+            at=entry.line_no,
+        )
+    return False
+
+
+def _check_chain(entries: tuple[Entry, ...], head: HeadClaim | None, found: _Findings) -> None:
     """Sequence numbers and ``prev`` hashes, followed from the actual bytes after a break,
-    so that one edit is reported once."""
+    so that one edit is reported once, against the record whose bytes changed."""
     previous: Entry | None = None
     seen: set[int] = set()
     all_seqs = {entry.record.seq for entry in entries}
-    for entry in entries:
+    explained = False  # this entry's broken prev was already blamed on the one before it
+    for i, entry in enumerate(entries):
         rec = entry.record
         expected_seq = previous.record.seq + 1 if previous else 1
         where = _where(entry)
@@ -142,25 +240,23 @@ def _check_chain(entries: tuple[Entry, ...], found: _Findings) -> None:
                 "records were reordered",
                 entry=entry,
             )
-        elif rec.prev != (previous.digest if previous else None):
-            if previous is None:
-                found.add(
-                    "edited", f"{where} is the first record but names a previous one", entry=entry
-                )
-            else:
-                found.add(
-                    "edited",
-                    f"record seq {previous.record.seq} (line {previous.line_no}) was edited: "
-                    f"its bytes hash to {previous.digest}, but seq {rec.seq} recorded {rec.prev}",
-                    entry=previous,
-                    at=entry.line_no,
-                )
+        elif previous is None and rec.prev is not None:
+            found.add(
+                "edited", f"{where} is the first record but names a previous one", entry=entry
+            )
+        elif previous is not None and rec.prev != previous.digest:
+            if not explained:
+                explained = _blame_prev(entries, i, head, found)
+                seen.add(rec.seq)
+                previous = entry
+                continue
         elif entry.raw != encode_line(json.loads(entry.raw)):
             found.add(
                 "edited",
                 f"{where} is not in the form imagekit writes: it was edited by hand",
                 entry=entry,
             )
+        explained = False
         seen.add(rec.seq)
         previous = entry
 
@@ -192,13 +288,48 @@ def _check_evidence(workspace: Workspace, entries: tuple[Entry, ...], found: _Fi
     return checked
 
 
-def verify(workspace: Workspace, *, head: str | None = None) -> VerifyReport:
-    """Recompute the chain over the exact bytes and every evidence hash; list what broke.
+def _check_claim(result: Scan, claim: HeadClaim, found: _Findings) -> None:
+    """The head kept elsewhere still names a record of this ledger, with the same bytes."""
+    entries = result.entries
+    last = entries[-1] if entries else None
+    counted = f" from {claim.records} records" if claim.records is not None else ""
+    if last is None:
+        found.add(
+            "head-mismatch",
+            f"the ledger is empty, but {claim.source} was written{counted} with head "
+            f"{claim.head}: its records were removed",
+        )
+        return
+    if claim.seq is None:
+        if last.digest != claim.head:
+            found.add(
+                "head-mismatch",
+                f"the newest record hashes to {last.digest}, not the expected head "
+                f"{claim.head}: it was edited, or records were removed from the end",
+                entry=last,
+            )
+        return
+    target = next((e for e in reversed(entries) if e.record.seq == claim.seq), None)
+    if target is None:
+        found.add(
+            "head-mismatch",
+            f"{claim.source} was written{counted} with head seq {claim.seq}, which the "
+            f"ledger no longer has (its newest is seq {last.record.seq}): records were removed",
+            entry=last,
+        )
+    elif target.digest != claim.head:
+        found.add(
+            "head-mismatch",
+            f"{_where(target)} hashes to {target.digest}, not the head {claim.head} that "
+            f"{claim.source} was written from: it was edited",
+            entry=target,
+        )
 
-    Problems come in file order, so the first one names the first record that breaks.
-    """
-    path = workspace.ledger_path
-    result = scan(path)
+
+def verify_scan(
+    workspace: Workspace, result: Scan, *, claim: HeadClaim | None = None
+) -> VerifyReport:
+    """Verify ledger bytes already read (``scan``): the lock renders from the same bytes."""
     found = _Findings()
     for line_no, _offset, raw in result.malformed:
         found.add(
@@ -207,7 +338,7 @@ def verify(workspace: Workspace, *, head: str | None = None) -> VerifyReport:
             "by hand or written by something else",
             line=line_no,
         )
-    _check_chain(result.entries, found)
+    _check_chain(result.entries, claim, found)
     evidence_checked = _check_evidence(workspace, result.entries, found)
     last = result.entries[-1] if result.entries else None
     if result.torn is not None:
@@ -216,22 +347,42 @@ def verify(workspace: Workspace, *, head: str | None = None) -> VerifyReport:
             "torn",
             f"line {torn.line} is torn: {torn.length} bytes at offset {torn.offset} "
             "without a newline, left by an append that did not finish; "
-            "`imagekit ledger repair` moves it aside",
+            "`imagekit ledger repair` completes it or moves it aside",
             line=torn.line,
         )
-    if head is not None and (last is None or last.digest != head):
-        found.add(
-            "head-mismatch",
-            f"the newest record hashes to {last.digest if last else None}, "
-            f"not the expected head {head}: it was edited, or records were "
-            "removed from the end",
-            entry=last,
-        )
+    if claim is not None:
+        _check_claim(result, claim, found)
     return VerifyReport(
-        path=path,
+        path=result.path,
         records=len(result.entries),
         head=last.digest if last else None,
         head_seq=last.record.seq if last else None,
         problems=found.sorted(),
         evidence_checked=evidence_checked,
     )
+
+
+def verify(
+    workspace: Workspace, *, head: str | None = None, lock: Path | None = None
+) -> VerifyReport:
+    """Recompute the chain over the exact bytes and every evidence hash; list what broke.
+
+    ``head`` is the hash the newest record must have; ``lock`` a lock file whose head record
+    must still be there with the same bytes. A malformed head is bad input (UsageError),
+    checked before the ledger is read. Problems come in file order, so the first one names
+    the first record that breaks.
+    """
+    if head is not None and lock is not None:
+        raise UsageError("give --head or --lock, not both")
+    claim = None
+    if head is not None:
+        try:
+            claim = HeadClaim(Digest(head))
+        except ReferenceFormatError as exc:
+            raise ReferenceFormatError(
+                f"--head {head!r} is not a ledger head: {exc.message}",
+                hint="give the sha256:... that `imagekit ledger verify` printed, or --lock FILE",
+            ) from exc
+    if lock is not None:
+        claim = read_lock_claim(lock)
+    return verify_scan(workspace, scan(workspace.ledger_path), claim=claim)

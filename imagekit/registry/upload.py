@@ -27,6 +27,11 @@ already there. A non-distributable layer is never uploaded
 (https://github.com/opencontainers/image-spec/blob/main/layer.md#non-distributable-layers):
 it may be mounted within one registry (no byte moves), and otherwise the destination must
 already hold it, or the registry decides whether it accepts the manifest without it.
+
+An upload that does not finish, because the copy failed or was interrupted (SIGINT,
+SIGTERM), is cancelled (``DELETE`` on its upload URL, distribution-spec "Canceling an
+upload") so no session is left open on the registry; the blob workers stop between pieces
+of work when the command is interrupted.
 """
 
 from __future__ import annotations
@@ -41,6 +46,7 @@ from typing import Any
 import httpx
 
 from imagekit.errors import RegistryError, RegistryProtocolError
+from imagekit.interrupt import Stop, wait_all
 from imagekit.refs import Digest, Reference
 from imagekit.registry.client import RegistryClient
 from imagekit.registry.manifest import (
@@ -128,6 +134,7 @@ class _Copier:
         self.client, self.src, self.dst, self.result = client, src, dst, result
         self.chunk_size, self.workers, self._log = chunk_size, workers, log
         self._lock = threading.Lock()
+        self.stop = Stop()
 
     def count(self, name: str, amount: int = 1) -> None:
         """Add to a counter of the result; blobs are copied on several threads."""
@@ -176,46 +183,66 @@ class _Copier:
             self.say(f"{self.dst.registry} did not mount {digest.short}; uploading it")
         if not source.distributable:
             if location is not None:
-                self._cancel(location)
+                self._cancel(location, digest)
             self.count("blobs_skipped")
             self.say(f"not uploaded: {digest.short} is a non-distributable layer")
             return
-        for attempt in range(3):
-            if location is None:
-                location = self._start_upload()
-            try:
-                if desc.size <= self.chunk_size:
-                    # verified as it arrives; a retried PUT re-sends these bytes
-                    data = b"".join(self._bytes(source))
-                    self._put(location, digest, data)
-                else:
-                    self._chunked(location, source)
-                break
-            except _LostUpload as exc:
-                if attempt == 2:
-                    raise exc.cause from exc
-                self.count("upload_restarts")
-                self.say(f"restarting the upload of {digest.short}: {exc.cause.message}")
-                location = None
+        session: list[str] = [location] if location else []  # the session's newest URL
+        try:
+            for attempt in range(3):
+                if not session:
+                    session.append(self._start_upload())
+                try:
+                    if desc.size <= self.chunk_size:
+                        # verified as it arrives; a retried PUT re-sends these bytes
+                        data = b"".join(self._pieces(source))
+                        self._put(session[-1], digest, data)
+                    else:
+                        self._chunked(session, source)
+                    session.clear()  # complete: nothing to cancel
+                    break
+                except _LostUpload as exc:
+                    if attempt == 2:
+                        raise exc.cause from exc
+                    self.count("upload_restarts")
+                    self.say(f"restarting the upload of {digest.short}: {exc.cause.message}")
+                    session.clear()  # the registry refused it already
+        finally:
+            if session:
+                self._cancel(session[-1], digest)
         self.count("blobs_uploaded")
         self.count("bytes_uploaded", desc.size)
         self.say(f"uploaded {digest.short} ({desc.size} bytes)")
 
-    def _bytes(self, source: BlobSource) -> Iterable[bytes]:
+    def _pieces(self, source: BlobSource) -> Generator[bytes, None, None]:
+        """The blob's bytes as they come (SRC's download, or bytes held here), stopping
+        between pieces once interrupted; the download is closed when the caller stops."""
         if source.data is not None:
-            return source.data()
-        if source.repository is None:  # pragma: no cover - a wiring bug
+            pieces: Iterable[bytes] = source.data()
+        elif source.repository is None:  # pragma: no cover - a wiring bug
             raise ValueError(f"no bytes and no repository for {source.descriptor.digest}")
-        return self.client.stream_blob(source.repository, source.descriptor)
+        else:
+            pieces = self.client.stream_blob(source.repository, source.descriptor)
+        iterator = iter(pieces)
+        try:
+            for piece in iterator:
+                self.stop.check()
+                yield piece
+        finally:
+            close = getattr(iterator, "close", None)
+            if close is not None:
+                close()
 
-    def _cancel(self, location: str) -> None:
-        """End an upload session we will not use (a registry may keep it for a while)."""
+    def _cancel(self, location: str, digest: Digest) -> None:
+        """Cancel an upload session that will not be completed; a failure is only said."""
         try:
             self.client.request(
                 "DELETE", self.dst, location, scope_actions=PUSH, allow_status=(404,)
             )
         except RegistryError as exc:
-            self.say(f"could not cancel an unused upload session: {exc.message}")
+            self.say(f"could not cancel the upload session of {digest.short}: {exc.message}")
+        else:
+            self.say(f"cancelled the upload session of {digest.short}")
 
     def _start_upload(self) -> str:
         response = self.client.request(
@@ -247,7 +274,7 @@ class _Copier:
     def _chunks(self, source: BlobSource) -> Generator[bytes, None, None]:
         """The blob regrouped into chunk_size pieces (one piece in memory at a time)."""
         buffer = bytearray()
-        pieces = iter(self._bytes(source))
+        pieces = self._pieces(source)
         try:
             for piece in pieces:
                 buffer += piece
@@ -255,24 +282,23 @@ class _Copier:
                     yield bytes(buffer[: self.chunk_size])
                     del buffer[: self.chunk_size]
         finally:
-            close = getattr(pieces, "close", None)
-            if close is not None:
-                close()
+            pieces.close()
         if buffer:
             yield bytes(buffer)
 
-    def _chunked(self, location: str, source: BlobSource) -> None:
+    def _chunked(self, session: list[str], source: BlobSource) -> None:
+        """PATCH every chunk, then the closing PUT; ``session[-1]`` follows the upload URL."""
         offset = 0
         chunks = self._chunks(source)
         try:
             for chunk in chunks:
-                location = self._patch(location, offset, chunk)
+                session.append(self._patch(session[-1], offset, chunk))
                 offset += len(chunk)
         finally:
             # A failed chunk leaves SRC's download open; close it now, not at some later
             # garbage collection (the traceback keeps the generator alive).
             chunks.close()
-        self._put(location, source.descriptor.digest, b"")
+        self._put(session[-1], source.descriptor.digest, b"")
 
     def _patch(self, location: str, offset: int, chunk: bytes) -> str:
         """PATCH one chunk; after a failure, resume it where the registry says it stopped."""
@@ -346,7 +372,10 @@ class _Copier:
             blobs = [Descriptor.from_model(parsed.config)]
             blobs += [Descriptor.from_model(layer) for layer in parsed.layers]
             with ThreadPoolExecutor(max_workers=self.workers) as pool:
-                list(pool.map(self.blob, blobs))
+                futures = [pool.submit(self.blob, blob) for blob in blobs]
+                wait_all(futures, self.stop)
+                for future in futures:
+                    future.result()
         self.put_manifest(body, media_type, actual, tag)
         return actual
 
@@ -423,7 +452,10 @@ def push_manifest(
     pusher = _Copier(client, dst, dst, result, chunk_size=chunk_size, workers=workers, log=log)
     if blobs:
         with ThreadPoolExecutor(max_workers=min(workers, len(blobs))) as pool:
-            list(pool.map(pusher.push, blobs))
+            futures = [pool.submit(pusher.push, blob) for blob in blobs]
+            wait_all(futures, pusher.stop)
+            for future in futures:
+                future.result()
     pusher.put_manifest(body, media_type, digest, tag)
     result.digest, result.media_type = digest, media_type
     return result

@@ -13,9 +13,11 @@ import io
 import json
 import os
 import secrets
+import signal
 import subprocess
 import sys
 import tarfile
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -109,7 +111,9 @@ def test_healthy_image_is_cpu_pass(
     whole = json.loads(result.report_path.read_text())
     assert whole["status"] == "CPU_PASS"
     assert "CPU-only checks" in result.summary_path.read_text()
-    assert (result.evidence_dir / "probe-output.json").stat().st_size > 0
+    assert (result.evidence_dir / "probe-stdout.raw").stat().st_size > 0
+    run = json.loads((result.evidence_dir / "probe-run.json").read_text())
+    assert run["exit_code"] == 0 and run["stdout"]["cut_bytes"] == 0
     records = read_records(workspace.ledger_path)
     assert [(r.kind, r.status) for r in records] == [
         ("audit", "CPU_PASS"),
@@ -287,3 +291,174 @@ def test_an_image_without_python_could_not_be_audited(
         assert "did not run" in info_exc.value.message
     finally:
         engine.client.image.remove(tag, force=True)
+
+
+# ------------------------------------------------------------------ hostile interpreters
+
+
+@pytest.fixture(scope="module")
+def wrapped(engine: Engine, base_image: BaseImage) -> Iterator[dict[str, str]]:
+    """The base image with python3 shadowed by each of tests/fixtures/audit/wrappers/."""
+    suffix = secrets.token_hex(4)
+    tags = {name: f"imagekit-test/audit-{name}:{suffix}" for name in ("hang", "flood", "exit1")}
+    try:
+        for name, tag in tags.items():
+            _build(
+                engine,
+                "Dockerfile.python3-wrapper",
+                tag,
+                {"BASE": base_image.local_tag, "WRAPPER": name},
+            )
+        yield tags
+    finally:
+        for tag in tags.values():
+            if engine.client.image.exists(tag):
+                engine.client.image.remove(tag, force=True)
+
+
+IMAGEKIT = str(Path(sys.executable).parent / "imagekit")
+
+
+def _containers_of(engine: Engine, image: str) -> list[str]:
+    done = subprocess.run(
+        [engine.client_path, "ps", "-aq", "--filter", f"ancestor={image}"],
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    return done.stdout.split()
+
+
+def _wait_for_container(engine: Engine, image: str, proc: subprocess.Popen[str]) -> None:
+    deadline = time.monotonic() + 120
+    while not _containers_of(engine, image):
+        assert proc.poll() is None, proc.communicate()
+        assert time.monotonic() < deadline, "the audit container never started"
+        time.sleep(0.2)
+
+
+def _gone(engine: Engine, image: str, within: float = 30) -> bool:
+    deadline = time.monotonic() + within
+    while _containers_of(engine, image):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.2)
+    return True
+
+
+def test_a_python3_that_never_returns_times_out_and_its_container_is_removed(
+    engine: Engine, wrapped: dict[str, str], workspace: Workspace
+) -> None:
+    started = time.monotonic()
+    done = subprocess.run(
+        [IMAGEKIT, "audit", wrapped["hang"], "--offline", "--timeout", "5", "--json"],
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert done.returncode == 3, done.stderr
+    assert time.monotonic() - started < 60
+    error = json.loads(done.stdout)["error"]
+    assert error["status"] == "TIMEOUT" and error["timeout_s"] == 5
+    assert "5 s" in error["message"] or "5s" in error["message"]
+    assert _gone(engine, wrapped["hang"], within=5)
+    assert not workspace.ledger_path.exists()  # no verdict: nothing recorded
+
+
+@pytest.mark.parametrize(("signum", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_an_interrupted_audit_removes_its_container(
+    engine: Engine, wrapped: dict[str, str], workspace: Workspace, signum: int, code: int
+) -> None:
+    proc = subprocess.Popen(
+        [IMAGEKIT, "audit", wrapped["hang"], "--offline", "--json"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+    )  # fmt: skip
+    try:
+        _wait_for_container(engine, wrapped["hang"], proc)
+        if signum == signal.SIGINT:
+            os.killpg(proc.pid, signum)  # Ctrl-C reaches the whole foreground group
+        else:
+            os.kill(proc.pid, signum)
+        stdout, stderr = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == code, stderr
+    document = json.loads(stdout)["interrupted"]
+    assert document["signal"] == signal.Signals(signum).name
+    assert document["exit_code"] == code
+    assert _gone(engine, wrapped["hang"], within=10)
+    assert not workspace.ledger_path.exists()
+
+
+def test_a_flood_of_output_is_read_with_a_bound_and_kept_under_an_honest_name(
+    engine: Engine, wrapped: dict[str, str], workspace: Workspace, tmp_path: Path
+) -> None:
+    out = tmp_path / "stdout.json"
+    peak = tmp_path / "peak-kib"
+    # The peak is read by a small parent of its own: a child forked from this (large) test
+    # process would count the test process's resident pages as its own high-water mark.
+    measure = (
+        "import resource, subprocess, sys\n"
+        "done = subprocess.run(sys.argv[2:], stdout=open(sys.argv[1], 'w'))\n"
+        "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)\n"
+        "sys.exit(done.returncode)\n"
+    )
+    with peak.open("w") as fh:
+        done = subprocess.run(
+            [sys.executable, "-c", measure, str(out), IMAGEKIT, "audit", wrapped["flood"],
+             "--offline", "--json"],
+            stdout=fh, stderr=subprocess.DEVNULL, timeout=600, check=False,
+        )  # fmt: skip
+    assert done.returncode == 0, out.read_text()[:2000]
+    peak_mib = int(peak.read_text()) / 1024
+    assert peak_mib < 250, f"peak RSS {peak_mib:.0f} MiB for 200 MiB of probe output"
+    document = json.loads(out.read_text())
+    assert document["status"] == "CPU_PASS"
+    probe = document["probe"]
+    assert probe["stdout_bytes"] > 200 * 1024 * 1024
+    assert probe["stdout_cut_bytes"] > 0  # says how much was not kept
+    folder = Path(document["evidence"]["dir"])
+    names = sorted(p.name for p in folder.iterdir())
+    assert "probe-output.json" not in names  # it was never JSON
+    raw = [folder / name for name in names if name.startswith("probe-stdout")]
+    assert raw and not any(p.suffix == ".json" for p in raw)
+    assert sum(p.stat().st_size for p in raw) < 200 * 1024 * 1024  # bounded on disk too
+
+
+def test_a_report_printed_before_python3_exits_1_decides_and_is_kept(
+    engine: Engine, wrapped: dict[str, str], workspace: Workspace
+) -> None:
+    done = subprocess.run(
+        [IMAGEKIT, "audit", wrapped["exit1"], "--offline", "--json"],
+        capture_output=True, text=True, timeout=600, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    document = json.loads(done.stdout)
+    assert document["status"] == "CPU_PASS"
+    assert document["probe"]["exit_code"] == 1
+    assert document["probe"]["note"] == "python3 exited 1 after printing a report"
+    assert "python3 exited 1 after printing a report" in done.stderr
+    folder = Path(document["evidence"]["dir"])
+    stderr_raw = (folder / "probe-stderr.raw").read_text()
+    assert "Fatal Python error" in stderr_raw
+    assert (folder / "probe-stdout.raw").stat().st_size > 1000
+    human = subprocess.run(
+        [IMAGEKIT, "audit", wrapped["exit1"], "--offline"],
+        capture_output=True, text=True, timeout=600, check=False,
+    )  # fmt: skip
+    assert human.returncode == 0
+    assert "python3 exited 1 after printing a report" in human.stdout
+    assert max(len(line) for line in human.stderr.splitlines() or [""]) < 400
+
+
+def test_an_audit_onto_a_ledger_that_does_not_verify_keeps_its_verdict(
+    base_image: BaseImage, workspace: Workspace
+) -> None:
+    workspace.ledger_path.write_bytes(b'{"seq": 1, "edited": "by hand"}\n')
+    done = subprocess.run(
+        [IMAGEKIT, "audit", base_image.local_tag, "--offline", "--json"],
+        capture_output=True, text=True, timeout=600, check=False,
+    )  # fmt: skip
+    assert done.returncode == 1, done.stderr
+    document = json.loads(done.stdout)
+    assert document["status"] in ("CPU_PASS", "CPU_CHECK_INCOMPLETE")
+    assert Path(document["evidence"]["report"]).is_file()
+    assert "not a ledger record" in document["ledger_refused"]["message"]
+    assert workspace.ledger_path.read_bytes() == b'{"seq": 1, "edited": "by hand"}\n'

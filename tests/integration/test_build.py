@@ -12,7 +12,10 @@ import json
 import os
 import re
 import secrets
+import signal
 import subprocess
+import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -267,3 +270,63 @@ def test_unreachable_base_registry_is_exit_3(
     assert "the registry 127.0.0.1:9 could not be reached" in result.stderr
     # Could not finish is not a rejected build: nothing goes into the ledger.
     assert not workspace.ledger_path.exists() or read_records(workspace.ledger_path) == []
+
+
+def _imagekit_processes_under(folder: Path) -> list[str]:
+    """Command lines of live processes that name a path under ``folder`` (the build's
+    docker client names its context and iidfile there)."""
+    done = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True, check=True)
+    return [line for line in done.stdout.splitlines() if str(folder) in line]
+
+
+def test_a_terminated_build_removes_its_temporary_context_and_stops_its_client(
+    base_image: BaseImage, workspace: Workspace, tags: list[str], tmp_path: Path
+) -> None:
+    private_tmp = tmp_path / "tmp"
+    private_tmp.mkdir()
+    tag = _tag("sigterm")
+    tags.append(tag)
+    imagekit = str(Path(sys.executable).parent / "imagekit")
+    proc = subprocess.Popen(
+        [imagekit, "build", "demo", "--base", base_image.reference, "--tag", tag, "--no-cache",
+         "--json"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env={**os.environ, "TMPDIR": str(private_tmp), "PIP_INDEX_URL": _index_url()},
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 300
+        while not any(p.name.startswith("imagekit-build-") for p in private_tmp.iterdir()):
+            assert proc.poll() is None, proc.communicate()
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        time.sleep(0.5)  # the docker client has started on the context
+        proc.send_signal(signal.SIGTERM)
+        stdout, stderr = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 143, stderr[-2000:]
+    assert json.loads(stdout)["interrupted"]["signal"] == "SIGTERM"
+    assert list(private_tmp.iterdir()) == []
+    time.sleep(1)
+    assert _imagekit_processes_under(private_tmp) == []
+    assert not workspace.ledger_path.exists()  # not a rejected build: nothing recorded
+
+
+def test_a_build_onto_a_ledger_that_does_not_verify_is_reported_and_not_recorded(
+    base_image: BaseImage, workspace: Workspace, tags: list[str]
+) -> None:
+    workspace.ledger_path.write_bytes(b'{"seq": 1')  # a torn line
+    tag = _tag("refused")
+    tags.append(tag)
+    result = CliRunner().invoke(
+        build_command,
+        ["demo", "--base", base_image.reference, "--tag", tag, "--json"],
+        env={"PIP_INDEX_URL": _index_url()},
+    )
+    assert result.exit_code == 1, result.stderr[-3000:]
+    document = json.loads(result.stdout)
+    assert document["tag"] == tag and document["image_id"].startswith("sha256:")
+    assert Path(document["log"]).is_file()
+    assert "torn line" in document["ledger_refused"]["message"]
+    assert workspace.ledger_path.read_bytes() == b'{"seq": 1'

@@ -401,3 +401,37 @@ def test_an_unresolvable_side_is_an_error_report_naming_it(
     assert report.message.startswith(f"could not finish: resolving {missing}: ")
     assert "never-pushed" in report.message
     assert report.evidence is not None and report.evidence.is_file()
+
+
+def test_a_verdict_onto_a_ledger_that_does_not_verify_is_kept_and_not_recorded(
+    source: str, make_registry: MakeRegistry, workspace: Workspace
+) -> None:
+    """The mirror's own verdict and evidence survive a refused record; the refusal is said."""
+    dst = f"{make_registry().host}/copy/torn-ledger:1"
+    skopeo_copy(f"docker://{source}", f"docker://{dst}", "--preserve-digests")
+    _verify(source, dst, workspace)  # one good record first
+    torn = b'{"details":{},"evidence":nu'
+    with workspace.ledger_path.open("ab") as fh:
+        fh.write(torn)
+    before = workspace.ledger_path.read_bytes()
+    imagekit = str(Path(sys.executable).parent / "imagekit")
+    done = subprocess.run(
+        [imagekit, "mirror", "--verify-diffids", source, dst, "--json"],
+        capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    assert done.returncode == 1, done.stderr
+    document = json.loads(done.stdout)
+    assert document["verdict"] == "identical"
+    assert Path(document["evidence"]).is_file()
+    assert json.loads(Path(document["evidence"]).read_text())["verdict"] == "identical"
+    refused = document["ledger_refused"]
+    assert refused["recorded"] is False and "torn line" in refused["message"]
+    assert "imagekit ledger repair" in refused["hint"]
+    assert "torn line" in done.stderr and "imagekit ledger repair" in done.stderr
+    assert workspace.ledger_path.read_bytes() == before
+    human = subprocess.run(
+        [imagekit, "mirror", source, dst], capture_output=True, text=True, timeout=300,
+        check=False,
+    )  # fmt: skip
+    assert human.returncode == 1
+    assert "identical: same manifest" in human.stdout and "torn line" in human.stderr

@@ -9,6 +9,14 @@ Every case also asserts that its fault actually fired.
 
 from __future__ import annotations
 
+import hashlib
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -18,7 +26,14 @@ from imagekit.mirror import MirrorOptions, Verdict, mirror
 from imagekit.registry import RegistryClient, RetryPolicy
 from imagekit.workspace import Workspace
 from tests.support.faultproxy import Fault, FaultProxy
-from tests.support.oci_layout import Layer, LayoutWriter, make_tar, push_layout, skopeo_copy
+from tests.support.oci_layout import (
+    Layer,
+    LayoutWriter,
+    make_tar,
+    push_layout,
+    skopeo_copy,
+    tar_of,
+)
 from tests.support.registries import RunningRegistry
 
 pytestmark = pytest.mark.integration
@@ -146,3 +161,130 @@ def test_corruption_and_exhaustion_end_in_error_naming_the_blob(
     if names == "blob":
         assert "sha256:" in message
     assert evidence is not None and evidence.is_file()
+
+
+# ------------------------------------------------------------------ interrupts
+
+
+@pytest.fixture(scope="module")
+def slow_images(
+    registry: RunningRegistry,
+    dst_registry: RunningRegistry,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> tuple[str, str, str]:
+    """SRC and an identical DST with one 8 MiB incompressible layer a drip can slow down:
+    (src, dst repository at dst_registry, the big layer's digest)."""
+    tmp = tmp_path_factory.mktemp("slow")
+    noise = random.Random(7).randbytes(8 << 20)  # noqa: S311 - test data, not a secret
+    big = Layer.gzip(tar_of({"big.bin": noise}), level=1)
+    layers = [big, Layer.gzip(make_tar(300)), Layer.gzip(make_tar(301))]
+    writer = LayoutWriter(tmp / "layout")
+    writer.index([writer.image(layers)])
+    src = f"{registry.host}/imagekit-test/slow-src:1"
+    push_layout(tmp / "layout", src)
+    dst_repo = "imagekit-test/slow-dst"
+    push_layout(tmp / "layout", f"{dst_registry.host}/{dst_repo}:1")
+    return src, dst_repo, "sha256:" + hashlib.sha256(big.blob).hexdigest()
+
+
+IMAGEKIT = str(Path(sys.executable).parent / "imagekit")
+
+
+def _signal_when(
+    proc: subprocess.Popen[str], ready: Callable[[], bool], signum: int
+) -> tuple[str, str, float]:
+    """Signal the command once ``ready``; its output and the seconds it took to end."""
+    deadline = time.monotonic() + 120
+    try:
+        while not ready():
+            assert proc.poll() is None, proc.communicate()
+            assert time.monotonic() < deadline, "the moment to interrupt never came"
+            time.sleep(0.05)
+        time.sleep(1.0)  # what was under way when it became ready finishes
+        signalled = time.monotonic()
+        if signum == signal.SIGINT:
+            os.killpg(proc.pid, signum)  # Ctrl-C reaches the whole foreground group
+        else:
+            os.kill(proc.pid, signum)
+        stdout, stderr = proc.communicate(timeout=60)
+        return stdout, stderr, time.monotonic() - signalled
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+
+
+@pytest.mark.parametrize(("signum", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_an_interrupted_verification_says_what_it_verified_and_records_no_verdict(
+    slow_images: tuple[str, str, str],
+    proxy: FaultProxy,
+    workspace: Workspace,
+    signum: int,
+    code: int,
+) -> None:
+    src, dst_repo, big = slow_images
+    proxy.set_faults(Fault("drip", path=f"/blobs/{big}", piece=65_536, delay=0.1, times=-1))
+    argv = [IMAGEKIT, "mirror", "--verify-diffids", src, f"{proxy.host}/{dst_repo}:1", "--json"]
+    proc = subprocess.Popen(
+        argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
+    )
+
+    def small_done() -> bool:
+        # the config and the two small layers answered; the big one is dripping
+        answered = [e for e in proxy.log if "/blobs/" in e.path and big not in e.path]
+        return len(answered) >= 3 and proxy.fired("drip") >= 1
+
+    stdout, stderr, stopped_in = _signal_when(proc, small_done, signum)
+    assert stopped_in < 8, f"the verification went on for {stopped_in:.1f} s after the signal"
+    assert proc.returncode == code, stderr
+    document = json.loads(stdout)["interrupted"]  # exactly one JSON document
+    assert document["signal"] == signal.Signals(signum).name and document["exit_code"] == code
+    so_far = document["so_far"]
+    assert so_far["layers_total"] == 3
+    verified = so_far["layers_verified"]
+    assert 1 <= len(verified) < 3 and all(layer["match"] for layer in verified)
+    assert big not in [layer["destination_digest"] for layer in verified]
+    partial = Path(document["evidence"])
+    assert partial.name == "mirror-report.partial.json"
+    saved = json.loads(partial.read_text())
+    assert saved["partial"] is True and saved["verdict"] is None
+    assert saved["layers"] == verified
+    assert not workspace.ledger_path.exists()  # no verdict recorded
+    assert "interrupted" in stderr
+
+
+@pytest.mark.parametrize(("signum", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_an_interrupted_copy_stops_at_once_and_cancels_its_upload_session(
+    slow_images: tuple[str, str, str],
+    registry: RunningRegistry,
+    make_registry: Callable[..., RunningRegistry],
+    workspace: Workspace,
+    signum: int,
+    code: int,
+) -> None:
+    """Stopped at once: the big blob is not fetched to its end and uploaded after the signal,
+    and its session is cancelled rather than left open."""
+    src, _, big = slow_images
+    target = make_registry()
+    uploads = target.storage / "data" / "docker/registry/v2/repositories/team/copy/_uploads"
+    with FaultProxy(registry.host) as slow_src:
+        slow_src.set_faults(Fault("drip", path=f"/blobs/{big}", piece=65_536, delay=0.1, times=-1))
+        source = src.replace(registry.host, slow_src.host)
+        proc = subprocess.Popen(
+            [IMAGEKIT, "mirror", "--copy", source, f"{target.host}/team/copy:1", "--json"],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+        )  # fmt: skip
+
+        def session_open() -> bool:
+            return slow_src.fired("drip") >= 1 and uploads.is_dir() and any(uploads.iterdir())
+
+        stdout, stderr, stopped_in = _signal_when(proc, session_open, signum)
+    assert proc.returncode == code, stderr
+    assert json.loads(stdout)["interrupted"]["signal"] == signal.Signals(signum).name
+    # The drip sends 8 MiB in about 13 s: stopping at once is well under that.
+    assert stopped_in < 8, f"the copy went on for {stopped_in:.1f} s after the signal"
+    # A cancelled session loses its data and start time; distribution 2.8 then rewrites
+    # the hash state (blobWriter.Cancel closes after removing, see
+    # https://github.com/distribution/distribution/pull/4869), so only that may remain.
+    left = [p.relative_to(uploads) for p in uploads.rglob("*") if p.name in ("data", "startedat")]
+    assert left == [], "an upload session was left open on the registry"
+    assert not workspace.ledger_path.exists()

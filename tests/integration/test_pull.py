@@ -101,3 +101,19 @@ def test_final_pull_of_the_base_image(
     (record,) = read_records(workspace.ledger_path)
     assert record.details["image_id"] == local_id
     assert record.images["image"] == base_image.reference
+
+
+def test_a_final_pull_onto_a_duplicated_tail_is_reported_and_not_recorded(
+    tiny_image: TinyImage, workspace: Workspace
+) -> None:
+    ref = f"{tiny_image.repository}@{tiny_image.digest}"
+    first = run_imagekit("pull", ref, "--record", "--json")
+    assert first.returncode == 0, first.stderr
+    line = workspace.ledger_path.read_bytes()
+    workspace.ledger_path.write_bytes(line + line)  # the one record, duplicated
+    again = run_imagekit("pull", ref, "--record", "--json")
+    assert again.returncode == 1, again.stderr
+    document = json.loads(again.stdout)
+    assert document["status"] == "verified" and document["evidence"]
+    assert "duplicated" in document["ledger_refused"]["message"]
+    assert workspace.ledger_path.read_bytes() == line + line

@@ -13,7 +13,7 @@ PACKAGE = Path(__file__).resolve().parents[2] / "imagekit"
 
 # Bottom to top; a module may import its own layer and the layers below it.
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("foundations", ("errors", "refs", "workspace", "evidence", "layers", "__init__")),
+    ("foundations", ("errors", "interrupt", "refs", "workspace", "evidence", "layers", "__init__")),
     ("outside world", ("registry", "engine", "containerd", "cri")),
     ("records", ("ledger",)),
     (

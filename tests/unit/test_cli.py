@@ -111,3 +111,91 @@ def test_python_dash_m_is_the_console_script() -> None:
         check=False,
     )
     assert done.returncode == 0 and done.stdout.strip() == f"imagekit, version {__version__}"
+
+
+# ------------------------------------------------------------------ usage errors under --json
+
+
+def _one_usage_document(result: Any) -> dict[str, Any]:
+    assert result.exit_code == 2, result.output
+    document = json.loads(result.stdout)  # exactly one document: json.loads refuses two
+    error = document["error"]
+    assert error["exit_code"] == 2 and error["type"] == "UsageError"
+    assert "Traceback" not in result.output
+    return dict(error)
+
+
+def _all_leaves() -> list[tuple[str, ...]]:
+    return [
+        path
+        for name in _COMMAND_MODULES
+        for path, _ in _leaves(main.get_command(None, name), (name,))  # type: ignore[arg-type]
+    ]
+
+
+@pytest.mark.parametrize("path", _all_leaves(), ids=" ".join)
+def test_an_unknown_option_under_json_is_one_document_and_exit_2(path: tuple[str, ...]) -> None:
+    result = CliRunner().invoke(main, [*path, "--json", "--no-such-option"])
+    error = _one_usage_document(result)
+    assert "--no-such-option" in error["message"]
+    assert "Error:" in result.stderr  # click's own text stays on stderr
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["mirror", "--json", "127.0.0.1:1/only-src:1"],
+        ["mirror", "--json", "--workers", "0", "127.0.0.1:1/a:1", "127.0.0.1:1/b:1"],
+        ["ledger", "verify", "--json", "--ledger", "."],
+        ["ledger", "show", "--json", "--kind", "no-such-kind"],
+        ["--json", "no-such-command"],
+    ],
+    ids=["missing-argument", "workers-0", "folder-as-ledger", "bad-choice", "unknown-command"],
+)
+def test_usage_errors_under_json_are_one_document(argv: list[str]) -> None:
+    _one_usage_document(CliRunner().invoke(main, argv))
+    plain = CliRunner().invoke(main, [a for a in argv if a != "--json"])
+    assert plain.exit_code == 2 and plain.stdout == ""
+
+
+def test_a_usage_error_from_the_console_script_is_one_document() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "imagekit", "mirror", "--json", "--workers", "0", "a:1", "b:1"],
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert done.returncode == 2
+    assert json.loads(done.stdout)["error"]["exit_code"] == 2
+    assert "--workers" in done.stderr
+
+
+def test_a_malformed_platform_is_bad_input_before_any_registry(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("IMAGEKIT_ROOT", str(tmp_path))  # had it got further: no evidence here
+    monkeypatch.setenv("IMAGEKIT_LEDGER", str(tmp_path / "ledger.jsonl"))
+    monkeypatch.setenv("IMAGEKIT_EVIDENCE_DIR", str(tmp_path / "evidence"))
+    for argv in (["mirror", "127.0.0.1:1/a:1", "127.0.0.1:1/b:1"], ["inspect", "127.0.0.1:1/a:1"]):
+        result = CliRunner().invoke(main, [*argv, "--json", "--platform", "linux/../x"])
+        assert result.exit_code == 2, result.output
+        assert "malformed platform" in json.loads(result.stdout)["error"]["message"]
+
+
+# ------------------------------------------------------------------ interrupts
+
+
+def test_an_interrupt_is_exit_130_with_one_document(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ctrl-C is neither "a check said no" (1) nor a crash: 130, and one JSON document."""
+    import imagekit.cli.inspect_cmd
+
+    def interrupted(*args: object, **kwargs: object) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(imagekit.cli.inspect_cmd, "inspect_image", interrupted)
+    result = CliRunner().invoke(main, ["inspect", "--json", "127.0.0.1:1/x:y"])
+    assert result.exit_code == 130
+    document = json.loads(result.stdout)["interrupted"]
+    assert document["signal"] == "SIGINT" and document["exit_code"] == 130
+    assert "nothing was recorded" in document["message"]
+    assert "Aborted" not in result.output and "interrupted" in result.stderr
+    human = CliRunner().invoke(main, ["inspect", "127.0.0.1:1/x:y"])
+    assert human.exit_code == 130 and human.stdout == ""

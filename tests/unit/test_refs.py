@@ -219,3 +219,11 @@ def test_repository_for() -> None:
     assert repository_for("127.0.0.1:5000/team/", "demo") == "127.0.0.1:5000/team/demo"
     with pytest.raises(UsageError):
         repository_for("127.0.0.1:5000/team:v1", "demo")
+
+
+@pytest.mark.parametrize(
+    "text", ["linux/../x", "linux/./amd64", "../linux/amd64", "linux/amd64/..", "linux/-x"]
+)
+def test_a_platform_part_must_start_with_a_letter_or_digit(text: str) -> None:
+    with pytest.raises(ReferenceFormatError, match="malformed platform"):
+        parse_platform(text)

@@ -4,25 +4,40 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from imagekit.audit.runner import PROBE_IN_CONTAINER, EngineImage, Limits, container_options
+from imagekit.audit.runner import PROBE_IN_CONTAINER, EngineImage, Limits, container_argv
 from imagekit.refs import parse_reference
 
 
 def test_container_is_locked_down() -> None:
-    opts = container_options(Limits(cpus=1.5, memory="2g"), Path("/somewhere/probe.py"))
-    assert opts["remove"] is True
-    assert opts["networks"] == ["none"]
-    assert opts["cap_drop"] == ["ALL"]
-    assert opts["security_options"] == ["no-new-privileges"]
-    assert opts["read_only"] is True
-    assert opts["entrypoint"] == "python3"
-    assert (opts["cpus"], opts["memory"]) == (1.5, "2g")
-    assert opts["envs"]["CUDA_VISIBLE_DEVICES"] == ""
-    assert opts["envs"]["NVIDIA_VISIBLE_DEVICES"] == "void"
-    assert opts["envs"]["HF_HUB_OFFLINE"] == opts["envs"]["TRANSFORMERS_OFFLINE"] == "1"
-    assert [t.split(":")[0] for t in opts["tmpfs"]] == ["/tmp", opts["envs"]["HOME"]]
-    assert opts["volumes"] == [("/somewhere/probe.py", PROBE_IN_CONTAINER, "ro")]
-    assert "gpus" not in opts and "devices" not in opts
+    argv = container_argv(
+        "/usr/bin/docker",
+        Limits(cpus=1.5, memory="2g"),
+        Path("/somewhere/probe.py"),
+        "sha256:" + "b" * 64,
+        "imagekit-audit-0123",
+        "{}",
+    )
+    assert argv[:2] == ["/usr/bin/docker", "run"]
+
+    def value(flag: str) -> list[str]:
+        return [argv[i + 1] for i, item in enumerate(argv) if item == flag]
+
+    assert "--rm" in argv and "--read-only" in argv
+    assert value("--name") == ["imagekit-audit-0123"]  # named, so imagekit can remove it
+    assert value("--network") == ["none"]
+    assert value("--cap-drop") == ["ALL"]
+    assert value("--security-opt") == ["no-new-privileges"]
+    assert value("--entrypoint") == ["python3"]
+    assert (value("--cpus"), value("--memory")) == (["1.5"], ["2g"])
+    envs = dict(e.split("=", 1) for e in value("-e"))
+    assert envs["CUDA_VISIBLE_DEVICES"] == ""
+    assert envs["NVIDIA_VISIBLE_DEVICES"] == "void"
+    assert envs["HF_HUB_OFFLINE"] == envs["TRANSFORMERS_OFFLINE"] == "1"
+    assert [t.split(":")[0] for t in value("--tmpfs")] == ["/tmp", envs["HOME"]]
+    assert value("-v") == [f"/somewhere/probe.py:{PROBE_IN_CONTAINER}:ro"]
+    assert value("--pull") == ["never"]
+    assert "--gpus" not in argv and "--device" not in argv and "--privileged" not in argv
+    assert argv[-4:] == ["sha256:" + "b" * 64, PROBE_IN_CONTAINER, "--spec-json", "{}"]
 
 
 def test_evidence_names_prefer_the_pinned_digest() -> None:

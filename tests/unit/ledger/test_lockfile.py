@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from imagekit.errors import LedgerBroken
 from imagekit.ledger import append_record, verify
 from imagekit.ledger.lockfile import NOT_RECORDED, encode_lock, render_lock, write_lock
 from imagekit.workspace import Workspace
@@ -246,3 +247,34 @@ def test_lock_shows_engine_and_containerd_final_pulls_side_by_side(ws: Workspace
     assert pulls["containerd"]["kubelet_image_ref"] == PUSHED
     assert pulls["containerd"]["image_id_means"] == "the config digest (containerd-cri)"
     assert pulls["containerd"]["runtime_version"] == "containerd 1.6.20"
+
+
+@pytest.mark.parametrize("how", ["duplicated", "edited", "malformed", "empty", "evidence"])
+def test_a_lock_is_refused_unless_the_ledger_verifies(
+    ws: Workspace, tmp_path: Path, how: str
+) -> None:
+    """A lock states that the ledger verifies: a broken or empty one gets no lock (exit 1)."""
+    evidence = tmp_path / "evidence" / "log.txt"
+    evidence.parent.mkdir(parents=True)
+    evidence.write_text("built\n")
+    _history(ws)
+    append_record(ws, "note", plan="m3", images={}, status="ok", scope="e", evidence=evidence)
+    append_record(ws, "note", plan="m3", images={}, status="ok", scope="last")
+    lines = ws.ledger_path.read_bytes().splitlines(keepends=True)
+    if how == "duplicated":
+        lines.insert(3, lines[2])
+    elif how == "edited":
+        lines[2] = lines[2].replace(b'"scope":"old"', b'"scope":"new"')
+    elif how == "malformed":
+        lines.insert(2, b"{}\n")
+    elif how == "empty":
+        lines = []
+    else:
+        evidence.write_text("built, then edited\n")
+    ws.ledger_path.write_bytes(b"".join(lines))
+    out = tmp_path / "manifests" / "images.lock.json"
+    with pytest.raises(LedgerBroken) as refused:
+        write_lock(ws, out)
+    assert refused.value.exit_code == 1
+    assert "does not verify" in refused.value.message or "empty" in refused.value.message
+    assert not out.exists() and list(out.parent.glob(".*.tmp")) == []

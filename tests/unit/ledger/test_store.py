@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from imagekit.errors import LedgerBroken, UsageError
+from imagekit.errors import LedgerBroken, RecordRefused, UsageError
 from imagekit.ledger import (
     KINDS,
     LedgerRecord,
@@ -387,3 +387,69 @@ def test_a_line_whose_details_do_not_fit_its_kind_is_malformed(ws: Workspace) ->
         fh.write(json.dumps(line, sort_keys=True, separators=(",", ":")).encode() + b"\n")
     report = verify(ws)
     assert [p.kind for p in report.problems] == ["malformed"] and report.records == 1
+
+
+# ------------------------------------------------------------------ a tail that does not verify
+
+
+def _rewrite_tail(ws: Workspace, how: str) -> None:
+    lines = _lines(ws)
+    if how == "duplicated":
+        lines.append(lines[-1])
+    elif how == "edited":
+        lines[-1] = lines[-1].replace(b'"scope":"n2"', b'"scope":"n2 (edited)"')
+        record = json.loads(lines[-1])
+        record["prev"] = "sha256:" + "e" * 64
+        lines[-1] = json.dumps(record, sort_keys=True, separators=(",", ":")).encode() + b"\n"
+    elif how == "malformed":
+        lines.append(b'{"not": "a record"}\n')
+    elif how == "hand-formatted":
+        lines[-1] = json.dumps(json.loads(lines[-1]), indent=1).encode().replace(b"\n", b" ")
+        lines[-1] += b"\n"
+    elif how == "torn":
+        lines.append(b'{"seq":4,"to')
+    ws.ledger_path.write_bytes(b"".join(lines))
+
+
+@pytest.mark.parametrize(
+    ("how", "named"),
+    [
+        ("duplicated", "repeats seq 3"),
+        ("edited", "does not chain"),
+        ("malformed", "not a ledger record"),
+        ("hand-formatted", "not in the form imagekit writes"),
+        ("torn", "torn line"),
+    ],
+)
+def test_an_append_onto_a_tail_that_does_not_verify_is_refused(
+    ws: Workspace, how: str, named: str
+) -> None:
+    for n in range(3):
+        _note(ws, n)
+    _rewrite_tail(ws, how)
+    before = ws.ledger_path.read_bytes()
+    with pytest.raises(RecordRefused) as refused:
+        _note(ws, 9)
+    assert named in refused.value.message
+    assert refused.value.hint is not None and "imagekit ledger repair" in refused.value.hint
+    assert refused.value.exit_code == 1
+    assert ws.ledger_path.read_bytes() == before  # nothing written
+
+
+def test_show_marks_what_it_skipped(ws: Workspace) -> None:
+    for n in range(3):
+        _note(ws, n)
+    lines = _lines(ws)
+    lines.insert(1, b"this line was pasted in by hand\n")
+    ws.ledger_path.write_bytes(b"".join(lines) + b'{"torn')
+    result = show(ws)
+    assert [r.seq for r in result.records] == [1, 2, 3]
+    assert [(s.line, s.why) for s in result.skipped] == [(2, "malformed"), (5, "torn")]
+    shown = _cli(ws, "ledger", "show", "--json")
+    assert shown.returncode == 1
+    document = json.loads(shown.stdout)
+    assert [r["seq"] for r in document["records"]] == [1, 2, 3]
+    assert [s["line"] for s in document["skipped"]] == [2, 5]
+    human = _cli(ws, "ledger", "show")
+    assert human.returncode == 1
+    assert "skipped line 2" in human.stderr and "skipped line 5" in human.stderr
