@@ -32,17 +32,21 @@ distributions added, removed or at another version and the files changed, named.
 
 A change is reported, not failed: it may be wanted. What fails the night (exit 1): an
 overlay that drifted upstream, a vanished base tag, a preflight (`imagekit doctor`) that
-says no, an audit worse than the accepted one, a build whose assertions reject it, a plan
-with nothing accepted to compare with. What ends it with exit 3: a registry that cannot be
-reached (a 503 is retried by the registry transport first), a stage that could not finish.
-Every plan is tried even when an earlier one failed, and each night appends one ``note``
-record a plan, its details typed (imagekit.ledger.record.NightlyDetails).
+says no, an audit worse than the accepted one, a plan with nothing accepted to compare with,
+and ``rejected``: a build whose guards or assertions reject it, or one whose record the
+ledger refuses (imagekit.errors.RecordRefused: the build finished, but an image the ledger
+does not vouch for is no candidate; it is removed like any other, and named). A night's
+note the ledger refuses turns a passing verdict into ``rejected`` too, its detail kept.
+What ends it with exit 3: a registry that cannot be reached (a 503 is retried by the
+registry transport first), a stage that could not finish. Every plan is tried even when an
+earlier one failed, and each night appends one ``note`` record a plan, its details typed
+(imagekit.ledger.record.NightlyDetails).
 """
 
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from enum import StrEnum
 from pathlib import Path
@@ -50,7 +54,13 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from imagekit.audit.report import audit_rank
 from imagekit.bump import GuardedBase, Proposal, guard_base, propose
-from imagekit.errors import CheckFailed, ImagekitError, RegistryNotFound, UsageError
+from imagekit.errors import (
+    CheckFailed,
+    ImagekitError,
+    RecordRefused,
+    RegistryNotFound,
+    UsageError,
+)
 from imagekit.evidence import new_run_dir, write_bytes, write_json
 from imagekit.layerdiff import ComparisonVerdict, ImageComparison, RegistryImage, compare_images
 from imagekit.ledger import LedgerRecord, NightlyDetails, append_record, read_records
@@ -441,11 +451,12 @@ class _Night:
     def build_candidate(self, base: str) -> _Candidate:
         """Build on ``base``, push beside the accepted image, audit, compare with it.
 
-        Raises CheckFailed when the build is rejected (its record is kept by the builder).
+        Raises CheckFailed when the build is rejected (its record is kept by the builder),
+        RecordRefused when the ledger refused the build's record (the image is removed).
         """
         from imagekit.assemble import AssembleOptions, assemble_plan, choose_builder
         from imagekit.audit.stage import AuditRequest, audit
-        from imagekit.build import BuildOptions, build_plan, push_image
+        from imagekit.build import BuildOptions, BuildResult, build_plan, push_image
         from imagekit.engine import connect, engine_errors
 
         assert self.baseline is not None  # noqa: S101 - checked by the callers
@@ -468,16 +479,21 @@ class _Night:
                 audited = pushed
                 made.append(pushed)
             else:
-                built = build_plan(
-                    self.workspace,
-                    self.name,
-                    BuildOptions(
-                        no_cache=True, base_override=base, tag=f"imagekit/{self.name}:{tag}"
-                    ),
-                    engine=engine,
-                    registry=self.client,
-                    echo=self.echo,
-                )
+                try:
+                    built = build_plan(
+                        self.workspace,
+                        self.name,
+                        BuildOptions(
+                            no_cache=True, base_override=base, tag=f"imagekit/{self.name}:{tag}"
+                        ),
+                        engine=engine,
+                        registry=self.client,
+                        echo=self.echo,
+                    )
+                except RecordRefused as refused:
+                    if isinstance(refused.result, BuildResult):  # built, but not on record
+                        made.append(refused.result.tag)
+                    raise
                 made += [built.tag, f"{repo}:{tag}"]
                 # The candidate goes next to the accepted image (or to --registry): the
                 # registry already holds the shared base layers, so only new layers travel.
@@ -533,17 +549,38 @@ class _Night:
             **({"plan_diff": night.proposal.plan_diff} if night.proposal else {}),
             **({"notes": list(night.notes)} if night.notes else {}),
         )
-        append_record(
-            self.workspace,
-            "note",
-            plan=self.name,
-            images={k: v for k, v in images.items() if v},
-            status=f"nightly-{night.status}",
-            scope=scope,
-            evidence=path,
-            details=details,
-        )
+        try:
+            append_record(
+                self.workspace,
+                "note",
+                plan=self.name,
+                images={k: v for k, v in images.items() if v},
+                status=f"nightly-{night.status}",
+                scope=scope,
+                evidence=path,
+                details=details,
+            )
+        except RecordRefused as refused:
+            # The verdict and its evidence stand, but a night the ledger does not hold
+            # is not a pass.
+            detail = f"{night.detail}; the ledger refused the night's note: {refused.problem}"
+            if night.exit_code == 0:
+                return replace(night, status=REJECTED, exit_code=1, detail=detail)
+            return replace(night, detail=detail)
         return night
+
+
+def _rejected(exc: CheckFailed) -> tuple[str, str | None]:
+    """Why a candidate was rejected, in one line, and the image it was built as, if any."""
+    from imagekit.build import BuildResult
+
+    if isinstance(exc, RecordRefused) and isinstance(exc.result, BuildResult):
+        built = exc.result  # the build finished; its record did not
+        return (
+            f"the candidate {built.image_id} was built, but the ledger refused its build "
+            f"record: {exc.problem}"
+        ), built.image_id
+    return exc.message.splitlines()[0], None
 
 
 def _upstream_json(up: UpstreamTag) -> dict[str, Any]:
@@ -588,8 +625,9 @@ def _rebuild(night: _Night, upstream: UpstreamTag | None) -> PlanNight:
     try:
         candidate = night.build_candidate(str(loaded.base))
     except CheckFailed as exc:
+        why, image = _rejected(exc)
         return PlanNight(
-            name, REJECTED, 1, exc.message.splitlines()[0], baseline=baseline, upstream=upstream
+            name, REJECTED, 1, why, baseline=baseline, image_id=image, upstream=upstream
         )
     comparison = candidate.comparison
     verdict = NightVerdict(comparison.verdict)
@@ -695,9 +733,10 @@ def _moved(night: _Night, upstream: UpstreamTag) -> PlanNight:
     try:
         candidate = night.build_candidate(str(new_base))
     except CheckFailed as exc:
+        why, image = _rejected(exc)
         result = PlanNight(
-            name, REJECTED, 1, f"{moved}; the candidate was rejected: "
-            + exc.message.splitlines()[0], notes=tuple(notes), **common,
+            name, REJECTED, 1, f"{moved}; the candidate was rejected: {why}", image_id=image,
+            notes=tuple(notes), **common,
         )  # fmt: skip
         return night.record(result, f"{moved}; the candidate build was rejected", images)
     comparison = candidate.comparison
