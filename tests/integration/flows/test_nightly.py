@@ -19,7 +19,14 @@ import pytest
 from python_on_whales.exceptions import DockerException
 
 from imagekit.engine import Engine
-from imagekit.flows.nightly import CHANGED, EQUIVALENT, REJECTED, REPRODUCIBLE, run_nightly
+from imagekit.flows.nightly import (
+    CHANGED,
+    EQUIVALENT,
+    REJECTED,
+    REPRODUCIBLE,
+    NightlyResult,
+    run_nightly,
+)
 from imagekit.flows.pipeline import run_pipeline
 from imagekit.ledger import read_records, verify
 from imagekit.workspace import Workspace
@@ -103,15 +110,20 @@ def test_unchanged_plan_is_reproducible_or_equivalent(accepted: Accepted) -> Non
     assert verify(ws).ok
 
 
-def test_changed_pin_is_named(accepted: Accepted) -> None:
-    ws = accepted.workspace
-    plan_file = ws.plans_dir / "demo.yaml"
+def _night_with_edit(accepted: Accepted, old: str, new: str) -> NightlyResult:
+    """A night of the demo plan with ``old`` replaced by ``new`` in it, the plan restored."""
+    plan_file = accepted.workspace.plans_dir / "demo.yaml"
     original = plan_file.read_text()
-    plan_file.write_text(original.replace(PIN, MOVED))
+    assert old in original
+    plan_file.write_text(original.replace(old, new))
     try:
-        night = run_nightly(ws, ["demo"], base_override=accepted.base)
+        return run_nightly(accepted.workspace, ["demo"], base_override=accepted.base)
     finally:
         plan_file.write_text(original)
+
+
+def test_changed_pin_is_named(accepted: Accepted) -> None:
+    night = _night_with_edit(accepted, PIN, MOVED)
     plan = night.plans[0]
     assert plan.status == CHANGED, plan.to_json()
     assert night.exit_code == 0  # a change is reported loudly, not failed
@@ -136,14 +148,8 @@ def test_a_candidate_its_assertions_reject_fails_the_night_as_rejected(
     engine: Engine, accepted: Accepted
 ) -> None:
     ws = accepted.workspace
-    plan_file = ws.plans_dir / "demo.yaml"
-    original = plan_file.read_text()
-    plan_file.write_text(original.replace("find_spec: [six,", "find_spec: [imagekit_absent, six,"))
     before = len(read_records(ws.ledger_path))
-    try:
-        night = run_nightly(ws, ["demo"], base_override=accepted.base)
-    finally:
-        plan_file.write_text(original)
+    night = _night_with_edit(accepted, "find_spec: [six,", "find_spec: [imagekit_absent, six,")
     plan = night.plans[0]
     assert plan.status == REJECTED, plan.to_json()
     assert plan.exit_code == 1 and night.exit_code == 1

@@ -144,8 +144,11 @@ def project(
     try:
         accepted = run_pipeline(ws, "demo-watch", registry=push_to.host, mirror=mirror_to.host)
         build = next(s for s in accepted.stages if s.stage == "build")
-        if build.data.get("tag"):
-            made.append(build.data["tag"])
+        if build.data.get("tag"):  # the local tag and the pushed one
+            made += [
+                build.data["tag"],
+                f"{accepted.registry}:{build.data['tag'].rpartition(':')[2]}",
+            ]
         assert accepted.ok, [s.to_json() for s in accepted.stages]
         assert accepted.final_reference is not None
         made.append(accepted.final_reference)
