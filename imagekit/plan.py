@@ -678,6 +678,17 @@ def _read_plan(path: Path, dockerfiles_dir: Path, *, base_given: bool) -> tuple[
         ) from exc
     except OSError as exc:
         raise PlanError(f"cannot read the plan: {exc.strerror}", path=str(path)) from exc
+    return parse_plan(raw, path, dockerfiles_dir=dockerfiles_dir, base_override=base_override)
+
+
+def parse_plan(
+    raw: bytes, path: Path, *, dockerfiles_dir: Path, base_override: str | None = None
+) -> LoadedPlan:
+    """Parse and validate plan bytes as if read from ``path`` (which names the plan).
+
+    What :func:`load_plan` does after reading the file; an edit of a plan (imagekit.bump)
+    checks the bytes it is about to write with it before they replace the file.
+    """
     try:
         data = yaml.load(raw, Loader=_UniqueKeyLoader)  # noqa: S506 - a SafeLoader subclass
     except yaml.YAMLError as exc:

@@ -28,7 +28,7 @@ import os
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, TextIO
@@ -45,7 +45,7 @@ from imagekit.assemble.config import (
     layer_media_type,
     load_document,
 )
-from imagekit.assemble.guard import BaseView, LayerUse, OverlayCheck, check_overlay
+from imagekit.assemble.guard import LayerUse, OverlayCheck, guard_overlays
 from imagekit.assemble.index import IndexStore
 from imagekit.assemble.layer import LayerBlob, TarEntry, check_tree, write_layer
 from imagekit.build import BuildFailed, base_image_details, check_push_repo, record_rejected
@@ -208,7 +208,7 @@ class _Log:
         self._file.close()
 
 
-def _entries(loaded: LoadedPlan, checks: list[OverlayCheck], epoch: int) -> list[TarEntry]:
+def _entries(loaded: LoadedPlan, checks: Sequence[OverlayCheck], epoch: int) -> list[TarEntry]:
     """The layer's members: each overlay file where its guard says it lands, and the folders
     above it (the base's own metadata where the base has them, new ones 0755)."""
     entries: list[TarEntry] = []
@@ -357,11 +357,9 @@ def _assemble(
     )
 
     # 2. the guard
-    overlays = [(i, s) for i, s in enumerate(loaded.plan.steps) if isinstance(s, Overlay)]
-    store = IndexStore(options.cache_dir)
-    with BaseView(client, image, store, log=log) as view:
-        checks = [check_overlay(view, i, step) for i, step in overlays]
-        uses = tuple(view.uses)
+    checks, uses = guard_overlays(
+        client, image, loaded.plan.steps, IndexStore(options.cache_dir), log=log
+    )
     for check in checks:
         log(
             f"guard: steps[{check.step}] {check.marker()} -> {check.verdict}"

@@ -25,7 +25,7 @@ link is the file it names: its content is checked, and the overlay replaces this
 from __future__ import annotations
 
 import posixpath
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -33,7 +33,7 @@ from imagekit.assemble.index import IndexStore, LayerIndex, ReadStats
 from imagekit.errors import CouldNotFinish, ImagekitError, RegistryNotFound
 from imagekit.layerdiff import FileEntry
 from imagekit.layers import LayerLimits, layer_media_type
-from imagekit.plan import Overlay
+from imagekit.plan import Overlay, Step
 from imagekit.registry import RegistryClient, ResolvedImage
 
 #: As Linux's MAXSYMLINKS: more links than this on one path is a loop.
@@ -353,3 +353,25 @@ def check_overlay(view: BaseView, step: int, overlay: Overlay) -> OverlayCheck:
     return OverlayCheck(
         step, overlay.destination, expected, found, verdict, resolution, tuple(notes)
     )
+
+
+def guard_overlays(
+    client: RegistryClient,
+    image: ResolvedImage,
+    steps: Sequence[Step],
+    store: IndexStore,
+    *,
+    log: Callable[[str], None] | None = None,
+) -> tuple[tuple[OverlayCheck, ...], tuple[LayerUse, ...]]:
+    """Every overlay of ``steps`` checked against ``image``; and how each layer was used.
+
+    The one guard both callers use: the registry builder before it writes a layer, and a
+    base bump (imagekit.bump) before it proposes a new digest.
+    """
+    with BaseView(client, image, store, log=log) as view:
+        checks = tuple(
+            check_overlay(view, i, step)
+            for i, step in enumerate(steps)
+            if isinstance(step, Overlay)
+        )
+        return checks, tuple(view.uses)

@@ -1,4 +1,5 @@
-"""`imagekit nightly [--plans P,...] [--markdown FILE]`: rebuild, audit and compare each plan."""
+"""`imagekit nightly [--plans P,...] [--watch-only] [--proposals DIR] [--write] [--markdown FILE]`:
+watch each plan's base tag, rebuild, audit and compare."""
 
 from __future__ import annotations
 
@@ -28,6 +29,23 @@ from imagekit.workspace import Workspace
     help="Push rebuilt candidates here (host or prefix; default: beside the accepted image).",
 )
 @click.option("--keep-images", is_flag=True, help="Keep the rebuilt images in the engine.")
+@click.option(
+    "--watch-only",
+    is_flag=True,
+    help="Only ask each plan's base tag (HEAD); rebuild nothing whose tag did not move.",
+)
+@click.option(
+    "--proposals",
+    "proposals_dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Write each ready candidate's plan change to DIR/NAME.diff (for a CI artifact).",
+)
+@click.option(
+    "--write",
+    "write_plans",
+    is_flag=True,
+    help="Apply the plan change of each ready candidate to manifests/NAME.yaml.",
+)
 @json_option
 def command(
     plans: str | None,
@@ -35,9 +53,16 @@ def command(
     markdown: Path | None,
     candidate_registry: str | None,
     keep_images: bool,
+    watch_only: bool,
+    proposals_dir: Path | None,
+    write_plans: bool,
     as_json: bool,
 ) -> None:
-    """Rebuild every plan without cache and compare with its last accepted image."""
+    """Watch each plan's base tag; build a candidate where it moved, rebuild where not.
+
+    A moved tag gets a candidate on the new digest (overlay guards checked first, audited,
+    compared with the accepted image and the old base) and a proposed one-line plan diff.
+    """
     names = [p.strip() for p in plans.split(",") if p.strip()] if plans else None
 
     def action() -> NightlyResult:
@@ -47,6 +72,9 @@ def command(
             base_override=base_override,
             keep_images=keep_images,
             candidate_registry=candidate_registry,
+            watch_only=watch_only,
+            proposals_dir=proposals_dir,
+            write_plans=write_plans,
         )
         if markdown is not None:
             with markdown.open("a", encoding="utf-8") as fh:

@@ -1,4 +1,4 @@
-"""`imagekit plans list|show|validate|schema|pin-overlay`: parse, call imagekit.plan, render."""
+"""`imagekit plans list|show|validate|schema|pin-overlay|bump`: parse, call the stage, render."""
 
 from __future__ import annotations
 
@@ -45,7 +45,7 @@ def _plan_json(loaded: LoadedPlan) -> dict[str, Any]:
 
 @click.group("plans")
 def command() -> None:
-    """Build plans in manifests/: list, show, validate, schema, pin-overlay."""
+    """Build plans in manifests/: list, show, validate, schema, pin-overlay, bump."""
 
 
 @command.command("list")
@@ -153,4 +153,45 @@ def pin_overlay_cmd(name: str, base: str | None, dry_run: bool, as_json: bool) -
             "rewritten": r.rewritten,
             "overlays": [item.__dict__ for item in r.overlays],
         },
+    )
+
+
+@command.command("bump")
+@click.argument("name")
+@click.option("--to", "to", help="Pin this digest (sha256:...) instead of what found_as serves.")
+@click.option(
+    "--base", "base", help="Ask this pinned base's repository instead of the plan's (REPO@...)."
+)
+@click.option("--dry-run", is_flag=True, help="Print the change; write nothing.")
+@json_option
+def bump_cmd(name: str, to: str | None, base: str | None, dry_run: bool, as_json: bool) -> None:
+    """Move the plan's base to the digest its found_as tag serves now, if its overlays still fit.
+
+    Every overlay guard is checked against the new base first (no pull); a drifted file
+    refuses the bump (exit 1) with its path and both hashes. Otherwise only the digest in
+    base.reference changes (comments and key order kept), and a committed render of the
+    plan is rewritten with it.
+    """
+    from imagekit.bump import BumpResult, BumpStatus, bump_plan  # the guard's stack: on use
+
+    ws = Workspace.from_env()
+
+    def human(result: BumpResult) -> None:
+        if result.status is BumpStatus.CURRENT:
+            click.echo(f"{result.plan}: already pins what its base tag serves; nothing to change")
+            return
+        assert result.proposal is not None  # noqa: S101 - set for every bump
+        click.echo(result.proposal.patch, nl=False)
+        for note in result.proposal.notes:
+            click.echo(f"note: {note}", err=True)
+        if result.status is BumpStatus.PROPOSED:
+            click.echo(f"{result.path}: not written (--dry-run)", err=True)
+        else:
+            click.echo("written: " + ", ".join(str(p) for p in result.written), err=True)
+
+    run(
+        lambda: bump_plan(ws, name, to=to, base_override=base, write=not dry_run),
+        as_json=as_json,
+        human=human,
+        to_json=BumpResult.to_json,
     )

@@ -1,48 +1,84 @@
-"""`imagekit nightly`: rebuild every plan from its pinned base and say loudly what moved.
+"""`imagekit nightly`: watch each plan's upstream base tag, rebuild, say loudly what moved.
 
-A plan pins its base by digest, but its pip installs go to a live package index, and a
-rebuild is only as good as the assumption that nothing upstream changed. Each night every
-plan (or those named) is rebuilt without cache, its assertions and audit run again, and the
-new image is pushed as a candidate (beside the accepted image, or to ``--registry``) and
-compared with the last accepted image of that plan in the ledger (the image a complete
-pipeline pulled at its end; failing that, the last one pushed). Both are then read from the
-registry layer by layer, so the base layers they share are streamed once, not twice:
+Two things drift under a plan that pins its base by digest, and a night looks at both.
 
-- the same diffIDs: ``reproducible`` (bit for bit);
-- otherwise the layers' contents are compared (imagekit.layerdiff: paths, modes, owners,
-  content hashes; timestamps and bytecode caches set apart): ``equivalent`` when nothing
-  else differs, else ``changed`` with the distributions added, removed or at another version
-  and the files added, removed or changed.
+**The base tag upstream.** For a plan with ``base.found_as`` the tag is asked on the base's
+registry (imagekit.upstream: one HEAD request, the digest as the registry serves it) and
+held against the pin:
 
-A change is reported, not failed: it may be wanted. What fails the night: a preflight
-(`imagekit doctor`) that says no, an audit status worse than the accepted one, a rebuild
-whose assertions reject it, a plan with nothing accepted to compare with (exit 1); a base
-that can no longer be reached, or a stage that could not finish (exit 3). Every plan is
-tried even when an earlier one failed.
+- it serves the pin: nothing upstream moved (with ``watch_only`` the night ends there for
+  the plan, ``base-current``, having cost only that HEAD request);
+- it serves another digest: every overlay guard is checked against the new base first
+  (imagekit.bump, the registry builder's guard: no pull). A guard that no longer holds is
+  ``overlay-drift`` with the path and both hashes, and no candidate is built or pushed.
+  Otherwise a candidate is built on the new digest (through the registry for a plan of
+  overlays and metadata, which costs seconds and no pull; through the engine for a plan
+  with pip or package steps), audited, compared with the accepted image, and the pinned
+  base is compared with the new one (what upstream changed). The plan change is proposed
+  as a unified diff of manifests/NAME.yaml (one line: the digest), kept as evidence, and
+  for a candidate that is ready also written to ``proposals_dir`` and, with
+  ``write_plans``, applied. The verdict is ``base-moved`` (a candidate is ready) or
+  ``audit-worse``;
+- it is gone (HTTP 404): ``base-tag-gone``.
+
+**The package index.** A plan whose tag did not move (or that has none) is rebuilt from
+its pinned base without cache, audited again, pushed as a candidate beside the accepted
+image (or to ``candidate_registry``) and compared with the last accepted image of that
+plan in the ledger (the image a complete pipeline pulled at its end; failing that, the
+last one pushed that was not a night's candidate). Both are read from the registry layer
+by layer (imagekit.layerdiff): the same diffIDs are ``reproducible``; the same contents but
+for timestamps and bytecode caches ``equivalent``; anything else ``changed``, with the
+distributions added, removed or at another version and the files changed, named.
+
+A change is reported, not failed: it may be wanted. What fails the night (exit 1): an
+overlay that drifted upstream, a vanished base tag, a preflight (`imagekit doctor`) that
+says no, an audit worse than the accepted one, a plan with nothing accepted to compare with,
+and ``rejected``: a build whose guards or assertions reject it, or one whose record the
+ledger refuses (imagekit.errors.RecordRefused: the build finished, but an image the ledger
+does not vouch for is no candidate; it is removed like any other, and named). A night's
+note the ledger refuses turns a passing verdict into ``rejected`` too, its detail kept.
+What ends it with exit 3: a registry that cannot be reached (a 503 is retried by the
+registry transport first), a stage that could not finish. Every plan is tried even when an
+earlier one failed, and each night appends one ``note`` record a plan, its details typed
+(imagekit.ledger.record.NightlyDetails).
 """
 
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from enum import StrEnum
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from imagekit.audit.report import audit_rank
-from imagekit.errors import CheckFailed, ImagekitError, UsageError
-from imagekit.evidence import new_run_dir, write_json
+from imagekit.bump import GuardedBase, Proposal, guard_base, propose
+from imagekit.errors import (
+    CheckFailed,
+    ImagekitError,
+    RecordRefused,
+    RegistryNotFound,
+    UsageError,
+)
+from imagekit.evidence import new_run_dir, write_bytes, write_json
 from imagekit.layerdiff import ComparisonVerdict, ImageComparison, RegistryImage, compare_images
-from imagekit.ledger import LedgerRecord, append_record, read_records
-from imagekit.plan import list_plans, load_plan, plan_path
+from imagekit.ledger import LedgerRecord, NightlyDetails, append_record, read_records
+from imagekit.plan import LoadedPlan, list_plans, load_plan, plan_path
 from imagekit.refs import parse_reference, repository_for
 from imagekit.registry.client import RegistryClient
+from imagekit.upstream import TagState, UpstreamTag, watch_tag
 from imagekit.workspace import Workspace
+
+if TYPE_CHECKING:
+    from imagekit.engine import Engine
+
+#: The tag every night's candidate is pushed under; such pushes are never a baseline.
+CANDIDATE_TAG_PREFIX = "nightly-"
 
 
 class NightVerdict(StrEnum):
-    """What a night says of one plan: the comparison's verdict, or why there is none."""
+    """What a night says of one plan: the comparison's verdict, the watch's, or why none."""
 
     REPRODUCIBLE = ComparisonVerdict.REPRODUCIBLE.value
     EQUIVALENT = ComparisonVerdict.EQUIVALENT.value
@@ -53,6 +89,11 @@ class NightVerdict(StrEnum):
     BASE_UNREACHABLE = "base-unreachable"
     ERROR = "error"
     PREFLIGHT_NO = "preflight-no"
+    BASE_MOVED = "base-moved"
+    OVERLAY_DRIFT = "overlay-drift"
+    BASE_TAG_GONE = "base-tag-gone"
+    BASE_CURRENT = "base-current"
+    NOT_WATCHED = "not-watched"
 
 
 # The members under short names, for the code below and the tests.
@@ -66,7 +107,27 @@ class NightVerdict(StrEnum):
     BASE_UNREACHABLE,
     ERROR,
     PREFLIGHT_NO,
+    BASE_MOVED,
+    OVERLAY_DRIFT,
+    BASE_TAG_GONE,
+    BASE_CURRENT,
+    NOT_WATCHED,
 ) = NightVerdict
+
+
+@dataclass(frozen=True)
+class NightOptions:
+    """What a caller may choose about a night; each plan decides the rest."""
+
+    base_override: str | None = None
+    keep_images: bool = False
+    candidate_registry: str | None = None
+    #: a plan whose tag did not move is not rebuilt: the watch costs only HEAD requests
+    watch_only: bool = False
+    #: where the proposed plan changes of ready candidates go, one NAME.diff each
+    proposals_dir: Path | None = None
+    #: apply those changes to the plans (and their committed renders)
+    write_plans: bool = False
 
 
 @dataclass(frozen=True)
@@ -89,6 +150,12 @@ def _pullable(text: str | None) -> bool:
         return False
 
 
+def _candidate_push(record: LedgerRecord) -> bool:
+    """A push of a night's candidate (tagged ``nightly-...``): proposed, never accepted."""
+    tag = record.images.get("image", "").rpartition(":")[2]
+    return tag.startswith(CANDIDATE_TAG_PREFIX)
+
+
 def find_baseline(records: list[LedgerRecord], plan: str) -> Baseline | None:
     """The newest verified final pull of the plan, else its newest push; with its audit."""
     accepted: LedgerRecord | None = None
@@ -101,6 +168,7 @@ def find_baseline(records: list[LedgerRecord], plan: str) -> Baseline | None:
                 and r.kind == kind
                 and r.status == status
                 and _pullable(r.images.get(role))
+                and not (kind == "push" and _candidate_push(r))
             ),
             None,
         )
@@ -120,6 +188,10 @@ def find_baseline(records: list[LedgerRecord], plan: str) -> Baseline | None:
     return Baseline(reference, accepted.seq, accepted.kind, audit)
 
 
+def _short(digest: str | None) -> str:
+    return f"{digest[:19]}" if digest else "-"
+
+
 @dataclass(frozen=True)
 class PlanNight:
     plan: str
@@ -132,6 +204,37 @@ class PlanNight:
     comparison: ImageComparison | None = None
     evidence: Path | None = None
     changes: tuple[str, ...] = ()
+    upstream: UpstreamTag | None = None
+    candidate: str | None = None
+    builder: str | None = None
+    guard: GuardedBase | None = None
+    base_comparison: ImageComparison | None = None
+    base_changes: tuple[str, ...] = ()
+    proposal: Proposal | None = None
+    proposal_file: Path | None = None
+    written: tuple[Path, ...] = ()
+    notes: tuple[str, ...] = ()
+
+    def inside(self) -> str:
+        """What changed inside, in one cell: drifted files, else the named changes."""
+        if self.guard is not None and self.guard.drifted:
+            return "; ".join(
+                f"{c.destination}: {_short(c.expected)} in the plan, {_short(c.found)} upstream"
+                for c in self.guard.drifted
+            )
+        if self.comparison is None:
+            return "-"
+        diff = self.comparison.diff
+        if diff is None:
+            return f"nothing: all {len(self.comparison.diff_ids_after)} diffIDs equal"
+        parts = [p.describe() for p in diff.packages[:3]]
+        if len(diff.packages) > 3:
+            parts.append(f"{len(diff.packages) - 3} more packages")
+        parts.append(f"{len(diff.files)} files changed")
+        parts.append(
+            f"set apart: {diff.bytecode_changed} bytecode, {diff.timestamp_only} timestamp-only"
+        )
+        return "; ".join(parts)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -152,6 +255,17 @@ class PlanNight:
             "changes": list(self.changes),
             "comparison": self.comparison.to_json() if self.comparison else None,
             "evidence": str(self.evidence) if self.evidence else None,
+            "upstream": self.upstream.to_json() if self.upstream else None,
+            "candidate": self.candidate,
+            "builder": self.builder,
+            "guard": self.guard.report().to_json() if self.guard else None,
+            "base_comparison": self.base_comparison.to_json() if self.base_comparison else None,
+            "base_changes": list(self.base_changes),
+            "proposal": self.proposal.to_json() if self.proposal else None,
+            "proposal_file": str(self.proposal_file) if self.proposal_file else None,
+            "written": [str(p) for p in self.written],
+            "inside": self.inside(),
+            "notes": list(self.notes),
         }
 
 
@@ -184,35 +298,79 @@ class NightlyResult:
             if p.baseline and p.baseline.audit_status:
                 audit += f" (accepted: {p.baseline.audit_status})"
             out.append(f"{p.plan}: {p.status} - {p.detail}; audit {audit}")
+            if p.upstream is not None:
+                out.append(
+                    f"  tag {p.upstream.tag_reference}: pinned {p.upstream.pinned}, upstream "
+                    f"now {p.upstream.served or p.upstream.state} (resolved "
+                    f"{p.upstream.resolved_at})"
+                )
             out.extend(f"  {c}" for c in p.changes)
+            if p.base_changes:
+                out.append("  upstream, the pinned base against the new one:")
+                out.extend(f"    {c}" for c in p.base_changes)
+            if p.proposal is not None:
+                out.append("  proposed plan change:")
+                out.extend(f"    {line}" for line in p.proposal.plan_diff.splitlines())
+            out.extend(f"  note: {n}" for n in p.notes)
         if not self.plans:
             out.append("no plans found: nothing was rebuilt")
         out.append(f"nightly: exit {self.exit_code}")
         return out
 
     def markdown(self) -> str:
-        """A CI job summary: the verdict first, one row a plan, then each plan's changes."""
+        """A CI job summary: the verdict, one row a plan, then each plan's changes and diff."""
         icon = {0: "passed", 1: "FAILED", 2: "FAILED (bad input)", 3: "FAILED (could not finish)"}
+
+        def cell(text: str) -> str:
+            return text.replace("|", "\\|").replace("\n", " ")
+
         rows = [
             f"# imagekit nightly ({self.started})",
             "",
             f"**Night {icon.get(self.exit_code, 'FAILED')}** (exit {self.exit_code}).",
             "",
-            "| plan | verdict | audit (accepted) | compared with | detail |",
-            "| --- | --- | --- | --- | --- |",
+            "| plan | tag | pinned | upstream now | verdict | what changed inside |",
+            "| --- | --- | --- | --- | --- | --- |",
+        ]
+        for p in self.plans:
+            up = p.upstream
+            tag = f"`{up.tag}`" if up else "-"
+            pinned = f"`{_short(str(up.pinned))}`" if up else "-"
+            if up is None:
+                now = "-"
+            elif up.served is None:
+                now = f"{up.state}"
+            else:
+                now = f"`{_short(str(up.served))}`" + (" (same)" if not up.moved else "")
+            rows.append(
+                f"| {p.plan} | {tag} | {pinned} | {now} | **{p.status}** | {cell(p.inside())} |"
+            )
+        if not self.plans:
+            rows.append("| - | - | - | - | no plans found | - |")
+        rows += [
+            "",
+            "| plan | audit (accepted) | compared with | detail |",
+            "| --- | --- | --- | --- |",
         ]
         for p in self.plans:
             accepted = p.baseline.audit_status if p.baseline else None
             audit = f"{p.audit_status or '-'} ({accepted or '-'})"
             ref = f"`{p.baseline.reference}`" if p.baseline else "-"
-            detail = p.detail.replace("|", "\\|")
-            rows.append(f"| {p.plan} | **{p.status}** | {audit} | {ref} | {detail} |")
+            rows.append(f"| {p.plan} | {audit} | {ref} | {cell(p.detail)} |")
         for p in self.plans:
+            if p.guard is not None and p.guard.drifted:
+                rows += ["", f"## {p.plan}: overlay drift", ""]
+                rows += [f"- {line}" for line in p.guard.drift_lines()]
             if p.changes:
                 rows += ["", f"## {p.plan}: what changed", ""]
                 rows += [f"- {c}" for c in p.changes]
-        if not self.plans:
-            rows.append("| - | no plans found | - | - | - |")
+            if p.base_changes:
+                rows += ["", f"## {p.plan}: what upstream changed (pinned base -> new base)", ""]
+                rows += [f"- {c}" for c in p.base_changes]
+            if p.proposal is not None:
+                rows += ["", f"## {p.plan}: proposed plan change", "", "```diff"]
+                rows += p.proposal.plan_diff.rstrip("\n").splitlines()
+                rows.append("```")
         return "\n".join(rows) + "\n"
 
 
@@ -230,149 +388,464 @@ def _changes(comparison: ImageComparison) -> tuple[str, ...]:
     return tuple(lines)
 
 
-def _night_for_plan(
-    workspace: Workspace,
-    name: str,
-    *,
-    base_override: str | None,
-    client: RegistryClient,
-    echo: TextIO,
-    keep_images: bool,
-    candidate_registry: str | None,
-) -> PlanNight:
-    from imagekit.audit.stage import AuditRequest, audit
-    from imagekit.build import BuildOptions, build_plan, push_image
-    from imagekit.engine import connect, engine_errors
-    from imagekit.flows.doctor import run_doctor
-
-    loaded = load_plan(
-        plan_path(workspace.plans_dir, name),
-        dockerfiles_dir=workspace.dockerfiles_dir,
-        base_override=base_override,
+def _content_detail(comparison: ImageComparison) -> str:
+    if comparison.diff is None:
+        return f"all {len(comparison.diff_ids_after)} diffIDs equal"
+    d = comparison.diff
+    return (
+        f"{comparison.shared_layers} layers shared; {len(d.packages)} package changes, "
+        f"{len(d.files)} file changes; set apart: {d.bytecode_changed} bytecode, "
+        f"{d.timestamp_only} timestamp-only"
     )
+
+
+@dataclass(frozen=True)
+class _Candidate:
+    builder: str
+    image_id: str
+    pushed: str
+    audit_status: str
+    comparison: ImageComparison
+
+
+class _Night:
+    """One plan's night: the loaded plan, its evidence folder, and the shared parts."""
+
+    def __init__(
+        self,
+        workspace: Workspace,
+        loaded: LoadedPlan,
+        options: NightOptions,
+        client: RegistryClient,
+        echo: TextIO,
+    ) -> None:
+        self.workspace, self.loaded, self.options = workspace, loaded, options
+        self.client, self.echo = client, echo
+        self.name = loaded.name
+        self._run_dir: Path | None = None
+        self.baseline = (
+            find_baseline(read_records(workspace.ledger_path), loaded.name)
+            if workspace.ledger_path.exists()
+            else None
+        )
+
+    @property
+    def run_dir(self) -> Path:
+        """The night's evidence folder for this plan, made when first written to."""
+        if self._run_dir is None:
+            self._run_dir = new_run_dir(self.workspace.evidence_dir, self.name, "nightly")
+        return self._run_dir
+
+    def say(self, text: str) -> None:
+        self.echo.write(f"nightly: {self.name}: {text}\n")
+        self.echo.flush()
+
+    # ------------------------------------------------------------------ the candidate
+
+    def _repository(self) -> str:
+        assert self.baseline is not None  # noqa: S101 - checked by the callers
+        if self.options.candidate_registry is not None:
+            return repository_for(self.options.candidate_registry, self.name)
+        return parse_reference(self.baseline.reference).name
+
+    def build_candidate(self, base: str) -> _Candidate:
+        """Build on ``base``, push beside the accepted image, audit, compare with it.
+
+        Raises CheckFailed when the build is rejected (its record is kept by the builder),
+        RecordRefused when the ledger refused the build's record (the image is removed).
+        """
+        from imagekit.assemble import AssembleOptions, assemble_plan, choose_builder
+        from imagekit.audit.stage import AuditRequest, audit
+        from imagekit.build import BuildOptions, BuildResult, build_plan, push_image
+        from imagekit.engine import connect, engine_errors
+
+        assert self.baseline is not None  # noqa: S101 - checked by the callers
+        repo = self._repository()
+        tag = f"{CANDIDATE_TAG_PREFIX}{self.run_dir.name}"
+        builder = choose_builder(self.loaded.plan, "auto", repo)
+        engine: Engine = connect()
+        made: list[str] = []
+        try:
+            if builder == "registry":
+                assembled = assemble_plan(
+                    self.workspace,
+                    self.name,
+                    AssembleOptions(push=repo, tag=tag, base_override=base),
+                    client=self.client,
+                    engine=engine,
+                    echo=self.echo,
+                )
+                image_id, pushed = assembled.config_digest, assembled.pushed
+                audited = pushed
+                made.append(pushed)
+            else:
+                try:
+                    built = build_plan(
+                        self.workspace,
+                        self.name,
+                        BuildOptions(
+                            no_cache=True, base_override=base, tag=f"imagekit/{self.name}:{tag}"
+                        ),
+                        engine=engine,
+                        registry=self.client,
+                        echo=self.echo,
+                    )
+                except RecordRefused as refused:
+                    if isinstance(refused.result, BuildResult):  # built, but not on record
+                        made.append(refused.result.tag)
+                    raise
+                made += [built.tag, f"{repo}:{tag}"]
+                # The candidate goes next to the accepted image (or to --registry): the
+                # registry already holds the shared base layers, so only new layers travel.
+                log = built.evidence_dir / "nightly-push.log"
+                pushed, _ = push_image(engine, built.tag, repo, log)
+                image_id, audited = built.image_id, built.tag
+            self.say(f"candidate {pushed} ({builder} builder); auditing it")
+            status = audit(
+                self.workspace, AuditRequest(ref=audited, plan=self.name), engine=engine
+            ).verdict.status
+            self.say(f"comparing {pushed} with the accepted {self.baseline.reference}")
+            comparison = compare_images(
+                RegistryImage.open(self.client, self.baseline.reference, self.loaded.platform),
+                RegistryImage.open(self.client, pushed, self.loaded.platform),
+            )
+        finally:
+            if not self.options.keep_images:
+                for ref in made:
+                    with engine_errors(f"removing the nightly image {ref}"):
+                        if engine.client.image.exists(ref):
+                            engine.client.image.remove(ref)
+        return _Candidate(builder, image_id, pushed, str(status), comparison)
+
+    def preflight(self, base: str) -> str | None:
+        """The same preflight as `imagekit pipeline`, on ``base``; what it said no to."""
+        from imagekit.flows.doctor import run_doctor
+
+        # A night should not spend an hour finding out that the disk is too small or
+        # BuildKit is missing.
+        report = run_doctor(self.workspace, self.name, base_override=base, client=self.client)
+        if report.ok:
+            return None
+        return "; ".join(f"{c.name}: {c.detail}" for c in report.failed)
+
+    # ------------------------------------------------------------------ the record
+
+    def record(self, night: PlanNight, scope: str, images: dict[str, str]) -> PlanNight:
+        """Keep the night's evidence and its one note record; returns the night with both."""
+        path = self.run_dir / "night.json"
+        night = PlanNight(**{**night.__dict__, "evidence": path})
+        write_json(path, night.to_json())
+        up = night.upstream
+        details = NightlyDetails(
+            verdict=night.status,
+            audit_status=night.audit_status,
+            accepted_audit_status=night.baseline.audit_status if night.baseline else None,
+            changes=list(night.changes[:50]),
+            **({"upstream": _upstream_json(up)} if up else {}),
+            **({"candidate": night.candidate} if night.candidate else {}),
+            **({"builder": night.builder} if night.builder else {}),
+            **({"guard": night.guard.report()} if night.guard else {}),
+            **({"base_changes": list(night.base_changes[:50])} if night.base_comparison else {}),
+            **({"plan_diff": night.proposal.plan_diff} if night.proposal else {}),
+            **({"notes": list(night.notes)} if night.notes else {}),
+        )
+        try:
+            append_record(
+                self.workspace,
+                "note",
+                plan=self.name,
+                images={k: v for k, v in images.items() if v},
+                status=f"nightly-{night.status}",
+                scope=scope,
+                evidence=path,
+                details=details,
+            )
+        except RecordRefused as refused:
+            # The verdict and its evidence stand, but a night the ledger does not hold
+            # is not a pass.
+            detail = f"{night.detail}; the ledger refused the night's note: {refused.problem}"
+            if night.exit_code == 0:
+                return replace(night, status=REJECTED, exit_code=1, detail=detail)
+            return replace(night, detail=detail)
+        return night
+
+
+def _rejected(exc: CheckFailed) -> tuple[str, str | None]:
+    """Why a candidate was rejected, in one line, and the image it was built as, if any."""
+    from imagekit.build import BuildResult
+
+    if isinstance(exc, RecordRefused) and isinstance(exc.result, BuildResult):
+        built = exc.result  # the build finished; its record did not
+        return (
+            f"the candidate {built.image_id} was built, but the ledger refused its build "
+            f"record: {exc.problem}"
+        ), built.image_id
+    return exc.message.splitlines()[0], None
+
+
+def _upstream_json(up: UpstreamTag) -> dict[str, Any]:
+    document = up.to_json()
+    document.pop("plan")
+    return document
+
+
+def _rebuild(night: _Night, upstream: UpstreamTag | None) -> PlanNight:
+    """Today's night: rebuild from the pinned base and compare with the accepted image."""
+    loaded, name, client = night.loaded, night.name, night.client
     try:
         client.resolve(loaded.base, loaded.platform)
     except CheckFailed as exc:
-        return PlanNight(name, BASE_UNREACHABLE, 1, f"the pinned base fails: {exc.message}")
+        return PlanNight(
+            name, BASE_UNREACHABLE, 1, f"the pinned base fails: {exc.message}", upstream=upstream
+        )
     except ImagekitError as exc:
         return PlanNight(
             name,
             BASE_UNREACHABLE,
             3,
             f"the pinned base {loaded.base} cannot be reached: {exc.message}",
+            upstream=upstream,
         )
-    baseline = (
-        find_baseline(read_records(workspace.ledger_path), name)
-        if (workspace.ledger_path.exists())
-        else None
-    )
-    # The same preflight as `imagekit pipeline`: a night should not spend an hour finding out
-    # that the disk is too small or BuildKit is missing.
-    preflight = run_doctor(workspace, name, base_override=base_override, client=client)
-    if not preflight.ok:
-        said_no = "; ".join(f"{c.name}: {c.detail}" for c in preflight.failed)
-        return PlanNight(name, PREFLIGHT_NO, 1, f"doctor said no: {said_no}", baseline=baseline)
-    try:
-        built = build_plan(
-            workspace,
+    baseline = night.baseline
+    if baseline is None:
+        return PlanNight(
             name,
-            BuildOptions(no_cache=True, base_override=base_override),
-            echo=echo,
+            NO_BASELINE,
+            1,
+            f"nothing accepted to compare with: run `imagekit pipeline {name}` once to accept "
+            "an image",
+            upstream=upstream,
         )
-    except CheckFailed as exc:
-        return PlanNight(name, REJECTED, 1, exc.message.splitlines()[0], baseline=baseline)
-    engine = connect()
-    remote_tag: str | None = None
+    said_no = night.preflight(str(loaded.base))
+    if said_no is not None:
+        return PlanNight(
+            name, PREFLIGHT_NO, 1, f"doctor said no: {said_no}", baseline=baseline,
+            upstream=upstream,
+        )  # fmt: skip
     try:
-        audit_status = audit(workspace, AuditRequest(ref=built.tag, plan=name)).verdict.status
-        if baseline is None:
-            return PlanNight(
-                name,
-                NO_BASELINE,
-                1,
-                "nothing accepted to compare with: run `imagekit pipeline "
-                f"{name}` once to accept an image",
-                image_id=built.image_id,
-                audit_status=audit_status,
-            )
-        # The candidate goes next to the accepted image (or to --registry): the registry
-        # already holds the shared base layers, so only the new layers travel, and both
-        # images can then be read layer by layer, the shared bottom only once.
-        if candidate_registry is not None:
-            repo = repository_for(candidate_registry, name)
-        else:
-            repo = parse_reference(baseline.reference).name
-        log = built.evidence_dir / "nightly-push.log"
-        candidate, _ = push_image(engine, built.tag, repo, log)
-        remote_tag = f"{repo}:{built.tag.rpartition(':')[2]}"
-        comparison = compare_images(
-            RegistryImage.open(client, baseline.reference, loaded.platform),
-            RegistryImage.open(client, candidate, loaded.platform),
+        candidate = night.build_candidate(str(loaded.base))
+    except CheckFailed as exc:
+        why, image = _rejected(exc)
+        return PlanNight(
+            name, REJECTED, 1, why, baseline=baseline, image_id=image, upstream=upstream
         )
-    finally:
-        if not keep_images:
-            for tag in (built.tag, remote_tag):
-                if tag is not None:
-                    with engine_errors(f"removing the nightly tag {tag}"):
-                        engine.client.image.remove(tag)
+    comparison = candidate.comparison
     verdict = NightVerdict(comparison.verdict)
-    changes = _changes(comparison)
-    worse = audit_rank(audit_status) > audit_rank(baseline.audit_status)
-    if comparison.diff is not None:
-        d = comparison.diff
-        detail = (
-            f"{comparison.shared_layers} layers shared; {len(d.packages)} package changes, "
-            f"{len(d.files)} file changes; set apart: {d.bytecode_changed} bytecode, "
-            f"{d.timestamp_only} timestamp-only"
-        )
-    else:
-        detail = f"all {len(comparison.diff_ids_after)} diffIDs equal"
-    status, code = verdict, 0
-    if worse:
+    status, code, detail = verdict, 0, _content_detail(comparison)
+    if audit_rank(candidate.audit_status) > audit_rank(baseline.audit_status):
         status, code = AUDIT_WORSE, 1
-        detail = f"audit {audit_status} is worse than the accepted {baseline.audit_status}; " + (
-            f"content {verdict}"
+        detail = (
+            f"audit {candidate.audit_status} is worse than the accepted "
+            f"{baseline.audit_status}; content {verdict}"
         )
-    run_dir = new_run_dir(workspace.evidence_dir, name, "nightly")
-    path = run_dir / "comparison.json"
-    night = PlanNight(
-        name,
-        status,
-        code,
-        detail,
-        baseline=baseline,
-        image_id=built.image_id,
-        audit_status=audit_status,
-        comparison=comparison,
-        evidence=path,
-        changes=changes,
-    )
-    write_json(path, night.to_json())
-    append_record(
-        workspace,
-        "note",
-        plan=name,
-        images={
-            "image": built.image_id,
+    result = PlanNight(
+        name, status, code, detail, baseline=baseline, image_id=candidate.image_id,
+        audit_status=candidate.audit_status, comparison=comparison,
+        changes=_changes(comparison), upstream=upstream, candidate=candidate.pushed,
+        builder=candidate.builder,
+    )  # fmt: skip
+    how = "same diffIDs" if verdict is REPRODUCIBLE else "layer contents"
+    return night.record(
+        result,
+        f"a rebuild without cache on the pinned base compared with the accepted "
+        f"{baseline.reference}: {verdict} ({how}; timestamps and bytecode caches set apart); "
+        "proves nothing about GPU service",
+        {
+            "image": candidate.image_id,
             "base": str(loaded.base),
             "source": baseline.reference,
-            "pushed": candidate,
-        },
-        status=f"nightly-{status}",
-        scope=(
-            f"a rebuild without cache compared with the accepted {baseline.reference}: "
-            f"{verdict} ({'same diffIDs' if verdict is REPRODUCIBLE else 'layer contents'}"
-            "; timestamps and bytecode caches set apart); proves nothing about GPU service"
-        ),
-        evidence=path,
-        details={
-            "verdict": verdict,
-            "audit_status": audit_status,
-            "accepted_audit_status": baseline.audit_status,
-            "changes": list(changes[:50]),
+            "pushed": candidate.pushed,
         },
     )
-    return night
+
+
+def _moved(night: _Night, upstream: UpstreamTag) -> PlanNight:
+    """The tag moved: guard the new base, compare the bases, build and judge a candidate."""
+    loaded, name, client, options = night.loaded, night.name, night.client, night.options
+    new_base = upstream.new_base()
+    assert upstream.served is not None  # noqa: S101 - moved
+    night.say(upstream.detail)
+    write_json(night.run_dir / "upstream.json", upstream.to_json())
+    guarded = guard_base(client, loaded, new_base, log=night.say)
+    write_json(night.run_dir / "guard.json", guarded.report().to_json())
+    # What upstream changed: the pinned base against the new one, layer by layer.
+    base_comparison: ImageComparison | None = None
+    notes: list[str] = []
+    try:
+        base_comparison = compare_images(
+            RegistryImage.open(client, str(loaded.base), loaded.platform),
+            RegistryImage.open(client, str(new_base), loaded.platform),
+        )
+        write_json(night.run_dir / "base-comparison.json", base_comparison.to_json())
+    except RegistryNotFound as exc:
+        notes.append(
+            f"the pinned base is no longer served, so the bases were not compared: {exc.message}"
+        )
+    base_changes = _changes(base_comparison) if base_comparison else ()
+    images = {"base": str(loaded.base), "upstream": str(new_base)}
+    moved = (
+        f"{upstream.tag_reference} moved from {upstream.pinned} to {upstream.served} "
+        f"(resolved {upstream.resolved_at})"
+    )
+    common: dict[str, Any] = {
+        "baseline": night.baseline,
+        "upstream": upstream,
+        "guard": guarded,
+        "base_comparison": base_comparison,
+        "base_changes": base_changes,
+    }
+    if guarded.drifted:
+        first = guarded.drifted[0]
+        result = PlanNight(
+            name, OVERLAY_DRIFT, 1,
+            f"{moved}; the new base breaks {len(guarded.drifted)} overlay guard(s), first "
+            f"{first.marker()}; no candidate was built or pushed",
+            notes=tuple(notes), **common,
+        )  # fmt: skip
+        return night.record(
+            result,
+            f"{moved}; the overlay guards were checked against the new base from its layers "
+            "(no pull) and at least one no longer holds: no candidate was built",
+            images,
+        )
+    proposal = propose(night.workspace, loaded, upstream.served)
+    write_bytes(night.run_dir / "plan.diff", proposal.plan_diff.encode())
+    if proposal.rendered:
+        write_bytes(night.run_dir / "proposal.patch", proposal.patch.encode())
+    notes.extend(proposal.notes)
+    common["proposal"] = proposal
+    baseline = night.baseline
+    if baseline is None:
+        result = PlanNight(
+            name, NO_BASELINE, 1,
+            f"{moved}; nothing accepted to compare a candidate with: run `imagekit pipeline "
+            f"{name}` once to accept an image",
+            notes=tuple(notes), **common,
+        )  # fmt: skip
+        return night.record(result, f"{moved}; no candidate was built (nothing accepted)", images)
+    said_no = night.preflight(str(new_base))
+    if said_no is not None:
+        result = PlanNight(
+            name, PREFLIGHT_NO, 1, f"{moved}; doctor said no: {said_no}", notes=tuple(notes),
+            **common,
+        )  # fmt: skip
+        return night.record(result, f"{moved}; no candidate was built (preflight)", images)
+    try:
+        candidate = night.build_candidate(str(new_base))
+    except CheckFailed as exc:
+        why, image = _rejected(exc)
+        result = PlanNight(
+            name, REJECTED, 1, f"{moved}; the candidate was rejected: {why}", image_id=image,
+            notes=tuple(notes), **common,
+        )  # fmt: skip
+        return night.record(result, f"{moved}; the candidate build was rejected", images)
+    comparison = candidate.comparison
+    status, code = BASE_MOVED, 0
+    detail = f"{moved}; candidate ready: {_content_detail(comparison)} against the accepted image"
+    if audit_rank(candidate.audit_status) > audit_rank(baseline.audit_status):
+        status, code = AUDIT_WORSE, 1
+        detail = (
+            f"{moved}; the candidate's audit {candidate.audit_status} is worse than the "
+            f"accepted {baseline.audit_status}"
+        )
+    proposal_file: Path | None = None
+    written: tuple[Path, ...] = ()
+    if status is BASE_MOVED:
+        if options.proposals_dir is not None:
+            options.proposals_dir.mkdir(parents=True, exist_ok=True)
+            proposal_file = options.proposals_dir / f"{name}.diff"
+            proposal_file.write_text(proposal.patch, encoding="utf-8")
+        if options.write_plans:
+            written = proposal.write(night.workspace)
+    result = PlanNight(
+        name, status, code, detail, image_id=candidate.image_id,
+        audit_status=candidate.audit_status, comparison=comparison,
+        changes=_changes(comparison), candidate=candidate.pushed, builder=candidate.builder,
+        proposal_file=proposal_file, written=written, notes=tuple(notes), **common,
+    )  # fmt: skip
+    return night.record(
+        result,
+        f"{moved}; a candidate built on the new digest ({candidate.builder} builder, overlay "
+        f"guards checked against the new base) was audited ({candidate.audit_status}) and "
+        f"compared with the accepted {baseline.reference} by layer contents (timestamps and "
+        "bytecode caches set apart); proves nothing about GPU service",
+        {
+            **images,
+            "image": candidate.image_id,
+            "source": baseline.reference,
+            "pushed": candidate.pushed,
+        },
+    )
+
+
+def _night_for_plan(
+    workspace: Workspace,
+    name: str,
+    options: NightOptions,
+    client: RegistryClient,
+    echo: TextIO,
+) -> PlanNight:
+    loaded = load_plan(
+        plan_path(workspace.plans_dir, name),
+        dockerfiles_dir=workspace.dockerfiles_dir,
+        base_override=options.base_override,
+    )
+    tag = loaded.plan.base.found_as
+    if tag is None:
+        if options.watch_only:
+            return PlanNight(
+                name,
+                NOT_WATCHED,
+                0,
+                "no base.found_as: there is no tag to watch; the plan is rebuilt only "
+                "without --watch-only",
+            )
+        return _rebuild(_Night(workspace, loaded, options, client, echo), None)
+    try:
+        upstream = watch_tag(client, loaded)
+    except CheckFailed as exc:
+        return PlanNight(name, BASE_UNREACHABLE, 1, f"the base tag {tag} fails: {exc.message}")
+    except ImagekitError as exc:
+        return PlanNight(
+            name,
+            BASE_UNREACHABLE,
+            3,
+            f"the base tag {loaded.base.name}:{tag} cannot be reached: {exc.message}",
+        )
+    night = _Night(workspace, loaded, options, client, echo)
+    if upstream.state is TagState.MOVED:
+        return _moved(night, upstream)
+    if upstream.state is TagState.GONE:
+        result = PlanNight(
+            name,
+            BASE_TAG_GONE,
+            1,
+            f"{upstream.detail}; the plan still pins {upstream.pinned}, which nothing upstream "
+            "names any more",
+            baseline=night.baseline,
+            upstream=upstream,
+        )
+        return night.record(
+            result,
+            f"{upstream.tag_reference} was asked at {upstream.resolved_at} and is gone",
+            {"base": str(loaded.base)},
+        )
+    if options.watch_only:
+        result = PlanNight(
+            name,
+            BASE_CURRENT,
+            0,
+            f"{upstream.detail} (resolved {upstream.resolved_at}); nothing was built",
+            baseline=night.baseline,
+            upstream=upstream,
+        )
+        return night.record(
+            result,
+            f"{upstream.tag_reference} was asked at {upstream.resolved_at} and serves the "
+            "pinned digest; nothing was built (--watch-only)",
+            {"base": str(loaded.base)},
+        )
+    return _rebuild(night, upstream)
 
 
 def run_nightly(
@@ -384,9 +857,20 @@ def run_nightly(
     keep_images: bool = False,
     candidate_registry: str | None = None,
     client: RegistryClient | None = None,
+    watch_only: bool = False,
+    proposals_dir: Path | None = None,
+    write_plans: bool = False,
 ) -> NightlyResult:
-    """Rebuild, audit and compare each plan; a failing plan does not stop the others."""
+    """Watch, rebuild, audit and compare each plan; a failing plan does not stop the others."""
     echo = echo or sys.stderr
+    options = NightOptions(
+        base_override=base_override,
+        keep_images=keep_images,
+        candidate_registry=candidate_registry,
+        watch_only=watch_only,
+        proposals_dir=proposals_dir,
+        write_plans=write_plans,
+    )
     started = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     if plans is None:
         summaries = list_plans(workspace.plans_dir, workspace.dockerfiles_dir)
@@ -405,15 +889,7 @@ def run_nightly(
         for name in names:
             echo.write(f"nightly: {name} ...\n")
             try:
-                night = _night_for_plan(
-                    workspace,
-                    name,
-                    base_override=base_override,
-                    client=client,
-                    echo=echo,
-                    keep_images=keep_images,
-                    candidate_registry=candidate_registry,
-                )
+                night = _night_for_plan(workspace, name, options, client, echo)
             except ImagekitError as exc:
                 status = REJECTED if isinstance(exc, CheckFailed) else ERROR
                 night = PlanNight(name, status, exc.exit_code, exc.message.splitlines()[0])

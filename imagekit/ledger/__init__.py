@@ -89,7 +89,9 @@ final-pull (status ``verified`` | ``mismatch`` | ``unknown``)
     details.pod, details.namespace, details.container, details.image_id_raw (and
     details.final_pull_seq when matched against a containerd final pull).
 note (any status)
-    free text in scope; details free.
+    free text in scope; details free, except a night's note (status nightly-<verdict>), whose
+    details are NightlyDetails (the verdict, the audits, the changes, and for a watched base
+    tag: upstream, candidate, builder, guard, base_changes, plan_diff).
 """
 
 from imagekit.ledger.record import (
@@ -105,6 +107,7 @@ from imagekit.ledger.record import (
     Kind,
     LedgerRecord,
     MirrorDetails,
+    NightlyDetails,
     NoteDetails,
     PullCheck,
     PushDetails,
@@ -146,6 +149,7 @@ __all__ = [
     "Kind",
     "LedgerRecord",
     "MirrorDetails",
+    "NightlyDetails",
     "NoteDetails",
     "Problem",
     "PullCheck",

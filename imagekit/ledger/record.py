@@ -306,9 +306,53 @@ class FinalPullDetails(RecordDetails):
 
 
 class NoteDetails(RecordDetails):
-    """A note's details are the writer's own: any JSON keys (still checked for secrets)."""
+    """A note's details are the writer's own: any JSON keys (still checked for secrets).
+
+    Except a night's note (status ``nightly-<verdict>``), whose details are NightlyDetails.
+    """
 
     model_config = ConfigDict(extra="allow", frozen=True)
+
+
+class UpstreamTagDetails(RecordDetails):
+    """What a plan's ``base.found_as`` served when the night asked (imagekit.upstream)."""
+
+    tag: str
+    repository: str
+    pinned: str
+    state: str = Field(description="current, moved or gone")
+    served: str | None = Field(default=None, description="the digest as the registry serves it")
+    media_type: str | None = None
+    platform_manifest: str | None = None
+    resolved_at: str = Field(description="UTC, when the registry answered")
+    detail: str
+
+
+class NightlyDetails(RecordDetails):
+    """A night's note for one plan (imagekit.flows.nightly): what was compared, what it said.
+
+    A rebuild from the pinned base carries the first four fields. A plan whose base tag was
+    watched carries ``upstream``; when the tag moved, the candidate built on the new digest
+    (or the guard that refused it), what upstream changed between the two bases, and the
+    proposed one-line plan diff.
+    """
+
+    verdict: str
+    audit_status: str | None = None
+    accepted_audit_status: str | None = None
+    changes: list[str] = Field(default_factory=list)
+    upstream: UpstreamTagDetails | None = None
+    candidate: str | None = Field(default=None, description="repo@digest of the candidate")
+    builder: str | None = Field(default=None, description="registry or engine")
+    guard: GuardReport | None = None
+    base_changes: list[str] | None = Field(
+        default=None, description="the pinned base against the new one, as layerdiff names it"
+    )
+    plan_diff: str | None = Field(default=None, description="the proposed change of the plan")
+    notes: list[str] = Field(default_factory=list)
+
+
+NIGHTLY_STATUS_PREFIX = "nightly-"
 
 
 DETAILS_MODELS: dict[str, type[RecordDetails]] = {
@@ -353,8 +397,11 @@ class LedgerRecord(BaseModel):
 
     @model_validator(mode="after")
     def _details_fit_the_kind(self) -> LedgerRecord:
-        DETAILS_MODELS[self.kind].model_validate(self.details)
+        self._details_model().model_validate(self.details)
         return self
+
+    def _details_model(self) -> type[RecordDetails]:
+        return details_model(self.kind, self.status)
 
     @property
     def info(self) -> Any:
@@ -363,7 +410,7 @@ class LedgerRecord(BaseModel):
         Typed ``Any`` because the kind decides the class; callers that know the kind
         annotate the variable (``info: PushDetails = record.info``).
         """
-        return DETAILS_MODELS[self.kind].model_validate(self.details)
+        return self._details_model().model_validate(self.details)
 
     def identifiers(self) -> list[str]:
         """Every reference and digest the record names: its images, and the image IDs and
@@ -386,13 +433,22 @@ class LedgerRecord(BaseModel):
         return cls.model_validate(data)
 
 
-def details_for(kind: str, details: RecordDetails | dict[str, Any] | None) -> dict[str, Any]:
+def details_model(kind: str, status: str) -> type[RecordDetails]:
+    """The model a record's details must fit: its kind's, and a night's note its own."""
+    if kind == "note" and status.startswith(NIGHTLY_STATUS_PREFIX):
+        return NightlyDetails
+    return DETAILS_MODELS[kind]
+
+
+def details_for(
+    kind: str, details: RecordDetails | dict[str, Any] | None, status: str = ""
+) -> dict[str, Any]:
     """The details dict to write for ``kind``: a model of that kind, or a dict that fits one.
 
     A model of another kind, or a key the kind's model does not know, is the caller's bug
     and refused before anything is written.
     """
-    model = DETAILS_MODELS[kind]
+    model = details_model(kind, status)
     if details is None:
         return {}
     if isinstance(details, RecordDetails):

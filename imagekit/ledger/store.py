@@ -215,7 +215,7 @@ def append_record(
         raise UsageError("a ledger record needs a status")
     if isinstance(details, dict):
         check_no_secrets(details, "record.details")
-    written_details = details_for(kind, details)
+    written_details = details_for(kind, details, status)
     evidence_ref = _evidence_ref(workspace, evidence) if evidence is not None else None
     body: dict[str, Any] = {
         "schema": SCHEMA_VERSION,

@@ -8,6 +8,7 @@ Public API::
         image = client.resolve(ref, platform=None)      # -> ResolvedImage (index narrowed to
                                                         #    linux/amd64 unless told otherwise)
         body, media_type, digest = client.get_manifest(ref, "tag-or-digest")
+        head = client.head_manifest(ref, "tag")         # -> ManifestHead (digest as served)
         for chunk in client.stream_blob(ref, image.layers[0]):   # verified as it arrives
             ...
         client.blob_exists(ref, digest); client.ping("host:port")
@@ -29,6 +30,7 @@ upload (copying blobs and manifests).
 
 from imagekit.registry.client import (
     DEFAULT_PLATFORM,
+    ManifestHead,
     RegistryClient,
     ResolvedImage,
     select_platform,
@@ -53,6 +55,7 @@ __all__ = [
     "ImageConfig",
     "ImageIndex",
     "ImageManifest",
+    "ManifestHead",
     "RegistryClient",
     "ResolvedImage",
     "RetryPolicy",

@@ -114,6 +114,20 @@ class ResolvedImage:
         }
 
 
+@dataclass(frozen=True)
+class ManifestHead:
+    """A manifest's identity as a registry announces it: digest, media type and size.
+
+    ``from_get`` is true when the registry's HEAD answer named no digest and the manifest
+    itself was fetched and hashed instead.
+    """
+
+    digest: Digest
+    media_type: str | None
+    size: int | None
+    from_get: bool
+
+
 def _error_detail(body: bytes) -> str:
     """``CODE: message`` from a distribution error body, else a short excerpt."""
     try:
@@ -432,6 +446,41 @@ class RegistryClient:
             digest=str(wanted) if wanted else None,
         )
         return body, media_type, wanted or Digest.of_bytes(body)
+
+    def head_manifest(
+        self, ref: Reference, tag_or_digest: str, *, accept: Sequence[str] = ACCEPT
+    ) -> ManifestHead:
+        """What the registry serves under a tag now, asked with one HEAD where it can be.
+
+        The digest is the registry's own ``Docker-Content-Digest`` for the document it would
+        serve to ``accept`` (an index stays an index: it is never narrowed to a platform), so
+        a tag that did not move costs one HEAD request. A registry whose HEAD names no digest
+        (the distribution spec says it SHOULD, not MUST) is asked with a GET, and the digest
+        is then the sha256 of the bytes received. Raises RegistryNotFound when nothing is
+        there (HTTP 404), and the other errors of :meth:`request`.
+        """
+        if ":" in tag_or_digest:
+            Digest(tag_or_digest)  # refuses a malformed digest before any URL is formed
+        elif not is_tag(tag_or_digest):
+            raise ReferenceFormatError(f"malformed tag {tag_or_digest!r}")
+        response = self.request(
+            "HEAD", ref, f"manifests/{tag_or_digest}", headers={"Accept": ", ".join(accept)}
+        )
+        header = (response.headers.get("Docker-Content-Digest") or "").strip()
+        media_type = (response.headers.get("Content-Type") or "").split(";")[0].strip() or None
+        size = content_length(response)
+        if header:
+            try:
+                return ManifestHead(Digest(header), media_type, size, from_get=False)
+            except ReferenceFormatError as exc:
+                raise _fault(
+                    RegistryProtocolError,
+                    ref,
+                    f"{ref.name}: malformed Docker-Content-Digest header on HEAD of "
+                    f"{tag_or_digest}: {excerpt(header.encode())}",
+                ) from exc
+        body, media_type, digest = self.get_manifest(ref, tag_or_digest, accept=accept)
+        return ManifestHead(digest, media_type, len(body), from_get=True)
 
     # ------------------------------------------------------------------ blobs
 

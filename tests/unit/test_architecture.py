@@ -29,6 +29,8 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "inspect",
             "layerdiff",
             "pin",
+            "upstream",
+            "bump",
         ),
     ),
     ("flows", ("flows",)),

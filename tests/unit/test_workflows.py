@@ -88,5 +88,14 @@ def test_nightly_writes_the_job_summary_and_keeps_evidence() -> None:
     assert "if: always()" in text
 
 
+def test_nightly_watches_and_keeps_the_proposed_changes() -> None:
+    text = (WORKFLOWS / "nightly.yml").read_text()
+    assert "args=(--proposals proposals)" in text
+    assert "args+=(--watch-only)" in text and "watch_only:" in text
+    upload = text[text.index("name: Upload the proposed plan changes") :]
+    assert "actions/upload-artifact@" in upload and "path: proposals/" in upload
+    assert "if: always()" in upload
+
+
 def test_ci_runs_make_test() -> None:
     assert "make test" in (WORKFLOWS / "ci.yml").read_text()

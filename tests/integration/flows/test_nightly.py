@@ -2,12 +2,15 @@
 
 The accepted image comes from a real pipeline run (two real registries, the base fixture).
 A rebuild without cache of the unchanged plan must come out reproducible or equivalent, and
-say which; after the demo plan's six pin changes, the night must name that change.
+say which; after the demo plan's six pin changes, the night must name that change. A
+candidate that its assertions reject, or whose build record the real ledger refuses (a torn
+last line), fails the night as ``rejected``: never a pass, never an error.
 """
 
 from __future__ import annotations
 
 import shutil
+import subprocess
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,7 +19,14 @@ import pytest
 from python_on_whales.exceptions import DockerException
 
 from imagekit.engine import Engine
-from imagekit.flows.nightly import CHANGED, EQUIVALENT, REPRODUCIBLE, run_nightly
+from imagekit.flows.nightly import (
+    CHANGED,
+    EQUIVALENT,
+    REJECTED,
+    REPRODUCIBLE,
+    NightlyResult,
+    run_nightly,
+)
 from imagekit.flows.pipeline import run_pipeline
 from imagekit.ledger import read_records, verify
 from imagekit.workspace import Workspace
@@ -100,15 +110,20 @@ def test_unchanged_plan_is_reproducible_or_equivalent(accepted: Accepted) -> Non
     assert verify(ws).ok
 
 
-def test_changed_pin_is_named(accepted: Accepted) -> None:
-    ws = accepted.workspace
-    plan_file = ws.plans_dir / "demo.yaml"
+def _night_with_edit(accepted: Accepted, old: str, new: str) -> NightlyResult:
+    """A night of the demo plan with ``old`` replaced by ``new`` in it, the plan restored."""
+    plan_file = accepted.workspace.plans_dir / "demo.yaml"
     original = plan_file.read_text()
-    plan_file.write_text(original.replace(PIN, MOVED))
+    assert old in original
+    plan_file.write_text(original.replace(old, new))
     try:
-        night = run_nightly(ws, ["demo"], base_override=accepted.base)
+        return run_nightly(accepted.workspace, ["demo"], base_override=accepted.base)
     finally:
         plan_file.write_text(original)
+
+
+def test_changed_pin_is_named(accepted: Accepted) -> None:
+    night = _night_with_edit(accepted, PIN, MOVED)
     plan = night.plans[0]
     assert plan.status == CHANGED, plan.to_json()
     assert night.exit_code == 0  # a change is reported loudly, not failed
@@ -118,6 +133,54 @@ def test_changed_pin_is_named(accepted: Accepted) -> None:
     assert any("six" in path for path in changed_files)
     markdown = night.markdown()
     assert "## demo: what changed" in markdown and "python six 1.16.0 -> 1.17.0" in markdown
+
+
+def _candidates(engine: Engine) -> set[str]:
+    """The night's candidate tags of the demo plan that the engine holds."""
+    out = subprocess.run(
+        [engine.client_path, "images", "--format", "{{.Repository}}:{{.Tag}}"],
+        capture_output=True, text=True, check=True,
+    ).stdout  # fmt: skip
+    return {line for line in out.split() if ":nightly-" in line and "/demo:" in f"/{line}"}
+
+
+def test_a_candidate_its_assertions_reject_fails_the_night_as_rejected(
+    engine: Engine, accepted: Accepted
+) -> None:
+    ws = accepted.workspace
+    before = len(read_records(ws.ledger_path))
+    night = _night_with_edit(accepted, "find_spec: [six,", "find_spec: [imagekit_absent, six,")
+    plan = night.plans[0]
+    assert plan.status == REJECTED, plan.to_json()
+    assert plan.exit_code == 1 and night.exit_code == 1
+    assert "imagekit_absent" in plan.detail
+    new = read_records(ws.ledger_path)[before:]
+    assert [(r.kind, r.status) for r in new][:1] == [("rejected-build", "rejected")], new
+    assert "**rejected**" in night.markdown() and "Night FAILED" in night.markdown()
+    assert verify(ws).ok
+
+
+def test_a_build_record_the_ledger_refuses_fails_the_night_as_rejected(
+    engine: Engine, accepted: Accepted
+) -> None:
+    ws = accepted.workspace
+    original = ws.ledger_path.read_bytes()
+    torn = original + b'{"seq": 999, "kind": "bui'  # a last line cut short, no newline
+    ws.ledger_path.write_bytes(torn)
+    before = _candidates(engine)
+    try:
+        night = run_nightly(ws, ["demo"], base_override=accepted.base)
+        after = ws.ledger_path.read_bytes()
+    finally:
+        ws.ledger_path.write_bytes(original)
+    plan = night.plans[0]
+    assert plan.status == REJECTED, plan.to_json()
+    assert plan.exit_code == 1 and night.exit_code == 1
+    assert "the ledger refused" in plan.detail and "torn" in plan.detail, plan.detail
+    assert plan.image_id is not None  # the build itself finished; its record did not
+    assert after == torn  # nothing was appended behind the torn line
+    assert _candidates(engine) == before  # the unrecorded candidate left nothing behind
+    assert "**rejected**" in night.markdown()
 
 
 def test_unreachable_base_fails_the_night_with_3(

@@ -2,24 +2,41 @@
 
 from __future__ import annotations
 
+import io
+import shutil
 from pathlib import Path
 
 import pytest
 
+from imagekit.bump import FileChange, Proposal
+from imagekit.errors import UsageError
 from imagekit.flows.nightly import (
     AUDIT_WORSE,
+    BASE_CURRENT,
+    BASE_MOVED,
+    BASE_TAG_GONE,
     BASE_UNREACHABLE,
     CHANGED,
     EQUIVALENT,
+    OVERLAY_DRIFT,
+    REJECTED,
+    REPRODUCIBLE,
     NightlyResult,
+    NightOptions,
     PlanNight,
+    _Night,
     audit_rank,
     find_baseline,
 )
-from imagekit.ledger import append_record, read_records
+from imagekit.ledger import NightlyDetails, append_record, read_records
+from imagekit.plan import load_plan, plan_path
+from imagekit.refs import Digest
+from imagekit.registry.client import RegistryClient
+from imagekit.upstream import TagState, UpstreamTag
 from imagekit.workspace import Workspace
 
 DIGEST = "sha256:" + "b" * 64
+REPO_ROOT = Path(__file__).resolve().parents[3]
 
 
 @pytest.fixture
@@ -82,7 +99,7 @@ def test_markdown_names_the_changes() -> None:
     text = NightlyResult("2026-12-02T03:23:00Z", (changed,)).markdown()
     assert text.startswith("# imagekit nightly (2026-12-02T03:23:00Z)")
     assert "**Night passed** (exit 0)" in text
-    assert "| b | **changed** |" in text and "a \\| b" in text
+    assert "| b | - | - | - | **changed** | - |" in text and "a \\| b" in text
     assert "## b: what changed" in text and "- python six 1.16.0 -> 1.17.0" in text
     failed = NightlyResult("t", (PlanNight("d", BASE_UNREACHABLE, 3, "gone"),)).markdown()
     assert "**Night FAILED (could not finish)** (exit 3)" in failed
@@ -94,3 +111,90 @@ def test_baseline_skips_records_without_a_pullable_reference(ws: Workspace) -> N
     record(ws, "final-pull", "verified", image="sha256:" + "d" * 64)
     baseline = find_baseline(read_records(ws.ledger_path), "demo")
     assert baseline is not None and baseline.reference == f"m/imagekit/demo@{DIGEST}"
+
+
+def test_a_nights_candidate_push_is_never_the_baseline(ws: Workspace) -> None:
+    record(ws, "push", "pushed", image="r/imagekit/demo:v1", pushed=f"r/imagekit/demo@{DIGEST}")
+    other = "sha256:" + "c" * 64
+    # the registry builder records the candidate's push; its tag says what it is
+    record(
+        ws, "push", "pushed", image="r/imagekit/demo:nightly-20261203T032300Z-ab12cd",
+        pushed=f"r/imagekit/demo@{other}",
+    )  # fmt: skip
+    baseline = find_baseline(read_records(ws.ledger_path), "demo")
+    assert baseline is not None and baseline.reference == f"r/imagekit/demo@{DIGEST}"
+
+
+PINNED, SERVED = Digest("sha256:" + "1" * 64), Digest("sha256:" + "2" * 64)
+
+
+def _upstream(state: TagState, served: Digest | None) -> UpstreamTag:
+    return UpstreamTag(
+        "demo", "bookworm", "r/base", PINNED, state, "2026-12-03T03:23:01Z", served, None, "x"
+    )
+
+
+def test_markdown_has_the_watch_table_and_the_proposed_diff(tmp_path: Path) -> None:
+    diff = "--- a/manifests/demo.yaml\n+++ b/manifests/demo.yaml\n@@ -1 +1 @@\n-a\n+b\n"
+    proposal = Proposal(
+        "demo", "r/base@" + PINNED, "r/base@" + SERVED,
+        FileChange(tmp_path / "demo.yaml", "manifests/demo.yaml", b"a\n", b"b\n", diff), (),
+    )  # fmt: skip
+    moved = PlanNight(
+        "demo", BASE_MOVED, 0, "moved", upstream=_upstream(TagState.MOVED, SERVED),
+        base_changes=("python toml 0.10.1 -> 0.10.2",), proposal=proposal,
+    )  # fmt: skip
+    current = PlanNight("m3", BASE_CURRENT, 0, "same", upstream=_upstream(TagState.CURRENT, PINNED))
+    gone = PlanNight("m4", BASE_TAG_GONE, 1, "404", upstream=_upstream(TagState.GONE, None))
+    text = NightlyResult("t", (moved, current, gone)).markdown()
+    assert "| plan | tag | pinned | upstream now | verdict | what changed inside |" in text
+    short_pinned, short_served = PINNED[:19], SERVED[:19]
+    assert (
+        f"| demo | `bookworm` | `{short_pinned}` | `{short_served}` | **base-moved** | - |" in text
+    )
+    assert (
+        f"| m3 | `bookworm` | `{short_pinned}` | `{short_pinned}` (same) | **base-current**" in text
+    )
+    assert "| m4 | `bookworm` | `" + short_pinned + "` | gone | **base-tag-gone**" in text
+    assert "## demo: what upstream changed (pinned base -> new base)" in text
+    assert "```diff\n--- a/manifests/demo.yaml" in text and "\n+b\n```" in text
+    assert "**Night FAILED** (exit 1)" in text
+
+
+def test_a_nights_note_has_typed_details(ws: Workspace) -> None:
+    details = NightlyDetails(verdict="base-moved", plan_diff="-a\n+b\n")
+    append_record(
+        ws, "note", plan="demo", images={}, status="nightly-base-moved", scope="t",
+        details=details,
+    )  # fmt: skip
+    info = read_records(ws.ledger_path)[-1].info
+    assert isinstance(info, NightlyDetails) and info.plan_diff == "-a\n+b\n"
+    with pytest.raises(UsageError, match="NightlyDetails"):
+        append_record(
+            ws, "note", plan="demo", images={}, status="nightly-base-moved", scope="t",
+            details={"verdict": "base-moved", "candidat": "typo"},
+        )  # fmt: skip
+    # other notes keep free details
+    append_record(ws, "note", plan=None, images={}, status="hello", scope="t", details={"x": 1})
+
+
+def test_a_night_whose_note_the_ledger_refuses_is_never_a_pass(ws: Workspace) -> None:
+    shutil.copy2(REPO_ROOT / "manifests" / "demo.yaml", ws.plans_dir / "demo.yaml")
+    shutil.copytree(REPO_ROOT / "dockerfiles" / "demo", ws.dockerfiles_dir / "demo")
+    record(ws, "build", "built")
+    torn = ws.ledger_path.read_bytes() + b'{"seq": 2, "kind": "no'  # cut short, no newline
+    ws.ledger_path.write_bytes(torn)
+    loaded = load_plan(plan_path(ws.plans_dir, "demo"), dockerfiles_dir=ws.dockerfiles_dir)
+    with RegistryClient() as client:
+        nights = [_Night(ws, loaded, NightOptions(), client, io.StringIO()) for _ in range(2)]
+        passed = nights[0].record(
+            PlanNight("demo", REPRODUCIBLE, 0, "all 3 diffIDs equal"), "t", {}
+        )
+        failed = nights[1].record(PlanNight("demo", OVERLAY_DRIFT, 1, "a guard broke"), "t", {})
+    assert (passed.status, passed.exit_code) == (REJECTED, 1)
+    assert passed.detail.startswith("all 3 diffIDs equal; the ledger refused the night's note: ")
+    assert "torn" in passed.detail
+    assert passed.evidence is not None and passed.evidence.exists()  # the verdict's evidence
+    assert (failed.status, failed.exit_code) == (OVERLAY_DRIFT, 1)  # already failing: kept
+    assert "the ledger refused the night's note" in failed.detail
+    assert ws.ledger_path.read_bytes() == torn  # nothing appended behind the torn line
