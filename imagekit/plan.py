@@ -668,27 +668,19 @@ def plan_path(plans_dir: Path, name: str) -> Path:
     return plans_dir / f"{name}.yaml"
 
 
-def _read_plan(path: Path, dockerfiles_dir: Path, *, base_given: bool) -> tuple[Plan, bytes]:
-    """Read, parse and validate one plan file (its base is checked by the caller)."""
+def _read_bytes(path: Path) -> bytes:
     try:
-        raw = path.read_bytes()
+        return path.read_bytes()
     except FileNotFoundError as exc:
         raise PlanError(
             "no such plan file", path=str(path), hint="`imagekit plans list` shows the plans"
         ) from exc
     except OSError as exc:
         raise PlanError(f"cannot read the plan: {exc.strerror}", path=str(path)) from exc
-    return parse_plan(raw, path, dockerfiles_dir=dockerfiles_dir, base_override=base_override)
 
 
-def parse_plan(
-    raw: bytes, path: Path, *, dockerfiles_dir: Path, base_override: str | None = None
-) -> LoadedPlan:
-    """Parse and validate plan bytes as if read from ``path`` (which names the plan).
-
-    What :func:`load_plan` does after reading the file; an edit of a plan (imagekit.bump)
-    checks the bytes it is about to write with it before they replace the file.
-    """
+def _validate(raw: bytes, path: Path, dockerfiles_dir: Path, *, base_given: bool) -> Plan:
+    """Parse and validate plan bytes as if read from ``path`` (its base is the caller's)."""
     try:
         data = yaml.load(raw, Loader=_UniqueKeyLoader)  # noqa: S506 - a SafeLoader subclass
     except yaml.YAMLError as exc:
@@ -708,7 +700,7 @@ def parse_plan(
         )
     context = {"overlay_dir": dockerfiles_dir / name, "base_override": base_given}
     try:
-        return Plan.model_validate(data, context=context), raw
+        return Plan.model_validate(data, context=context)
     except ValidationError as exc:
         raise _plan_error(exc, path, data) from exc
 
@@ -719,7 +711,7 @@ def read_plan_checks(path: Path, *, dockerfiles_dir: Path) -> Plan:
     An audit never uses the plan's base, so a base digest cut short (which stops every build
     that does not name its base with --base) is no reason to refuse it.
     """
-    return _read_plan(path, dockerfiles_dir, base_given=True)[0]
+    return _validate(_read_bytes(path), path, dockerfiles_dir, base_given=True)
 
 
 def load_plan(
@@ -735,8 +727,19 @@ def load_plan(
     and `make demo` pass the digest of the base they just pushed. With an override the plan's
     own reference may be a digest cut short (a report's ``sha256:e930db8e...``): it is not used.
     """
-    plan, raw = _read_plan(path, dockerfiles_dir, base_given=base_override is not None)
-    overlay_dir = dockerfiles_dir / path.stem
+    raw = _read_bytes(path)
+    return parse_plan(raw, path, dockerfiles_dir=dockerfiles_dir, base_override=base_override)
+
+
+def parse_plan(
+    raw: bytes, path: Path, *, dockerfiles_dir: Path, base_override: str | None = None
+) -> LoadedPlan:
+    """Parse and validate plan bytes as if read from ``path`` (which names the plan).
+
+    What :func:`load_plan` does after reading the file; an edit of a plan (imagekit.bump)
+    checks the bytes it is about to write with it before they replace the file.
+    """
+    plan = _validate(raw, path, dockerfiles_dir, base_given=base_override is not None)
     base_text = base_override if base_override is not None else plan.base.reference
     try:
         base = _pinned_or_plan_error(base_text)
@@ -751,7 +754,7 @@ def load_plan(
         plan=plan,
         path=path,
         raw=raw,
-        overlay_dir=overlay_dir,
+        overlay_dir=dockerfiles_dir / path.stem,
         base=base,
         base_overridden=base_override is not None,
     )
