@@ -231,9 +231,5 @@ def test_known_vulnerabilities_stop_the_pipeline_before_the_push(
         base_override=base_image.reference,
         vulns=VulnPolicy(database=database, fail_on="never"),
     )  # fmt: skip
-    build = next(s for s in again.stages if s.stage == "build")
-    created_refs.append(build.data["tag"])
-    created_refs.append(f"{again.registry}:{build.data['tag'].rpartition(':')[2]}")
-    if again.final_reference:
-        created_refs.append(again.final_reference)
+    remember_images(again.to_json(), created_refs)
     assert again.ok, [s.to_json() for s in again.stages]
