@@ -34,7 +34,7 @@ from imagekit.audit.runner import (
     run_in_container,
 )
 from imagekit.audit.runner import run_on_host as _run_on_host
-from imagekit.audit.vulns import DEFAULT_MAX_AGE_DAYS, FailOn, Finding, VulnScan, fails, scan
+from imagekit.audit.vulns import FailOn, Finding, VulnPolicy, VulnScan, fails, scan
 from imagekit.engine import Engine, connect, execution_for
 from imagekit.errors import CouldNotFinish, RecordRefused
 from imagekit.ledger import (
@@ -63,9 +63,7 @@ class AuditRequest:
     limits: Limits = field(default_factory=Limits)
     platform: str | None = None  # os/arch to pull; default: the plan's base platform
     timeout_s: float = DEFAULT_TIMEOUT_S  # the whole probe run's wall-clock limit
-    vuln_db: Path | None = None  # an offline OSV export (zip or folder) instead of the service
-    vuln_db_max_age_days: int = DEFAULT_MAX_AGE_DAYS
-    fail_on: FailOn = "findings"
+    vulns: VulnPolicy = field(default_factory=VulnPolicy)  # database, its age, --fail-on
 
 
 @dataclass(frozen=True)
@@ -303,10 +301,10 @@ def audit(
 ) -> AuditResult:
     """Audit an image (or this host), write the evidence, append the ledger records."""
     database = None
-    if request.vuln_db is not None:  # bad input: refused before anything runs
+    if request.vulns.database is not None:  # bad input: refused before anything runs
         from imagekit.audit.osv import load_database  # pip-audit's modules, only when used
 
-        database = load_database(request.vuln_db)
+        database = load_database(request.vulns.database)
     profile_name = request.profile
     modules = list(request.extra_modules)
     expected = list(request.expected_paths)
@@ -363,7 +361,7 @@ def audit(
         report.distributions(),
         offline=request.offline,
         database=database,
-        max_age_days=request.vuln_db_max_age_days,
+        max_age_days=request.vulns.max_age_days,
         locations=report.locations(),
     )
     vulns_path = run_dir / "vulnerabilities.json"
@@ -383,7 +381,7 @@ def audit(
         ledger_seqs=(),
         probe_run=run,
         probe_note=note,
-        fail_on=request.fail_on,
+        fail_on=request.vulns.fail_on,
     )
     whole = result.to_json(whole=True)
     whole["probe_command"] = list(run.command)

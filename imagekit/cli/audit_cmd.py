@@ -8,7 +8,7 @@ import click
 
 from imagekit.audit.runner import DEFAULT_TIMEOUT_S
 from imagekit.audit.stage import AuditRequest, AuditResult, audit
-from imagekit.audit.vulns import FailOn, fails
+from imagekit.audit.vulns import FailOn, VulnPolicy, fails
 from imagekit.cli._common import echo_err, json_option, run, vuln_options
 from imagekit.errors import UsageError
 from imagekit.workspace import Workspace
@@ -111,9 +111,7 @@ def command(
             expected_paths=tuple(expected),
             platform=platform,
             timeout_s=timeout_s,
-            vuln_db=vuln_db,
-            vuln_db_max_age_days=max_age,
-            fail_on=fail_on,
+            vulns=VulnPolicy(vuln_db, max_age, fail_on),
         )
         result = audit(Workspace.from_env(Path.cwd()), request)
         if as_json:  # stdout is the JSON document; the path and the note still reach the user

@@ -223,9 +223,7 @@ def _audit(ctx: _Context) -> StageOutcome:
         ref=ctx.tag or ctx.image_id,
         plan=ctx.name,
         profile=ctx.profile,
-        vuln_db=ctx.vulns.database,
-        vuln_db_max_age_days=ctx.vulns.max_age_days,
-        fail_on=ctx.vulns.fail_on,
+        vulns=ctx.vulns,
     )
     result = audit(ctx.workspace, request)
     status = result.verdict.status

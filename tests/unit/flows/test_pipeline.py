@@ -175,7 +175,7 @@ def test_the_audit_stage_passes_the_vulnerability_policy_and_fails_on_its_findin
     policy = VulnPolicy(database=tmp_path / "all.zip", max_age_days=3, fail_on="fixable")
     seen, outcome = _audit_with(monkeypatch, ws, 1, vulns=policy)
     request = seen[0]
-    assert (request.vuln_db, request.vuln_db_max_age_days, request.fail_on) == (
+    assert (request.vulns.database, request.vulns.max_age_days, request.vulns.fail_on) == (
         tmp_path / "all.zip",
         3,
         "fixable",
