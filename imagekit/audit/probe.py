@@ -283,6 +283,33 @@ _OS_SITE = re.compile(r"^/usr/lib/python3(\.\d+)?/dist-packages(/|$)")
 _NOT_SUPPORTED = re.compile(r"^(?P<dist>\S+) (?P<version>\S+) is not supported on this platform$")
 
 
+# The problem each explained line names; a pattern without a group leaves that field None.
+_PIP_CHECK_PROBLEMS = (
+    (_REQUIRES_MISSING, "missing"),
+    (_HAS_REQUIREMENT, "version-conflict"),
+    (_NOT_SUPPORTED, "unsupported-platform"),
+)
+
+
+def _pip_check_conflict(line: str) -> dict[str, Any] | None:
+    """One pip check line as a structured conflict; None when no pattern explains it."""
+    for pattern, problem in _PIP_CHECK_PROBLEMS:
+        m = pattern.match(line)
+        if m:
+            groups = m.groupdict()
+            installed = groups.get("installed_name")
+            return {
+                "distribution": groups["dist"],
+                "version": groups["version"],
+                "requirement": groups.get("requirement"),
+                "problem": problem,
+                "installed": (
+                    "%s %s" % (installed, groups["installed_version"]) if installed else None
+                ),
+            }
+    return None
+
+
 def parse_pip_check(text: str) -> tuple[list[dict[str, Any]], list[str]]:
     """pip check's lines as structured conflicts, plus the lines no pattern explained."""
     conflicts: list[dict[str, Any]] = []
@@ -291,44 +318,11 @@ def parse_pip_check(text: str) -> tuple[list[dict[str, Any]], list[str]]:
         line = raw.strip()
         if not line or line == "No broken requirements found.":
             continue
-        m = _REQUIRES_MISSING.match(line)
-        if m:
-            conflicts.append(
-                {
-                    "distribution": m.group("dist"),
-                    "version": m.group("version"),
-                    "requirement": m.group("requirement"),
-                    "problem": "missing",
-                    "installed": None,
-                }
-            )
-            continue
-        m = _HAS_REQUIREMENT.match(line)
-        if m:
-            conflicts.append(
-                {
-                    "distribution": m.group("dist"),
-                    "version": m.group("version"),
-                    "requirement": m.group("requirement"),
-                    "problem": "version-conflict",
-                    "installed": "%s %s"
-                    % (m.group("installed_name"), m.group("installed_version")),
-                }
-            )
-            continue
-        m = _NOT_SUPPORTED.match(line)
-        if m:
-            conflicts.append(
-                {
-                    "distribution": m.group("dist"),
-                    "version": m.group("version"),
-                    "requirement": None,
-                    "problem": "unsupported-platform",
-                    "installed": None,
-                }
-            )
-            continue
-        unparsed.append(line)
+        conflict = _pip_check_conflict(line)
+        if conflict is None:
+            unparsed.append(line)
+        else:
+            conflicts.append(conflict)
     return conflicts, unparsed
 
 
@@ -525,27 +519,30 @@ def _record_digest(path: str, algorithm: str) -> tuple[str, str]:
     return base64.urlsafe_b64encode(h.digest()).rstrip(b"=").decode("ascii"), h.hexdigest()
 
 
-def inner_record(spec: dict[str, Any]) -> None:
-    import importlib.metadata as md
+class _RecordCheck:
+    """Every distribution's RECORD hashed, each difference sorted by what it means."""
 
-    expected = {os.path.realpath(str(p)) for p in spec.get("expected_paths", [])}
-    differ: list[dict[str, Any]] = []
-    missing: list[dict[str, Any]] = []
-    missing_bytecode = 0
-    overlaid: list[dict[str, Any]] = []
-    expected_seen: set[str] = set()
-    no_record: list[str] = []
-    checked_dists = 0
-    checked_files = 0
-    os_managed: list[str] = []
-    packaging_changes: list[dict[str, Any]] = []
-    not_applied: list[dict[str, Any]] = []
-    for dist in md.distributions():
+    def __init__(self, expected: set[str]) -> None:
+        self.expected = expected  # the planned overlays' real paths
+        self.expected_seen: set[str] = set()
+        self.differ: list[dict[str, Any]] = []
+        self.missing: list[dict[str, Any]] = []
+        self.missing_bytecode = 0
+        self.overlaid: list[dict[str, Any]] = []
+        self.no_record: list[str] = []
+        self.checked_dists = 0
+        self.checked_files = 0
+        self.os_managed: list[str] = []
+        self.packaging_changes: list[dict[str, Any]] = []
+        self.not_applied: list[dict[str, Any]] = []
+
+    def distribution(self, dist: Any) -> None:
+        """Hash the files one distribution's RECORD lists; without a RECORD it is noted."""
         name = _dist_name(dist)
         text = dist.read_text("RECORD")
         if text is None:
-            no_record.append("%s %s" % (name, dist.version))
-            continue
+            self.no_record.append("%s %s" % (name, dist.version))
+            return
         # Debian/Ubuntu packages keep the wheel's RECORD but strip the extension modules and
         # move the scripts out of the package; those two changes are the packager's, listed
         # apart. Every other file (the Python sources) must still match.
@@ -553,87 +550,97 @@ def inner_record(spec: dict[str, Any]) -> None:
             _OS_SITE.match(str(dist.locate_file("")))
         )
         if from_os:
-            os_managed.append("%s %s" % (name, dist.version))
-        checked_dists += 1
+            self.os_managed.append("%s %s" % (name, dist.version))
+        self.checked_dists += 1
         for row in csv.reader(io.StringIO(text)):
             if not row or len(row) < 2 or not row[1]:
                 continue  # RECORD itself, and files pip leaves unhashed
-            rel, hash_field = row[0], row[1]
-            algorithm, _, want = hash_field.partition("=")
-            if algorithm not in hashlib.algorithms_available:
-                continue
-            path = str(dist.locate_file(rel))
-            real = os.path.realpath(path)
-            entry = {"distribution": name, "version": dist.version, "path": rel, "file": real}
-            if not os.path.exists(path):
-                if "__pycache__" in rel and rel.endswith(".pyc"):
-                    missing_bytecode += 1
-                elif from_os and (rel.startswith("../") or _BUILD_SCRIPTS.match(rel)):
-                    # Scripts: moved to /usr/bin, or recorded under the build's scripts-3.X/
-                    # folder (bookworm's python3-distro); either way the packager's doing.
-                    entry["change"] = "moved by the OS package"
-                    packaging_changes.append(entry)
-                else:
-                    missing.append(entry)
-                continue
-            checked_files += 1
-            try:
-                got, got_hex = _record_digest(path, algorithm)
-            except OSError as exc:
-                entry["error"] = str(exc)
-                differ.append(entry)
-                continue
-            if want not in (got, got_hex):
-                entry["recorded"] = hash_field
-                entry["actual"] = "%s=%s" % (algorithm, got)
-                if real in expected:
-                    expected_seen.add(real)
-                    overlaid.append(entry)
-                elif from_os and _EXTENSION.search(rel):
-                    entry["change"] = "stripped by the OS package"
-                    packaging_changes.append(entry)
-                else:
-                    differ.append(entry)
-            elif real in expected:
-                # A planned overlay whose file still has the original's hash was not applied.
-                entry["problem"] = "planned overlay not applied: file matches the original"
-                expected_seen.add(real)
-                not_applied.append(entry)
-    for entry in differ:
-        print("DIFFERS %s: %s" % (entry["distribution"], entry["path"]))
-    for entry in missing:
-        print("MISSING %s: %s" % (entry["distribution"], entry["path"]))
-    for entry in overlaid:
-        print("OVERLAID (expected) %s: %s" % (entry["distribution"], entry["path"]))
-    for entry in not_applied:
-        print("OVERLAY NOT APPLIED %s: %s" % (entry["distribution"], entry["path"]))
-    data = {
-        "checked_distributions": checked_dists,
-        "checked_files": checked_files,
-        "differ": differ,
-        "missing": missing,
-        "expected_overlays": overlaid,
-        "expected_paths_not_in_any_record": sorted(expected - expected_seen),
-        "missing_bytecode_files": missing_bytecode,
-        "distributions_without_record": sorted(no_record),
-        "distributions_managed_by_os_packages": sorted(os_managed),
-        "os_packaging_changes": packaging_changes,
-        "overlays_not_applied": not_applied,
-    }
-    summary = "%d files of %d distributions hashed" % (checked_files, checked_dists)
-    if no_record:
-        summary += "; %d distributions have no RECORD and were not verified" % len(no_record)
-    if packaging_changes:
-        summary += "; %d files stripped or moved by OS packages (%s), listed apart" % (
-            len(packaging_changes),
-            ", ".join(sorted({e["distribution"] for e in packaging_changes})),
-        )
-    if differ or missing or not_applied:
+            if row[1].partition("=")[0] in hashlib.algorithms_available:
+                self._file(dist, name, row[0], row[1], from_os)
+
+    def _file(self, dist: Any, name: str, rel: str, hash_field: str, from_os: bool) -> None:
+        algorithm, _, want = hash_field.partition("=")
+        path = str(dist.locate_file(rel))
+        real = os.path.realpath(path)
+        entry = {"distribution": name, "version": dist.version, "path": rel, "file": real}
+        if not os.path.exists(path):
+            if "__pycache__" in rel and rel.endswith(".pyc"):
+                self.missing_bytecode += 1
+            elif from_os and (rel.startswith("../") or _BUILD_SCRIPTS.match(rel)):
+                # Scripts: moved to /usr/bin, or recorded under the build's scripts-3.X/
+                # folder (bookworm's python3-distro); either way the packager's doing.
+                entry["change"] = "moved by the OS package"
+                self.packaging_changes.append(entry)
+            else:
+                self.missing.append(entry)
+            return
+        self.checked_files += 1
+        try:
+            got, got_hex = _record_digest(path, algorithm)
+        except OSError as exc:
+            entry["error"] = str(exc)
+            self.differ.append(entry)
+            return
+        if want not in (got, got_hex):
+            entry["recorded"] = hash_field
+            entry["actual"] = "%s=%s" % (algorithm, got)
+            if real in self.expected:
+                self.expected_seen.add(real)
+                self.overlaid.append(entry)
+            elif from_os and _EXTENSION.search(rel):
+                entry["change"] = "stripped by the OS package"
+                self.packaging_changes.append(entry)
+            else:
+                self.differ.append(entry)
+        elif real in self.expected:
+            # A planned overlay whose file still has the original's hash was not applied.
+            entry["problem"] = "planned overlay not applied: file matches the original"
+            self.expected_seen.add(real)
+            self.not_applied.append(entry)
+
+    def print_lines(self) -> None:
+        """One human line a file that differs, is missing, or is (or is not) overlaid."""
+        for label, entries in (
+            ("DIFFERS", self.differ),
+            ("MISSING", self.missing),
+            ("OVERLAID (expected)", self.overlaid),
+            ("OVERLAY NOT APPLIED", self.not_applied),
+        ):
+            for entry in entries:
+                print("%s %s: %s" % (label, entry["distribution"], entry["path"]))
+
+    def data(self) -> dict[str, Any]:
+        return {
+            "checked_distributions": self.checked_dists,
+            "checked_files": self.checked_files,
+            "differ": self.differ,
+            "missing": self.missing,
+            "expected_overlays": self.overlaid,
+            "expected_paths_not_in_any_record": sorted(self.expected - self.expected_seen),
+            "missing_bytecode_files": self.missing_bytecode,
+            "distributions_without_record": sorted(self.no_record),
+            "distributions_managed_by_os_packages": sorted(self.os_managed),
+            "os_packaging_changes": self.packaging_changes,
+            "overlays_not_applied": self.not_applied,
+        }
+
+    def verdict(self) -> tuple[str, str]:
+        """The check's status and its reason, which says what was hashed."""
+        summary = "%d files of %d distributions hashed" % (self.checked_files, self.checked_dists)
+        if self.no_record:
+            summary += "; %d distributions have no RECORD and were not verified" % len(
+                self.no_record
+            )
+        if self.packaging_changes:
+            summary += "; %d files stripped or moved by OS packages (%s), listed apart" % (
+                len(self.packaging_changes),
+                ", ".join(sorted({e["distribution"] for e in self.packaging_changes})),
+            )
         parts = []
         for label, entries in (
-            ("differ from RECORD", differ),
-            ("missing", missing),
-            ("planned overlay not applied (file still matches RECORD)", not_applied),
+            ("differ from RECORD", self.differ),
+            ("missing", self.missing),
+            ("planned overlay not applied (file still matches RECORD)", self.not_applied),
         ):
             if entries:
                 parts.append(
@@ -642,13 +649,24 @@ def inner_record(spec: dict[str, Any]) -> None:
                     + ", ".join("%s:%s" % (e["distribution"], e["path"]) for e in entries[:20])
                     + (" and %d more" % (len(entries) - 20) if len(entries) > 20 else "")
                 )
-        emit(FAIL, "; ".join(parts) + " (" + summary + ")", data)
-    elif checked_dists == 0:
-        emit(SKIPPED, "no installer-written RECORD to verify (" + summary + ")", data)
-    else:
-        if overlaid:
-            summary += "; %d expected overlay(s) differ as planned" % len(overlaid)
-        emit(PASS, summary, data)
+        if parts:
+            return FAIL, "; ".join(parts) + " (" + summary + ")"
+        if self.checked_dists == 0:
+            return SKIPPED, "no installer-written RECORD to verify (" + summary + ")"
+        if self.overlaid:
+            summary += "; %d expected overlay(s) differ as planned" % len(self.overlaid)
+        return PASS, summary
+
+
+def inner_record(spec: dict[str, Any]) -> None:
+    import importlib.metadata as md
+
+    check = _RecordCheck({os.path.realpath(str(p)) for p in spec.get("expected_paths", [])})
+    for dist in md.distributions():
+        check.distribution(dist)
+    check.print_lines()
+    status, reason = check.verdict()
+    emit(status, reason, check.data())
 
 
 def _arch_flags(torch: Any) -> tuple[list[str], str]:
