@@ -39,6 +39,7 @@ from imagekit.engine import Engine, connect, execution_for
 from imagekit.errors import CouldNotFinish, RecordRefused
 from imagekit.ledger import (
     AuditDetails,
+    AuditedImageDetails,
     AuditSummary,
     TagResolution,
     VulnerabilityDatabase,
@@ -234,8 +235,20 @@ def _emulation(scope: str) -> str:
     return scope[marker : scope.index(")", marker) + 1] if marker >= 0 else ""
 
 
+def _scan_scope(result: AuditResult) -> str:
+    """What the vulnerability scan looked in: its source (the database, offline), and how."""
+    database = result.vulns.database
+    source = result.vulns.source
+    if database:
+        source += f" {database['digest']} ({database['described']})"
+    emulation = _emulation(result.scope)
+    return f"{source} over the Python distributions the probe found installed" + (
+        f" (the probe ran {emulation})" if emulation else ""
+    )
+
+
 def _record(workspace: Workspace, result: AuditResult, vulns_path: Path) -> tuple[int, ...]:
-    """Append the audit and vulnerability-scan records; returns their seqs."""
+    """Append the audit and vulnerability-scan records, of one plan and image; their seqs."""
     images = {"image": result.image.requested} if result.image is not None else {}
     image_id = result.image.image_id if result.image else None
     resolution = _tag_resolution(result.image) if result.image is not None else None
@@ -243,57 +256,54 @@ def _record(workspace: Workspace, result: AuditResult, vulns_path: Path) -> tupl
     if resolution is not None:
         images["tag"] = resolution["tag"]
         resolved["tag_resolution"] = TagResolution(**resolution)
-    audit_record = append_record(
-        workspace,
-        "audit",
-        plan=result.plan,
-        images=images,
-        status=result.verdict.status,
-        scope=result.scope,
-        evidence=result.report_path,
-        details=AuditDetails(
-            profile=result.profile,
-            image_id=image_id,
-            **resolved,
-            report=AuditSummary(
-                checks={c.name: c.status for c in result.report.checks},
-                failing=list(result.verdict.failing),
-                deferred=list(result.verdict.deferred),
-                skipped=list(result.verdict.skipped),
-            ),
+
+    def append(
+        kind: str, status: str, scope: str, evidence: Path, details: AuditedImageDetails
+    ) -> int:
+        return append_record(
+            workspace,
+            kind,
+            plan=result.plan,
+            images=images,
+            status=status,
+            scope=scope,
+            evidence=evidence,
+            details=details,
+        ).seq
+
+    audit_details = AuditDetails(
+        profile=result.profile,
+        image_id=image_id,
+        **resolved,
+        report=AuditSummary(
+            checks={c.name: c.status for c in result.report.checks},
+            failing=list(result.verdict.failing),
+            deferred=list(result.verdict.deferred),
+            skipped=list(result.verdict.skipped),
         ),
+    )
+    audit_seq = append(
+        "audit", result.verdict.status, result.scope, result.report_path, audit_details
     )
     database = result.vulns.database
-    vuln_record = append_record(
-        workspace,
-        "vulnerability-scan",
-        plan=result.plan,
-        images=images,
-        status=result.vulns.status,
-        scope=(
-            f"{result.vulns.source} {database['digest']} ({database['described']}) over the "
-            "Python distributions the probe found installed"
-            if database
-            else f"{result.vulns.source} over the Python distributions the probe found installed"
-        )
-        + (f" (the probe ran {_emulation(result.scope)})" if _emulation(result.scope) else ""),
-        evidence=vulns_path,
-        details=VulnerabilityScanDetails(
-            profile=result.profile,
-            image_id=image_id,
-            report=VulnerabilitySummary(
-                reason=result.vulns.reason,
-                audited=result.vulns.audited,
-                findings=len(result.vulns.findings),
-                finding_ids=sorted({f.id for f in result.vulns.findings}),
-                not_audited=len(result.vulns.not_audited),
-                fail_on=result.fail_on,
-            ),
-            **({"database": VulnerabilityDatabase(**database)} if database else {}),
-            **resolved,
+    scan_details = VulnerabilityScanDetails(
+        profile=result.profile,
+        image_id=image_id,
+        report=VulnerabilitySummary(
+            reason=result.vulns.reason,
+            audited=result.vulns.audited,
+            findings=len(result.vulns.findings),
+            finding_ids=sorted({f.id for f in result.vulns.findings}),
+            not_audited=len(result.vulns.not_audited),
+            fail_on=result.fail_on,
         ),
+        **({"database": VulnerabilityDatabase(**database)} if database else {}),
+        **resolved,
     )
-    return (audit_record.seq, vuln_record.seq)
+    scan_seq = append(
+        "vulnerability-scan", result.vulns.status, _scan_scope(result), vulns_path, scan_details
+    )
+    return (audit_seq, scan_seq)
 
 
 def audit(

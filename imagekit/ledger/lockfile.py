@@ -26,14 +26,13 @@ from typing import Any
 from imagekit.errors import LedgerBroken
 from imagekit.evidence import utc_stamp
 from imagekit.ledger.record import (
-    AuditDetails,
+    AuditedImageDetails,
     BuildDetails,
     FinalPullDetails,
     LedgerRecord,
     MirrorDetails,
     PushDetails,
     RejectedBuildDetails,
-    VulnerabilityScanDetails,
 )
 from imagekit.ledger.store import Entry, Scan, scan
 from imagekit.ledger.verify import VerifyReport, verify_scan
@@ -198,7 +197,7 @@ def _status_of(candidates: list[Entry], kind: str, ids: set[str]) -> Any:
     found = {"status": entry.record.status, "scope": entry.record.scope, **_ref(entry)}
     # An audit's verdict depends on the profile it ran with (a generic CPU_PASS and a vllm
     # CPU_CHECK_INCOMPLETE can both be true of one image): the lock names it.
-    info: AuditDetails | VulnerabilityScanDetails = entry.record.info
+    info: AuditedImageDetails = entry.record.info
     if info.profile is not None:
         found["profile"] = info.profile
     return found

@@ -190,11 +190,18 @@ class TagResolution(RecordDetails):
     sentence: str = Field(description="tag X resolved to DIGEST at TIME")
 
 
-class AuditDetails(RecordDetails):
+class AuditedImageDetails(RecordDetails):
+    """What an audit record and its vulnerability-scan record both say of the image: its ID,
+    the profile the probe ran with, and the tag it was resolved from (the lock reads the
+    profile from either)."""
+
     profile: str | None = None
     image_id: str | None = None
-    report: AuditSummary | None = None
     tag_resolution: TagResolution | None = None
+
+
+class AuditDetails(AuditedImageDetails):
+    report: AuditSummary | None = None
 
 
 class VulnerabilitySummary(RecordDetails):
@@ -224,12 +231,9 @@ class VulnerabilityDatabase(RecordDetails):
     max_age_days: int | None = None
 
 
-class VulnerabilityScanDetails(RecordDetails):
-    profile: str | None = None
-    image_id: str | None = None
+class VulnerabilityScanDetails(AuditedImageDetails):
     report: VulnerabilitySummary | None = None
     database: VulnerabilityDatabase | None = None
-    tag_resolution: TagResolution | None = None
 
 
 class MirrorDetails(RecordDetails):
