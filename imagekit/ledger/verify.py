@@ -290,40 +290,47 @@ def _check_evidence(workspace: Workspace, entries: tuple[Entry, ...], found: _Fi
 
 def _check_claim(result: Scan, claim: HeadClaim, found: _Findings) -> None:
     """The head kept elsewhere still names a record of this ledger, with the same bytes."""
-    entries = result.entries
+    mismatch = _claim_mismatch(result.entries, claim)
+    if mismatch is not None:
+        message, entry = mismatch
+        found.add("head-mismatch", message, entry=entry)
+
+
+def _claim_mismatch(
+    entries: tuple[Entry, ...], claim: HeadClaim
+) -> tuple[str, Entry | None] | None:
+    """How the ledger no longer fits the claimed head, and the record that shows it; None
+    when it fits."""
     last = entries[-1] if entries else None
     counted = f" from {claim.records} records" if claim.records is not None else ""
     if last is None:
-        found.add(
-            "head-mismatch",
+        return (
             f"the ledger is empty, but {claim.source} was written{counted} with head "
             f"{claim.head}: its records were removed",
+            None,
         )
-        return
     if claim.seq is None:
-        if last.digest != claim.head:
-            found.add(
-                "head-mismatch",
-                f"the newest record hashes to {last.digest}, not the expected head "
-                f"{claim.head}: it was edited, or records were removed from the end",
-                entry=last,
-            )
-        return
+        if last.digest == claim.head:
+            return None
+        return (
+            f"the newest record hashes to {last.digest}, not the expected head "
+            f"{claim.head}: it was edited, or records were removed from the end",
+            last,
+        )
     target = next((e for e in reversed(entries) if e.record.seq == claim.seq), None)
     if target is None:
-        found.add(
-            "head-mismatch",
+        return (
             f"{claim.source} was written{counted} with head seq {claim.seq}, which the "
             f"ledger no longer has (its newest is seq {last.record.seq}): records were removed",
-            entry=last,
+            last,
         )
-    elif target.digest != claim.head:
-        found.add(
-            "head-mismatch",
+    if target.digest != claim.head:
+        return (
             f"{_where(target)} hashes to {target.digest}, not the head {claim.head} that "
             f"{claim.source} was written from: it was edited",
-            entry=target,
+            target,
         )
+    return None
 
 
 def verify_scan(
