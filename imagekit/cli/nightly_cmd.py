@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from imagekit.cli._common import json_option, run
-from imagekit.flows.nightly import NightlyResult, run_nightly
+from imagekit.flows.nightly import NightlyResult, NightOptions, run_nightly
 from imagekit.workspace import Workspace
 
 
@@ -66,9 +66,7 @@ def command(
     names = [p.strip() for p in plans.split(",") if p.strip()] if plans else None
 
     def action() -> NightlyResult:
-        result = run_nightly(
-            Workspace.from_env(),
-            names,
+        options = NightOptions(
             base_override=base_override,
             keep_images=keep_images,
             candidate_registry=candidate_registry,
@@ -76,6 +74,7 @@ def command(
             proposals_dir=proposals_dir,
             write_plans=write_plans,
         )
+        result = run_nightly(Workspace.from_env(), names, options)
         if markdown is not None:
             with markdown.open("a", encoding="utf-8") as fh:
                 fh.write(result.markdown())

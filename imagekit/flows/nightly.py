@@ -851,33 +851,21 @@ def _night_for_plan(
 def run_nightly(
     workspace: Workspace,
     plans: list[str] | None = None,
+    options: NightOptions | None = None,
     *,
-    base_override: str | None = None,
     echo: TextIO | None = None,
-    keep_images: bool = False,
-    candidate_registry: str | None = None,
     client: RegistryClient | None = None,
-    watch_only: bool = False,
-    proposals_dir: Path | None = None,
-    write_plans: bool = False,
 ) -> NightlyResult:
     """Watch, rebuild, audit and compare each plan; a failing plan does not stop the others."""
     echo = echo or sys.stderr
-    options = NightOptions(
-        base_override=base_override,
-        keep_images=keep_images,
-        candidate_registry=candidate_registry,
-        watch_only=watch_only,
-        proposals_dir=proposals_dir,
-        write_plans=write_plans,
-    )
+    options = options or NightOptions()
     started = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     if plans is None:
         summaries = list_plans(workspace.plans_dir, workspace.dockerfiles_dir)
         names = [s.name for s in summaries]
     else:
         names = plans
-    if base_override is not None and len(names) != 1:
+    if options.base_override is not None and len(names) != 1:
         raise UsageError(
             "--base replaces one plan's base: name exactly one plan with --plans",
             hint="e.g. imagekit nightly --plans demo --base REGISTRY/REPO@sha256:...",

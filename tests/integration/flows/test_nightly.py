@@ -25,6 +25,7 @@ from imagekit.flows.nightly import (
     REJECTED,
     REPRODUCIBLE,
     NightlyResult,
+    NightOptions,
     run_nightly,
 )
 from imagekit.flows.pipeline import run_pipeline
@@ -88,7 +89,7 @@ def accepted(
 
 def test_unchanged_plan_is_reproducible_or_equivalent(accepted: Accepted) -> None:
     ws = accepted.workspace
-    night = run_nightly(ws, ["demo"], base_override=accepted.base)
+    night = run_nightly(ws, ["demo"], NightOptions(base_override=accepted.base))
     assert night.exit_code == 0, night.to_json()
     plan = night.plans[0]
     # Which one it is depends on BuildKit's timestamps; the report must say which.
@@ -117,7 +118,7 @@ def _night_with_edit(accepted: Accepted, old: str, new: str) -> NightlyResult:
     assert old in original
     plan_file.write_text(original.replace(old, new))
     try:
-        return run_nightly(accepted.workspace, ["demo"], base_override=accepted.base)
+        return run_nightly(accepted.workspace, ["demo"], NightOptions(base_override=accepted.base))
     finally:
         plan_file.write_text(original)
 
@@ -169,7 +170,7 @@ def test_a_build_record_the_ledger_refuses_fails_the_night_as_rejected(
     ws.ledger_path.write_bytes(torn)
     before = _candidates(engine)
     try:
-        night = run_nightly(ws, ["demo"], base_override=accepted.base)
+        night = run_nightly(ws, ["demo"], NightOptions(base_override=accepted.base))
         after = ws.ledger_path.read_bytes()
     finally:
         ws.ledger_path.write_bytes(original)
@@ -189,7 +190,7 @@ def test_unreachable_base_fails_the_night_with_3(
     from tests.support.registries import free_port
 
     gone = f"127.0.0.1:{free_port()}/imagekit-test/base@sha256:{'e' * 64}"
-    night = run_nightly(workspace, ["demo"], base_override=gone)
+    night = run_nightly(workspace, ["demo"], NightOptions(base_override=gone))
     plan = night.plans[0]
     assert plan.status == "base-unreachable", plan.to_json()
     assert plan.exit_code == 3 and night.exit_code == 3

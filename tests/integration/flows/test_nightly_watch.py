@@ -35,6 +35,7 @@ from imagekit.flows.nightly import (
     BASE_TAG_GONE,
     BASE_UNREACHABLE,
     OVERLAY_DRIFT,
+    NightOptions,
     find_baseline,
     run_nightly,
 )
@@ -202,7 +203,7 @@ def test_a_tag_that_did_not_move_costs_only_a_head_request(
     proxy, name = proxied
     bases.upstream.tag(TAG, bases.v1)
     before = len(_records(ws))
-    night = run_nightly(ws, [name], watch_only=True)
+    night = run_nightly(ws, [name], NightOptions(watch_only=True))
     plan = night.plans[0]
     assert plan.status == BASE_CURRENT and night.exit_code == 0, plan.to_json()
     assert [(e.method, e.path, e.status) for e in proxy.log] == [
@@ -223,7 +224,7 @@ def test_a_503_then_recovery_is_retried(
     proxy, name = proxied
     bases.upstream.tag(TAG, bases.v1)
     proxy.set_faults(Fault("status", path="/manifests/", method="HEAD", times=2, retry_after="0"))
-    night = run_nightly(ws, [name], watch_only=True)
+    night = run_nightly(ws, [name], NightOptions(watch_only=True))
     assert night.plans[0].status == BASE_CURRENT, night.plans[0].to_json()
     assert proxy.fired("status") == 2
     assert [e.status for e in proxy.log] == [503, 503, 200]
@@ -253,7 +254,10 @@ def test_a_deleted_tag_is_base_tag_gone(ws: Workspace, bases: Bases) -> None:
     _write_demo_copy(ws, "vanishing", doomed)
     path = ws.plans_dir / "vanishing.yaml"
     path.write_text(path.read_text().replace("found_as: bookworm", "found_as: doomed"))
-    assert run_nightly(ws, ["vanishing"], watch_only=True).plans[0].status == BASE_CURRENT
+    assert (
+        run_nightly(ws, ["vanishing"], NightOptions(watch_only=True)).plans[0].status
+        == BASE_CURRENT
+    )
     bases.upstream.delete(doomed)
     result = CliRunner().invoke(
         nightly_command,
@@ -344,7 +348,7 @@ def test_an_overlay_only_plan_is_rebased_through_the_registry(project: Project) 
     ws, bases = project.workspace, project.bases
     bases.upstream.tag(TAG, bases.v2)
     try:
-        night = run_nightly(ws, ["overlay-watch"], write_plans=True)
+        night = run_nightly(ws, ["overlay-watch"], NightOptions(write_plans=True))
     finally:
         bases.upstream.tag(TAG, bases.v1)
     plan = night.plans[0]
@@ -375,7 +379,7 @@ def test_an_overlay_whose_original_changed_upstream_is_named_and_nothing_is_push
     before = len(_records(ws))
     bases.upstream.tag(TAG, bases.drifted)
     try:
-        night = run_nightly(ws, ["demo-watch"], proposals_dir=tmp_path / "proposals")
+        night = run_nightly(ws, ["demo-watch"], NightOptions(proposals_dir=tmp_path / "proposals"))
         bump = CliRunner().invoke(
             plans_command, ["bump", "demo-watch", "--json"], env={"IMAGEKIT_ROOT": str(ws.root)}
         )
