@@ -12,6 +12,7 @@ import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from imagekit.ledger import LedgerRecord, append_record
 from imagekit.workspace import Workspace
@@ -29,7 +30,7 @@ class Rec:
     images: dict[str, str]
     status: str
     scope: str = ""
-    details: dict[str, object] | None = None
+    details: dict[str, Any] | None = None  # as append_record takes them
     evidence: Path | None = None
 
     def append(self, ws: Workspace) -> LedgerRecord:

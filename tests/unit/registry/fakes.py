@@ -15,10 +15,14 @@ from typing import Any
 import httpx
 
 from imagekit.registry import RegistryClient, RetryPolicy
-from tests.support.oci_layout import OCI_CONFIG, OCI_GZIP, OCI_INDEX, OCI_MANIFEST, tar_of
-from tests.support.oci_layout import sha256 as sha
+from tests.support.oci_layout import OCI_CONFIG, OCI_GZIP, sha256, tar_of
+
+# The tests name these through fakes, as they did when fakes defined them.
+from tests.support.oci_layout import OCI_INDEX as OCI_INDEX
+from tests.support.oci_layout import OCI_MANIFEST as OCI_MANIFEST
 
 HOST = "registry.example.test"
+sha = sha256
 
 
 def dumps(document: dict[str, Any]) -> bytes:
