@@ -26,6 +26,7 @@ rules).
 from __future__ import annotations
 
 import socket
+from abc import ABC, abstractmethod
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -67,10 +68,16 @@ class DigestCheck:
         return PullCheck(name=self.name, ok=self.ok, expected=self.expected, actual=self.actual)
 
 
-class _Verdict:
-    """``ok`` and ``status`` of a final pull: verified only when every check said yes."""
+class _Verdict(ABC):
+    """What every final pull says, whatever pulled it: verified only when every check said
+    yes, the scope sentence, and the JSON around what the runtime adds."""
 
+    reference: Reference
+    expected_digest: Digest
+    where: str
     checks: tuple[DigestCheck, ...]
+    evidence: Path | None
+    record: LedgerRecord | None
 
     @property
     def ok(self) -> bool:
@@ -79,6 +86,39 @@ class _Verdict:
     @property
     def status(self) -> FinalPullStatus:
         return FinalPullStatus.VERIFIED if self.ok else FinalPullStatus.MISMATCH
+
+    @property
+    @abstractmethod
+    def scope(self) -> str:
+        """One sentence: what the pull proved, or which checks failed (see ``_scope``)."""
+
+    def _scope(self, puller: str, holds: str) -> str:
+        """``puller`` pulled the image and ``holds`` what was proved, or which checks failed."""
+        if self.ok:
+            return (
+                f"{puller} pulled {self.reference.name}@{self.expected_digest} and holds "
+                f"{holds}, not that the image runs or serves"
+            )
+        failed = ", ".join(c.name for c in self.checks if not c.ok)
+        return (
+            f"{puller} pulled {self.reference} but {failed} did not match the expected "
+            "digests: it does not hold the image that was accepted"
+        )
+
+    def _document(self, details: dict[str, Any]) -> dict[str, Any]:
+        """The JSON of a final pull, with the ``details`` of its runtime in the middle."""
+        return {
+            "reference": str(self.reference),
+            "status": self.status,
+            "ok": self.ok,
+            "scope": self.scope,
+            "expected_digest": str(self.expected_digest),
+            **details,
+            "where": self.where,
+            "checks": [c.to_json() for c in self.checks],
+            "evidence": str(self.evidence) if self.evidence else None,
+            "record_seq": self.record.seq if self.record else None,
+        }
 
 
 @dataclass(frozen=True)
@@ -101,38 +141,24 @@ class PullResult(_Verdict):
     @property
     def scope(self) -> str:
         store = f"Docker {self.engine_version}, {self.image_store} image store"
-        if self.ok:
-            return (
-                f"the engine on {self.where} ({store}) pulled {self.reference.name}@"
-                f"{self.expected_digest} and holds image ID {self.image_id}, matching the "
-                "registry's manifest and config digests; this proves what that engine holds, "
-                "not that the image runs or serves"
-            )
-        failed = ", ".join(c.name for c in self.checks if not c.ok)
-        return (
-            f"the engine on {self.where} ({store}) pulled {self.reference} but {failed} did not "
-            "match the expected digests: it does not hold the image that was accepted"
+        return self._scope(
+            f"the engine on {self.where} ({store})",
+            f"image ID {self.image_id}, matching the registry's manifest and config digests; "
+            "this proves what that engine holds",
         )
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "reference": str(self.reference),
-            "status": self.status,
-            "ok": self.ok,
-            "scope": self.scope,
-            "expected_digest": str(self.expected_digest),
-            "index_digest": str(self.index_digest) if self.index_digest else None,
-            "manifest_digest": str(self.manifest_digest),
-            "config_digest": str(self.config_digest),
-            "image_id": self.image_id,
-            "repo_digests": list(self.repo_digests),
-            "image_store": self.image_store,
-            "engine_version": self.engine_version,
-            "where": self.where,
-            "checks": [c.to_json() for c in self.checks],
-            "evidence": str(self.evidence) if self.evidence else None,
-            "record_seq": self.record.seq if self.record else None,
-        }
+        return self._document(
+            {
+                "index_digest": str(self.index_digest) if self.index_digest else None,
+                "manifest_digest": str(self.manifest_digest),
+                "config_digest": str(self.config_digest),
+                "image_id": self.image_id,
+                "repo_digests": list(self.repo_digests),
+                "image_store": self.image_store,
+                "engine_version": self.engine_version,
+            }
+        )
 
 
 def _target(reference: str, expect_digest: str | None) -> tuple[Reference, Digest]:
@@ -382,29 +408,16 @@ class ContainerdPullResult(_Verdict):
             f"containerd {self.containerd_version} on {self.where} (namespace "
             f"{self.namespace}, snapshotter {self.snapshotter}, CRI plugin on)"
         )
-        if self.ok:
-            return (
-                f"{store} pulled {self.reference.name}@{self.expected_digest} and holds it as "
-                f"CRI image ID {self.image_id} ({self.store.platform}, its layers unpacked as "
-                f"chain ID {self.chain_id}), matching the registry's digests; a kubelet there "
-                f"reports imageID {self.kubelet_image_ref}; this proves what that containerd "
-                "holds, not that the image runs or serves"
-            )
-        failed = ", ".join(c.name for c in self.checks if not c.ok)
-        return (
-            f"{store} pulled {self.reference} but {failed} did not match the expected "
-            "digests: it does not hold the image that was accepted"
+        return self._scope(
+            store,
+            f"it as CRI image ID {self.image_id} ({self.store.platform}, its layers unpacked as "
+            f"chain ID {self.chain_id}), matching the registry's digests; a kubelet there "
+            f"reports imageID {self.kubelet_image_ref}; this proves what that containerd holds",
         )
 
     def to_json(self) -> dict[str, Any]:
         store = self.store
-        return {
-            "runtime": "containerd",
-            "reference": str(self.reference),
-            "status": self.status,
-            "ok": self.ok,
-            "scope": self.scope,
-            "expected_digest": str(self.expected_digest),
+        details = {
             "name": store.record.name,
             "target_digest": str(store.record.target),
             "target_media_type": store.record.media_type,
@@ -431,11 +444,8 @@ class ContainerdPullResult(_Verdict):
                 "namespace": self.namespace,
                 "snapshotter": self.snapshotter,
             },
-            "where": self.where,
-            "checks": [c.to_json() for c in self.checks],
-            "evidence": str(self.evidence) if self.evidence else None,
-            "record_seq": self.record.seq if self.record else None,
         }
+        return {"runtime": "containerd", **self._document(details)}
 
 
 def _cri_image(
