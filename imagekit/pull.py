@@ -43,7 +43,7 @@ from imagekit.ledger import (
     PullCheck,
     append_record,
 )
-from imagekit.refs import Digest, Reference, is_digest, parse_reference
+from imagekit.refs import Digest, Platform, Reference, is_digest, parse_reference
 from imagekit.registry import RegistryClient, ResolvedImage, is_loopback
 from imagekit.workspace import Workspace
 
@@ -180,6 +180,17 @@ def _target(reference: str, expect_digest: str | None) -> tuple[Reference, Diges
     return ref, expected
 
 
+def _resolve(
+    registry: RegistryClient | None, ref: Reference, platform: Platform | None = None
+) -> ResolvedImage:
+    """What the registry serves for ``ref``: through the caller's client, or a client of our
+    own that is closed afterwards."""
+    if registry is not None:
+        return registry.resolve(ref, platform=platform)
+    with RegistryClient() as client:
+        return client.resolve(ref, platform=platform)
+
+
 def _repo_digest_matches(repo_digests: tuple[str, ...], ref: Reference, digest: Digest) -> bool:
     for text in repo_digests:
         try:
@@ -275,13 +286,7 @@ def final_pull(
     """
     ref, expected = _target(reference, expect_digest)
     engine = engine or connect()
-    own_client = registry is None
-    client = registry or RegistryClient()
-    try:
-        resolved: ResolvedImage = client.resolve(ref)
-    finally:
-        if own_client:
-            client.close()
+    resolved = _resolve(registry, ref)
     pull_name = str(ref)
     with engine_errors(f"pulling {pull_name}"):
         engine.client.image.pull(pull_name, quiet=True)
@@ -564,13 +569,7 @@ def final_pull_containerd(
             hint="see its output in the evidence; imagekit reads containerd 1.6's",
         )
     image = store.read_image(image_record, pulled.platform)
-    own_client = registry is None
-    client = registry or RegistryClient()
-    try:
-        resolved = client.resolve(ref, platform=pulled.platform)
-    finally:
-        if own_client:
-            client.close()
+    resolved = _resolve(registry, ref, pulled.platform)
     computed_chain = chain_id(resolved.diff_ids)
     snapshot = store.snapshot(str(computed_chain))
     label = store.snapshot_label(image.config_digest)
