@@ -29,7 +29,7 @@ import socket
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from imagekit import containerd as ctrd
 from imagekit.cri import FinalPullStatus, chain_id, kubelet_image_ref, sort_references
@@ -242,30 +242,41 @@ def compare(
     return tuple(checks)
 
 
-def _record(
+_Result = TypeVar("_Result", "PullResult", "ContainerdPullResult")
+
+
+def _run_dir(workspace: Workspace, ref: Reference, expected: Digest) -> Path:
+    return new_run_dir(workspace.evidence_dir, "pull", f"{ref.name}@{expected}")
+
+
+def _recorded(
     workspace: Workspace,
     plan: str | None,
-    image: str,
-    result: PullResult | ContainerdPullResult,
-    evidence: Path,
+    result: _Result,
+    run_dir: Path,
+    document: dict[str, Any],
     details: FinalPullDetails,
-) -> LedgerRecord:
-    """The final-pull record: its status and scope sentence from the result, never edited.
+) -> _Result:
+    """The result with its evidence (``document``, as pull.json in ``run_dir``) and its
+    final-pull record: status and scope sentence from the result, never edited.
 
     Refused by the ledger, the refusal carries the result with its evidence: the pull and
     its checks stand, only the record is missing.
     """
+    evidence = run_dir / "pull.json"
+    write_json(evidence, document)
     with RecordRefused.keeping(replace(result, evidence=evidence)):
-        return append_record(
+        saved = append_record(
             workspace,
             "final-pull",
             plan=plan,
-            images={"image": image},
+            images={"image": f"{result.reference.name}@{result.expected_digest}"},
             status=result.status,
             scope=result.scope,
             evidence=evidence,
             details=details,
         )
+    return replace(result, evidence=evidence, record=saved)
 
 
 def final_pull(
@@ -318,10 +329,11 @@ def final_pull(
     )
     if not record:
         return result
-    run_dir = new_run_dir(workspace.evidence_dir, "pull", f"{ref.name}@{expected}")
-    evidence = run_dir / "pull.json"
-    write_json(
-        evidence,
+    return _recorded(
+        workspace,
+        plan,
+        result,
+        _run_dir(workspace, ref, expected),
         {
             **result.to_json(),
             "resolved": {
@@ -340,13 +352,6 @@ def final_pull(
                 "repo_tags": list(image.repo_tags or ()),
             },
         },
-    )
-    saved = _record(
-        workspace,
-        plan,
-        f"{ref.name}@{expected}",
-        result,
-        evidence,
         FinalPullDetails(
             source="engine",
             image_id=image_id,
@@ -361,7 +366,6 @@ def final_pull(
             checks=[c.record() for c in checks],
         ),
     )
-    return replace(result, evidence=evidence, record=saved)
 
 
 @dataclass(frozen=True)
@@ -606,11 +610,9 @@ def final_pull_containerd(
     )
     if not record:
         return result
-    run_dir = new_run_dir(workspace.evidence_dir, "pull", f"{ref.name}@{expected}")
+    run_dir = _run_dir(workspace, ref, expected)
     write_bytes(run_dir / "ctr-pull.log", pulled.log.encode())
-    evidence = run_dir / "pull.json"
     document = result.to_json()
-    write_json(evidence, document)
     keys = (
         "name",
         "image_id",
@@ -626,12 +628,12 @@ def final_pull_containerd(
         "where",
         "checks",
     )
-    saved = _record(
+    return _recorded(
         workspace,
         plan,
-        f"{ref.name}@{expected}",
         result,
-        evidence,
+        run_dir,
+        document,
         FinalPullDetails(
             source="containerd",
             image_store="containerd-cri",
@@ -644,4 +646,3 @@ def final_pull_containerd(
             **{key: document[key] for key in keys},
         ),
     )
-    return replace(result, evidence=evidence, record=saved)
