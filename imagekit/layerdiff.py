@@ -129,22 +129,20 @@ class _HashingReader(io.RawIOBase):
         return n
 
 
+# A member's kind: the name of the first of tarfile's type tests that holds for it.
+_KINDS = (
+    ("file", tarfile.TarInfo.isreg),
+    ("dir", tarfile.TarInfo.isdir),
+    ("symlink", tarfile.TarInfo.issym),
+    ("hardlink", tarfile.TarInfo.islnk),
+    ("char", tarfile.TarInfo.ischr),
+    ("block", tarfile.TarInfo.isblk),
+    ("fifo", tarfile.TarInfo.isfifo),
+)
+
+
 def _kind(member: tarfile.TarInfo) -> str | None:
-    if member.isreg():
-        return "file"
-    if member.isdir():
-        return "dir"
-    if member.issym():
-        return "symlink"
-    if member.islnk():
-        return "hardlink"
-    if member.ischr():
-        return "char"
-    if member.isblk():
-        return "block"
-    if member.isfifo():
-        return "fifo"
-    return None
+    return next((kind for kind, test in _KINDS if test(member)), None)
 
 
 @dataclass(frozen=True)
