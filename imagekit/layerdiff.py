@@ -23,7 +23,7 @@ import posixpath
 import re
 import tarfile
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from email.parser import HeaderParser
 from enum import StrEnum
 from typing import IO, TYPE_CHECKING, Any, Protocol
@@ -439,14 +439,7 @@ class PackageChange:
         return f"{self.ecosystem} {self.name} {self.before} -> {self.after}{where}"
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "ecosystem": self.ecosystem,
-            "name": self.name,
-            "location": self.location,
-            "before": self.before,
-            "after": self.after,
-            "change": self.change,
-        }
+        return {**asdict(self), "change": self.change}
 
 
 @dataclass(frozen=True)
