@@ -22,7 +22,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 import yaml
 from packaging.requirements import InvalidRequirement, Requirement
@@ -116,6 +116,14 @@ class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
 
+class _Step(_Model):
+    """One step of a plan. A step that runs a program inside the image (apt-get, pip) says so
+    with ``runs_in_image``: only an engine build can apply it. The others change files and
+    metadata alone, which the registry builder (imagekit.assemble) writes itself."""
+
+    runs_in_image: ClassVar[bool] = False
+
+
 class BaseSpec(_Model):
     """The image to start from: a digest-pinned reference, with the tag it was found under."""
 
@@ -177,8 +185,10 @@ def pinned_reference(value: str) -> Reference:
     return ref
 
 
-class RemoveSystemPackages(_Model):
+class RemoveSystemPackages(_Step):
     """``apt-get remove`` of exact package names; never autoremove, never a pattern."""
+
+    runs_in_image = True
 
     kind: Literal["remove_system_packages"]
     names: list[str] = Field(min_length=1)
@@ -189,8 +199,10 @@ class RemoveSystemPackages(_Model):
         return _check_names(value, _DEB_NAME, "deb_name", "an exact Debian package name", "package")
 
 
-class PipInstall(_Model):
+class PipInstall(_Step):
     """``pip install`` of requirements each pinned to one exact version with ``==``."""
+
+    runs_in_image = True
 
     kind: Literal["pip_install"]
     requirements: list[str] = Field(min_length=1)
@@ -233,12 +245,14 @@ def parse_pinned_requirement(text: str) -> Requirement:
 _DIST_NAME = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?")
 
 
-class PipUninstall(_Model):
+class PipUninstall(_Step):
     """``pip uninstall`` of exact distribution names, each of which must be installed.
 
     Removing a distribution is how a dependency conflict is most often "fixed", and the
     plan's assertions are what catch the entry point that went with it (find_spec).
     """
+
+    runs_in_image = True
 
     kind: Literal["pip_uninstall"]
     names: list[str] = Field(min_length=1)
@@ -285,7 +299,7 @@ _KERNEL_MOUNTS = {"proc": "procfs", "sys": "sysfs", "dev": "a tmpfs with the dev
 _RUNTIME_FILES = frozenset({"/etc/hosts", "/etc/hostname", "/etc/resolv.conf"})
 
 
-class Overlay(_Model):
+class Overlay(_Step):
     """A file from the plan's folder laid over the base, guarded by what it replaces.
 
     ``mode`` and ``owner`` set the file's permission bits and numeric owner in the image
@@ -430,7 +444,7 @@ def _check_pairs(
     return value
 
 
-class Env(_Model):
+class Env(_Step):
     """Environment variables set in the image (ENV); never a secret."""
 
     kind: Literal["env"]
@@ -442,7 +456,7 @@ class Env(_Model):
         return _check_pairs(value, _ENV_KEY, "env", "environment variable name")
 
 
-class Labels(_Model):
+class Labels(_Step):
     """Image labels; the base and imagekit labels are set by the render and reserved."""
 
     kind: Literal["labels"]
@@ -454,12 +468,12 @@ class Labels(_Model):
         return _check_pairs(value, _LABEL_KEY, "label", "label key", RESERVED_LABEL_PREFIXES)
 
 
-class Entrypoint(_Model):
+class Entrypoint(_Step):
     kind: Literal["entrypoint"]
     argv: list[str] = Field(min_length=1)
 
 
-class Cmd(_Model):
+class Cmd(_Step):
     kind: Literal["cmd"]
     argv: list[str] = Field(min_length=1)
 

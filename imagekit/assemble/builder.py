@@ -65,17 +65,7 @@ from imagekit.ledger.record import (
     GuardReport,
     OverlayLayerDetails,
 )
-from imagekit.plan import (
-    Cmd,
-    Entrypoint,
-    Env,
-    Labels,
-    LoadedPlan,
-    Overlay,
-    Plan,
-    load_plan,
-    plan_path,
-)
+from imagekit.plan import LoadedPlan, Overlay, Plan, load_plan, plan_path
 from imagekit.refs import Digest, Reference
 from imagekit.registry import Descriptor, RegistryClient, ResolvedImage
 from imagekit.registry.upload import BlobSource, CopyResult, push_manifest
@@ -83,7 +73,6 @@ from imagekit.render import base_name
 from imagekit.workspace import Workspace
 
 MiB = 1 << 20
-REGISTRY_STEPS = (Overlay, Env, Labels, Entrypoint, Cmd)
 _SPOOL = 32 * MiB
 
 
@@ -165,11 +154,7 @@ class AssembleResult:
 
 def engine_steps(plan: Plan) -> list[str]:
     """The steps only an engine can run (they execute programs inside the image)."""
-    return [
-        f"steps[{i}] ({step.kind})"
-        for i, step in enumerate(plan.steps)
-        if not isinstance(step, REGISTRY_STEPS)
-    ]
+    return [f"steps[{i}] ({step.kind})" for i, step in enumerate(plan.steps) if step.runs_in_image]
 
 
 def _epoch(plan: Plan) -> tuple[int, str]:
