@@ -401,6 +401,34 @@ def _record(workspace: Workspace, kind: str, **kwargs: Any) -> int:
     return int(append_record(workspace, kind, **kwargs).seq)
 
 
+def record_plan_image(
+    workspace: Workspace,
+    kind: str,
+    loaded: LoadedPlan,
+    image: str,
+    *,
+    status: str,
+    scope: str,
+    evidence: Path,
+    details: BuildDetails | RejectedBuildDetails,
+) -> int:
+    """Append the record of an image made (or refused) from a plan on its base; its seq.
+
+    Both builders' ``build`` and ``rejected-build`` records name the plan, the image and the
+    base this way.
+    """
+    return _record(
+        workspace,
+        kind,
+        plan=loaded.name,
+        images={"image": image, "base": str(loaded.base)},
+        status=status,
+        scope=scope,
+        evidence=evidence,
+        details=details,
+    )
+
+
 def build_plan(
     workspace: Workspace,
     name: str,
@@ -457,11 +485,11 @@ def build_plan(
         dockerfile_sha256=rendered.digest.hex,
     )
     with RecordRefused.keeping(result):
-        seq = _record(
+        seq = record_plan_image(
             workspace,
             "build",
-            plan=loaded.name,
-            images={"image": tag, "base": str(loaded.base)},
+            loaded,
+            tag,
             status="built",
             scope=(
                 f"built from plan {loaded.name} (sha256:{loaded.digest.hex}); the overlay guards "
@@ -656,11 +684,11 @@ def record_rejected(
     Both builders call this: the engine path with BuildKit's failure, the registry builder
     (imagekit.assemble) with its guard report or assertion run in ``details``.
     """
-    return _record(
+    return record_plan_image(
         workspace,
         "rejected-build",
-        plan=loaded.name,
-        images={"image": image, "base": str(loaded.base)},
+        loaded,
+        image,
         status="rejected",
         scope=(
             f"the {what} of plan {loaded.name} (sha256:{loaded.digest.hex}) failed; "

@@ -48,7 +48,13 @@ from imagekit.assemble.config import (
 from imagekit.assemble.guard import LayerUse, OverlayCheck, guard_overlays
 from imagekit.assemble.index import IndexStore
 from imagekit.assemble.layer import LayerBlob, TarEntry, check_tree, write_layer
-from imagekit.build import BuildFailed, base_image_details, check_push_repo, record_rejected
+from imagekit.build import (
+    BuildFailed,
+    base_image_details,
+    check_push_repo,
+    record_plan_image,
+    record_rejected,
+)
 from imagekit.engine import Engine, connect
 from imagekit.errors import CouldNotFinish, PlanError, RegistryError, UsageError
 from imagekit.evidence import new_run_dir, write_bytes, write_json
@@ -621,11 +627,11 @@ def _record(run: _Run, image: ResolvedImage, result: AssembleResult) -> Assemble
     guards = "the overlay guards checked the base's files from its layers' indexes" + (
         "" if result.guard else " (no overlays)"
     )
-    build_seq = append_record(
+    build_seq = record_plan_image(
         workspace,
         "build",
-        plan=loaded.name,
-        images={"image": result.pushed, "base": str(loaded.base)},
+        loaded,
+        result.pushed,
         status="built",
         scope=(
             f"assembled through the registry API from plan {loaded.name} "
@@ -648,7 +654,7 @@ def _record(run: _Run, image: ResolvedImage, result: AssembleResult) -> Assemble
                 else {}
             ),
         ),
-    ).seq
+    )
     push_seq = append_record(
         workspace,
         "push",
@@ -668,4 +674,4 @@ def _record(run: _Run, image: ResolvedImage, result: AssembleResult) -> Assemble
             **({"index_digest": result.index_digest} if result.index_digest else {}),
         ),
     ).seq
-    return AssembleResult(**{**result.__dict__, "ledger": [int(build_seq), int(push_seq)]})
+    return AssembleResult(**{**result.__dict__, "ledger": [build_seq, int(push_seq)]})
