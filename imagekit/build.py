@@ -401,34 +401,6 @@ def _record(workspace: Workspace, kind: str, **kwargs: Any) -> int:
     return int(append_record(workspace, kind, **kwargs).seq)
 
 
-def record_plan_image(
-    workspace: Workspace,
-    kind: str,
-    loaded: LoadedPlan,
-    image: str,
-    *,
-    status: str,
-    scope: str,
-    evidence: Path,
-    details: BuildDetails | RejectedBuildDetails,
-) -> int:
-    """Append the record of an image made (or refused) from a plan on its base; its seq.
-
-    Both builders' ``build`` and ``rejected-build`` records name the plan, the image and the
-    base this way.
-    """
-    return _record(
-        workspace,
-        kind,
-        plan=loaded.name,
-        images={"image": image, "base": str(loaded.base)},
-        status=status,
-        scope=scope,
-        evidence=evidence,
-        details=details,
-    )
-
-
 def build_plan(
     workspace: Workspace,
     name: str,
@@ -668,6 +640,34 @@ def _run_build(
             ) from exc
         except OSError as exc:
             raise EngineUnavailable(f"running the docker client failed: {exc}") from exc
+
+
+def record_plan_image(
+    workspace: Workspace,
+    kind: str,
+    loaded: LoadedPlan,
+    image: str,
+    *,
+    status: str,
+    scope: str,
+    evidence: Path,
+    details: BuildDetails | RejectedBuildDetails,
+) -> int:
+    """Append the record of an image made (or refused) from a plan on its base; its seq.
+
+    Both builders' ``build`` and ``rejected-build`` records name the plan, the image and the
+    base this way.
+    """
+    return _record(
+        workspace,
+        kind,
+        plan=loaded.name,
+        images={"image": image, "base": str(loaded.base)},
+        status=status,
+        scope=scope,
+        evidence=evidence,
+        details=details,
+    )
 
 
 def record_rejected(
