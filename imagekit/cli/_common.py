@@ -11,15 +11,18 @@ refusal beside it.
 
 from __future__ import annotations
 
+import inspect
 import json
 import os
 import sys
 import tempfile
 import traceback
+import types
+import typing
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, TypeVar, cast
+from typing import Any, Literal, TypeVar, Union, cast
 
 import click
 
@@ -68,6 +71,58 @@ def vuln_options(command: Callable[..., Any]) -> Callable[..., Any]:
     for option in reversed(options):
         command = option(command)
     return command
+
+
+def parsed(target: Callable[..., T], /, *args: object, **given: object) -> T:
+    """Call ``target`` (a stage, or an options dataclass) with the command's parsed options.
+
+    Each parameter of ``target`` that ``args`` and ``given`` leave open takes the click
+    parameter of the same name, where the command has one, so a command does not list every
+    option a second time to hand it on; ``given`` holds those spelt otherwise or converted on
+    the way (``assertions=not no_assertions``). Every value is checked against the annotation
+    of the parameter it fills: an option wired to the wrong parameter, or a name ``target``
+    does not take, is a crash at once (a bug), never a wrong value deep in a stage.
+    """
+    options = click.get_current_context().params
+    signature = inspect.signature(target)
+    taken = set(list(signature.parameters)[: len(args)]) | set(given)
+    filled = {
+        name: options[name]
+        for name in signature.parameters
+        if name not in taken and name in options
+    }
+    bound = signature.bind(*args, **given, **filled)
+    hints = typing.get_type_hints(target)
+    for name, value in bound.arguments.items():
+        if name in hints and not _conforms(value, hints[name]):
+            where = getattr(target, "__qualname__", target)
+            raise TypeError(f"{where}: {name}={value!r} is not {hints[name]}")
+    return target(*bound.args, **bound.kwargs)
+
+
+def _conforms(value: object, hint: Any) -> bool:
+    """Whether ``value`` is of the annotated type (the forms a command's options take)."""
+    origin = typing.get_origin(hint)
+    arguments = typing.get_args(hint)
+    if hint is Any:
+        return True
+    if hint is None or hint is type(None):
+        return value is None
+    if origin in (Union, types.UnionType):
+        return any(_conforms(value, argument) for argument in arguments)
+    if origin is Literal:
+        return value in arguments
+    if origin in (tuple, list):
+        if not isinstance(value, origin) or not arguments:
+            return isinstance(value, origin)
+        if origin is tuple and not (len(arguments) == 2 and arguments[1] is Ellipsis):
+            raise TypeError(f"no check for {hint} (only tuple[X, ...])")
+        return all(_conforms(item, arguments[0]) for item in cast("list[object]", value))
+    if hint is float:  # an int is a float, as type checkers take it
+        return isinstance(value, int | float) and not isinstance(value, bool)
+    if isinstance(hint, type):
+        return isinstance(value, hint)
+    raise TypeError(f"no check for {hint}")
 
 
 def echo_err(text: str) -> None:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from imagekit.cli._common import echo_err, json_option, run
+from imagekit.cli._common import echo_err, json_option, parsed, run
 from imagekit.ledger import KINDS, RepairReport, ShowResult, VerifyReport, repair, show, verify
 from imagekit.ledger.lockfile import LockResult, encode_lock, write_lock
 from imagekit.ledger.pods import PodReport, record_pod
@@ -192,16 +192,7 @@ def record_pod_cmd(
         echo_err(f"recorded seq {seqs[0]}..{seqs[-1]}" if seqs else "nothing recorded")
 
     run(
-        lambda: record_pod(
-            _workspace(ledger),
-            pod_json,
-            plan=plan,
-            expect=expect,
-            expect_config=expect_config,
-            container=container,
-            where=where,
-            against_final_pull=against_final_pull,
-        ),
+        lambda: parsed(record_pod, _workspace(ledger), pod_json),
         as_json=as_json,
         human=human,
         to_json=PodReport.to_json,

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from imagekit.cli._common import json_option, run
+from imagekit.cli._common import json_option, parsed, run
 from imagekit.flows.nightly import NightlyResult, run_nightly
 from imagekit.workspace import Workspace
 
@@ -66,16 +66,7 @@ def command(
     names = [p.strip() for p in plans.split(",") if p.strip()] if plans else None
 
     def action() -> NightlyResult:
-        result = run_nightly(
-            Workspace.from_env(),
-            names,
-            base_override=base_override,
-            keep_images=keep_images,
-            candidate_registry=candidate_registry,
-            watch_only=watch_only,
-            proposals_dir=proposals_dir,
-            write_plans=write_plans,
-        )
+        result = parsed(run_nightly, Workspace.from_env(), names)
         if markdown is not None:
             with markdown.open("a", encoding="utf-8") as fh:
                 fh.write(result.markdown())

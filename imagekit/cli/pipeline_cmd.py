@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 
 from imagekit.audit.vulns import FailOn, VulnPolicy
-from imagekit.cli._common import json_option, run, vuln_options
+from imagekit.cli._common import json_option, parsed, run, vuln_options
 from imagekit.flows.pipeline import PipelineResult, StageStatus, run_pipeline
 from imagekit.workspace import Workspace
 
@@ -62,14 +62,8 @@ def command(
         click.echo(f"summary: {result.evidence}")
 
     run(
-        lambda: run_pipeline(
-            Workspace.from_env(),
-            name,
-            registry=registry,
-            mirror=mirror,
-            base_override=base_override,
-            profile=profile,
-            vulns=VulnPolicy(vuln_db, max_age, fail_on),
+        lambda: parsed(
+            run_pipeline, Workspace.from_env(), name, vulns=VulnPolicy(vuln_db, max_age, fail_on)
         ),
         as_json=as_json,
         human=human,
