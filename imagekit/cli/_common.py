@@ -32,6 +32,12 @@ from imagekit.interrupt import Interrupted, interrupted
 T = TypeVar("T")
 CRASH_DIR_ENV = "IMAGEKIT_CRASH_DIR"
 
+#: The path types of options and arguments: a file (never a folder), a folder (never a
+#: file), either; each parses to a pathlib.Path.
+FILE_PATH = click.Path(dir_okay=False, path_type=Path)
+DIR_PATH = click.Path(file_okay=False, path_type=Path)
+ANY_PATH = click.Path(path_type=Path)
+
 json_option = click.option(
     "--json", "as_json", is_flag=True, help="Print exactly one JSON document on stdout."
 )
@@ -44,7 +50,7 @@ def vuln_options(command: Callable[..., Any]) -> Callable[..., Any]:
     options = (
         click.option(
             "--vuln-db",
-            type=click.Path(path_type=Path),
+            type=ANY_PATH,
             envvar="IMAGEKIT_VULN_DB",
             metavar="PATH",
             help="An offline OSV export for PyPI (OSV's all.zip, or a folder of its JSON "

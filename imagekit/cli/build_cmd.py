@@ -8,7 +8,7 @@ import click
 
 from imagekit.assemble import BUILDERS, AssembleResult, build_image
 from imagekit.build import BuildOptions, BuildResult
-from imagekit.cli._common import json_option, parsed, run
+from imagekit.cli._common import ANY_PATH, json_option, parsed, run
 from imagekit.workspace import Workspace
 
 
@@ -63,7 +63,7 @@ def _human(result: object) -> None:
 )
 @click.option(
     "--ca-bundle",
-    type=click.Path(path_type=Path),
+    type=ANY_PATH,
     envvar="IMAGEKIT_PIP_CA",
     help="CA bundle pip trusts inside the build [env IMAGEKIT_PIP_CA; default: the host's].",
 )

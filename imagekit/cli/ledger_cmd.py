@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from imagekit.cli._common import echo_err, json_option, parsed, run
+from imagekit.cli._common import FILE_PATH, echo_err, json_option, parsed, run
 from imagekit.ledger import KINDS, RepairReport, ShowResult, VerifyReport, repair, show, verify
 from imagekit.ledger.lockfile import LockResult, encode_lock, write_lock
 from imagekit.ledger.pods import PodReport, record_pod
@@ -16,7 +16,7 @@ from imagekit.workspace import Workspace
 ledger_option = click.option(
     "--ledger",
     "ledger",
-    type=click.Path(dir_okay=False, path_type=Path),
+    type=FILE_PATH,
     help="The ledger file (default: $IMAGEKIT_LEDGER or manifests/ledger.jsonl).",
 )
 
@@ -80,7 +80,7 @@ def show_cmd(
 @click.option("--head", help="The sha256 the newest record must hash to.")
 @click.option(
     "--lock",
-    type=click.Path(dir_okay=False, path_type=Path),
+    type=FILE_PATH,
     help="A lock file (`imagekit ledger lock`): the record it was written from must still be "
     "there, with the same bytes.",
 )
@@ -131,7 +131,7 @@ def repair_cmd(ledger: Path | None, as_json: bool) -> None:
 @click.option(
     "-o",
     "--output",
-    type=click.Path(dir_okay=False, path_type=Path),
+    type=FILE_PATH,
     help="Write the lock here (e.g. manifests/images.lock.json); default: print it.",
 )
 @ledger_option
@@ -155,7 +155,7 @@ def lock_cmd(output: Path | None, ledger: Path | None, as_json: bool) -> None:
 
 
 @command.command("record-pod")
-@click.argument("pod_json", type=click.Path(dir_okay=False, path_type=Path))
+@click.argument("pod_json", type=FILE_PATH)
 @click.option("--plan", help="The plan; its newest push record gives the expected digest.")
 @click.option("--expect", help="The expected manifest digest (sha256:...).")
 @click.option("--expect-config", help="The expected config digest, for bare image IDs.")

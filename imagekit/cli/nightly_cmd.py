@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from imagekit.cli._common import json_option, parsed, run
+from imagekit.cli._common import DIR_PATH, FILE_PATH, json_option, parsed, run
 from imagekit.flows.nightly import NightlyResult, run_nightly
 from imagekit.workspace import Workspace
 
@@ -20,7 +20,7 @@ from imagekit.workspace import Workspace
 @click.option(
     "--markdown",
     "markdown",
-    type=click.Path(dir_okay=False, path_type=Path),
+    type=FILE_PATH,
     help="Append a job summary in markdown to FILE (e.g. $GITHUB_STEP_SUMMARY).",
 )
 @click.option(
@@ -37,7 +37,7 @@ from imagekit.workspace import Workspace
 @click.option(
     "--proposals",
     "proposals_dir",
-    type=click.Path(file_okay=False, path_type=Path),
+    type=DIR_PATH,
     help="Write each ready candidate's plan change to DIR/NAME.diff (for a CI artifact).",
 )
 @click.option(
