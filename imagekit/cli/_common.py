@@ -19,10 +19,10 @@ import tempfile
 import traceback
 import types
 import typing
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Literal, TypeVar, Union, cast
+from typing import Any, Literal, Protocol, TypeVar, Union, cast, overload
 
 import click
 
@@ -135,26 +135,76 @@ def echo_err(text: str) -> None:
     click.echo(text, err=True)
 
 
+def echo_lines(lines: Iterable[str]) -> None:
+    """Print a result's own lines for people, one each (stdout)."""
+    for line in lines:
+        click.echo(line)
+
+
 def dump_json(document: Any) -> None:
     sys.stdout.write(json.dumps(document, indent=2, sort_keys=True, default=str) + "\n")
     sys.stdout.flush()
 
 
+class Document(Protocol):
+    """A result that is its own JSON document (``to_json``), as most stages' results are."""
+
+    def to_json(self) -> Any: ...
+
+
+class Checked(Protocol):
+    """A result that says whether its checks held."""
+
+    @property
+    def ok(self) -> bool: ...
+
+
+DocumentT = TypeVar("DocumentT", bound=Document)
+
+
+def unless_ok(result: Checked) -> int:
+    """The exit code of a result whose checks either held (0) or said no (1)."""
+    return 0 if result.ok else 1
+
+
+@overload
+def run(
+    action: Callable[[], DocumentT],
+    *,
+    as_json: bool,
+    human: Callable[[DocumentT], None],
+    exit_code: Callable[[DocumentT], int] = ...,
+) -> None: ...
+
+
+@overload
 def run(
     action: Callable[[], T],
     *,
     as_json: bool,
     human: Callable[[T], None],
     to_json: Callable[[T], Any],
-    exit_code: Callable[[T], int] = lambda _: 0,
+    exit_code: Callable[[T], int] = ...,
+) -> None: ...
+
+
+def run(
+    action: Callable[[], Any],
+    *,
+    as_json: bool,
+    human: Callable[[Any], None],
+    to_json: Callable[[Any], Any] | None = None,
+    exit_code: Callable[[Any], int] = lambda _: 0,
 ) -> None:
     """Call the library once, render its result, exit with the contract's code.
 
     ``human`` prints to stdout for people (stderr is for progress and errors); with --json
-    only ``to_json(result)`` is printed. An ImagekitError becomes one line plus its hint.
-    A refused record that carries the stage's result renders that result and the refusal,
-    and exits 1 at least.
+    only ``to_json(result)`` is printed, by default the result's own document. An
+    ImagekitError becomes one line plus its hint. A refused record that carries the stage's
+    result renders that result and the refusal, and exits 1 at least.
     """
+    if to_json is None:
+        to_json = _own_document
     try:
         result = action()
     except RecordRefused as exc:
@@ -162,7 +212,7 @@ def run(
             _error(exc, as_json)
         # The stage finished and attached its own result (RecordRefused.keeping); flows that
         # chain stages catch their errors, so what reaches a command is its own result.
-        kept = cast(T, exc.result)
+        kept: Any = exc.result
         if as_json:
             document = to_json(kept)
             if isinstance(document, dict):
@@ -183,6 +233,10 @@ def run(
     else:
         human(result)
     sys.exit(exit_code(result))
+
+
+def _own_document(result: Document) -> Any:
+    return result.to_json()
 
 
 def _error(exc: ImagekitError, as_json: bool) -> None:

@@ -88,5 +88,4 @@ def command(
         ),
         as_json=as_json,
         human=_human,
-        to_json=lambda result: result.to_json(),
     )

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import click
 
-from imagekit.cli._common import FILE_PATH, echo_err, json_option, parsed, run
-from imagekit.ledger import KINDS, RepairReport, ShowResult, VerifyReport, repair, show, verify
+from imagekit.cli._common import FILE_PATH, echo_err, json_option, parsed, run, unless_ok
+from imagekit.ledger import KINDS, ShowResult, VerifyReport, repair, show, verify
 from imagekit.ledger.lockfile import LockResult, encode_lock, write_lock
 from imagekit.ledger.pods import PodReport, record_pod
 from imagekit.workspace import Workspace
@@ -109,8 +109,7 @@ def verify_cmd(head: str | None, lock: Path | None, ledger: Path | None, as_json
         lambda: verify(_workspace(ledger), head=head, lock=lock),
         as_json=as_json,
         human=human,
-        to_json=VerifyReport.to_json,
-        exit_code=lambda report: 0 if report.ok else 1,
+        exit_code=unless_ok,
     )
 
 
@@ -123,7 +122,6 @@ def repair_cmd(ledger: Path | None, as_json: bool) -> None:
         lambda: repair(_workspace(ledger)),
         as_json=as_json,
         human=lambda report: click.echo(report.message),
-        to_json=RepairReport.to_json,
     )
 
 
@@ -150,7 +148,6 @@ def lock_cmd(output: Path | None, ledger: Path | None, as_json: bool) -> None:
         lambda: write_lock(_workspace(ledger), output),
         as_json=as_json,
         human=human,
-        to_json=LockResult.to_json,
     )
 
 
@@ -195,6 +192,5 @@ def record_pod_cmd(
         lambda: parsed(record_pod, _workspace(ledger), pod_json),
         as_json=as_json,
         human=human,
-        to_json=PodReport.to_json,
-        exit_code=lambda report: 0 if report.ok else 1,
+        exit_code=unless_ok,
     )

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from imagekit.cli._common import DIR_PATH, FILE_PATH, json_option, parsed, run
+from imagekit.cli._common import DIR_PATH, FILE_PATH, echo_lines, json_option, parsed, run
 from imagekit.flows.nightly import NightlyResult, run_nightly
 from imagekit.workspace import Workspace
 
@@ -72,14 +72,9 @@ def command(
                 fh.write(result.markdown())
         return result
 
-    def human(result: NightlyResult) -> None:
-        for line in result.lines():
-            click.echo(line)
-
     run(
         action,
         as_json=as_json,
-        human=human,
-        to_json=NightlyResult.to_json,
+        human=lambda result: echo_lines(result.lines()),
         exit_code=lambda result: result.exit_code,
     )

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from imagekit.cli._common import echo_err, json_option, parsed, run
+from imagekit.cli._common import echo_err, json_option, parsed, run, unless_ok
 from imagekit.containerd import K8S_NAMESPACE
 from imagekit.pull import ContainerdPullResult, PullResult, final_pull, final_pull_containerd
 from imagekit.workspace import Workspace
@@ -67,6 +67,5 @@ def command(
         action,
         as_json=as_json,
         human=human,
-        to_json=lambda result: result.to_json(),
-        exit_code=lambda result: 0 if result.ok else 1,
+        exit_code=unless_ok,
     )
