@@ -1,4 +1,6 @@
-"""What every command shares: --json, one error line with a hint, and exit codes.
+"""What every command shares: --json, one error line with a hint, and exit codes; the option
+types and decorators more than one command takes; ``parsed``, which hands a command's parsed
+options to its stage; and ``run``, which calls the stage once and renders what it returned.
 
 The contract (docs/ARCHITECTURE.md): with --json, stdout carries exactly one JSON document
 and nothing else; human text goes to stderr. The exit code comes from the error class; an
@@ -123,7 +125,7 @@ def _conforms(value: object, hint: Any) -> bool:
             return isinstance(value, origin)
         if origin is tuple and not (len(arguments) == 2 and arguments[1] is Ellipsis):
             raise TypeError(f"no check for {hint} (only tuple[X, ...])")
-        return all(_conforms(item, arguments[0]) for item in cast("list[object]", value))
+        return all(_conforms(item, arguments[0]) for item in cast("Iterable[object]", value))
     if hint is float:  # an int is a float, as type checkers take it
         return isinstance(value, int | float) and not isinstance(value, bool)
     if isinstance(hint, type):
