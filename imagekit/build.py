@@ -307,30 +307,37 @@ def ensure_base(engine: Engine, base: Reference, platform: str, log: LogSink) ->
         ) from exc
 
 
-def _legacy_build(
-    engine: Engine,
-    context: Path,
-    *,
-    tag: str,
-    platform: str,
-    ca: Path | None,
-    index_file: Path | None,
-    no_cache: bool,
-    tee: _Tee,
-) -> str:
-    iidfile = context.parent / "iid"
+@dataclass(frozen=True)
+class _BuildCall:
+    """One BuildKit build of a staged context, whichever client runs it."""
+
+    context: Path
+    tag: str
+    platform: str
+    ca: Path | None
+    index_file: Path | None
+    no_cache: bool
+    tee: _Tee
+
+    def secrets(self) -> list[str]:
+        """pip's CA bundle and index URL as secret mounts (never a build argument)."""
+        mounts = [(PIP_CA_SECRET, self.ca), (PIP_INDEX_SECRET, self.index_file)]
+        return [f"id={name},src={path}" for name, path in mounts if path is not None]
+
+
+def _legacy_build(engine: Engine, call: _BuildCall) -> str:
+    iidfile = call.context.parent / "iid"
     cmd: list[Any] = [*engine.client.client_config.docker_cmd, "build", "--progress=plain"]
-    cmd += ["--network=host", f"--platform={platform}", f"--iidfile={iidfile}", "--tag", tag]
-    if ca is not None:
-        cmd += ["--secret", f"id={PIP_CA_SECRET},src={ca}"]
-    if index_file is not None:
-        cmd += ["--secret", f"id={PIP_INDEX_SECRET},src={index_file}"]
+    cmd += ["--network=host", f"--platform={call.platform}", f"--iidfile={iidfile}"]
+    cmd += ["--tag", call.tag]
+    for secret in call.secrets():
+        cmd += ["--secret", secret]
     env = {"DOCKER_BUILDKIT": "1"}
-    if no_cache:
+    if call.no_cache:
         cmd.append("--no-cache")
-    cmd.append(str(context))
+    cmd.append(str(call.context))
     for line in _stream_client([str(c) for c in cmd], env=env):
-        tee.write(line.decode("utf-8", errors="replace"))
+        call.tee.write(line.decode("utf-8", errors="replace"))
     return iidfile.read_text().strip()
 
 
@@ -367,39 +374,26 @@ def _stream_client(cmd: list[str], *, env: dict[str, str]) -> Iterator[bytes]:
         raise DockerException(cmd, code, stderr=b"".join(tail))
 
 
-def _buildx_build(
-    engine: Engine,
-    context: Path,
-    *,
-    tag: str,
-    platform: str,
-    ca: Path | None,
-    index_file: Path | None,
-    no_cache: bool,
-    tee: _Tee,
-) -> str:
+def _buildx_build(engine: Engine, call: _BuildCall) -> str:
     # Most users' clients have buildx, so this is the path they take. It cannot run on our
     # machines: neither Debian 12 nor the package index ships the buildx plugin (or a
     # standalone BuildKit), so no test here can drive a real buildx. tests/unit/test_build.py
     # pins the call it makes to python-on-whales' documented `buildx.build` instead.
     stream = engine.client.buildx.build(
-        context,
-        tags=[tag],
+        call.context,
+        tags=[call.tag],
         network="host",
-        platforms=[platform],
-        secrets=[
-            *([f"id={PIP_CA_SECRET},src={ca}"] if ca is not None else []),
-            *([f"id={PIP_INDEX_SECRET},src={index_file}"] if index_file is not None else []),
-        ],
-        cache=not no_cache,
+        platforms=[call.platform],
+        secrets=call.secrets(),
+        cache=not call.no_cache,
         load=True,
         progress="plain",
         stream_logs=True,
     )
     assert isinstance(stream, Iterator)  # noqa: S101 - stream_logs=True returns an iterator
     for line in stream:
-        tee.write(line if line.endswith("\n") else line + "\n")
-    return str(engine.client.image.inspect(tag).id)
+        call.tee.write(line if line.endswith("\n") else line + "\n")
+    return str(engine.client.image.inspect(call.tag).id)
 
 
 def _record(workspace: Workspace, kind: str, **kwargs: Any) -> int:
@@ -463,11 +457,11 @@ def build_plan(
         dockerfile_sha256=rendered.digest.hex,
     )
     with RecordRefused.keeping(result):
-        seq = _record(
+        seq = record_plan_image(
             workspace,
             "build",
-            plan=loaded.name,
-            images={"image": tag, "base": str(loaded.base)},
+            loaded,
+            tag,
             status="built",
             scope=(
                 f"built from plan {loaded.name} (sha256:{loaded.digest.hex}); the overlay guards "
@@ -605,13 +599,15 @@ def _run_build(
         try:
             return how(
                 engine,
-                context,
-                tag=tag,
-                platform=loaded.plan.base.platform,
-                ca=ca,
-                index_file=index_file,
-                no_cache=options.no_cache,
-                tee=tee,
+                _BuildCall(
+                    context,
+                    tag=tag,
+                    platform=loaded.plan.base.platform,
+                    ca=ca,
+                    index_file=index_file,
+                    no_cache=options.no_cache,
+                    tee=tee,
+                ),
             )
         except DockerException as exc:
             failure = analyse_failure(tee.lines)
@@ -646,6 +642,34 @@ def _run_build(
             raise EngineUnavailable(f"running the docker client failed: {exc}") from exc
 
 
+def record_plan_image(
+    workspace: Workspace,
+    kind: str,
+    loaded: LoadedPlan,
+    image: str,
+    *,
+    status: str,
+    scope: str,
+    evidence: Path,
+    details: BuildDetails | RejectedBuildDetails,
+) -> int:
+    """Append the record of an image made (or refused) from a plan on its base; its seq.
+
+    Both builders' ``build`` and ``rejected-build`` records name the plan, the image and the
+    base this way.
+    """
+    return _record(
+        workspace,
+        kind,
+        plan=loaded.name,
+        images={"image": image, "base": str(loaded.base)},
+        status=status,
+        scope=scope,
+        evidence=evidence,
+        details=details,
+    )
+
+
 def record_rejected(
     workspace: Workspace,
     loaded: LoadedPlan,
@@ -660,11 +684,11 @@ def record_rejected(
     Both builders call this: the engine path with BuildKit's failure, the registry builder
     (imagekit.assemble) with its guard report or assertion run in ``details``.
     """
-    return _record(
+    return record_plan_image(
         workspace,
         "rejected-build",
-        plan=loaded.name,
-        images={"image": image, "base": str(loaded.base)},
+        loaded,
+        image,
         status="rejected",
         scope=(
             f"the {what} of plan {loaded.name} (sha256:{loaded.digest.hex}) failed; "

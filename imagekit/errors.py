@@ -36,26 +36,43 @@ builds them from the registry, repository and digest alone.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 CRASH_EXIT_CODE = 70
 
 
+@dataclass(eq=False, repr=False)
 class ImagekitError(Exception):
-    """Base of every error imagekit raises on purpose."""
+    """Base of every error imagekit raises on purpose.
+
+    Errors are dataclasses so that a subclass declares its structured fields once, as
+    keyword-only attributes (``@dataclass(eq=False, repr=False, kw_only=True)``), and
+    ``fields()`` lists them from that declaration. Identity comparison and Exception's repr
+    stay: an error is an event, not a value.
+    """
 
     exit_code: ClassVar[int] = 3
 
-    def __init__(self, message: str, *, hint: str | None = None) -> None:
-        super().__init__(message)
-        self.message = message
-        self.hint = hint
+    message: str
+    hint: str | None = dataclasses.field(default=None, kw_only=True)
+
+    def __post_init__(self) -> None:
+        super().__init__(self.message)
 
     def fields(self) -> dict[str, Any]:
-        """Structured fields a subclass adds (for --json); empty by default."""
-        return {}
+        """Structured fields a subclass adds (for --json): those it declares, in their order.
+
+        Every field the error is constructed with counts, past the message and the hint.
+        """
+        return {
+            f.name: getattr(self, f.name)
+            for f in dataclasses.fields(self)
+            if f.init and f.name not in ("message", "hint")
+        }
 
     def diagnostics(self) -> str:
         """The message a user reads: one line, then the hint if there is one."""
@@ -81,26 +98,18 @@ class ReferenceFormatError(UsageError):
     """A reference, digest or platform string that does not parse."""
 
 
+@dataclass(eq=False, repr=False, kw_only=True)
 class PlanError(UsageError):
     """A plan that cannot be used; names the file and the key when known."""
 
-    def __init__(
-        self,
-        message: str,
-        *,
-        path: str | None = None,
-        key: str | None = None,
-        hint: str | None = None,
-    ) -> None:
-        prefix = ""
-        if path:
-            prefix = f"{path}: " if not key else f"{path}: {key}: "
-        super().__init__(prefix + message, hint=hint)
-        self.path = path
-        self.key = key
+    path: str | None = None
+    key: str | None = None
 
-    def fields(self) -> dict[str, Any]:
-        return {"path": self.path, "key": self.key}
+    def __post_init__(self) -> None:
+        if self.path:
+            prefix = f"{self.path}: " if not self.key else f"{self.path}: {self.key}: "
+            self.message = prefix + self.message
+        super().__post_init__()
 
 
 class BaseDigestTruncated(PlanError):
@@ -114,47 +123,25 @@ class ProfileError(UsageError):
     """An audit profile that is missing or malformed."""
 
 
+@dataclass(eq=False, repr=False, kw_only=True)
 class VulnDatabaseError(UsageError):
     """An offline vulnerability database (--vuln-db) that cannot be used; names the file."""
 
-    def __init__(self, message: str, *, path: str, hint: str | None = None) -> None:
-        super().__init__(message, hint=hint)
-        self.path = path
-
-    def fields(self) -> dict[str, Any]:
-        return {"path": self.path}
+    path: str
 
 
 class CheckFailed(ImagekitError):
     exit_code = 1
 
 
+@dataclass(eq=False, repr=False, kw_only=True)
 class DigestMismatch(CheckFailed):
     """Bytes whose sha256 is not the digest they were asked for or announced with."""
 
-    def __init__(
-        self,
-        message: str,
-        *,
-        expected: str,
-        actual: str,
-        registry: str | None = None,
-        repository: str | None = None,
-        hint: str | None = None,
-    ) -> None:
-        super().__init__(message, hint=hint)
-        self.expected = expected
-        self.actual = actual
-        self.registry = registry
-        self.repository = repository
-
-    def fields(self) -> dict[str, Any]:
-        return {
-            "expected": self.expected,
-            "actual": self.actual,
-            "registry": self.registry,
-            "repository": self.repository,
-        }
+    expected: str
+    actual: str
+    registry: str | None = None
+    repository: str | None = None
 
 
 class BuildRejected(CheckFailed):
@@ -165,6 +152,7 @@ class LedgerBroken(CheckFailed):
     """A ledger whose hash chain or evidence hashes no longer verify."""
 
 
+@dataclass(eq=False, repr=False, kw_only=True)
 class RecordRefused(LedgerBroken):
     """An append refused because the ledger's last lines do not verify; nothing was written.
 
@@ -175,14 +163,13 @@ class RecordRefused(LedgerBroken):
     of a refusal that swallows what the stage proved.
     """
 
-    def __init__(self, message: str, *, ledger: str, problem: str, hint: str) -> None:
-        super().__init__(message, hint=hint)
-        self.ledger = ledger
-        self.problem = problem
-        self.result: object | None = None
+    hint: str  # a refusal always says what to do
+    ledger: str
+    problem: str
+    result: object | None = dataclasses.field(default=None, init=False)
 
     def fields(self) -> dict[str, Any]:
-        return {"ledger": self.ledger, "problem": self.problem, "recorded": False}
+        return {**super().fields(), "recorded": False}
 
     @classmethod
     @contextmanager
@@ -211,35 +198,15 @@ class ContainerdUnavailable(ContainerdError):
     """No containerd answered at the address, or it cannot serve a kubelet (no CRI plugin)."""
 
 
+@dataclass(eq=False, repr=False, kw_only=True)
 class RegistryError(CouldNotFinish):
     """A registry call failed; names the registry, repository and digest, never a secret."""
 
-    def __init__(
-        self,
-        message: str,
-        *,
-        registry: str,
-        repository: str | None = None,
-        digest: str | None = None,
-        status: int | None = None,
-        url: str | None = None,
-        hint: str | None = None,
-    ) -> None:
-        super().__init__(message, hint=hint)
-        self.registry = registry
-        self.repository = repository
-        self.digest = digest
-        self.status = status
-        self.url = url
-
-    def fields(self) -> dict[str, Any]:
-        return {
-            "registry": self.registry,
-            "repository": self.repository,
-            "digest": self.digest,
-            "status": self.status,
-            "url": self.url,
-        }
+    registry: str
+    repository: str | None = None
+    digest: str | None = None
+    status: int | None = None
+    url: str | None = None
 
 
 class RegistryUnauthorized(RegistryError):
@@ -258,13 +225,9 @@ class RetriesExhausted(RegistryError):
     pass
 
 
+@dataclass(eq=False, repr=False, kw_only=True)
 class LayerFormatError(CouldNotFinish):
     """A layer whose bytes cannot be turned into its uncompressed tar: unknown or lying
     compression, a truncated or corrupt stream, a zstd window or a size over the limit."""
 
-    def __init__(self, message: str, *, digest: str | None = None, hint: str | None = None) -> None:
-        super().__init__(message, hint=hint)
-        self.digest = digest
-
-    def fields(self) -> dict[str, Any]:
-        return {"digest": self.digest}
+    digest: str | None = None

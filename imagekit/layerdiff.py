@@ -23,7 +23,7 @@ import posixpath
 import re
 import tarfile
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from email.parser import HeaderParser
 from enum import StrEnum
 from typing import IO, TYPE_CHECKING, Any, Protocol
@@ -129,22 +129,20 @@ class _HashingReader(io.RawIOBase):
         return n
 
 
+# A member's kind: the name of the first of tarfile's type tests that holds for it.
+_KINDS = (
+    ("file", tarfile.TarInfo.isreg),
+    ("dir", tarfile.TarInfo.isdir),
+    ("symlink", tarfile.TarInfo.issym),
+    ("hardlink", tarfile.TarInfo.islnk),
+    ("char", tarfile.TarInfo.ischr),
+    ("block", tarfile.TarInfo.isblk),
+    ("fifo", tarfile.TarInfo.isfifo),
+)
+
+
 def _kind(member: tarfile.TarInfo) -> str | None:
-    if member.isreg():
-        return "file"
-    if member.isdir():
-        return "dir"
-    if member.issym():
-        return "symlink"
-    if member.islnk():
-        return "hardlink"
-    if member.ischr():
-        return "char"
-    if member.isblk():
-        return "block"
-    if member.isfifo():
-        return "fifo"
-    return None
+    return next((kind for kind, test in _KINDS if test(member)), None)
 
 
 @dataclass(frozen=True)
@@ -441,14 +439,7 @@ class PackageChange:
         return f"{self.ecosystem} {self.name} {self.before} -> {self.after}{where}"
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "ecosystem": self.ecosystem,
-            "name": self.name,
-            "location": self.location,
-            "before": self.before,
-            "after": self.after,
-            "change": self.change,
-        }
+        return {**asdict(self), "change": self.change}
 
 
 @dataclass(frozen=True)

@@ -19,9 +19,10 @@ from __future__ import annotations
 import difflib
 import posixpath
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 import yaml
 from packaging.requirements import InvalidRequirement, Requirement
@@ -85,8 +86,42 @@ def _check_path_chars(value: str, what: str) -> None:
             )
 
 
+def _optional_match(
+    value: str | None, pattern: re.Pattern[str], kind: str, problem: str, hint: str
+) -> str | None:
+    """An optional field that, when given, must match ``pattern`` whole."""
+    if value is not None and not pattern.fullmatch(value):
+        raise _fail(kind, f"{value!r} {problem}", hint)
+    return value
+
+
+def _check_names(
+    value: list[str],
+    pattern: re.Pattern[str],
+    kind: str,
+    what: str,
+    noun: str,
+    same: Callable[[str], str] = str,
+) -> list[str]:
+    """Exact names only, each once (``same`` says when two spellings name one thing)."""
+    for name in value:
+        if not pattern.fullmatch(name):
+            raise _fail(kind, f"{name!r} is not {what}")
+    if len({same(n) for n in value}) != len(value):
+        raise _fail("duplicate", f"a {noun} is named twice")
+    return value
+
+
 class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+
+
+class _Step(_Model):
+    """One step of a plan. A step that runs a program inside the image (apt-get, pip) says so
+    with ``runs_in_image``: only an engine build can apply it. The others change files and
+    metadata alone, which the registry builder (imagekit.assemble) writes itself."""
+
+    runs_in_image: ClassVar[bool] = False
 
 
 class BaseSpec(_Model):
@@ -150,8 +185,10 @@ def pinned_reference(value: str) -> Reference:
     return ref
 
 
-class RemoveSystemPackages(_Model):
+class RemoveSystemPackages(_Step):
     """``apt-get remove`` of exact package names; never autoremove, never a pattern."""
+
+    runs_in_image = True
 
     kind: Literal["remove_system_packages"]
     names: list[str] = Field(min_length=1)
@@ -159,16 +196,13 @@ class RemoveSystemPackages(_Model):
     @field_validator("names")
     @classmethod
     def _names(cls, value: list[str]) -> list[str]:
-        for name in value:
-            if not _DEB_NAME.fullmatch(name):
-                raise _fail("deb_name", f"{name!r} is not an exact Debian package name")
-        if len(set(value)) != len(value):
-            raise _fail("duplicate", "a package is named twice")
-        return value
+        return _check_names(value, _DEB_NAME, "deb_name", "an exact Debian package name", "package")
 
 
-class PipInstall(_Model):
+class PipInstall(_Step):
     """``pip install`` of requirements each pinned to one exact version with ``==``."""
+
+    runs_in_image = True
 
     kind: Literal["pip_install"]
     requirements: list[str] = Field(min_length=1)
@@ -211,12 +245,14 @@ def parse_pinned_requirement(text: str) -> Requirement:
 _DIST_NAME = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?")
 
 
-class PipUninstall(_Model):
+class PipUninstall(_Step):
     """``pip uninstall`` of exact distribution names, each of which must be installed.
 
     Removing a distribution is how a dependency conflict is most often "fixed", and the
     plan's assertions are what catch the entry point that went with it (find_spec).
     """
+
+    runs_in_image = True
 
     kind: Literal["pip_uninstall"]
     names: list[str] = Field(min_length=1)
@@ -224,12 +260,9 @@ class PipUninstall(_Model):
     @field_validator("names")
     @classmethod
     def _names(cls, value: list[str]) -> list[str]:
-        for name in value:
-            if not _DIST_NAME.fullmatch(name):
-                raise _fail("dist_name", f"{name!r} is not a distribution name")
-        if len({canonicalize_name(n) for n in value}) != len(value):
-            raise _fail("duplicate", "a distribution is named twice")
-        return value
+        return _check_names(
+            value, _DIST_NAME, "dist_name", "a distribution name", "distribution", canonicalize_name
+        )
 
 
 class Replaces(_Model):
@@ -245,13 +278,13 @@ class Replaces(_Model):
     @field_validator("sha256")
     @classmethod
     def _hex(cls, value: str | None) -> str | None:
-        if value is not None and not _HEX64.fullmatch(value):
-            raise _fail(
-                "sha256",
-                f"{value!r} is not 64 lower-case hex characters",
-                "`imagekit plans pin-overlay NAME` fills the hashes from the base",
-            )
-        return value
+        return _optional_match(
+            value,
+            _HEX64,
+            "sha256",
+            "is not 64 lower-case hex characters",
+            "`imagekit plans pin-overlay NAME` fills the hashes from the base",
+        )
 
     @model_validator(mode="after")
     def _exactly_one(self) -> Replaces:
@@ -266,7 +299,7 @@ _KERNEL_MOUNTS = {"proc": "procfs", "sys": "sysfs", "dev": "a tmpfs with the dev
 _RUNTIME_FILES = frozenset({"/etc/hosts", "/etc/hostname", "/etc/resolv.conf"})
 
 
-class Overlay(_Model):
+class Overlay(_Step):
     """A file from the plan's folder laid over the base, guarded by what it replaces.
 
     ``mode`` and ``owner`` set the file's permission bits and numeric owner in the image
@@ -314,13 +347,13 @@ class Overlay(_Model):
     @field_validator("mode")
     @classmethod
     def _mode(cls, value: str | None) -> str | None:
-        if value is not None and not _MODE.fullmatch(value):
-            raise _fail(
-                "mode",
-                f"{value!r} is not an octal mode of 3 or 4 digits",
-                'quote it, e.g. mode: "0755" (YAML reads an unquoted 0755 as the number 493)',
-            )
-        return value
+        return _optional_match(
+            value,
+            _MODE,
+            "mode",
+            "is not an octal mode of 3 or 4 digits",
+            'quote it, e.g. mode: "0755" (YAML reads an unquoted 0755 as the number 493)',
+        )
 
     @field_validator("owner")
     @classmethod
@@ -392,7 +425,26 @@ class Overlay(_Model):
         return value
 
 
-class Env(_Model):
+def _check_pairs(
+    value: dict[str, str],
+    key_pattern: re.Pattern[str],
+    kind: str,
+    what: str,
+    reserved: tuple[str, ...] = (),
+) -> dict[str, str]:
+    """Keys of ``key_pattern`` (none starting with a ``reserved`` prefix), one-line values:
+    an ENV or LABEL line is rendered from each pair."""
+    for key, text in value.items():
+        if not key_pattern.fullmatch(key):
+            raise _fail(f"{kind}_key", f"{key!r} is not a valid {what}")
+        if key.startswith(reserved):
+            raise _fail(f"{kind}_reserved", f"{key!r} is set by imagekit itself")
+        if "\n" in text:
+            raise _fail(f"{kind}_value", f"the value of {key} has a newline")
+    return value
+
+
+class Env(_Step):
     """Environment variables set in the image (ENV); never a secret."""
 
     kind: Literal["env"]
@@ -401,15 +453,10 @@ class Env(_Model):
     @field_validator("vars")
     @classmethod
     def _keys(cls, value: dict[str, str]) -> dict[str, str]:
-        for key, text in value.items():
-            if not _ENV_KEY.fullmatch(key):
-                raise _fail("env_key", f"{key!r} is not a valid environment variable name")
-            if "\n" in text:
-                raise _fail("env_value", f"the value of {key} has a newline")
-        return value
+        return _check_pairs(value, _ENV_KEY, "env", "environment variable name")
 
 
-class Labels(_Model):
+class Labels(_Step):
     """Image labels; the base and imagekit labels are set by the render and reserved."""
 
     kind: Literal["labels"]
@@ -418,22 +465,15 @@ class Labels(_Model):
     @field_validator("labels")
     @classmethod
     def _keys(cls, value: dict[str, str]) -> dict[str, str]:
-        for key, text in value.items():
-            if not _LABEL_KEY.fullmatch(key):
-                raise _fail("label_key", f"{key!r} is not a valid label key")
-            if key.startswith(RESERVED_LABEL_PREFIXES):
-                raise _fail("label_reserved", f"{key!r} is set by imagekit itself")
-            if "\n" in text:
-                raise _fail("label_value", f"the value of {key} has a newline")
-        return value
+        return _check_pairs(value, _LABEL_KEY, "label", "label key", RESERVED_LABEL_PREFIXES)
 
 
-class Entrypoint(_Model):
+class Entrypoint(_Step):
     kind: Literal["entrypoint"]
     argv: list[str] = Field(min_length=1)
 
 
-class Cmd(_Model):
+class Cmd(_Step):
     kind: Literal["cmd"]
     argv: list[str] = Field(min_length=1)
 

@@ -26,9 +26,10 @@ rules).
 from __future__ import annotations
 
 import socket
+from abc import ABC, abstractmethod
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from imagekit import containerd as ctrd
 from imagekit.cri import FinalPullStatus, chain_id, kubelet_image_ref, sort_references
@@ -42,7 +43,7 @@ from imagekit.ledger import (
     PullCheck,
     append_record,
 )
-from imagekit.refs import Digest, Reference, is_digest, parse_reference
+from imagekit.refs import Digest, Platform, Reference, is_digest, parse_reference
 from imagekit.registry import RegistryClient, ResolvedImage, is_loopback
 from imagekit.workspace import Workspace
 
@@ -67,10 +68,16 @@ class DigestCheck:
         return PullCheck(name=self.name, ok=self.ok, expected=self.expected, actual=self.actual)
 
 
-class _Verdict:
-    """``ok`` and ``status`` of a final pull: verified only when every check said yes."""
+class _Verdict(ABC):
+    """What every final pull says, whatever pulled it: verified only when every check said
+    yes, the scope sentence, and the JSON around what the runtime adds."""
 
+    reference: Reference
+    expected_digest: Digest
+    where: str
     checks: tuple[DigestCheck, ...]
+    evidence: Path | None
+    record: LedgerRecord | None
 
     @property
     def ok(self) -> bool:
@@ -79,6 +86,39 @@ class _Verdict:
     @property
     def status(self) -> FinalPullStatus:
         return FinalPullStatus.VERIFIED if self.ok else FinalPullStatus.MISMATCH
+
+    @property
+    @abstractmethod
+    def scope(self) -> str:
+        """One sentence: what the pull proved, or which checks failed (see ``_scope``)."""
+
+    def _scope(self, puller: str, holds: str) -> str:
+        """``puller`` pulled the image and ``holds`` what was proved, or which checks failed."""
+        if self.ok:
+            return (
+                f"{puller} pulled {self.reference.name}@{self.expected_digest} and holds "
+                f"{holds}, not that the image runs or serves"
+            )
+        failed = ", ".join(c.name for c in self.checks if not c.ok)
+        return (
+            f"{puller} pulled {self.reference} but {failed} did not match the expected "
+            "digests: it does not hold the image that was accepted"
+        )
+
+    def _document(self, details: dict[str, Any]) -> dict[str, Any]:
+        """The JSON of a final pull, with the ``details`` of its runtime in the middle."""
+        return {
+            "reference": str(self.reference),
+            "status": self.status,
+            "ok": self.ok,
+            "scope": self.scope,
+            "expected_digest": str(self.expected_digest),
+            **details,
+            "where": self.where,
+            "checks": [c.to_json() for c in self.checks],
+            "evidence": str(self.evidence) if self.evidence else None,
+            "record_seq": self.record.seq if self.record else None,
+        }
 
 
 @dataclass(frozen=True)
@@ -101,38 +141,24 @@ class PullResult(_Verdict):
     @property
     def scope(self) -> str:
         store = f"Docker {self.engine_version}, {self.image_store} image store"
-        if self.ok:
-            return (
-                f"the engine on {self.where} ({store}) pulled {self.reference.name}@"
-                f"{self.expected_digest} and holds image ID {self.image_id}, matching the "
-                "registry's manifest and config digests; this proves what that engine holds, "
-                "not that the image runs or serves"
-            )
-        failed = ", ".join(c.name for c in self.checks if not c.ok)
-        return (
-            f"the engine on {self.where} ({store}) pulled {self.reference} but {failed} did not "
-            "match the expected digests: it does not hold the image that was accepted"
+        return self._scope(
+            f"the engine on {self.where} ({store})",
+            f"image ID {self.image_id}, matching the registry's manifest and config digests; "
+            "this proves what that engine holds",
         )
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "reference": str(self.reference),
-            "status": self.status,
-            "ok": self.ok,
-            "scope": self.scope,
-            "expected_digest": str(self.expected_digest),
-            "index_digest": str(self.index_digest) if self.index_digest else None,
-            "manifest_digest": str(self.manifest_digest),
-            "config_digest": str(self.config_digest),
-            "image_id": self.image_id,
-            "repo_digests": list(self.repo_digests),
-            "image_store": self.image_store,
-            "engine_version": self.engine_version,
-            "where": self.where,
-            "checks": [c.to_json() for c in self.checks],
-            "evidence": str(self.evidence) if self.evidence else None,
-            "record_seq": self.record.seq if self.record else None,
-        }
+        return self._document(
+            {
+                "index_digest": str(self.index_digest) if self.index_digest else None,
+                "manifest_digest": str(self.manifest_digest),
+                "config_digest": str(self.config_digest),
+                "image_id": self.image_id,
+                "repo_digests": list(self.repo_digests),
+                "image_store": self.image_store,
+                "engine_version": self.engine_version,
+            }
+        )
 
 
 def _target(reference: str, expect_digest: str | None) -> tuple[Reference, Digest]:
@@ -152,6 +178,17 @@ def _target(reference: str, expect_digest: str | None) -> tuple[Reference, Diges
         return ref, ref.digest
     assert expected is not None  # noqa: S101 - both None was refused above
     return ref, expected
+
+
+def _resolve(
+    registry: RegistryClient | None, ref: Reference, platform: Platform | None = None
+) -> ResolvedImage:
+    """What the registry serves for ``ref``: through the caller's client, or a client of our
+    own that is closed afterwards."""
+    if registry is not None:
+        return registry.resolve(ref, platform=platform)
+    with RegistryClient() as client:
+        return client.resolve(ref, platform=platform)
 
 
 def _repo_digest_matches(repo_digests: tuple[str, ...], ref: Reference, digest: Digest) -> bool:
@@ -205,30 +242,41 @@ def compare(
     return tuple(checks)
 
 
-def _record(
+_Result = TypeVar("_Result", "PullResult", "ContainerdPullResult")
+
+
+def _run_dir(workspace: Workspace, ref: Reference, expected: Digest) -> Path:
+    return new_run_dir(workspace.evidence_dir, "pull", f"{ref.name}@{expected}")
+
+
+def _recorded(
     workspace: Workspace,
     plan: str | None,
-    image: str,
-    result: PullResult | ContainerdPullResult,
-    evidence: Path,
+    result: _Result,
+    run_dir: Path,
+    document: dict[str, Any],
     details: FinalPullDetails,
-) -> LedgerRecord:
-    """The final-pull record: its status and scope sentence from the result, never edited.
+) -> _Result:
+    """The result with its evidence (``document``, as pull.json in ``run_dir``) and its
+    final-pull record: status and scope sentence from the result, never edited.
 
     Refused by the ledger, the refusal carries the result with its evidence: the pull and
     its checks stand, only the record is missing.
     """
+    evidence = run_dir / "pull.json"
+    write_json(evidence, document)
     with RecordRefused.keeping(replace(result, evidence=evidence)):
-        return append_record(
+        saved = append_record(
             workspace,
             "final-pull",
             plan=plan,
-            images={"image": image},
+            images={"image": f"{result.reference.name}@{result.expected_digest}"},
             status=result.status,
             scope=result.scope,
             evidence=evidence,
             details=details,
         )
+    return replace(result, evidence=evidence, record=saved)
 
 
 def final_pull(
@@ -249,13 +297,7 @@ def final_pull(
     """
     ref, expected = _target(reference, expect_digest)
     engine = engine or connect()
-    own_client = registry is None
-    client = registry or RegistryClient()
-    try:
-        resolved: ResolvedImage = client.resolve(ref)
-    finally:
-        if own_client:
-            client.close()
+    resolved = _resolve(registry, ref)
     pull_name = str(ref)
     with engine_errors(f"pulling {pull_name}"):
         engine.client.image.pull(pull_name, quiet=True)
@@ -287,10 +329,11 @@ def final_pull(
     )
     if not record:
         return result
-    run_dir = new_run_dir(workspace.evidence_dir, "pull", f"{ref.name}@{expected}")
-    evidence = run_dir / "pull.json"
-    write_json(
-        evidence,
+    return _recorded(
+        workspace,
+        plan,
+        result,
+        _run_dir(workspace, ref, expected),
         {
             **result.to_json(),
             "resolved": {
@@ -309,13 +352,6 @@ def final_pull(
                 "repo_tags": list(image.repo_tags or ()),
             },
         },
-    )
-    saved = _record(
-        workspace,
-        plan,
-        f"{ref.name}@{expected}",
-        result,
-        evidence,
         FinalPullDetails(
             source="engine",
             image_id=image_id,
@@ -330,7 +366,6 @@ def final_pull(
             checks=[c.record() for c in checks],
         ),
     )
-    return replace(result, evidence=evidence, record=saved)
 
 
 @dataclass(frozen=True)
@@ -382,29 +417,16 @@ class ContainerdPullResult(_Verdict):
             f"containerd {self.containerd_version} on {self.where} (namespace "
             f"{self.namespace}, snapshotter {self.snapshotter}, CRI plugin on)"
         )
-        if self.ok:
-            return (
-                f"{store} pulled {self.reference.name}@{self.expected_digest} and holds it as "
-                f"CRI image ID {self.image_id} ({self.store.platform}, its layers unpacked as "
-                f"chain ID {self.chain_id}), matching the registry's digests; a kubelet there "
-                f"reports imageID {self.kubelet_image_ref}; this proves what that containerd "
-                "holds, not that the image runs or serves"
-            )
-        failed = ", ".join(c.name for c in self.checks if not c.ok)
-        return (
-            f"{store} pulled {self.reference} but {failed} did not match the expected "
-            "digests: it does not hold the image that was accepted"
+        return self._scope(
+            store,
+            f"it as CRI image ID {self.image_id} ({self.store.platform}, its layers unpacked as "
+            f"chain ID {self.chain_id}), matching the registry's digests; a kubelet there "
+            f"reports imageID {self.kubelet_image_ref}; this proves what that containerd holds",
         )
 
     def to_json(self) -> dict[str, Any]:
         store = self.store
-        return {
-            "runtime": "containerd",
-            "reference": str(self.reference),
-            "status": self.status,
-            "ok": self.ok,
-            "scope": self.scope,
-            "expected_digest": str(self.expected_digest),
+        details = {
             "name": store.record.name,
             "target_digest": str(store.record.target),
             "target_media_type": store.record.media_type,
@@ -431,11 +453,8 @@ class ContainerdPullResult(_Verdict):
                 "namespace": self.namespace,
                 "snapshotter": self.snapshotter,
             },
-            "where": self.where,
-            "checks": [c.to_json() for c in self.checks],
-            "evidence": str(self.evidence) if self.evidence else None,
-            "record_seq": self.record.seq if self.record else None,
         }
+        return {"runtime": "containerd", **self._document(details)}
 
 
 def _cri_image(
@@ -554,13 +573,7 @@ def final_pull_containerd(
             hint="see its output in the evidence; imagekit reads containerd 1.6's",
         )
     image = store.read_image(image_record, pulled.platform)
-    own_client = registry is None
-    client = registry or RegistryClient()
-    try:
-        resolved = client.resolve(ref, platform=pulled.platform)
-    finally:
-        if own_client:
-            client.close()
+    resolved = _resolve(registry, ref, pulled.platform)
     computed_chain = chain_id(resolved.diff_ids)
     snapshot = store.snapshot(str(computed_chain))
     label = store.snapshot_label(image.config_digest)
@@ -597,11 +610,9 @@ def final_pull_containerd(
     )
     if not record:
         return result
-    run_dir = new_run_dir(workspace.evidence_dir, "pull", f"{ref.name}@{expected}")
+    run_dir = _run_dir(workspace, ref, expected)
     write_bytes(run_dir / "ctr-pull.log", pulled.log.encode())
-    evidence = run_dir / "pull.json"
     document = result.to_json()
-    write_json(evidence, document)
     keys = (
         "name",
         "image_id",
@@ -617,12 +628,12 @@ def final_pull_containerd(
         "where",
         "checks",
     )
-    saved = _record(
+    return _recorded(
         workspace,
         plan,
-        f"{ref.name}@{expected}",
         result,
-        evidence,
+        run_dir,
+        document,
         FinalPullDetails(
             source="containerd",
             image_store="containerd-cri",
@@ -635,4 +646,3 @@ def final_pull_containerd(
             **{key: document[key] for key in keys},
         ),
     )
-    return replace(result, evidence=evidence, record=saved)

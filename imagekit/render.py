@@ -37,6 +37,7 @@ BuildKit (no ``# syntax=`` line, which would make every build pull a frontend im
 from __future__ import annotations
 
 import json
+import re
 import shlex
 from dataclasses import dataclass
 from pathlib import Path
@@ -67,8 +68,8 @@ ASSERT_MOUNT = "/tmp/imagekit-assert.py"  # noqa: S108 - a mount point inside th
 PIP_CA_SECRET = "pip_ca"  # noqa: S105 - the id of a secret mount, not a secret
 PIP_INDEX_SECRET = "pip_index"  # noqa: S105 - the id of a secret mount, not a secret
 DRIFT_MARKER = "IMAGEKIT_OVERLAY_DRIFT"
-# What the assertion checker prints per check and at the end; the registry builder
-# (imagekit.assemble.check) reads them from the container's output.
+# What the assertion checker prints per check and at the end; CheckerOutput reads them back
+# (the registry builder, imagekit.assemble.check, from the container's output).
 ASSERT_PASS_MARKER = "IMAGEKIT_ASSERT_PASS"  # noqa: S105 - a marker, not a password
 ASSERT_FAIL_MARKER = "IMAGEKIT_ASSERT_FAIL"
 ASSERTIONS_PASSED_MARKER = "IMAGEKIT_ASSERTIONS_PASSED"
@@ -291,6 +292,27 @@ def assertion_checker(name: str, assertions: Assertions) -> bytes:
     spec = _literal(assertions.model_dump(mode="json"))
     head = _CHECKER_HEAD.format(name=name)
     return f"{head}SPEC = {spec}\n\n{_CHECKER}".encode()
+
+
+@dataclass(frozen=True)
+class CheckerOutput:
+    """What the checker printed, read back from its output: the checks that passed, those
+    that failed, and whether it reached its closing line (it exits before it on a crash)."""
+
+    passed: tuple[str, ...]
+    failed: tuple[str, ...]
+    finished: bool
+
+    @classmethod
+    def read(cls, stdout: str) -> CheckerOutput:
+        def marked(marker: str) -> tuple[str, ...]:
+            return tuple(m.group(1) for m in re.finditer(rf"^{marker} (.*)$", stdout, re.M))
+
+        return cls(
+            marked(ASSERT_PASS_MARKER),
+            marked(ASSERT_FAIL_MARKER),
+            ASSERTIONS_PASSED_MARKER in stdout,
+        )
 
 
 def _assertions_step() -> str:

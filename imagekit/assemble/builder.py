@@ -48,7 +48,13 @@ from imagekit.assemble.config import (
 from imagekit.assemble.guard import LayerUse, OverlayCheck, guard_overlays
 from imagekit.assemble.index import IndexStore
 from imagekit.assemble.layer import LayerBlob, TarEntry, check_tree, write_layer
-from imagekit.build import BuildFailed, base_image_details, check_push_repo, record_rejected
+from imagekit.build import (
+    BuildFailed,
+    base_image_details,
+    check_push_repo,
+    record_plan_image,
+    record_rejected,
+)
 from imagekit.engine import Engine, connect
 from imagekit.errors import CouldNotFinish, PlanError, RegistryError, UsageError
 from imagekit.evidence import new_run_dir, write_bytes, write_json
@@ -65,17 +71,7 @@ from imagekit.ledger.record import (
     GuardReport,
     OverlayLayerDetails,
 )
-from imagekit.plan import (
-    Cmd,
-    Entrypoint,
-    Env,
-    Labels,
-    LoadedPlan,
-    Overlay,
-    Plan,
-    load_plan,
-    plan_path,
-)
+from imagekit.plan import LoadedPlan, Overlay, Plan, load_plan, plan_path
 from imagekit.refs import Digest, Reference
 from imagekit.registry import Descriptor, RegistryClient, ResolvedImage
 from imagekit.registry.upload import BlobSource, CopyResult, push_manifest
@@ -83,7 +79,6 @@ from imagekit.render import base_name
 from imagekit.workspace import Workspace
 
 MiB = 1 << 20
-REGISTRY_STEPS = (Overlay, Env, Labels, Entrypoint, Cmd)
 _SPOOL = 32 * MiB
 
 
@@ -165,11 +160,7 @@ class AssembleResult:
 
 def engine_steps(plan: Plan) -> list[str]:
     """The steps only an engine can run (they execute programs inside the image)."""
-    return [
-        f"steps[{i}] ({step.kind})"
-        for i, step in enumerate(plan.steps)
-        if not isinstance(step, REGISTRY_STEPS)
-    ]
+    return [f"steps[{i}] ({step.kind})" for i, step in enumerate(plan.steps) if step.runs_in_image]
 
 
 def _epoch(plan: Plan) -> tuple[int, str]:
@@ -246,21 +237,57 @@ def _chunks_of(handle: IO[bytes]) -> Iterator[bytes]:
         yield chunk
 
 
-def _reject(
-    workspace: Workspace,
-    loaded: LoadedPlan,
-    log: _Log,
-    log_path: Path,
-    details: RejectedBuildDetails,
-    *,
-    image: str,
-) -> int:
-    """Keep a failed attempt on record, as the engine path does (and no tag was put)."""
-    log(f"build rejected ({details.reason}): {details.message}")
-    return record_rejected(
-        workspace, loaded, details, log_path=log_path, image=image,
-        what="registry build (no tag was put)",
-    )  # fmt: skip
+@dataclass(frozen=True)
+class _Run:
+    """One registry build under way: what every step reads, passed as one value."""
+
+    workspace: Workspace
+    loaded: LoadedPlan
+    options: AssembleOptions
+    target: Reference
+    tag: str
+    epoch: int
+    epoch_source: str
+    run_dir: Path
+    log: _Log
+    client: RegistryClient
+    engine: Engine | None
+    started: float
+
+    @property
+    def log_path(self) -> Path:
+        return self.run_dir / "build.log"
+
+    @property
+    def tagged(self) -> str:
+        """repo:tag, the name the tag step puts."""
+        return f"{self.target.name}:{self.tag}"
+
+    def reject(self, details: RejectedBuildDetails, *, image: str) -> int:
+        """Keep a failed attempt on record, as the engine path does (and no tag was put)."""
+        self.log(f"build rejected ({details.reason}): {details.message}")
+        return record_rejected(
+            self.workspace, self.loaded, details, log_path=self.log_path, image=image,
+            what="registry build (no tag was put)",
+        )  # fmt: skip
+
+
+@dataclass(frozen=True)
+class _Made:
+    """The new image's documents, as written to the evidence folder and pushed."""
+
+    layer: LayerBlob | None
+    config: bytes
+    config_desc: Descriptor
+    manifest: bytes
+    manifest_digest: Digest
+    media_type: str
+
+
+def _guard_report(checks: Sequence[OverlayCheck], uses: Sequence[LayerUse]) -> GuardReport:
+    return GuardReport.model_validate(
+        {"checks": [c.to_json() for c in checks], "base_layers": [u.to_json() for u in uses]}
+    )
 
 
 def _assertion_details(workspace: Workspace, run: AssertionRun) -> AssertionRunDetails:
@@ -315,14 +342,15 @@ def assemble_plan(
     epoch, epoch_source = _epoch(loaded.plan)
     run_dir = new_run_dir(workspace.evidence_dir, loaded.name)
     tag = (options.tag or run_dir.name).rpartition(":")[2]
-    log_path = run_dir / "build.log"
-    log = _Log(log_path, echo or sys.stderr)
+    log = _Log(run_dir / "build.log", echo or sys.stderr)
     own_client = client is None
     client = client or RegistryClient()
     try:
         return _assemble(
-            workspace, loaded, options, target, tag, epoch, epoch_source, run_dir, log,
-            client, engine, started,
+            _Run(
+                workspace, loaded, options, target, tag, epoch, epoch_source, run_dir, log,
+                client, engine, started,
+            )
         )  # fmt: skip
     finally:
         log.close()
@@ -330,51 +358,79 @@ def assemble_plan(
             client.close()
 
 
-def _assemble(
-    workspace: Workspace,
-    loaded: LoadedPlan,
-    options: AssembleOptions,
-    target: Reference,
-    tag: str,
-    epoch: int,
-    epoch_source: str,
-    run_dir: Path,
-    log: _Log,
-    client: RegistryClient,
-    engine: Engine | None,
-    started: float,
-) -> AssembleResult:
-    log_path = run_dir / "build.log"
-    platform = loaded.platform
-    log(
+def _assemble(run: _Run) -> AssembleResult:
+    """The flow of the module docstring, one step a function; the tag comes last."""
+    image = _resolve_base(run)
+    checks, uses = _guard(run, image)
+    with tempfile.SpooledTemporaryFile(max_size=_SPOOL, prefix="imagekit-layer-") as blob:
+        made = _write_image(run, image, checks, blob)
+        pushed = _push_untagged(run, image, made, blob)
+    pinned = run.target.pinned_only(made.manifest_digest)
+    run.log(f"pushed {pinned} (no tag yet)")
+    assertions = _check_assertions(run, pinned, made, _guard_report(checks, uses))
+    index_digest = _put_tag(run, image, made, pushed)
+    return _record(
+        run, image,
+        AssembleResult(
+            plan=run.loaded.name,
+            plan_sha256=run.loaded.digest.hex,
+            base=str(run.loaded.base),
+            platform=str(run.loaded.platform),
+            pushed=str(pinned),
+            tag=run.tagged,
+            manifest_digest=str(made.manifest_digest),
+            manifest_media_type=made.media_type,
+            config_digest=str(made.config_desc.digest),
+            index_digest=str(index_digest) if index_digest else None,
+            layer=made.layer,
+            guard=tuple(checks),
+            layers=uses,
+            push=pushed,
+            assertions=assertions,
+            epoch=run.epoch,
+            epoch_source=run.epoch_source,
+            evidence_dir=run.run_dir,
+            log=run.log_path,
+            seconds=round(time.monotonic() - run.started, 3),
+        ),
+    )  # fmt: skip
+
+
+def _resolve_base(run: _Run) -> ResolvedImage:
+    """1. The pinned base, an index narrowed to the plan's platform."""
+    loaded = run.loaded
+    run.log(
         f"assembling plan {loaded.name} (plan sha256:{loaded.digest.hex}) on {loaded.base} "
-        f"({platform}) through the registry, into {target.name}:{tag}"
+        f"({loaded.platform}) through the registry, into {run.tagged}"
     )
-    image = client.resolve(loaded.base, platform)
-    log(
+    image = run.client.resolve(loaded.base, loaded.platform)
+    run.log(
         f"base: manifest {image.manifest_digest} ({image.manifest_media_type}), "
         f"{len(image.layers)} layers, {image.compressed_layer_bytes} bytes compressed"
     )
+    return image
 
-    # 2. the guard
+
+def _guard(
+    run: _Run, image: ResolvedImage
+) -> tuple[tuple[OverlayCheck, ...], tuple[LayerUse, ...]]:
+    """2. Every overlay against the base; guard.json kept; a drifted or blocked one rejects."""
     checks, uses = guard_overlays(
-        client, image, loaded.plan.steps, IndexStore(options.cache_dir), log=log
+        run.client, image, run.loaded.plan.steps, IndexStore(run.options.cache_dir), log=run.log
     )
     for check in checks:
-        log(
+        run.log(
             f"guard: steps[{check.step}] {check.marker()} -> {check.verdict}"
             + (f", writes {check.written}" if check.written != check.destination else "")
             + "".join(f"; {note}" for note in check.notes)
         )
     read = [use for use in uses if use.how == "read"]
-    log(
+    run.log(
         f"guard: {len(read)} layers read, {sum(u.how == 'cached' for u in uses)} from the "
         f"index cache, {sum(u.how == 'not needed' for u in uses)} not needed"
     )
-    guard_report = GuardReport.model_validate(
-        {"checks": [c.to_json() for c in checks], "base_layers": [u.to_json() for u in uses]}
-    )
-    write_json(run_dir / "guard.json", guard_report.to_json())
+    guard_report = _guard_report(checks, uses)
+    write_json(run.run_dir / "guard.json", guard_report.to_json())
     bad = [c for c in checks if not c.ok]
     if bad:
         first = bad[0]
@@ -382,110 +438,121 @@ def _assemble(
         what = "overlay guard refused" if reason == "overlay-drift" else "destination refused"
         message = f"{what}: {first.marker()}"
         step = f"steps[{first.step}] overlay {first.destination}"
-        _reject(
-            workspace, loaded, log, log_path,
+        run.reject(
             RejectedBuildDetails(reason=reason, step=step, message=message, guard=guard_report),
-            image=f"{target.name}:{tag}",
-        )  # fmt: skip
+            image=run.tagged,
+        )
         raise BuildFailed(
-            f"build of {loaded.name} rejected: {message}",
+            f"build of {run.loaded.name} rejected: {message}",
             step=step,
             last_lines=[f"{c.marker()} ({c.verdict})" for c in bad] + list(first.notes),
-            log=log_path,
+            log=run.log_path,
             reason=reason,
             hint="the base no longer has what the overlay was written for: re-pin it with "
             "`imagekit plans pin-overlay` after reviewing the change, or pin the old base",
         )
+    return checks, uses
 
-    # 3. layer, config, manifest
-    with tempfile.SpooledTemporaryFile(max_size=_SPOOL, prefix="imagekit-layer-") as blob:
-        layer: LayerBlob | None = None
-        if checks:
-            layer = write_layer(_entries(loaded, checks, epoch), blob)
-            log(
-                f"layer: {layer.digest} ({layer.size} bytes gzip, diffID {layer.diff_id}), "
-                f"{layer.files} files, {layer.folders} folders"
-            )
-        assert loaded.base.digest is not None  # noqa: S101 - LoadedPlan.base is pinned
-        labels = {
-            BASE_NAME: base_name(loaded.base, loaded.plan.base.found_as),
-            BASE_DIGEST: str(loaded.base.digest),
-            "io.imagekit.plan": loaded.name,
-            "io.imagekit.plan-sha256": loaded.digest.hex,
-        }
-        where = {"registry": image.reference.registry, "repository": image.reference.repository}
-        base_config = load_document(image.config_bytes, "config", **where)
-        copies = ", ".join(f"{c.written}" for c in checks)
-        config = dump(
-            edit_config(
-                base_config,
-                ConfigChanges(
-                    steps=loaded.plan.steps,
-                    imagekit_labels=labels,
-                    epoch=epoch,
-                    layer=layer,
-                    layer_history=f"COPY {copies} # plan {loaded.name}",
-                ),
-            )
-        )
-        media_type = image.manifest_media_type
-        config_desc = Descriptor(
-            image.manifest.config.mediaType, Digest.of_bytes(config), len(config)
-        )
-        manifest = image_manifest(
-            load_document(image.manifest_bytes, "manifest", **where),
-            media_type,
-            config_media_type=config_desc.media_type,
-            config=config,
-            layer=layer,
-            annotations={BASE_NAME: labels[BASE_NAME], BASE_DIGEST: labels[BASE_DIGEST]},
-        )
-        manifest_digest = Digest.of_bytes(manifest)
-        write_bytes(run_dir / "config.json", config)
-        write_bytes(run_dir / "manifest.json", manifest)
-        log(f"config {config_desc.digest}, manifest {manifest_digest} ({media_type})")
 
-        # 4. push, untagged
-        blobs = [
-            BlobSource(
-                desc,
-                repository=image.reference,
-                distributable=(known_layer_type(desc.media_type) or (None, True))[1],
-            )
-            for desc in image.layers
-        ]
-        blobs.append(BlobSource(config_desc, data=lambda: [config]))
-        if layer is not None:
-            layer_desc = Descriptor(layer_media_type(media_type), layer.digest, layer.size)
-            blobs.append(BlobSource(layer_desc, data=lambda: _chunks_of(blob)))
-        pushed = CopyResult(
-            source=str(image.reference), destination=str(target), digest=manifest_digest,
-            media_type=media_type,
+def _write_image(
+    run: _Run, image: ResolvedImage, checks: Sequence[OverlayCheck], blob: IO[bytes]
+) -> _Made:
+    """3. The overlay layer (into ``blob``), then the config and manifest, into the evidence."""
+    loaded = run.loaded
+    layer: LayerBlob | None = None
+    if checks:
+        layer = write_layer(_entries(loaded, checks, run.epoch), blob)
+        run.log(
+            f"layer: {layer.digest} ({layer.size} bytes gzip, diffID {layer.diff_id}), "
+            f"{layer.files} files, {layer.folders} folders"
+        )
+    assert loaded.base.digest is not None  # noqa: S101 - LoadedPlan.base is pinned
+    labels = {
+        BASE_NAME: base_name(loaded.base, loaded.plan.base.found_as),
+        BASE_DIGEST: str(loaded.base.digest),
+        "io.imagekit.plan": loaded.name,
+        "io.imagekit.plan-sha256": loaded.digest.hex,
+    }
+    where = {"registry": image.reference.registry, "repository": image.reference.repository}
+    base_config = load_document(image.config_bytes, "config", **where)
+    copies = ", ".join(f"{c.written}" for c in checks)
+    config = dump(
+        edit_config(
+            base_config,
+            ConfigChanges(
+                steps=loaded.plan.steps,
+                imagekit_labels=labels,
+                epoch=run.epoch,
+                layer=layer,
+                layer_history=f"COPY {copies} # plan {loaded.name}",
+            ),
+        )
+    )
+    media_type = image.manifest_media_type
+    config_desc = Descriptor(image.manifest.config.mediaType, Digest.of_bytes(config), len(config))
+    manifest = image_manifest(
+        load_document(image.manifest_bytes, "manifest", **where),
+        media_type,
+        config_media_type=config_desc.media_type,
+        config=config,
+        layer=layer,
+        annotations={BASE_NAME: labels[BASE_NAME], BASE_DIGEST: labels[BASE_DIGEST]},
+    )
+    manifest_digest = Digest.of_bytes(manifest)
+    write_bytes(run.run_dir / "config.json", config)
+    write_bytes(run.run_dir / "manifest.json", manifest)
+    run.log(f"config {config_desc.digest}, manifest {manifest_digest} ({media_type})")
+    return _Made(layer, config, config_desc, manifest, manifest_digest, media_type)
+
+
+def _push_untagged(run: _Run, image: ResolvedImage, made: _Made, blob: IO[bytes]) -> CopyResult:
+    """4. The base's blobs (mounted or streamed), ours, then the manifest by digest, no tag."""
+    blobs = [
+        BlobSource(
+            desc,
+            repository=image.reference,
+            distributable=(known_layer_type(desc.media_type) or (None, True))[1],
+        )
+        for desc in image.layers
+    ]
+    blobs.append(BlobSource(made.config_desc, data=lambda: [made.config]))
+    if made.layer is not None:
+        layer = made.layer
+        layer_desc = Descriptor(layer_media_type(made.media_type), layer.digest, layer.size)
+        blobs.append(BlobSource(layer_desc, data=lambda: _chunks_of(blob)))
+    target = run.target
+    pushed = CopyResult(
+        source=str(image.reference), destination=str(target), digest=made.manifest_digest,
+        media_type=made.media_type,
+    )  # fmt: skip
+    try:
+        push_manifest(
+            run.client, target, made.manifest, made.media_type, blobs, result=pushed,
+            chunk_size=run.options.chunk_size, workers=run.options.workers, log=run.log,
         )  # fmt: skip
-        try:
-            push_manifest(
-                client, target, manifest, media_type, blobs, result=pushed,
-                chunk_size=options.chunk_size, workers=options.workers, log=log,
-            )  # fmt: skip
-        except RegistryError as exc:
-            if not pushed.blobs_skipped:
-                raise
-            raise RegistryError(
-                f"{exc.message} ({pushed.blobs_skipped} non-distributable base layers were "
-                f"not uploaded to {target.registry}, which imagekit never does)",
-                registry=exc.registry,
-                repository=exc.repository,
-                digest=exc.digest,
-                status=exc.status,
-                url=exc.url,
-                hint="push to the base's own registry (its layers are mounted there), or "
-                "place those layers in the target registry yourself if their licence allows",
-            ) from exc
-    pinned = target.pinned_only(manifest_digest)
-    log(f"pushed {pinned} (no tag yet)")
+    except RegistryError as exc:
+        if not pushed.blobs_skipped:
+            raise
+        raise RegistryError(
+            f"{exc.message} ({pushed.blobs_skipped} non-distributable base layers were "
+            f"not uploaded to {target.registry}, which imagekit never does)",
+            registry=exc.registry,
+            repository=exc.repository,
+            digest=exc.digest,
+            status=exc.status,
+            url=exc.url,
+            hint="push to the base's own registry (its layers are mounted there), or "
+            "place those layers in the target registry yourself if their licence allows",
+        ) from exc
+    return pushed
 
-    # 5. assertions, then the tag
-    if not options.assertions:
+
+def _check_assertions(
+    run: _Run, pinned: Reference, made: _Made, guard_report: GuardReport
+) -> AssertionRun:
+    """5. The plan's assertions in the pushed image; failed or not run rejects, untagged."""
+    loaded = run.loaded
+    if not run.options.assertions:
         assertions = (
             not_run("skipped by --no-assertions")
             if not loaded.plan.assertions.empty
@@ -493,116 +560,92 @@ def _assemble(
         )
     else:
         assertions = run_assertions(
-            loaded, pinned, platform, run_dir, engine=engine, connect=connect, log=log
+            loaded,
+            pinned,
+            loaded.platform,
+            run.run_dir,
+            engine=run.engine,
+            connect=connect,
+            log=run.log,
         )
-    log(f"assertions: {assertions.status}: {assertions.scope}")
+    run.log(f"assertions: {assertions.status}: {assertions.scope}")
     rejected = RejectedBuildDetails(
         step="assertions",
-        manifest_digest=str(manifest_digest),
+        manifest_digest=str(made.manifest_digest),
         guard=guard_report,
-        assertions=_assertion_details(workspace, assertions),
+        assertions=_assertion_details(run.workspace, assertions),
     )
     if assertions.status == "failed":
         message = "assertions rejected the build: " + "; ".join(assertions.failed)
         why = {"reason": "assertion-failed", "message": message}
-        _reject(
-            workspace, loaded, log, log_path, rejected.model_copy(update=why), image=str(pinned)
-        )
+        run.reject(rejected.model_copy(update=why), image=str(pinned))
         raise BuildFailed(
             f"build of {loaded.name} rejected: {message}",
             step="assertions",
             last_lines=[f"IMAGEKIT_ASSERT_FAIL {f}" for f in assertions.failed],
-            log=assertions.log or log_path,
+            log=assertions.log or run.log_path,
             reason="assertion-failed",
             hint=f"{pinned} stays in the registry by digest, untagged; fix the plan and build "
             "again",
         )
-    if assertions.status == "NOT RUN" and options.assertions:
+    if assertions.status == "NOT RUN" and run.options.assertions:
         message = assertions.scope
         why = {"reason": "assertions-not-run", "message": message}
-        _reject(
-            workspace, loaded, log, log_path, rejected.model_copy(update=why), image=str(pinned)
-        )
+        run.reject(rejected.model_copy(update=why), image=str(pinned))
         raise CouldNotFinish(
             f"build of {loaded.name}: {message}; {pinned} was pushed by digest only and not tagged",
             hint="run it where the engine can run this platform (install qemu-user-static "
             "and binfmt-support for another architecture), or pass --no-assertions to accept "
             "the image unchecked",
         )
+    return assertions
+
+
+def _put_tag(run: _Run, image: ResolvedImage, made: _Made, pushed: CopyResult) -> Digest | None:
+    """5, last. The tag, on the manifest or (with ``index``) on an index holding it."""
+    document, media_type = made.manifest, made.media_type
     index_digest: Digest | None = None
-    if options.index:
-        index_bytes, index_type = image_index(manifest, media_type, image.config.platform())
-        push_manifest(client, target, index_bytes, index_type, [], tag=tag, result=pushed, log=log)
-        index_digest = Digest.of_bytes(index_bytes)
-        write_bytes(run_dir / "index.json", index_bytes)
-        log(f"tagged {target.name}:{tag} -> index {index_digest}")
+    if run.options.index:
+        document, media_type = image_index(document, media_type, image.config.platform())
+        index_digest = Digest.of_bytes(document)
+    push_manifest(
+        run.client, run.target, document, media_type, [], tag=run.tag, result=pushed, log=run.log
+    )
+    if index_digest is not None:
+        write_bytes(run.run_dir / "index.json", document)
+        run.log(f"tagged {run.tagged} -> index {index_digest}")
     else:
-        push_manifest(client, target, manifest, media_type, [], tag=tag, result=pushed, log=log)
-        log(f"tagged {target.name}:{tag} -> {manifest_digest}")
-    pushed.digest, pushed.media_type = manifest_digest, media_type
-    return _record(
-        workspace, loaded, image, run_dir, log_path,
-        AssembleResult(
-            plan=loaded.name,
-            plan_sha256=loaded.digest.hex,
-            base=str(loaded.base),
-            platform=str(platform),
-            pushed=str(pinned),
-            tag=f"{target.name}:{tag}",
-            manifest_digest=str(manifest_digest),
-            manifest_media_type=media_type,
-            config_digest=str(config_desc.digest),
-            index_digest=str(index_digest) if index_digest else None,
-            layer=layer,
-            guard=tuple(checks),
-            layers=uses,
-            push=pushed,
-            assertions=assertions,
-            epoch=epoch,
-            epoch_source=epoch_source,
-            evidence_dir=run_dir,
-            log=log_path,
-            seconds=round(time.monotonic() - started, 3),
-        ),
-    )  # fmt: skip
+        run.log(f"tagged {run.tagged} -> {made.manifest_digest}")
+    pushed.digest, pushed.media_type = made.manifest_digest, made.media_type
+    return index_digest
 
 
-def _record(
-    workspace: Workspace,
-    loaded: LoadedPlan,
-    image: ResolvedImage,
-    run_dir: Path,
-    log_path: Path,
-    result: AssembleResult,
-) -> AssembleResult:
-    write_json(run_dir / "assemble.json", result.to_json())
+def _record(run: _Run, image: ResolvedImage, result: AssembleResult) -> AssembleResult:
+    """6. ``build`` and ``push`` in the ledger, after assemble.json is kept."""
+    workspace, loaded = run.workspace, run.loaded
+    write_json(run.run_dir / "assemble.json", result.to_json())
     guards = "the overlay guards checked the base's files from its layers' indexes" + (
         "" if result.guard else " (no overlays)"
     )
-    build_seq = append_record(
+    build_seq = record_plan_image(
         workspace,
         "build",
-        plan=loaded.name,
-        images={"image": result.pushed, "base": str(loaded.base)},
+        loaded,
+        result.pushed,
         status="built",
         scope=(
             f"assembled through the registry API from plan {loaded.name} "
             f"(sha256:{loaded.digest.hex}) with no engine build and no base pull; {guards} "
             f"and passed; {result.assertions.scope}; nothing was run on a GPU"
         ),
-        evidence=run_dir / "assemble.json",
+        evidence=run.run_dir / "assemble.json",
         details=BuildDetails(
             image_id=result.config_digest,
             plan_sha256=loaded.digest.hex,
             builder="registry",
             manifest_digest=result.manifest_digest,
             epoch=result.epoch,
-            guard=GuardReport.model_validate(
-                {
-                    "checks": [c.to_json() for c in result.guard],
-                    "base_layers": [u.to_json() for u in result.layers],
-                }
-            ),
+            guard=_guard_report(result.guard, result.layers),
             assertions=_assertion_details(workspace, result.assertions),
             base=base_image_details(loaded, image),
             **(
@@ -611,7 +654,7 @@ def _record(
                 else {}
             ),
         ),
-    ).seq
+    )
     push_seq = append_record(
         workspace,
         "push",
@@ -623,7 +666,7 @@ def _record(
             f"{result.push.blobs_mounted} blobs mounted, {result.push.blobs_uploaded} "
             f"uploaded, {result.push.blobs_existing} already there"
         ),
-        evidence=log_path,
+        evidence=run.log_path,
         details=PushDetails(
             manifest_digest=result.manifest_digest,
             config_digest=result.config_digest,
@@ -631,4 +674,4 @@ def _record(
             **({"index_digest": result.index_digest} if result.index_digest else {}),
         ),
     ).seq
-    return AssembleResult(**{**result.__dict__, "ledger": [int(build_seq), int(push_seq)]})
+    return AssembleResult(**{**result.__dict__, "ledger": [build_seq, int(push_seq)]})

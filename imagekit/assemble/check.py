@@ -13,7 +13,6 @@ natively nor emulated the assertions are NOT RUN, which is never a pass.
 
 from __future__ import annotations
 
-import re
 import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -25,14 +24,7 @@ from imagekit.errors import CouldNotFinish
 from imagekit.evidence import write_bytes
 from imagekit.plan import LoadedPlan
 from imagekit.refs import Platform, Reference
-from imagekit.render import (
-    ASSERT_FAIL_MARKER,
-    ASSERT_MOUNT,
-    ASSERT_PASS_MARKER,
-    ASSERT_SCRIPT,
-    ASSERTIONS_PASSED_MARKER,
-    assertion_checker,
-)
+from imagekit.render import ASSERT_MOUNT, ASSERT_SCRIPT, CheckerOutput, assertion_checker
 
 TIMEOUT_S = 3600.0
 # `docker run` itself failed (125), or could not start the command (126, 127).
@@ -110,12 +102,8 @@ def run_assertions(
     write_bytes(log_path, (header + proc.stdout + proc.stderr).encode())
     for line in proc.stdout.splitlines():
         log(f"assertions: {line}")
-    passed = tuple(
-        m.group(1) for m in re.finditer(rf"^{ASSERT_PASS_MARKER} (.*)$", proc.stdout, re.M)
-    )
-    failed = tuple(
-        m.group(1) for m in re.finditer(rf"^{ASSERT_FAIL_MARKER} (.*)$", proc.stdout, re.M)
-    )
+    output = CheckerOutput.read(proc.stdout)
+    passed, failed = output.passed, output.failed
     where = f"in {pinned}, {execution.note}"
     if proc.returncode in _DOCKER_OWN and not passed and not failed:
         detail = (proc.stderr.strip().splitlines() or [f"exit {proc.returncode}"])[-1]
@@ -123,7 +111,7 @@ def run_assertions(
             f"the assertion container did not run ({execution.note}): {detail}",
             hint="the image needs python3 on its PATH; `docker info` must answer",
         )
-    if proc.returncode == 0 and not failed and ASSERTIONS_PASSED_MARKER in proc.stdout:
+    if proc.returncode == 0 and not failed and output.finished:
         return AssertionRun(
             "passed",
             f"the plan's {len(passed)} assertions passed {where}",

@@ -72,22 +72,22 @@ def _float(text: str) -> float:
 
 def load_document(data: bytes, what: str, *, registry: str, repository: str) -> dict[str, Any]:
     """A JSON object with every field kept; refused when ambiguous."""
+
+    def refused(problem: str) -> RegistryProtocolError:
+        return RegistryProtocolError(
+            f"{registry}/{repository}: the base {what} {problem}",
+            registry=registry,
+            repository=repository,
+        )
+
     try:
         document = json.loads(
             data, object_pairs_hook=_pairs, parse_constant=_constant, parse_float=_float
         )
     except (ValueError, UnicodeDecodeError) as exc:
-        raise RegistryProtocolError(
-            f"{registry}/{repository}: the base {what} cannot be edited safely: {exc}",
-            registry=registry,
-            repository=repository,
-        ) from exc
+        raise refused(f"cannot be edited safely: {exc}") from exc
     if not isinstance(document, dict):
-        raise RegistryProtocolError(
-            f"{registry}/{repository}: the base {what} is not a JSON object",
-            registry=registry,
-            repository=repository,
-        )
+        raise refused("is not a JSON object")
     return document
 
 

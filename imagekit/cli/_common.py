@@ -1,4 +1,6 @@
-"""What every command shares: --json, one error line with a hint, and exit codes.
+"""What every command shares: --json, one error line with a hint, and exit codes; the option
+types and decorators more than one command takes; ``parsed``, which hands a command's parsed
+options to its stage; and ``run``, which calls the stage once and renders what it returned.
 
 The contract (docs/ARCHITECTURE.md): with --json, stdout carries exactly one JSON document
 and nothing else; human text goes to stderr. The exit code comes from the error class; an
@@ -11,15 +13,18 @@ refusal beside it.
 
 from __future__ import annotations
 
+import inspect
 import json
 import os
 import sys
 import tempfile
 import traceback
-from collections.abc import Callable
+import types
+import typing
+from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, TypeVar, cast
+from typing import Any, Literal, Protocol, TypeVar, Union, cast, overload
 
 import click
 
@@ -28,6 +33,12 @@ from imagekit.interrupt import Interrupted, interrupted
 
 T = TypeVar("T")
 CRASH_DIR_ENV = "IMAGEKIT_CRASH_DIR"
+
+#: The path types of options and arguments: a file (never a folder), a folder (never a
+#: file), either; each parses to a pathlib.Path.
+FILE_PATH = click.Path(dir_okay=False, path_type=Path)
+DIR_PATH = click.Path(file_okay=False, path_type=Path)
+ANY_PATH = click.Path(path_type=Path)
 
 json_option = click.option(
     "--json", "as_json", is_flag=True, help="Print exactly one JSON document on stdout."
@@ -41,7 +52,7 @@ def vuln_options(command: Callable[..., Any]) -> Callable[..., Any]:
     options = (
         click.option(
             "--vuln-db",
-            type=click.Path(path_type=Path),
+            type=ANY_PATH,
             envvar="IMAGEKIT_VULN_DB",
             metavar="PATH",
             help="An offline OSV export for PyPI (OSV's all.zip, or a folder of its JSON "
@@ -70,8 +81,66 @@ def vuln_options(command: Callable[..., Any]) -> Callable[..., Any]:
     return command
 
 
+def parsed(target: Callable[..., T], /, *args: object, **given: object) -> T:
+    """Call ``target`` (a stage, or an options dataclass) with the command's parsed options.
+
+    Each parameter of ``target`` that ``args`` and ``given`` leave open takes the click
+    parameter of the same name, where the command has one, so a command does not list every
+    option a second time to hand it on; ``given`` holds those spelt otherwise or converted on
+    the way (``assertions=not no_assertions``). Every value is checked against the annotation
+    of the parameter it fills: an option wired to the wrong parameter, or a name ``target``
+    does not take, is a crash at once (a bug), never a wrong value deep in a stage.
+    """
+    options = click.get_current_context().params
+    signature = inspect.signature(target)
+    taken = set(list(signature.parameters)[: len(args)]) | set(given)
+    filled = {
+        name: options[name]
+        for name in signature.parameters
+        if name not in taken and name in options
+    }
+    bound = signature.bind(*args, **given, **filled)
+    hints = typing.get_type_hints(target)
+    for name, value in bound.arguments.items():
+        if name in hints and not _conforms(value, hints[name]):
+            where = getattr(target, "__qualname__", target)
+            raise TypeError(f"{where}: {name}={value!r} is not {hints[name]}")
+    return target(*bound.args, **bound.kwargs)
+
+
+def _conforms(value: object, hint: Any) -> bool:
+    """Whether ``value`` is of the annotated type (the forms a command's options take)."""
+    origin = typing.get_origin(hint)
+    arguments = typing.get_args(hint)
+    if hint is Any:
+        return True
+    if hint is None or hint is type(None):
+        return value is None
+    if origin in (Union, types.UnionType):
+        return any(_conforms(value, argument) for argument in arguments)
+    if origin is Literal:
+        return value in arguments
+    if origin in (tuple, list):
+        if not isinstance(value, origin) or not arguments:
+            return isinstance(value, origin)
+        if origin is tuple and not (len(arguments) == 2 and arguments[1] is Ellipsis):
+            raise TypeError(f"no check for {hint} (only tuple[X, ...])")
+        return all(_conforms(item, arguments[0]) for item in cast("Iterable[object]", value))
+    if hint is float:  # an int is a float, as type checkers take it
+        return isinstance(value, int | float) and not isinstance(value, bool)
+    if isinstance(hint, type):
+        return isinstance(value, hint)
+    raise TypeError(f"no check for {hint}")
+
+
 def echo_err(text: str) -> None:
     click.echo(text, err=True)
+
+
+def echo_lines(lines: Iterable[str]) -> None:
+    """Print a result's own lines for people, one each (stdout)."""
+    for line in lines:
+        click.echo(line)
 
 
 def dump_json(document: Any) -> None:
@@ -79,21 +148,65 @@ def dump_json(document: Any) -> None:
     sys.stdout.flush()
 
 
+class Document(Protocol):
+    """A result that is its own JSON document (``to_json``), as most stages' results are."""
+
+    def to_json(self) -> Any: ...
+
+
+class Checked(Protocol):
+    """A result that says whether its checks held."""
+
+    @property
+    def ok(self) -> bool: ...
+
+
+DocumentT = TypeVar("DocumentT", bound=Document)
+
+
+def unless_ok(result: Checked) -> int:
+    """The exit code of a result whose checks either held (0) or said no (1)."""
+    return 0 if result.ok else 1
+
+
+@overload
+def run(
+    action: Callable[[], DocumentT],
+    *,
+    as_json: bool,
+    human: Callable[[DocumentT], None],
+    exit_code: Callable[[DocumentT], int] = ...,
+) -> None: ...
+
+
+@overload
 def run(
     action: Callable[[], T],
     *,
     as_json: bool,
     human: Callable[[T], None],
     to_json: Callable[[T], Any],
-    exit_code: Callable[[T], int] = lambda _: 0,
+    exit_code: Callable[[T], int] = ...,
+) -> None: ...
+
+
+def run(
+    action: Callable[[], Any],
+    *,
+    as_json: bool,
+    human: Callable[[Any], None],
+    to_json: Callable[[Any], Any] | None = None,
+    exit_code: Callable[[Any], int] = lambda _: 0,
 ) -> None:
     """Call the library once, render its result, exit with the contract's code.
 
     ``human`` prints to stdout for people (stderr is for progress and errors); with --json
-    only ``to_json(result)`` is printed. An ImagekitError becomes one line plus its hint.
-    A refused record that carries the stage's result renders that result and the refusal,
-    and exits 1 at least.
+    only ``to_json(result)`` is printed, by default the result's own document. An
+    ImagekitError becomes one line plus its hint. A refused record that carries the stage's
+    result renders that result and the refusal, and exits 1 at least.
     """
+    if to_json is None:
+        to_json = _own_document
     try:
         result = action()
     except RecordRefused as exc:
@@ -101,7 +214,7 @@ def run(
             _error(exc, as_json)
         # The stage finished and attached its own result (RecordRefused.keeping); flows that
         # chain stages catch their errors, so what reaches a command is its own result.
-        kept = cast(T, exc.result)
+        kept: Any = exc.result
         if as_json:
             document = to_json(kept)
             if isinstance(document, dict):
@@ -122,6 +235,10 @@ def run(
     else:
         human(result)
     sys.exit(exit_code(result))
+
+
+def _own_document(result: Document) -> Any:
+    return result.to_json()
 
 
 def _error(exc: ImagekitError, as_json: bool) -> None:

@@ -124,6 +124,5 @@ def command(
         action,
         as_json=as_json,
         human=_human,
-        to_json=lambda r: r.to_json(),
         exit_code=lambda r: r.exit_code,
     )

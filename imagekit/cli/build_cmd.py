@@ -8,7 +8,7 @@ import click
 
 from imagekit.assemble import BUILDERS, AssembleResult, build_image
 from imagekit.build import BuildOptions, BuildResult
-from imagekit.cli._common import json_option, run
+from imagekit.cli._common import ANY_PATH, json_option, parsed, run
 from imagekit.workspace import Workspace
 
 
@@ -51,7 +51,11 @@ def _human(result: object) -> None:
     help="Registry builder: accept the image without running the plan's assertions (said so).",
 )
 @click.option("--no-cache", is_flag=True, help="Build without BuildKit's cache.")
-@click.option("--base", help="Build on this pinned base instead of the plan's (REPO@sha256:...).")
+@click.option(
+    "--base",
+    "base_override",
+    help="Build on this pinned base instead of the plan's (REPO@sha256:...).",
+)
 @click.option(
     "--index-url",
     envvar="PIP_INDEX_URL",
@@ -59,7 +63,7 @@ def _human(result: object) -> None:
 )
 @click.option(
     "--ca-bundle",
-    type=click.Path(path_type=Path),
+    type=ANY_PATH,
     envvar="IMAGEKIT_PIP_CA",
     help="CA bundle pip trusts inside the build [env IMAGEKIT_PIP_CA; default: the host's].",
 )
@@ -72,26 +76,16 @@ def command(
     index: bool,
     no_assertions: bool,
     no_cache: bool,
-    base: str | None,
+    base_override: str | None,
     index_url: str | None,
     ca_bundle: Path | None,
     as_json: bool,
 ) -> None:
     """Build a plan; the log streams to stderr and into evidence/."""
-    options = BuildOptions(
-        tag=tag,
-        push=push,
-        no_cache=no_cache,
-        index_url=index_url,
-        ca_bundle=ca_bundle,
-        base_override=base,
-        builder=builder,
-        index=index,
-        assertions=not no_assertions,
-    )
     run(
-        lambda: build_image(Workspace.from_env(), name, options),
+        lambda: build_image(
+            Workspace.from_env(), name, parsed(BuildOptions, assertions=not no_assertions)
+        ),
         as_json=as_json,
         human=_human,
-        to_json=lambda result: result.to_json(),
     )

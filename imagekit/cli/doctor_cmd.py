@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from imagekit.cli._common import json_option, run
+from imagekit.cli._common import echo_lines, json_option, run, unless_ok
 from imagekit.flows.doctor import DoctorReport, run_doctor
 from imagekit.workspace import Workspace
 
@@ -26,8 +26,7 @@ def command(
     registries = [(role, host) for role, host in (("push", registry), ("mirror", mirror)) if host]
 
     def human(report: DoctorReport) -> None:
-        for line in report.lines():
-            click.echo(line)
+        echo_lines(report.lines())
         click.echo(
             "doctor: all checks passed"
             if report.ok
@@ -40,6 +39,5 @@ def command(
         ),
         as_json=as_json,
         human=human,
-        to_json=DoctorReport.to_json,
-        exit_code=lambda report: 0 if report.ok else 1,
+        exit_code=unless_ok,
     )

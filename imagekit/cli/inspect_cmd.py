@@ -61,5 +61,4 @@ def command(reference: str, platform: str | None, insecure: tuple[str, ...], as_
         lambda: inspect_image(reference, platform=platform, insecure=insecure),
         as_json=as_json,
         human=_human,
-        to_json=lambda image: image.to_json(),
     )

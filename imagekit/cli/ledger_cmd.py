@@ -7,8 +7,8 @@ from pathlib import Path
 
 import click
 
-from imagekit.cli._common import echo_err, json_option, run
-from imagekit.ledger import KINDS, RepairReport, ShowResult, VerifyReport, repair, show, verify
+from imagekit.cli._common import FILE_PATH, echo_err, json_option, parsed, run, unless_ok
+from imagekit.ledger import KINDS, ShowResult, VerifyReport, repair, show, verify
 from imagekit.ledger.lockfile import LockResult, encode_lock, write_lock
 from imagekit.ledger.pods import PodReport, record_pod
 from imagekit.workspace import Workspace
@@ -16,7 +16,7 @@ from imagekit.workspace import Workspace
 ledger_option = click.option(
     "--ledger",
     "ledger",
-    type=click.Path(dir_okay=False, path_type=Path),
+    type=FILE_PATH,
     help="The ledger file (default: $IMAGEKIT_LEDGER or manifests/ledger.jsonl).",
 )
 
@@ -80,7 +80,7 @@ def show_cmd(
 @click.option("--head", help="The sha256 the newest record must hash to.")
 @click.option(
     "--lock",
-    type=click.Path(dir_okay=False, path_type=Path),
+    type=FILE_PATH,
     help="A lock file (`imagekit ledger lock`): the record it was written from must still be "
     "there, with the same bytes.",
 )
@@ -109,8 +109,7 @@ def verify_cmd(head: str | None, lock: Path | None, ledger: Path | None, as_json
         lambda: verify(_workspace(ledger), head=head, lock=lock),
         as_json=as_json,
         human=human,
-        to_json=VerifyReport.to_json,
-        exit_code=lambda report: 0 if report.ok else 1,
+        exit_code=unless_ok,
     )
 
 
@@ -123,7 +122,6 @@ def repair_cmd(ledger: Path | None, as_json: bool) -> None:
         lambda: repair(_workspace(ledger)),
         as_json=as_json,
         human=lambda report: click.echo(report.message),
-        to_json=RepairReport.to_json,
     )
 
 
@@ -131,7 +129,7 @@ def repair_cmd(ledger: Path | None, as_json: bool) -> None:
 @click.option(
     "-o",
     "--output",
-    type=click.Path(dir_okay=False, path_type=Path),
+    type=FILE_PATH,
     help="Write the lock here (e.g. manifests/images.lock.json); default: print it.",
 )
 @ledger_option
@@ -150,12 +148,11 @@ def lock_cmd(output: Path | None, ledger: Path | None, as_json: bool) -> None:
         lambda: write_lock(_workspace(ledger), output),
         as_json=as_json,
         human=human,
-        to_json=LockResult.to_json,
     )
 
 
 @command.command("record-pod")
-@click.argument("pod_json", type=click.Path(dir_okay=False, path_type=Path))
+@click.argument("pod_json", type=FILE_PATH)
 @click.option("--plan", help="The plan; its newest push record gives the expected digest.")
 @click.option("--expect", help="The expected manifest digest (sha256:...).")
 @click.option("--expect-config", help="The expected config digest, for bare image IDs.")
@@ -192,18 +189,8 @@ def record_pod_cmd(
         echo_err(f"recorded seq {seqs[0]}..{seqs[-1]}" if seqs else "nothing recorded")
 
     run(
-        lambda: record_pod(
-            _workspace(ledger),
-            pod_json,
-            plan=plan,
-            expect=expect,
-            expect_config=expect_config,
-            container=container,
-            where=where,
-            against_final_pull=against_final_pull,
-        ),
+        lambda: parsed(record_pod, _workspace(ledger), pod_json),
         as_json=as_json,
         human=human,
-        to_json=PodReport.to_json,
-        exit_code=lambda report: 0 if report.ok else 1,
+        exit_code=unless_ok,
     )

@@ -9,16 +9,19 @@ from __future__ import annotations
 
 import sys
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import Any, TypeVar
 
 import click
 
-from imagekit.cli._common import echo_err, json_option, run
+from imagekit.cli._common import DIR_PATH, echo_err, json_option, run
 from imagekit.layers import GiB, LayerLimits, MediaTypePolicy, MiB
 from imagekit.mirror import MirrorOptions, MirrorReport, mirror
 from imagekit.refs import parse_platform
+
+F = TypeVar("F", bound=Callable[..., Any])
 
 
 class _Bars:
@@ -97,6 +100,13 @@ def _human(report: MirrorReport) -> None:
         click.echo(f"evidence: {report.evidence}")
 
 
+def _size_option(name: str, default: int, text: str) -> Callable[[F], F]:
+    """A layer limit: a whole number of the unit its help begins with, its default shown."""
+    return click.option(
+        name, type=click.IntRange(min=1), default=default, show_default=True, help=text
+    )
+
+
 @click.command("mirror")
 @click.argument("source")
 @click.argument("destination")
@@ -121,25 +131,17 @@ def _human(report: MirrorReport) -> None:
     help="When a layer's bytes are not what its media type says: decompress by the bytes "
     "and note it (detect), or refuse the layer (strict).",
 )
-@click.option(
+@_size_option(
     "--max-layer-size",
-    type=click.IntRange(min=1),
-    default=64,
-    show_default=True,
-    help="GiB of uncompressed tar per layer before it is refused as a decompression bomb.",
+    64,
+    "GiB of uncompressed tar per layer before it is refused as a decompression bomb.",
 )
-@click.option(
-    "--max-zstd-window",
-    type=click.IntRange(min=1),
-    default=128,
-    show_default=True,
-    help="MiB of zstd window a layer may ask for.",
-)
+@_size_option("--max-zstd-window", 128, "MiB of zstd window a layer may ask for.")
 @click.option("--workers", type=click.IntRange(min=1), default=None, help="Parallel layers.")
 @click.option("--insecure", multiple=True, help="A registry host to reach over plain HTTP.")
 @click.option(
     "--docker-config",
-    type=click.Path(file_okay=False, path_type=Path),
+    type=DIR_PATH,
     default=None,
     help="Directory of the docker config.json with credentials (default $DOCKER_CONFIG).",
 )

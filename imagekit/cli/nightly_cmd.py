@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from imagekit.cli._common import json_option, run
+from imagekit.cli._common import DIR_PATH, FILE_PATH, echo_lines, json_option, parsed, run
 from imagekit.flows.nightly import NightlyResult, NightOptions, run_nightly
 from imagekit.workspace import Workspace
 
@@ -20,7 +20,7 @@ from imagekit.workspace import Workspace
 @click.option(
     "--markdown",
     "markdown",
-    type=click.Path(dir_okay=False, path_type=Path),
+    type=FILE_PATH,
     help="Append a job summary in markdown to FILE (e.g. $GITHUB_STEP_SUMMARY).",
 )
 @click.option(
@@ -37,7 +37,7 @@ from imagekit.workspace import Workspace
 @click.option(
     "--proposals",
     "proposals_dir",
-    type=click.Path(file_okay=False, path_type=Path),
+    type=DIR_PATH,
     help="Write each ready candidate's plan change to DIR/NAME.diff (for a CI artifact).",
 )
 @click.option(
@@ -66,28 +66,15 @@ def command(
     names = [p.strip() for p in plans.split(",") if p.strip()] if plans else None
 
     def action() -> NightlyResult:
-        options = NightOptions(
-            base_override=base_override,
-            keep_images=keep_images,
-            candidate_registry=candidate_registry,
-            watch_only=watch_only,
-            proposals_dir=proposals_dir,
-            write_plans=write_plans,
-        )
-        result = run_nightly(Workspace.from_env(), names, options)
+        result = run_nightly(Workspace.from_env(), names, parsed(NightOptions))
         if markdown is not None:
             with markdown.open("a", encoding="utf-8") as fh:
                 fh.write(result.markdown())
         return result
 
-    def human(result: NightlyResult) -> None:
-        for line in result.lines():
-            click.echo(line)
-
     run(
         action,
         as_json=as_json,
-        human=human,
-        to_json=NightlyResult.to_json,
+        human=lambda result: echo_lines(result.lines()),
         exit_code=lambda result: result.exit_code,
     )

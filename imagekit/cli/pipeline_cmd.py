@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 
 from imagekit.audit.vulns import FailOn, VulnPolicy
-from imagekit.cli._common import json_option, run, vuln_options
+from imagekit.cli._common import echo_lines, json_option, parsed, run, vuln_options
 from imagekit.flows.pipeline import PipelineResult, StageStatus, run_pipeline
 from imagekit.workspace import Workspace
 
@@ -48,8 +48,7 @@ def command(
     """doctor -> build -> audit -> push -> mirror -> final pull -> ledger, stopping at a no."""
 
     def human(result: PipelineResult) -> None:
-        for line in result.table():
-            click.echo(line)
+        echo_lines(result.table())
         if result.ok:
             click.echo(f"pipeline {result.plan}: complete; final image {result.final_reference}")
         else:
@@ -62,17 +61,10 @@ def command(
         click.echo(f"summary: {result.evidence}")
 
     run(
-        lambda: run_pipeline(
-            Workspace.from_env(),
-            name,
-            registry=registry,
-            mirror=mirror,
-            base_override=base_override,
-            profile=profile,
-            vulns=VulnPolicy(vuln_db, max_age, fail_on),
+        lambda: parsed(
+            run_pipeline, Workspace.from_env(), name, vulns=VulnPolicy(vuln_db, max_age, fail_on)
         ),
         as_json=as_json,
         human=human,
-        to_json=PipelineResult.to_json,
         exit_code=lambda result: result.exit_code,
     )

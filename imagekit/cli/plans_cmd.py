@@ -193,5 +193,4 @@ def bump_cmd(name: str, to: str | None, base: str | None, dry_run: bool, as_json
         lambda: bump_plan(ws, name, to=to, base_override=base, write=not dry_run),
         as_json=as_json,
         human=human,
-        to_json=BumpResult.to_json,
     )

@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-import functools
-from collections.abc import Callable
-
 import click
 
-from imagekit.cli._common import echo_err, json_option, run
+from imagekit.cli._common import echo_err, json_option, parsed, run, unless_ok
 from imagekit.containerd import K8S_NAMESPACE
 from imagekit.pull import ContainerdPullResult, PullResult, final_pull, final_pull_containerd
 from imagekit.workspace import Workspace
@@ -59,26 +56,16 @@ def command(
         if result.record is not None:
             echo_err(f"recorded seq {result.record.seq} in the ledger")
 
-    pull: Callable[..., PullResult | ContainerdPullResult] = final_pull
-    if runtime == "containerd":
-        pull = functools.partial(
-            final_pull_containerd, address=address, namespace=namespace or K8S_NAMESPACE
-        )
-
     def action() -> PullResult | ContainerdPullResult:
-        return pull(
-            Workspace.from_env(),
-            reference,
-            expect_digest=expect_digest,
-            record=record,
-            plan=plan,
-            where=where,
-        )
+        workspace = Workspace.from_env()
+        if runtime == "containerd":
+            namespaced = namespace or K8S_NAMESPACE
+            return parsed(final_pull_containerd, workspace, reference, namespace=namespaced)
+        return parsed(final_pull, workspace, reference)
 
     run(
         action,
         as_json=as_json,
         human=human,
-        to_json=lambda result: result.to_json(),
-        exit_code=lambda result: 0 if result.ok else 1,
+        exit_code=unless_ok,
     )

@@ -526,6 +526,10 @@ class RegistryClient:
         """
         digest = Digest(str(desc.digest))
         where = f"{ref.name}@{digest}"
+
+        def refused(problem: str) -> RegistryError:
+            return _fault(RegistryProtocolError, ref, f"{where}: {problem}", digest=str(digest))
+
         hasher = digest.new_hasher()
         received = 0
         drops = 0
@@ -552,41 +556,26 @@ class RegistryClient:
                     elif response.status_code == 200 and on_restart is not None and not restarted:
                         restart()  # the registry ignored Range: this answer is the whole blob
                     else:
-                        raise _fault(
-                            RegistryProtocolError,
-                            ref,
-                            f"{where}: resuming at byte {received} got HTTP "
-                            f"{response.status_code} with Content-Range "
-                            f"{response.headers.get('Content-Range')!r}; refused",
-                            digest=str(digest),
+                        raise refused(
+                            f"resuming at byte {received} got HTTP {response.status_code} with "
+                            f"Content-Range {response.headers.get('Content-Range')!r}; refused"
                         )
                 elif response.status_code != 200:
-                    raise _fault(
-                        RegistryProtocolError,
-                        ref,
-                        f"{where}: expected HTTP 200 for the blob, got {response.status_code}",
-                        digest=str(digest),
-                    )
+                    raise refused(f"expected HTTP 200 for the blob, got {response.status_code}")
                 declared = content_length(response)
                 if declared is not None and received + declared > desc.size:
-                    raise _fault(
-                        RegistryProtocolError,
-                        ref,
-                        f"{where}: the registry announces {received + declared} bytes, the "
-                        f"descriptor says {desc.size}",
-                        digest=str(digest),
+                    raise refused(
+                        f"the registry announces {received + declared} bytes, the descriptor "
+                        f"says {desc.size}"
                     )
                 try:
                     # No chunk_size here: httpx would buffer up to it, and bytes still in
                     # its buffer when the connection drops would be lost to the resume.
                     for chunk in _split(response.iter_raw(), chunk_size):
                         if received + len(chunk) > desc.size:
-                            raise _fault(
-                                RegistryProtocolError,
-                                ref,
-                                f"{where}: the blob is longer than its descriptor's "
-                                f"{desc.size} bytes; refused",
-                                digest=str(digest),
+                            raise refused(
+                                f"the blob is longer than its descriptor's {desc.size} bytes; "
+                                "refused"
                             )
                         hasher.update(chunk)
                         received += len(chunk)
@@ -605,12 +594,7 @@ class RegistryClient:
             finally:
                 response.close()
             if received < desc.size:
-                raise _fault(
-                    RegistryProtocolError,
-                    ref,
-                    f"{where}: the blob ended after {received} of {desc.size} bytes",
-                    digest=str(digest),
-                )
+                raise refused(f"the blob ended after {received} of {desc.size} bytes")
             actual = Digest.from_hasher(hasher)
             if actual == digest:
                 return

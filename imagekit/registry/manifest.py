@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import (
     BaseModel,
@@ -51,6 +51,7 @@ CONFIG_TYPES = frozenset({OCI_CONFIG, DOCKER_CONFIG})
 #: holds schema 1 must convert, or we see it and refuse it with a clear message).
 ACCEPT = (OCI_INDEX, DOCKER_MANIFEST_LIST, OCI_MANIFEST, DOCKER_MANIFEST)
 _GENERIC_TYPES = frozenset({"", "application/json", "application/octet-stream", "text/plain"})
+_Model = TypeVar("_Model", bound=BaseModel)
 
 
 def _to_digest(value: Any) -> Digest:
@@ -182,17 +183,44 @@ def _base_type(content_type: str | None) -> str:
     return (content_type or "").split(";", 1)[0].strip().lower()
 
 
-def _refuse(
-    message: str,
-    *,
-    registry: str,
-    repository: str | None,
-    digest: str | None,
-    hint: str | None = None,
-) -> RegistryProtocolError:
-    return RegistryProtocolError(
-        message, registry=registry, repository=repository, digest=digest, hint=hint
-    )
+@dataclass(frozen=True)
+class _Origin:
+    """Where a document came from; every refusal of it names that registry, repository and
+    digest (never a credential)."""
+
+    registry: str
+    repository: str | None
+    digest: str | None
+
+    @property
+    def where(self) -> str:
+        return f"{self.registry}/{self.repository}" if self.repository else self.registry
+
+    def refused(self, message: str, *, hint: str | None = None) -> RegistryProtocolError:
+        return RegistryProtocolError(
+            message,
+            registry=self.registry,
+            repository=self.repository,
+            digest=self.digest,
+            hint=hint,
+        )
+
+    def schema1(self) -> RegistryProtocolError:
+        return self.refused(
+            f"{self.where} serves a Docker schema 1 manifest, which imagekit refuses (it has no "
+            "content-addressed config and is deprecated)",
+            hint="re-push the image with a current docker or skopeo so it gets a schema 2 or OCI "
+            "manifest",
+        )
+
+    def validated(self, model: type[_Model], body: bytes, what: str) -> _Model:
+        """``body`` as ``model``; a document it does not validate as is refused as malformed."""
+        try:
+            return model.model_validate_json(body)
+        except ValidationError as exc:
+            raise self.refused(
+                f"{self.registry}/{self.repository or ''}: malformed {what}: {_first_error(exc)}"
+            ) from exc
 
 
 def detect_media_type(
@@ -209,65 +237,39 @@ def detect_media_type(
     name a manifest type; a generic Content-Type (application/json) defers to the body; a
     document naming no type at all is classified by its shape, as containerd does.
     """
-    where = f"{registry}/{repository}" if repository else registry
+    origin = _Origin(registry, repository, digest)
+    where = origin.where
     header_type = _base_type(content_type)
     if header_type in ("text/html", "application/xhtml+xml") or body.lstrip()[:1] == b"<":
-        raise _refuse(
+        raise origin.refused(
             f"{where} answered HTML instead of a manifest: {excerpt(body)}",
-            registry=registry,
-            repository=repository,
-            digest=digest,
             hint="check the registry host and port; a web page or proxy answered",
         )
     if header_type in DOCKER_SCHEMA1:
-        raise _schema1(where, registry, repository, digest)
+        raise origin.schema1()
     try:
         document = json.loads(body)
     except (ValueError, UnicodeDecodeError) as exc:
-        raise _refuse(
-            f"{where} answered something that is not JSON: {excerpt(body)}",
-            registry=registry,
-            repository=repository,
-            digest=digest,
+        raise origin.refused(
+            f"{where} answered something that is not JSON: {excerpt(body)}"
         ) from exc
     if not isinstance(document, dict):
-        raise _refuse(
-            f"{where} answered JSON that is not an object: {excerpt(body)}",
-            registry=registry,
-            repository=repository,
-            digest=digest,
-        )
+        raise origin.refused(f"{where} answered JSON that is not an object: {excerpt(body)}")
     if document.get("schemaVersion") == 1 or document.get("mediaType") in DOCKER_SCHEMA1:
-        raise _schema1(where, registry, repository, digest)
+        raise origin.schema1()
     body_type = document.get("mediaType")
     if body_type is not None and not isinstance(body_type, str):
-        raise _refuse(
-            f"{where}: mediaType is not a string",
-            registry=registry,
-            repository=repository,
-            digest=digest,
-        )
+        raise origin.refused(f"{where}: mediaType is not a string")
     known = MANIFEST_TYPES | INDEX_TYPES
     if body_type is not None and body_type not in known:
-        raise _refuse(
-            f"{where}: unsupported manifest media type {body_type!r}",
-            registry=registry,
-            repository=repository,
-            digest=digest,
-        )
+        raise origin.refused(f"{where}: unsupported manifest media type {body_type!r}")
     if header_type and header_type not in _GENERIC_TYPES and header_type not in known:
-        raise _refuse(
-            f"{where} answered Content-Type {header_type!r}, not a manifest: {excerpt(body)}",
-            registry=registry,
-            repository=repository,
-            digest=digest,
+        raise origin.refused(
+            f"{where} answered Content-Type {header_type!r}, not a manifest: {excerpt(body)}"
         )
     if body_type and header_type in known and body_type != header_type:
-        raise _refuse(
+        raise origin.refused(
             f"{where}: the document says mediaType {body_type} but was served as {header_type}",
-            registry=registry,
-            repository=repository,
-            digest=digest,
             hint="a manifest's declared type and Content-Type must agree; refused as ambiguous",
         )
     media_type = body_type or (header_type if header_type in known else None)
@@ -277,41 +279,18 @@ def detect_media_type(
         elif "layers" in document and "manifests" not in document:
             media_type = OCI_MANIFEST
         else:
-            raise _refuse(
-                f"{where}: cannot tell whether the document is a manifest or an index",
-                registry=registry,
-                repository=repository,
-                digest=digest,
+            raise origin.refused(
+                f"{where}: cannot tell whether the document is a manifest or an index"
             )
     if media_type in MANIFEST_TYPES and "manifests" in document:
-        raise _refuse(
-            f"{where}: a manifest ({media_type}) that also carries `manifests`; refused",
-            registry=registry,
-            repository=repository,
-            digest=digest,
+        raise origin.refused(
+            f"{where}: a manifest ({media_type}) that also carries `manifests`; refused"
         )
     if media_type in INDEX_TYPES and ("layers" in document or "config" in document):
-        raise _refuse(
-            f"{where}: an index ({media_type}) that also carries `layers` or `config`; refused",
-            registry=registry,
-            repository=repository,
-            digest=digest,
+        raise origin.refused(
+            f"{where}: an index ({media_type}) that also carries `layers` or `config`; refused"
         )
     return media_type
-
-
-def _schema1(
-    where: str, registry: str, repository: str | None, digest: str | None
-) -> RegistryProtocolError:
-    return _refuse(
-        f"{where} serves a Docker schema 1 manifest, which imagekit refuses (it has no "
-        "content-addressed config and is deprecated)",
-        registry=registry,
-        repository=repository,
-        digest=digest,
-        hint="re-push the image with a current docker or skopeo so it gets a schema 2 or OCI "
-        "manifest",
-    )
 
 
 def parse_manifest(
@@ -323,32 +302,16 @@ def parse_manifest(
     digest: str | None = None,
 ) -> ImageManifest | ImageIndex:
     """Parse bytes already vetted by :func:`detect_media_type` into the right model."""
-    model: type[ImageManifest] | type[ImageIndex] = (
-        ImageIndex if media_type in INDEX_TYPES else ImageManifest
-    )
-    try:
-        return model.model_validate_json(body)
-    except ValidationError as exc:
-        raise _refuse(
-            f"{registry}/{repository or ''}: malformed {media_type}: {_first_error(exc)}",
-            registry=registry,
-            repository=repository,
-            digest=digest,
-        ) from exc
+    origin = _Origin(registry, repository, digest)
+    if media_type in INDEX_TYPES:
+        return origin.validated(ImageIndex, body, media_type)
+    return origin.validated(ImageManifest, body, media_type)
 
 
 def parse_config(
     body: bytes, *, registry: str, repository: str | None = None, digest: str | None = None
 ) -> ImageConfig:
-    try:
-        return ImageConfig.model_validate_json(body)
-    except ValidationError as exc:
-        raise _refuse(
-            f"{registry}/{repository or ''}: malformed image config: {_first_error(exc)}",
-            registry=registry,
-            repository=repository,
-            digest=digest,
-        ) from exc
+    return _Origin(registry, repository, digest).validated(ImageConfig, body, "image config")
 
 
 def _first_error(exc: ValidationError) -> str:

@@ -12,6 +12,7 @@ import pytest
 
 from imagekit.build import (
     BuildOptions,
+    _BuildCall,
     _buildx_build,
     _ca_bundle,
     _stage_context,
@@ -150,13 +151,15 @@ def test_the_buildx_path_calls_python_on_whales_with_secrets_host_network_and_pl
     tee = _Tee(log, io.StringIO())
     image_id = _buildx_build(
         SimpleNamespace(client=client),  # type: ignore[arg-type]
-        tmp_path,
-        tag="imagekit/demo:t",
-        platform="linux/arm64",
-        ca=Path("/ca.pem"),
-        index_file=tmp_path / "index",
-        no_cache=True,
-        tee=tee,
+        _BuildCall(
+            tmp_path,
+            tag="imagekit/demo:t",
+            platform="linux/arm64",
+            ca=Path("/ca.pem"),
+            index_file=tmp_path / "index",
+            no_cache=True,
+            tee=tee,
+        ),
     )
     assert image_id == "sha256:" + "a" * 64
     [(context, kwargs)] = calls

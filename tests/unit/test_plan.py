@@ -127,113 +127,58 @@ def _mutate(path: list[object], value: object) -> dict[str, object]:
     return data
 
 
+def _write_named(plans: Path, name: str, data: dict[str, object]) -> Path:
+    """A second plan in the folder: ``data`` under its own name (file and ``name`` key)."""
+    return write(plans, {**data, "name": name}, name=name)
+
+
 STEP_OVERLAY = 2
 
-BAD_CASES = [
+BadCase = tuple[str, list[object], object, str, str]
+
+
+def _at(path: list[object], key: str, *cases: tuple[str, object, str]) -> list[BadCase]:
+    """Cases that change the plan at one path and expect the error to name one key."""
+    return [(case_id, path, value, key, words) for case_id, value, words in cases]
+
+
+BAD_CASES: list[BadCase] = [
     # (id, path to change, new value, key named in the error, words in the message or hint)
-    (
-        "tag-only",
+    *_at(
         ["base", "reference"],
-        "lmsysorg/sglang:dev-cu13",
         "base.reference",
-        "imagekit inspect",
-    ),
-    (
-        "short-digest",
-        ["base", "reference"],
-        "lmsysorg/sglang@sha256:abc123",
-        "base.reference",
-        "64",
-    ),
-    (
-        "upper-hex-digest",
-        ["base", "reference"],
-        "lmsysorg/sglang@sha256:" + "AB" * 32,
-        "base.reference",
-        "hex",
-    ),
-    (
-        "tag-and-digest",
-        ["base", "reference"],
-        f"lmsysorg/sglang:x@{DIGEST}",
-        "base.reference",
-        "found_as",
+        ("tag-only", "lmsysorg/sglang:dev-cu13", "imagekit inspect"),
+        ("short-digest", "lmsysorg/sglang@sha256:abc123", "64"),
+        ("upper-hex-digest", "lmsysorg/sglang@sha256:" + "AB" * 32, "hex"),
+        ("tag-and-digest", f"lmsysorg/sglang:x@{DIGEST}", "found_as"),
     ),
     ("bad-platform", ["base", "platform"], "amd64", "base.platform", "platform"),
-    ("unpinned", ["steps", 1, "requirements"], ["six"], "steps[1].requirements", "=="),
-    ("ranged", ["steps", 1, "requirements"], ["six>=1,<2"], "steps[1].requirements", "=="),
-    ("greater", ["steps", 1, "requirements"], ["six>=1.16"], "steps[1].requirements", "=="),
-    ("wildcard", ["steps", 1, "requirements"], ["six==1.*"], "steps[1].requirements", "=="),
-    (
-        "url",
+    *_at(
         ["steps", 1, "requirements"],
-        ["six @ https://example.invalid/six.whl"],
         "steps[1].requirements",
-        "URL",
+        ("unpinned", ["six"], "=="),
+        ("ranged", ["six>=1,<2"], "=="),
+        ("greater", ["six>=1.16"], "=="),
+        ("wildcard", ["six==1.*"], "=="),
+        ("url", ["six @ https://example.invalid/six.whl"], "URL"),
+        ("not-a-req", ["six ==="], "valid"),
     ),
-    ("not-a-req", ["steps", 1, "requirements"], ["six ==="], "steps[1].requirements", "valid"),
-    (
-        "source-missing",
+    *_at(
         ["steps", STEP_OVERLAY, "source"],
-        "files/nope.py",
         "steps[2].source",
-        "does not exist",
+        ("source-missing", "files/nope.py", "does not exist"),
+        ("source-escapes", "../../outside.py", "plan folder"),
+        ("source-absolute", "/etc/passwd", "relative"),
     ),
-    (
-        "source-escapes",
-        ["steps", STEP_OVERLAY, "source"],
-        "../../outside.py",
-        "steps[2].source",
-        "plan folder",
-    ),
-    (
-        "source-absolute",
-        ["steps", STEP_OVERLAY, "source"],
-        "/etc/passwd",
-        "steps[2].source",
-        "relative",
-    ),
-    (
-        "relative-destination",
+    *_at(
         ["steps", STEP_OVERLAY, "destination"],
-        "usr/lib/x.py",
         "steps[2].destination",
-        "absolute",
-    ),
-    (
-        "dotdot-destination",
-        ["steps", STEP_OVERLAY, "destination"],
-        "/usr/../etc/x",
-        "steps[2].destination",
-        "normalised",
-    ),
-    (
-        "proc-destination",
-        ["steps", STEP_OVERLAY, "destination"],
-        "/proc/sys/kernel/x",
-        "steps[2].destination",
-        "the runtime mounts",
-    ),
-    (
-        "sys-destination",
-        ["steps", STEP_OVERLAY, "destination"],
-        "/sys/fs/cgroup/x",
-        "steps[2].destination",
-        "never shows in a container",
-    ),
-    (
-        "dev-destination",
-        ["steps", STEP_OVERLAY, "destination"],
-        "/dev/shm/launcher",
-        "steps[2].destination",
-        "/dev",
-    ),
-    (
-        "hosts-destination",
-        ["steps", STEP_OVERLAY, "destination"],
-        "/etc/resolv.conf",
-        "steps[2].destination",
-        "the runtime mounts",
+        ("relative-destination", "usr/lib/x.py", "absolute"),
+        ("dotdot-destination", "/usr/../etc/x", "normalised"),
+        ("proc-destination", "/proc/sys/kernel/x", "the runtime mounts"),
+        ("sys-destination", "/sys/fs/cgroup/x", "never shows in a container"),
+        ("dev-destination", "/dev/shm/launcher", "/dev"),
+        ("hosts-destination", "/etc/resolv.conf", "the runtime mounts"),
     ),
     (
         "same-destination",
@@ -373,9 +318,7 @@ def test_symlinked_source_escaping_the_folder_is_refused(dirs: tuple[Path, Path]
 def test_validate_all_lists_every_error(dirs: tuple[Path, Path]) -> None:
     plans, _ = dirs
     write(plans, good_plan())
-    bad = _mutate(["base", "reference"], "ubuntu")
-    bad["name"] = "q"
-    write(plans, bad, name="q")
+    _write_named(plans, "q", _mutate(["base", "reference"], "ubuntu"))
     result = CliRunner().invoke(plans_command, ["validate", "--json"])
     assert result.exit_code == 2
     doc = json.loads(result.stdout)
@@ -452,9 +395,9 @@ def test_cut_short_digest_cli_exit_2_list_and_validate_all_keep_working(
     plans, dockerfiles = dirs
     shutil.copytree(dockerfiles / "p", dockerfiles / "cut")
     write(plans, good_plan())
-    cut = _mutate(["base", "reference"], "docker.io/vllm/vllm-omni@sha256:e930db8e...")
-    cut["name"] = "cut"
-    write(plans, cut, name="cut")
+    _write_named(
+        plans, "cut", _mutate(["base", "reference"], "docker.io/vllm/vllm-omni@sha256:e930db8e...")
+    )
     one = CliRunner().invoke(plans_command, ["validate", "cut"])
     assert one.exit_code == 2
     assert "cut.yaml: base.reference: the digest of" in one.stderr

@@ -11,6 +11,7 @@ from imagekit.errors import LedgerBroken
 from imagekit.ledger import append_record, verify
 from imagekit.ledger.lockfile import NOT_RECORDED, encode_lock, render_lock, write_lock
 from imagekit.workspace import Workspace
+from tests.unit.ledger.support import Rec, append_all, ledger_lines
 
 BASE_INDEX = "sha256:" + "1" * 64
 BASE_MANIFEST = "sha256:" + "2" * 64
@@ -22,85 +23,66 @@ BASE_REF = f"mirror.example.com/base/sglang@{BASE_MANIFEST}"
 PUSHED = f"registry.example.com/serving/sglang@{NEW_MANIFEST}"
 
 
-@pytest.fixture
-def ws(tmp_path: Path) -> Workspace:
-    return Workspace.at(tmp_path)
+BASE = {
+    "source_tag": "lmsysorg/sglang:v0.5-cu130",
+    "index_digest": BASE_INDEX,
+    "platform": "linux/amd64",
+    "manifest_digest": BASE_MANIFEST,
+    "config_digest": BASE_CONFIG,
+    "compressed_layer_bytes": 123456,
+    "layer_digests": ["sha256:" + "7" * 64],
+}
+
+
+def _build(image: str, image_id: str) -> Rec:
+    return Rec(
+        "build",
+        "m3",
+        {"image": image, "base": BASE_REF},
+        "built",
+        details={"image_id": image_id, "base": BASE},
+    )
+
+
+HISTORY = (
+    # `imagekit mirror` run on its own records no plan.
+    Rec(
+        "mirror-verify",
+        None,
+        {"source": "upstream/sglang@" + BASE_INDEX, "destination": BASE_REF},
+        "content-identical",
+        details={"message": "content-identical: same config, same 1 diffIDs, blobs differ"},
+    ),
+    _build("m3:old", OLD_ID),
+    Rec("audit", "m3", {"image": OLD_ID}, "CPU_PASS", "old"),
+    Rec(
+        "rejected-build",
+        "m3",
+        {"base": BASE_REF},
+        "rejected",
+        details={"reason": "find_spec('nixl') assertion failed after uninstall"},
+    ),
+    _build("m3:new", NEW_ID),
+    Rec(
+        "push",
+        "m3",
+        {"image": "m3:new", "pushed": PUSHED},
+        "pushed",
+        details={"manifest_digest": NEW_MANIFEST, "config_digest": NEW_ID},
+    ),
+    Rec("note", "other", {}, "ok", "unrelated plan"),
+)
 
 
 def _history(ws: Workspace) -> None:
-    base = {
-        "source_tag": "lmsysorg/sglang:v0.5-cu130",
-        "index_digest": BASE_INDEX,
-        "platform": "linux/amd64",
-        "manifest_digest": BASE_MANIFEST,
-        "config_digest": BASE_CONFIG,
-        "compressed_layer_bytes": 123456,
-        "layer_digests": ["sha256:" + "7" * 64],
-    }
-    add = append_record
-    add(
-        ws,
-        "mirror-verify",
-        plan=None,  # `imagekit mirror` run on its own records no plan
-        images={"source": "upstream/sglang@" + BASE_INDEX, "destination": BASE_REF},
-        status="content-identical",
-        scope="",
-        details={"message": "content-identical: same config, same 1 diffIDs, blobs differ"},
-    )
-    add(
-        ws,
-        "build",
-        plan="m3",
-        images={"image": "m3:old", "base": BASE_REF},
-        status="built",
-        scope="",
-        details={"image_id": OLD_ID, "base": base},
-    )
-    add(ws, "audit", plan="m3", images={"image": OLD_ID}, status="CPU_PASS", scope="old")
-    add(
-        ws,
-        "rejected-build",
-        plan="m3",
-        images={"base": BASE_REF},
-        status="rejected",
-        scope="",
-        details={"reason": "find_spec('nixl') assertion failed after uninstall"},
-    )
-    add(
-        ws,
-        "build",
-        plan="m3",
-        images={"image": "m3:new", "base": BASE_REF},
-        status="built",
-        scope="",
-        details={"image_id": NEW_ID, "base": base},
-    )
-    add(
-        ws,
-        "push",
-        plan="m3",
-        images={"image": "m3:new", "pushed": PUSHED},
-        status="pushed",
-        scope="",
-        details={"manifest_digest": NEW_MANIFEST, "config_digest": NEW_ID},
-    )
-    add(ws, "note", plan="other", images={}, status="ok", scope="unrelated plan")
+    append_all(ws, *HISTORY)
 
 
 def test_lock_shows_current_image_and_keeps_investigations(ws: Workspace) -> None:
     _history(ws)
     lock = render_lock(ws)
     m3 = lock["images"]["m3"]
-    assert m3["upstream_base"] == {
-        "reference": BASE_REF,
-        "source_tag": "lmsysorg/sglang:v0.5-cu130",
-        "index_digest": BASE_INDEX,
-        "platform": "linux/amd64",
-        "manifest_digest": BASE_MANIFEST,
-        "config_digest": BASE_CONFIG,
-        "compressed_layer_bytes": 123456,
-        "layer_digests": ["sha256:" + "7" * 64],
-    }
+    assert m3["upstream_base"] == {"reference": BASE_REF, **BASE}
     assert m3["base_content_verification"]["verdict"] == "content-identical"
     assert "blobs differ" in m3["base_content_verification"]["statement"]
     assert m3["prepared_image"]["manifest_digest"] == NEW_MANIFEST
@@ -120,54 +102,32 @@ def test_lock_shows_current_image_and_keeps_investigations(ws: Workspace) -> Non
 
 def test_lock_picks_up_audit_destination_and_final_pull_of_current_image(ws: Workspace) -> None:
     _history(ws)
-    append_record(
+    final_pull = {"image_store": "classic", "engine_version": "20.10.24", "where": "gpu-node-07"}
+    append_all(
         ws,
-        "audit",
-        plan="m3",
-        images={"image": PUSHED},
-        status="CPU_PASS_GPU_CLI_DEFERRED",
-        scope="CPU checks only",
-    )
-    append_record(
-        ws,
-        "mirror-verify",
-        plan=None,
-        images={"source": PUSHED, "destination": f"cloud.example.com/s@{NEW_MANIFEST}"},
-        status="identical",
-        scope="",
-        details={"message": "identical"},
-    )
-    append_record(
-        ws,
-        "final-pull",
-        plan="m3",
-        images={"image": PUSHED},
-        status="mismatch",
-        scope="wrong",
-        details={"image_id": OLD_ID},
-    )
-    append_record(
-        ws,
-        "final-pull",
-        plan="m3",
-        images={"image": PUSHED},
-        status="verified",
-        scope="",
-        details={
-            "image_id": NEW_ID,
-            "image_store": "classic",
-            "engine_version": "20.10.24",
-            "where": "gpu-node-07",
-        },
-    )
-    # A plan-less verdict about some other image must not be taken for this plan's.
-    append_record(
-        ws,
-        "mirror-verify",
-        plan=None,
-        images={"source": "x/y@" + OLD_ID, "destination": "z/y@" + OLD_ID},
-        status="mismatch",
-        scope="",
+        Rec("audit", "m3", {"image": PUSHED}, "CPU_PASS_GPU_CLI_DEFERRED", "CPU checks only"),
+        Rec(
+            "mirror-verify",
+            None,
+            {"source": PUSHED, "destination": f"cloud.example.com/s@{NEW_MANIFEST}"},
+            "identical",
+            details={"message": "identical"},
+        ),
+        Rec("final-pull", "m3", {"image": PUSHED}, "mismatch", "wrong", {"image_id": OLD_ID}),
+        Rec(
+            "final-pull",
+            "m3",
+            {"image": PUSHED},
+            "verified",
+            details={"image_id": NEW_ID, **final_pull},
+        ),
+        # A plan-less verdict about some other image must not be taken for this plan's.
+        Rec(
+            "mirror-verify",
+            None,
+            {"source": "x/y@" + OLD_ID, "destination": "z/y@" + OLD_ID},
+            "mismatch",
+        ),
     )
     m3 = render_lock(ws)["images"]["m3"]
     assert m3["audit"]["status"] == "CPU_PASS_GPU_CLI_DEFERRED"
@@ -194,15 +154,10 @@ def test_lock_is_deterministic_and_written_atomically(ws: Workspace, tmp_path: P
 
 def test_lock_names_the_profile_an_audit_ran_with(ws: Workspace) -> None:
     _history(ws)
-    append_record(
-        ws,
-        "audit",
-        plan="m3",
-        images={"image": PUSHED},
-        status="CPU_CHECK_INCOMPLETE",
-        scope="CPU-only checks, no weights loaded, no GPU test",
-        details={"profile": "vllm"},
-    )
+    scope = "CPU-only checks, no weights loaded, no GPU test"
+    Rec(
+        "audit", "m3", {"image": PUSHED}, "CPU_CHECK_INCOMPLETE", scope, {"profile": "vllm"}
+    ).append(ws)
     audit = render_lock(ws)["images"]["m3"]["audit"]
     assert audit["status"] == "CPU_CHECK_INCOMPLETE"
     assert audit["profile"] == "vllm"
@@ -220,24 +175,17 @@ def test_lock_shows_engine_and_containerd_final_pulls_side_by_side(ws: Workspace
         ("m3", "engine", "classic", "20.10.24", "build-host", {}),
         (None, "containerd", "containerd-cri", "containerd 1.6.20", "gpu-node-07", node),
     ):
-        append_record(
-            ws,
-            "final-pull",
-            plan=plan,
-            images={"image": PUSHED},
-            status="verified",
-            scope="",
-            details={
-                "source": source,
-                "image_id": NEW_ID,
-                "image_id_means": f"the config digest ({store})",
-                "image_store": store,
-                "engine_version": version,
-                "repo_digests": [PUSHED],
-                "where": where,
-                **extra,
-            },
-        )
+        details = {
+            "source": source,
+            "image_id": NEW_ID,
+            "image_id_means": f"the config digest ({store})",
+            "image_store": store,
+            "engine_version": version,
+            "repo_digests": [PUSHED],
+            "where": where,
+            **extra,
+        }
+        Rec("final-pull", plan, {"image": PUSHED}, "verified", details=details).append(ws)
     pulls = render_lock(ws)["images"]["m3"]["final_pulls"]
     assert (
         pulls["engine"]["image_store"] == "classic" and "kubelet_image_ref" not in pulls["engine"]
@@ -260,7 +208,7 @@ def test_a_lock_is_refused_unless_the_ledger_verifies(
     _history(ws)
     append_record(ws, "note", plan="m3", images={}, status="ok", scope="e", evidence=evidence)
     append_record(ws, "note", plan="m3", images={}, status="ok", scope="last")
-    lines = ws.ledger_path.read_bytes().splitlines(keepends=True)
+    lines = ledger_lines(ws)
     if how == "duplicated":
         lines.insert(3, lines[2])
     elif how == "edited":

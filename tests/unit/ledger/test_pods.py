@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -14,17 +12,13 @@ from imagekit.errors import UsageError
 from imagekit.ledger import append_record, read_records, verify
 from imagekit.ledger.pods import MISMATCH, UNKNOWN, VERIFIED, parse_image_id, record_pod
 from imagekit.workspace import Workspace
+from tests.unit.ledger.support import Rec, append_all, run_cli
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "pods"
 MANIFEST = "sha256:" + "3f" * 32
 CONFIG = "sha256:" + "c0" * 32
 OTHER = "sha256:" + "9a" * 32
 REPO = "registry.example.com/serving/sglang"
-
-
-@pytest.fixture
-def ws(tmp_path: Path) -> Workspace:
-    return Workspace.at(tmp_path)
 
 
 @pytest.mark.parametrize(
@@ -110,30 +104,18 @@ def test_container_filter_reaches_init_containers(ws: Workspace) -> None:
         record_pod(ws, FIXTURES / "containerd_pod.json", expect=MANIFEST, container="nope")
 
 
+def _push(manifest: str, config: str) -> Rec:
+    details: dict[str, object] = {"manifest_digest": manifest, "config_digest": config}
+    return Rec("push", "m3", {"pushed": f"{REPO}@{manifest}"}, "pushed", details=details)
+
+
 def test_expected_digest_comes_from_the_plans_newest_push(ws: Workspace) -> None:
     with pytest.raises(UsageError, match="no ledger"):
         record_pod(ws, FIXTURES / "cri_dockerd_image_id.json", plan="m3")
     append_record(ws, "push", plan="other", images={}, status="pushed", scope="")
     with pytest.raises(UsageError, match="no push record"):
         record_pod(ws, FIXTURES / "cri_dockerd_image_id.json", plan="m3")
-    append_record(
-        ws,
-        "push",
-        plan="m3",
-        images={"pushed": f"{REPO}@{OTHER}"},
-        status="pushed",
-        scope="",
-        details={"manifest_digest": OTHER, "config_digest": OTHER},
-    )
-    append_record(
-        ws,
-        "push",
-        plan="m3",
-        images={"pushed": f"{REPO}@{MANIFEST}"},
-        status="pushed",
-        scope="",
-        details={"manifest_digest": MANIFEST, "config_digest": CONFIG},
-    )
+    append_all(ws, _push(OTHER, OTHER), _push(MANIFEST, CONFIG))
     report = record_pod(ws, FIXTURES / "cri_dockerd_image_id.json", plan="m3")
     assert report.ok
     assert report.expected_manifest_digest == MANIFEST
@@ -153,14 +135,7 @@ def test_not_a_pod_is_usage_error(ws: Workspace, tmp_path: Path) -> None:
 
 
 def _cli(ws: Workspace, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "IMAGEKIT_ROOT": str(ws.root), "IMAGEKIT_LEDGER": str(ws.ledger_path)}
-    return subprocess.run(
-        [sys.executable, "-c", "from imagekit.cli import main; main()", *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        check=False,
-    )
+    return run_cli(ws, *args, ledger=ws.ledger_path)
 
 
 def test_cli_record_pod_exit_codes_and_json(ws: Workspace) -> None:

@@ -4,26 +4,14 @@ does not parse or does not chain."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
-import pytest
-
-from imagekit.ledger import append_record, repair, verify
+from imagekit.ledger import repair, verify
 from imagekit.workspace import Workspace
-
-
-@pytest.fixture
-def ws(tmp_path: Path) -> Workspace:
-    return Workspace.at(tmp_path)
-
-
-def _notes(ws: Workspace, count: int) -> None:
-    for n in range(count):
-        append_record(ws, "note", plan="p", images={}, status="ok", scope=f"n{n}")
+from tests.unit.ledger.support import ledger_lines, notes
 
 
 def test_a_whole_last_record_missing_only_its_newline_is_completed(ws: Workspace) -> None:
-    _notes(ws, 3)
+    notes(ws, 3, images={})
     whole = ws.ledger_path.read_bytes()
     ws.ledger_path.write_bytes(whole[:-1])  # the crash came between the record and its \n
     assert [p.kind for p in verify(ws).problems] == ["torn"]
@@ -37,8 +25,8 @@ def test_a_whole_last_record_missing_only_its_newline_is_completed(ws: Workspace
 
 
 def test_a_torn_tail_that_does_not_chain_is_quarantined(ws: Workspace) -> None:
-    _notes(ws, 3)
-    lines = ws.ledger_path.read_bytes().splitlines(keepends=True)
+    notes(ws, 3, images={})
+    lines = ledger_lines(ws)
     forged = json.loads(lines[-1])
     forged["seq"] = 4  # a whole record, but it does not chain: its prev names seq 2
     complete = b"".join(lines)
@@ -51,7 +39,7 @@ def test_a_torn_tail_that_does_not_chain_is_quarantined(ws: Workspace) -> None:
 
 
 def test_a_torn_tail_that_does_not_parse_is_quarantined(ws: Workspace) -> None:
-    _notes(ws, 2)
+    notes(ws, 2, images={})
     complete = ws.ledger_path.read_bytes()
     with ws.ledger_path.open("ab") as fh:
         fh.write(b'{"seq":3,"tor')

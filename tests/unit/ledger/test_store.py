@@ -4,9 +4,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -24,24 +21,9 @@ from imagekit.ledger import (
     verify,
 )
 from imagekit.workspace import Workspace
+from tests.unit.ledger.support import DIGEST_A, ledger_lines, note, run_cli
 
-DIGEST_A = "sha256:" + "a" * 64
 DIGEST_B = "sha256:" + "b" * 64
-
-
-@pytest.fixture
-def ws(tmp_path: Path) -> Workspace:
-    return Workspace.at(tmp_path)
-
-
-def _note(ws: Workspace, n: int, plan: str = "p") -> LedgerRecord:
-    return append_record(
-        ws, "note", plan=plan, images={"image": f"r/x@{DIGEST_A}"}, status="ok", scope=f"n{n}"
-    )
-
-
-def _lines(ws: Workspace) -> list[bytes]:
-    return ws.ledger_path.read_bytes().splitlines(keepends=True)
 
 
 def test_append_writes_every_field_and_chains_exact_bytes(ws: Workspace) -> None:
@@ -58,8 +40,8 @@ def test_append_writes_every_field_and_chains_exact_bytes(ws: Workspace) -> None
         evidence=evidence,
         details={"report": {"failing": []}},
     )
-    second = _note(ws, 2)
-    lines = _lines(ws)
+    second = note(ws, 2)
+    lines = ledger_lines(ws)
     assert len(lines) == 2
     doc = json.loads(lines[0])
     assert set(doc) == {
@@ -105,7 +87,7 @@ def test_chain_holds_across_long_lines(ws: Workspace, size: int) -> None:
             scope="",
             details={"n": n, "x": "y" * size},
         )
-        _note(ws, n)
+        note(ws, n)
     report = verify(ws)
     assert report.ok and report.records == 6
 
@@ -119,8 +101,8 @@ def test_every_kind_is_accepted_and_unknown_is_usage_error(ws: Workspace) -> Non
 
 
 def test_read_back_refuses_unknown_fields(ws: Workspace) -> None:
-    _note(ws, 1)
-    doc = json.loads(_lines(ws)[0])
+    note(ws, 1)
+    doc = json.loads(ledger_lines(ws)[0])
     doc["extra"] = 1
     with pytest.raises(ValueError, match="extra"):
         LedgerRecord.from_json(doc)
@@ -171,8 +153,8 @@ def test_missing_evidence_is_refused(ws: Workspace) -> None:
 
 def test_verify_names_an_edited_record(ws: Workspace) -> None:
     for n in range(5):
-        _note(ws, n)
-    lines = _lines(ws)
+        note(ws, n)
+    lines = ledger_lines(ws)
     lines[1] = lines[1].replace(b'"status":"ok"', b'"status":"OK"')
     ws.ledger_path.write_bytes(b"".join(lines))
     report = verify(ws)
@@ -184,8 +166,8 @@ def test_verify_names_an_edited_record(ws: Workspace) -> None:
 
 def test_verify_names_a_deleted_record(ws: Workspace) -> None:
     for n in range(5):
-        _note(ws, n)
-    lines = _lines(ws)
+        note(ws, n)
+    lines = ledger_lines(ws)
     del lines[2]
     ws.ledger_path.write_bytes(b"".join(lines))
     report = verify(ws)
@@ -196,8 +178,8 @@ def test_verify_names_a_deleted_record(ws: Workspace) -> None:
 
 def test_verify_names_swapped_records(ws: Workspace) -> None:
     for n in range(5):
-        _note(ws, n)
-    lines = _lines(ws)
+        note(ws, n)
+    lines = ledger_lines(ws)
     lines[1], lines[2] = lines[2], lines[1]
     ws.ledger_path.write_bytes(b"".join(lines))
     report = verify(ws)
@@ -211,7 +193,7 @@ def test_verify_finds_a_reformatted_line_and_a_changed_evidence_file(ws: Workspa
     evidence.parent.mkdir(parents=True)
     evidence.write_text("build ok\n")
     append_record(ws, "build", plan="p", images={}, status="built", scope="", evidence=evidence)
-    _note(ws, 2)
+    note(ws, 2)
     evidence.write_text("build ok, edited\n")
     report = verify(ws)
     assert [p.kind for p in report.problems] == ["evidence-changed"]
@@ -222,10 +204,10 @@ def test_verify_finds_a_reformatted_line_and_a_changed_evidence_file(ws: Workspa
 
 def test_edit_of_newest_record_is_found_against_a_known_head(ws: Workspace) -> None:
     for n in range(3):
-        _note(ws, n)
+        note(ws, n)
     head = verify(ws).head
     assert head is not None
-    lines = _lines(ws)
+    lines = ledger_lines(ws)
     lines[-1] = lines[-1].replace(b'"status":"ok"', b'"status":"no"')
     ws.ledger_path.write_bytes(b"".join(lines))
     assert verify(ws).ok  # the chain alone cannot see it: documented
@@ -235,7 +217,7 @@ def test_edit_of_newest_record_is_found_against_a_known_head(ws: Workspace) -> N
 
 def test_torn_line_is_reported_refused_and_repaired(ws: Workspace) -> None:
     for n in range(3):
-        _note(ws, n)
+        note(ws, n)
     complete = ws.ledger_path.read_bytes()
     with ws.ledger_path.open("ab") as fh:
         fh.write(b'{"details":{},"evidence":nu')
@@ -245,19 +227,19 @@ def test_torn_line_is_reported_refused_and_repaired(ws: Workspace) -> None:
     assert f"offset {len(complete)}" in report.first.message
     assert "27 bytes" in report.first.message
     with pytest.raises(LedgerBroken, match="torn"):
-        _note(ws, 4)
+        note(ws, 4)
     result = repair(ws)
     assert result.repaired and result.kept_records == 3 and result.moved_bytes == 27
     assert result.quarantine is not None
     assert result.quarantine.read_bytes() == b'{"details":{},"evidence":nu'
     assert ws.ledger_path.read_bytes() == complete
     assert verify(ws).ok
-    assert _note(ws, 4).seq == 4
+    assert note(ws, 4).seq == 4
     assert not repair(ws).repaired
 
 
 def test_repair_refuses_an_edited_ledger(ws: Workspace) -> None:
-    _note(ws, 1)
+    note(ws, 1)
     with ws.ledger_path.open("ab") as fh:
         fh.write(b"not json\n")
     with pytest.raises(LedgerBroken, match="line 2"):
@@ -270,7 +252,7 @@ def test_verify_of_missing_ledger_is_usage_error(ws: Workspace) -> None:
 
 
 def test_show_filters(ws: Workspace) -> None:
-    _note(ws, 1, plan="a")
+    note(ws, 1, plan="a")
     append_record(
         ws,
         "push",
@@ -300,55 +282,43 @@ def test_show_filters(ws: Workspace) -> None:
         show(ws, image="sha256:xyz")
 
 
-def _cli(ws: Workspace, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("IMAGEKIT_")}
-    env["IMAGEKIT_ROOT"] = str(ws.root)
-    return subprocess.run(
-        [sys.executable, "-c", "from imagekit.cli import main; main()", *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        check=False,
-    )
-
-
 def test_cli_verify_repair_and_ledger_flag(ws: Workspace, tmp_path: Path) -> None:
     for n in range(3):
-        _note(ws, n)
-    ok = _cli(ws, "ledger", "verify", "--json")
+        note(ws, n)
+    ok = run_cli(ws, "ledger", "verify", "--json")
     assert ok.returncode == 0
     assert json.loads(ok.stdout)["records"] == 3
     with ws.ledger_path.open("ab") as fh:
         fh.write(b'{"torn')
-    broken = _cli(ws, "ledger", "verify", "--json")
+    broken = run_cli(ws, "ledger", "verify", "--json")
     assert broken.returncode == 1
     document = json.loads(broken.stdout)
     assert document["ok"] is False and document["first_problem"]["kind"] == "torn"
-    human = _cli(ws, "ledger", "verify")
+    human = run_cli(ws, "ledger", "verify")
     assert human.returncode == 1 and "line 4 is torn: 6 bytes" in human.stdout
-    fixed = _cli(ws, "ledger", "repair", "--json")
+    fixed = run_cli(ws, "ledger", "repair", "--json")
     assert fixed.returncode == 0 and json.loads(fixed.stdout)["kept_records"] == 3
-    assert _cli(ws, "ledger", "verify").returncode == 0
+    assert run_cli(ws, "ledger", "verify").returncode == 0
     # --ledger moves it: another file, here a copy with one record deleted.
     moved = tmp_path / "elsewhere.jsonl"
-    lines = _lines(ws)
+    lines = ledger_lines(ws)
     moved.write_bytes(lines[0] + lines[2])
-    other = _cli(ws, "ledger", "verify", "--ledger", str(moved), "--json")
+    other = run_cli(ws, "ledger", "verify", "--ledger", str(moved), "--json")
     assert other.returncode == 1
     assert json.loads(other.stdout)["first_problem"]["kind"] == "deleted"
-    missing = _cli(ws, "ledger", "verify", "--ledger", str(tmp_path / "none.jsonl"))
+    missing = run_cli(ws, "ledger", "verify", "--ledger", str(tmp_path / "none.jsonl"))
     assert missing.returncode == 2
 
 
 def test_cli_show_and_lock(ws: Workspace) -> None:
-    _note(ws, 1, plan="a")
-    shown = _cli(ws, "ledger", "show", "--plan", "a")
+    note(ws, 1, plan="a")
+    shown = run_cli(ws, "ledger", "show", "--plan", "a")
     assert shown.returncode == 0 and "note" in shown.stdout and "n1" in shown.stdout
     out = ws.root / "manifests" / "images.lock.json"
-    locked = _cli(ws, "ledger", "lock", "-o", str(out))
+    locked = run_cli(ws, "ledger", "lock", "-o", str(out))
     assert locked.returncode == 0
     assert json.loads(out.read_text())["ledger"]["records"] == 1
-    printed = _cli(ws, "ledger", "lock")
+    printed = run_cli(ws, "ledger", "lock")
     assert printed.stdout.encode() == out.read_bytes()
 
 
@@ -393,7 +363,7 @@ def test_a_line_whose_details_do_not_fit_its_kind_is_malformed(ws: Workspace) ->
 
 
 def _rewrite_tail(ws: Workspace, how: str) -> None:
-    lines = _lines(ws)
+    lines = ledger_lines(ws)
     if how == "duplicated":
         lines.append(lines[-1])
     elif how == "edited":
@@ -425,11 +395,11 @@ def test_an_append_onto_a_tail_that_does_not_verify_is_refused(
     ws: Workspace, how: str, named: str
 ) -> None:
     for n in range(3):
-        _note(ws, n)
+        note(ws, n)
     _rewrite_tail(ws, how)
     before = ws.ledger_path.read_bytes()
     with pytest.raises(RecordRefused) as refused:
-        _note(ws, 9)
+        note(ws, 9)
     assert named in refused.value.message
     assert refused.value.hint is not None and "imagekit ledger repair" in refused.value.hint
     assert refused.value.exit_code == 1
@@ -438,18 +408,18 @@ def test_an_append_onto_a_tail_that_does_not_verify_is_refused(
 
 def test_show_marks_what_it_skipped(ws: Workspace) -> None:
     for n in range(3):
-        _note(ws, n)
-    lines = _lines(ws)
+        note(ws, n)
+    lines = ledger_lines(ws)
     lines.insert(1, b"this line was pasted in by hand\n")
     ws.ledger_path.write_bytes(b"".join(lines) + b'{"torn')
     result = show(ws)
     assert [r.seq for r in result.records] == [1, 2, 3]
     assert [(s.line, s.why) for s in result.skipped] == [(2, "malformed"), (5, "torn")]
-    shown = _cli(ws, "ledger", "show", "--json")
+    shown = run_cli(ws, "ledger", "show", "--json")
     assert shown.returncode == 1
     document = json.loads(shown.stdout)
     assert [r["seq"] for r in document["records"]] == [1, 2, 3]
     assert [s["line"] for s in document["skipped"]] == [2, 5]
-    human = _cli(ws, "ledger", "show")
+    human = run_cli(ws, "ledger", "show")
     assert human.returncode == 1
     assert "skipped line 2" in human.stderr and "skipped line 5" in human.stderr

@@ -6,8 +6,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -17,38 +15,7 @@ from imagekit.errors import ReferenceFormatError, UsageError
 from imagekit.ledger import append_record, line_hash, verify
 from imagekit.ledger.lockfile import write_lock
 from imagekit.workspace import Workspace
-
-DIGEST_A = "sha256:" + "a" * 64
-
-
-@pytest.fixture
-def ws(tmp_path: Path) -> Workspace:
-    return Workspace.at(tmp_path)
-
-
-def _notes(ws: Workspace, count: int) -> None:
-    for n in range(count):
-        append_record(
-            ws, "note", plan="p", images={"image": f"r/x@{DIGEST_A}"}, status="ok", scope=f"n{n}"
-        )
-
-
-def _lines(ws: Workspace) -> list[bytes]:
-    return ws.ledger_path.read_bytes().splitlines(keepends=True)
-
-
-def _cli(ws: Workspace, *args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("IMAGEKIT_")}
-    env["IMAGEKIT_ROOT"] = str(ws.root)
-    return subprocess.run(
-        [sys.executable, "-c", "from imagekit.cli import main; main()", *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        check=False,
-        timeout=timeout,
-    )
-
+from tests.unit.ledger.support import ledger_lines, notes, run_cli
 
 # ----------------------------------------------------------------------------- item 1
 
@@ -59,16 +26,16 @@ def test_an_empty_ledger_is_empty_not_verified(ws: Workspace) -> None:
     report = verify(ws)
     assert report.status == "empty" and not report.ok
     assert report.records == 0 and report.head is None
-    shown = _cli(ws, "ledger", "verify", "--json")
+    shown = run_cli(ws, "ledger", "verify", "--json")
     assert shown.returncode == 1, shown.stdout
     document = json.loads(shown.stdout)
     assert document["ok"] is False and document["status"] == "empty"
-    human = _cli(ws, "ledger", "verify")
+    human = run_cli(ws, "ledger", "verify")
     assert human.returncode == 1 and "empty: nothing verified" in human.stdout
 
 
 def test_an_emptied_ledger_fails_against_a_head_or_a_lock(ws: Workspace) -> None:
-    _notes(ws, 3)
+    notes(ws, 3)
     head = verify(ws).head
     assert head is not None
     lock = ws.root / "manifests" / "images.lock.json"
@@ -78,7 +45,7 @@ def test_an_emptied_ledger_fails_against_a_head_or_a_lock(ws: Workspace) -> None
     assert against_head.status == "broken"
     assert against_head.first is not None and against_head.first.kind == "head-mismatch"
     assert "empty" in against_head.first.message
-    against_lock = _cli(ws, "ledger", "verify", "--lock", str(lock), "--json")
+    against_lock = run_cli(ws, "ledger", "verify", "--lock", str(lock), "--json")
     assert against_lock.returncode == 1
     document = json.loads(against_lock.stdout)
     assert document["status"] == "broken"
@@ -87,15 +54,15 @@ def test_an_emptied_ledger_fails_against_a_head_or_a_lock(ws: Workspace) -> None
 
 def test_a_lock_pins_the_record_it_was_written_from(ws: Workspace) -> None:
     """Records appended after the lock are fine; an edit of the locked head is not."""
-    _notes(ws, 2)
+    notes(ws, 2)
     lock = ws.root / "manifests" / "images.lock.json"
     write_lock(ws, lock)
-    _notes(ws, 2)
-    assert _cli(ws, "ledger", "verify", "--lock", str(lock)).returncode == 0
-    lines = _lines(ws)
+    notes(ws, 2)
+    assert run_cli(ws, "ledger", "verify", "--lock", str(lock)).returncode == 0
+    lines = ledger_lines(ws)
     lines[1] = lines[1].replace(b'"scope":"n1"', b'"scope":"nX"')
     ws.ledger_path.write_bytes(b"".join(lines))
-    report = _cli(ws, "ledger", "verify", "--lock", str(lock), "--json")
+    report = run_cli(ws, "ledger", "verify", "--lock", str(lock), "--json")
     assert report.returncode == 1
     kinds = [p["kind"] for p in json.loads(report.stdout)["problems"]]
     assert "head-mismatch" in kinds
@@ -115,14 +82,8 @@ def test_a_ledger_that_is_not_a_regular_file_is_bad_input_at_once(
         path = tmp_path / "zero.jsonl"
         path.symlink_to("/dev/zero")
     started = time.monotonic()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("IMAGEKIT_")}
-    env.update(IMAGEKIT_ROOT=str(ws.root), IMAGEKIT_LEDGER=str(path))
     for command in ("verify", "show", "repair", "lock"):
-        done = subprocess.run(
-            [sys.executable, "-c", "from imagekit.cli import main; main()", "ledger", command,
-             "--json"],
-            capture_output=True, text=True, env=env, check=False, timeout=30,
-        )  # fmt: skip
+        done = run_cli(ws, "ledger", command, "--json", ledger=path, timeout=30)
         assert done.returncode == 2, (command, done.stdout, done.stderr)
         assert "not a regular file" in json.loads(done.stdout)["error"]["message"]
     assert time.monotonic() - started < 30
@@ -135,7 +96,7 @@ def test_a_ledger_that_is_not_a_regular_file_is_bad_input_at_once(
 
 
 def _forge_prev(ws: Workspace, index: int) -> None:
-    lines = _lines(ws)
+    lines = ledger_lines(ws)
     record = json.loads(lines[index])
     record["prev"] = "sha256:" + "f" * 64
     lines[index] = json.dumps(record, sort_keys=True, separators=(",", ":")).encode() + b"\n"
@@ -143,7 +104,7 @@ def _forge_prev(ws: Workspace, index: int) -> None:
 
 
 def test_a_forged_prev_is_blamed_on_the_record_that_carries_it(ws: Workspace) -> None:
-    _notes(ws, 30)
+    notes(ws, 30)
     _forge_prev(ws, 23)  # seq 24
     report = verify(ws)
     assert [(p.kind, p.seq, p.line) for p in report.problems] == [("edited", 24, 24)]
@@ -152,8 +113,8 @@ def test_a_forged_prev_is_blamed_on_the_record_that_carries_it(ws: Workspace) ->
 
 
 def test_an_edited_record_is_still_blamed_on_itself(ws: Workspace) -> None:
-    _notes(ws, 30)
-    lines = _lines(ws)
+    notes(ws, 30)
+    lines = ledger_lines(ws)
     lines[22] = lines[22].replace(b'"scope":"n22"', b'"scope":"n99"')  # seq 23
     ws.ledger_path.write_bytes(b"".join(lines))
     report = verify(ws)
@@ -161,7 +122,7 @@ def test_an_edited_record_is_still_blamed_on_itself(ws: Workspace) -> None:
 
 
 def test_a_forged_prev_in_the_newest_record_is_told_apart_by_the_head(ws: Workspace) -> None:
-    _notes(ws, 5)
+    notes(ws, 5)
     head_before = verify(ws).head
     _forge_prev(ws, 4)  # seq 5, the newest
     alone = verify(ws)
@@ -170,7 +131,7 @@ def test_a_forged_prev_in_the_newest_record_is_told_apart_by_the_head(ws: Worksp
     against = verify(ws, head=head_before)
     assert {(p.kind, p.seq) for p in against.problems} == {("edited", 5), ("head-mismatch", 5)}
     # With the head the newest record still has, the record before it is the edited one.
-    lines = _lines(ws)
+    lines = ledger_lines(ws)
     assert verify(ws, head=line_hash(lines[-1])).first is not None
     assert verify(ws, head=line_hash(lines[-1])).problems[0].seq == 4
 
@@ -180,9 +141,9 @@ def test_a_forged_prev_in_the_newest_record_is_told_apart_by_the_head(ws: Worksp
 
 @pytest.mark.parametrize("head", ["garbage", "sha256:xyz", "sha256:" + "A" * 64, ""])
 def test_a_malformed_head_is_bad_input(ws: Workspace, head: str) -> None:
-    _notes(ws, 1)
+    notes(ws, 1)
     with pytest.raises(ReferenceFormatError):
         verify(ws, head=head)
-    shown = _cli(ws, "ledger", "verify", "--head", head, "--json")
+    shown = run_cli(ws, "ledger", "verify", "--head", head, "--json")
     assert shown.returncode == 2, shown.stdout
     assert json.loads(shown.stdout)["error"]["exit_code"] == 2

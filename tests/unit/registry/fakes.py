@@ -7,10 +7,7 @@ the real registries in tests/integration/registry.
 from __future__ import annotations
 
 import gzip
-import hashlib
-import io
 import json
-import tarfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -18,15 +15,14 @@ from typing import Any
 import httpx
 
 from imagekit.registry import RegistryClient, RetryPolicy
+from tests.support.oci_layout import OCI_CONFIG, OCI_GZIP, sha256, tar_of
+
+# The tests name these through fakes, as they did when fakes defined them.
+from tests.support.oci_layout import OCI_INDEX as OCI_INDEX
+from tests.support.oci_layout import OCI_MANIFEST as OCI_MANIFEST
 
 HOST = "registry.example.test"
-OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
-OCI_INDEX = "application/vnd.oci.image.index.v1+json"
-OCI_CONFIG = "application/vnd.oci.image.config.v1+json"
-
-
-def sha(data: bytes) -> str:
-    return "sha256:" + hashlib.sha256(data).hexdigest()
+sha = sha256
 
 
 def dumps(document: dict[str, Any]) -> bytes:
@@ -48,12 +44,7 @@ class Image:
 def make_image(
     payload: bytes = b"hello\n", arch: str = "amd64", variant: str | None = None
 ) -> Image:
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w") as tar:
-        info = tarfile.TarInfo("hello.txt")
-        info.size = len(payload)
-        tar.addfile(info, io.BytesIO(payload))
-    tar_bytes = buf.getvalue()
+    tar_bytes = tar_of({"hello.txt": payload})
     layer = gzip.compress(tar_bytes, mtime=0)
     cfg: dict[str, Any] = {
         "architecture": arch,
@@ -70,7 +61,7 @@ def make_image(
             "config": {"mediaType": OCI_CONFIG, "digest": sha(config), "size": len(config)},
             "layers": [
                 {
-                    "mediaType": "application/vnd.oci.image.layer.v1.tar+gzip",
+                    "mediaType": OCI_GZIP,
                     "digest": sha(layer),
                     "size": len(layer),
                 }

@@ -15,7 +15,7 @@ from imagekit.errors import RegistryProtocolError, RegistryUnauthorized
 from imagekit.refs import parse_reference
 from imagekit.registry import RegistryClient, RetryPolicy
 from imagekit.registry.auth import Challenge, parse_www_authenticate
-from tests.unit.registry.fakes import HOST, FakeRegistry, StreamingMock, make_image
+from tests.unit.registry.fakes import HOST, FakeRegistry, Image, StreamingMock, make_image
 
 REPO = "team/app"
 REF = parse_reference(f"{HOST}/{REPO}:v1")
@@ -171,6 +171,14 @@ def _client(fake: FakeRegistry, config: Path | None = None) -> RegistryClient:
     )
 
 
+def _token_registry() -> tuple[TokenFake, Image]:
+    """A registry behind token auth, with one image tagged v1."""
+    image = make_image()
+    fake = TokenFake()
+    fake.add_image(REPO, image, tag="v1")
+    return fake, image
+
+
 def _config(tmp_path: Path, user: str = "alice", password: str = "s3cret-pw") -> Path:  # noqa: S107
     auth = base64.b64encode(f"{user}:{password}".encode()).decode()
     (tmp_path / "config.json").write_text(json.dumps({"auths": {HOST: {"auth": auth}}}))
@@ -178,9 +186,7 @@ def _config(tmp_path: Path, user: str = "alice", password: str = "s3cret-pw") ->
 
 
 def test_token_scope_is_per_repository_and_cached(tmp_path: Path) -> None:
-    image = make_image()
-    fake = TokenFake()
-    fake.add_image(REPO, image, tag="v1")
+    fake, image = _token_registry()
     with _client(fake, _config(tmp_path)) as client:
         client.resolve(REF)
         client.resolve(REF)
@@ -198,9 +204,7 @@ def test_token_scope_is_per_repository_and_cached(tmp_path: Path) -> None:
 
 
 def test_expired_token_is_renewed_once_on_401(tmp_path: Path) -> None:
-    image = make_image()
-    fake = TokenFake()
-    fake.add_image(REPO, image, tag="v1")
+    fake, _ = _token_registry()
     with _client(fake, _config(tmp_path)) as client:
         client.get_manifest(REF, "v1")
         assert fake.issued == 1
@@ -217,9 +221,7 @@ def test_expired_token_is_renewed_once_on_401(tmp_path: Path) -> None:
 
 
 def test_anonymous_token_flow_sends_no_basic_auth(tmp_path: Path) -> None:
-    image = make_image()
-    fake = TokenFake()
-    fake.add_image(REPO, image, tag="v1")
+    fake, _ = _token_registry()
     with _client(fake, tmp_path) as client:
         client.get_manifest(REF, "v1")
     assert "Authorization" not in fake.token_requests[0].headers
@@ -249,9 +251,7 @@ def test_credentials_not_sent_to_plain_http_realm_elsewhere(tmp_path: Path) -> N
 
 
 def test_reprs_hide_secrets(tmp_path: Path) -> None:
-    image = make_image()
-    fake = TokenFake()
-    fake.add_image(REPO, image, tag="v1")
+    fake, _ = _token_registry()
     with _client(fake, _config(tmp_path)) as client:
         client.get_manifest(REF, "v1")
         text = repr(client) + repr(client._auth) + repr(client._auth._tokens)  # noqa: SLF001
@@ -261,9 +261,7 @@ def test_reprs_hide_secrets(tmp_path: Path) -> None:
 
 
 def test_identity_token_uses_the_oauth2_refresh_grant(tmp_path: Path) -> None:
-    image = make_image()
-    fake = TokenFake()
-    fake.add_image(REPO, image, tag="v1")
+    fake, image = _token_registry()
     original = fake.__call__
 
     def handler(request: httpx.Request) -> httpx.Response:

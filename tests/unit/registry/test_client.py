@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import gzip
 import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import TypeVar
 
 import httpx
 import pytest
 
 from imagekit.errors import (
     DigestMismatch,
+    ImagekitError,
     ReferenceFormatError,
     RegistryNotFound,
     RegistryProtocolError,
@@ -25,6 +29,8 @@ from tests.unit.registry.fakes import (
     Chunks,
     DropAfter,
     FakeRegistry,
+    Handler,
+    Image,
     blob_response,
     dumps,
     entry,
@@ -82,61 +88,61 @@ def test_manifest_bytes_not_matching_the_digest_asked_for() -> None:
     assert info.value.exit_code == 1
 
 
-def test_docker_content_digest_disagreeing_with_body() -> None:
-    image = make_image()
+E = TypeVar("E", bound=ImagekitError)
+
+
+def _v1_refused(
+    error: type[E], answer: Handler, match: str | None = None, docker_config: Path | None = None
+) -> E:
+    """What get_manifest(REF, "v1") raises when the registry answers every request with this."""
     fake = FakeRegistry()
-    fake.overrides[f"/v2/{REPO}/manifests/v1"] = lambda request: httpx.Response(
-        200,
-        content=image.manifest,
-        headers={"Content-Type": OCI_MANIFEST, "Docker-Content-Digest": sha(b"other")},
-    )
-    with fake.client() as client, pytest.raises(DigestMismatch) as info:
+    fake.overrides[f"/v2/{REPO}/manifests/v1"] = answer
+    with (
+        fake.client(docker_config=docker_config) as client,
+        pytest.raises(error, match=match) as info,
+    ):
         client.get_manifest(REF, "v1")
-    assert info.value.expected == sha(b"other")
+    return info.value
+
+
+def _manifest_with_digest_header(digest: str) -> Handler:
+    headers = {"Content-Type": OCI_MANIFEST, "Docker-Content-Digest": digest}
+    return lambda request: httpx.Response(200, content=make_image().manifest, headers=headers)
+
+
+def test_docker_content_digest_disagreeing_with_body() -> None:
+    refused = _v1_refused(DigestMismatch, _manifest_with_digest_header(sha(b"other")))
+    assert refused.expected == sha(b"other")
 
 
 def test_malformed_docker_content_digest_header() -> None:
-    image = make_image()
-    fake = FakeRegistry()
-    fake.overrides[f"/v2/{REPO}/manifests/v1"] = lambda request: httpx.Response(
-        200,
-        content=image.manifest,
-        headers={"Content-Type": OCI_MANIFEST, "Docker-Content-Digest": "sha256:../../etc"},
-    )
-    with fake.client() as client, pytest.raises(RegistryProtocolError):
-        client.get_manifest(REF, "v1")
+    _v1_refused(RegistryProtocolError, _manifest_with_digest_header("sha256:../../etc"))
 
 
 def test_oversize_manifest_refused() -> None:
-    fake = FakeRegistry()
     huge = b'{"schemaVersion":2,"x":"' + b"a" * MAX_MANIFEST_BYTES + b'"}'
-    fake.overrides[f"/v2/{REPO}/manifests/v1"] = lambda request: httpx.Response(
-        200, content=huge, headers={"Content-Type": OCI_MANIFEST}
+    _v1_refused(
+        RegistryProtocolError,
+        lambda request: httpx.Response(200, content=huge, headers={"Content-Type": OCI_MANIFEST}),
+        match="limit",
     )
-    with fake.client() as client, pytest.raises(RegistryProtocolError, match="limit"):
-        client.get_manifest(REF, "v1")
 
 
 def test_oversize_error_body_refused() -> None:
-    fake = FakeRegistry()
-    fake.overrides[f"/v2/{REPO}/manifests/v1"] = lambda request: httpx.Response(
-        404, content=b"x" * (2 << 20)
+    big = b"x" * (2 << 20)
+    _v1_refused(
+        RegistryProtocolError, lambda request: httpx.Response(404, content=big), match="limit"
     )
-    with fake.client() as client, pytest.raises(RegistryProtocolError, match="limit"):
-        client.get_manifest(REF, "v1")
 
 
 def test_html_answer_is_a_protocol_error_with_an_excerpt() -> None:
-    fake = FakeRegistry()
-    fake.overrides[f"/v2/{REPO}/manifests/v1"] = lambda request: httpx.Response(
-        200,
-        content=b"<html><body>Welcome to nginx!</body></html>",
-        headers={"Content-Type": "text/html"},
+    html = b"<html><body>Welcome to nginx!</body></html>"
+    refused = _v1_refused(
+        RegistryProtocolError,
+        lambda request: httpx.Response(200, content=html, headers={"Content-Type": "text/html"}),
     )
-    with fake.client() as client, pytest.raises(RegistryProtocolError) as info:
-        client.get_manifest(REF, "v1")
-    assert "Welcome to nginx!" in info.value.message
-    assert info.value.exit_code == 3
+    assert "Welcome to nginx!" in refused.message
+    assert refused.exit_code == 3
 
 
 def test_index_child_not_matching_its_entry() -> None:
@@ -150,25 +156,28 @@ def test_index_child_not_matching_its_entry() -> None:
         client.resolve(REF)
 
 
-def test_index_child_longer_than_its_entry_size() -> None:
+@pytest.mark.parametrize(
+    ("change", "match"),
+    [
+        pytest.param(
+            lambda image: {"size": len(image.manifest) - 5}, "limit", id="longer-than-its-size"
+        ),
+        pytest.param(
+            lambda image: {"mediaType": "application/vnd.docker.distribution.manifest.v2+json"},
+            "says",
+            id="media-type-differs",
+        ),
+    ],
+)
+def test_index_child_must_agree_with_its_entry(
+    change: Callable[[Image], dict[str, object]], match: str
+) -> None:
     amd64 = make_image(b"amd64")
-    child = dict(entry(amd64))
-    child["size"] = len(amd64.manifest) - 5
+    child = {**entry(amd64), **change(amd64)}
     fake = FakeRegistry()
     fake.add_manifest(REPO, "v1", index_of(child), "application/vnd.oci.image.index.v1+json")
     fake.add_image(REPO, amd64)
-    with fake.client() as client, pytest.raises(RegistryProtocolError, match="limit"):
-        client.resolve(REF)
-
-
-def test_index_child_media_type_must_match_its_entry() -> None:
-    amd64 = make_image(b"amd64")
-    child = dict(entry(amd64))
-    child["mediaType"] = "application/vnd.docker.distribution.manifest.v2+json"
-    fake = FakeRegistry()
-    fake.add_manifest(REPO, "v1", index_of(child), "application/vnd.oci.image.index.v1+json")
-    fake.add_image(REPO, amd64)
-    with fake.client() as client, pytest.raises(RegistryProtocolError, match="says"):
+    with fake.client() as client, pytest.raises(RegistryProtocolError, match=match):
         client.resolve(REF)
 
 
@@ -217,6 +226,40 @@ def _desc(data: bytes, size: int | None = None) -> Descriptor:
     )
 
 
+RESUMABLE = bytes(range(256)) * 400
+DROP_AT = 30000
+
+
+def _drops_once(
+    fake: FakeRegistry,
+    then: Callable[[httpx.Request, int], httpx.Response],
+    headers: dict[str, str] | None = None,
+) -> list[str | None]:
+    """Serve RESUMABLE cut off at DROP_AT, then ``then(request, call number)``.
+
+    Returns the Range header of every request, in order, as the handler saw them.
+    """
+    ranges: list[str | None] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        ranges.append(request.headers.get("Range"))
+        if len(ranges) == 1:
+            return httpx.Response(200, stream=DropAfter(RESUMABLE, DROP_AT), headers=headers)
+        return then(request, len(ranges))
+
+    fake.overrides[f"/v2/{REPO}/blobs/{sha(RESUMABLE)}"] = handler
+    return ranges
+
+
+def _partial(start: int, content: bytes) -> httpx.Response:
+    """A 206 claiming ``content`` is RESUMABLE from byte ``start`` to its end."""
+    content_range = f"bytes {start}-{len(RESUMABLE) - 1}/{len(RESUMABLE)}"
+    return httpx.Response(206, content=content, headers={"Content-Range": content_range})
+
+
+ZEROED_TAIL = b"\0" * (len(RESUMABLE) - DROP_AT)  # a resumed tail from another (bad) replica
+
+
 def test_blob_longer_than_descriptor_stops_at_size() -> None:
     data = b"x" * 1000
     fake = FakeRegistry()
@@ -258,44 +301,21 @@ def test_blob_with_wrong_bytes_is_a_digest_mismatch() -> None:
 
 
 def test_dropped_blob_resumes_with_range() -> None:
-    data = bytes(range(256)) * 400
-    path = f"/v2/{REPO}/blobs/{sha(data)}"
+    data = RESUMABLE
     fake = FakeRegistry()
-    calls: list[str | None] = []
-
-    def handler(request: httpx.Request) -> httpx.Response:
-        calls.append(request.headers.get("Range"))
-        if len(calls) == 1:
-            return httpx.Response(
-                200, stream=DropAfter(data, 30000), headers={"Content-Length": str(len(data))}
-            )
-        return blob_response(request, data)
-
-    fake.overrides[path] = handler
+    calls = _drops_once(
+        fake, lambda request, _: blob_response(request, data), {"Content-Length": str(len(data))}
+    )
     with fake.client() as client:
         assert b"".join(client.stream_blob(REF, _desc(data))) == data
     assert calls == [None, "bytes=30000-"]
 
 
 def test_resume_accepts_only_206_starting_where_it_stopped() -> None:
-    data = bytes(range(256)) * 400
-    path = f"/v2/{REPO}/blobs/{sha(data)}"
+    data = RESUMABLE
     fake = FakeRegistry()
-    calls = 0
-
-    def handler(request: httpx.Request) -> httpx.Response:
-        nonlocal calls
-        calls += 1
-        if calls == 1:
-            return httpx.Response(200, stream=DropAfter(data, 30000))
-        # Claims a range starting elsewhere.
-        return httpx.Response(
-            206,
-            content=data[100:],
-            headers={"Content-Range": f"bytes 100-{len(data) - 1}/{len(data)}"},
-        )
-
-    fake.overrides[path] = handler
+    # Claims a range starting elsewhere.
+    _drops_once(fake, lambda request, _: _partial(100, data[100:]))
     with (
         fake.client() as client,
         pytest.raises(RegistryProtocolError, match="resuming at byte 30000"),
@@ -304,25 +324,13 @@ def test_resume_accepts_only_206_starting_where_it_stopped() -> None:
 
 
 def test_digest_mismatch_after_resume_restarts_once_from_zero() -> None:
-    data = bytes(range(256)) * 400
-    path = f"/v2/{REPO}/blobs/{sha(data)}"
+    data = RESUMABLE
+
+    def then(request: httpx.Request, call: int) -> httpx.Response:
+        return _partial(DROP_AT, ZEROED_TAIL) if call == 2 else blob_response(request, data)
+
     fake = FakeRegistry()
-    calls: list[str | None] = []
-
-    def handler(request: httpx.Request) -> httpx.Response:
-        calls.append(request.headers.get("Range"))
-        if len(calls) == 1:
-            return httpx.Response(200, stream=DropAfter(data, 30000))
-        if len(calls) == 2:  # a resumed tail from another (bad) replica
-            tail = b"\0" * (len(data) - 30000)
-            return httpx.Response(
-                206,
-                content=tail,
-                headers={"Content-Range": f"bytes 30000-{len(data) - 1}/{len(data)}"},
-            )
-        return blob_response(request, data)
-
-    fake.overrides[path] = handler
+    calls = _drops_once(fake, then)
     restarts: list[int] = []
     out = bytearray()
 
@@ -339,22 +347,9 @@ def test_digest_mismatch_after_resume_restarts_once_from_zero() -> None:
 
 
 def test_digest_mismatch_after_resume_without_restart_hook_raises() -> None:
-    data = bytes(range(256)) * 400
-    path = f"/v2/{REPO}/blobs/{sha(data)}"
+    data = RESUMABLE
     fake = FakeRegistry()
-    calls = 0
-
-    def handler(request: httpx.Request) -> httpx.Response:
-        nonlocal calls
-        calls += 1
-        if calls == 1:
-            return httpx.Response(200, stream=DropAfter(data, 30000))
-        tail = b"\0" * (len(data) - 30000)
-        return httpx.Response(
-            206, content=tail, headers={"Content-Range": f"bytes 30000-{len(data) - 1}/{len(data)}"}
-        )
-
-    fake.overrides[path] = handler
+    _drops_once(fake, lambda request, _: _partial(DROP_AT, ZEROED_TAIL))
     with fake.client() as client, pytest.raises(DigestMismatch, match="resumed"):
         b"".join(client.stream_blob(REF, _desc(data)))
 
@@ -389,18 +384,19 @@ def test_content_encoding_never_changes_hashed_bytes() -> None:
     assert seen == ["identity"]
 
 
-def test_unauthorized_without_credentials_names_registry_and_login(tmp_path: object) -> None:
-    fake = FakeRegistry()
-    fake.overrides[f"/v2/{REPO}/manifests/v1"] = lambda request: httpx.Response(
-        401,
-        headers={"WWW-Authenticate": 'Basic realm="x"'},
-        json={"errors": [{"code": "UNAUTHORIZED", "message": "authentication required"}]},
+def test_unauthorized_without_credentials_names_registry_and_login(tmp_path: Path) -> None:
+    refused = _v1_refused(
+        RegistryUnauthorized,
+        lambda request: httpx.Response(
+            401,
+            headers={"WWW-Authenticate": 'Basic realm="x"'},
+            json={"errors": [{"code": "UNAUTHORIZED", "message": "authentication required"}]},
+        ),
+        docker_config=tmp_path,
     )
-    with fake.client(docker_config=tmp_path) as client, pytest.raises(RegistryUnauthorized) as info:
-        client.get_manifest(REF, "v1")
-    assert HOST in info.value.message
-    assert info.value.hint is not None and f"docker login {HOST}" in info.value.hint
-    assert info.value.exit_code == 3
+    assert HOST in refused.message
+    assert refused.hint is not None and f"docker login {HOST}" in refused.hint
+    assert refused.exit_code == 3
 
 
 def test_schema1_refused_clearly() -> None:
@@ -447,18 +443,10 @@ def test_oversize_config_refused_before_download() -> None:
 
 
 def test_registry_ignoring_range_restarts_from_zero_once() -> None:
-    data = bytes(range(256)) * 400
-    path = f"/v2/{REPO}/blobs/{sha(data)}"
+    data = RESUMABLE
     fake = FakeRegistry()
-    calls: list[str | None] = []
-
-    def handler(request: httpx.Request) -> httpx.Response:
-        calls.append(request.headers.get("Range"))
-        if len(calls) == 1:
-            return httpx.Response(200, stream=DropAfter(data, 30000))
-        return httpx.Response(200, content=data)  # Range ignored: the whole blob again
-
-    fake.overrides[path] = handler
+    # Range ignored: the whole blob again.
+    calls = _drops_once(fake, lambda request, _: httpx.Response(200, content=data))
     out = bytearray()
     with fake.client() as client:
         for chunk in client.stream_blob(REF, _desc(data), on_restart=out.clear):

@@ -99,47 +99,31 @@ def test_unknown_media_type_in_body_refused() -> None:
         detect(dumps({"schemaVersion": 2, "mediaType": "application/x-other"}), None)
 
 
+def _oci_manifest(config: dict[str, object], **extra: object) -> bytes:
+    """An OCI image manifest with this config descriptor, no layers, and any extra keys."""
+    document = {"schemaVersion": 2, "mediaType": OCI_MANIFEST, "config": config, "layers": []}
+    return dumps({**document, **extra})
+
+
 def test_models_parse_and_forbid_unknown_fields() -> None:
     manifest = parse_manifest(IMAGE.manifest, OCI_MANIFEST, registry="r")
     assert isinstance(manifest, ImageManifest)
     assert manifest.layers[0].size > 0
     index = parse_manifest(INDEX, OCI_INDEX, registry="r")
     assert isinstance(index, ImageIndex)
-    odd = dumps(
-        {
-            "schemaVersion": 2,
-            "mediaType": OCI_MANIFEST,
-            "config": {},
-            "layers": [],
-            "surprise": True,
-        }
-    )
+    odd = _oci_manifest({}, surprise=True)
     with pytest.raises(RegistryProtocolError, match="malformed"):
         parse_manifest(odd, OCI_MANIFEST, registry="r")
 
 
 def test_descriptor_digest_validated_in_models() -> None:
-    doc = dumps(
-        {
-            "schemaVersion": 2,
-            "mediaType": OCI_MANIFEST,
-            "config": {"mediaType": "x", "digest": "sha256:../../etc/passwd", "size": 1},
-            "layers": [],
-        }
-    )
+    doc = _oci_manifest({"mediaType": "x", "digest": "sha256:../../etc/passwd", "size": 1})
     with pytest.raises(RegistryProtocolError, match="config.digest"):
         parse_manifest(doc, OCI_MANIFEST, registry="r")
 
 
 def test_negative_size_refused() -> None:
-    doc = dumps(
-        {
-            "schemaVersion": 2,
-            "mediaType": OCI_MANIFEST,
-            "config": {"mediaType": "x", "digest": "sha256:" + "a" * 64, "size": -1},
-            "layers": [],
-        }
-    )
+    doc = _oci_manifest({"mediaType": "x", "digest": "sha256:" + "a" * 64, "size": -1})
     with pytest.raises(RegistryProtocolError):
         parse_manifest(doc, OCI_MANIFEST, registry="r")
 
