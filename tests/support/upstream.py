@@ -26,10 +26,10 @@ from typing import Any
 import httpx
 
 from tests.support.base_image import cache_dir
-from tests.support.images import Blob, M, Writer, sha256
+from tests.support.images import Blob, M, Writer
+from tests.support.media_types import sha256
 
 SITE = "usr/local/lib/python3.11/dist-packages"
-DOCKER_MANIFEST = "application/vnd.docker.distribution.manifest.v2+json"
 
 
 def wheel(requirement: str) -> Path:

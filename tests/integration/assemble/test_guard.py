@@ -27,14 +27,8 @@ from imagekit.errors import PlanError, RegistryError
 from imagekit.ledger import read_records
 from imagekit.workspace import Workspace
 from tests.integration.assemble.conftest import PlanWriter
-from tests.support.images import (
-    DOCKER_FOREIGN,
-    DOCKER_GZIP,
-    OCI_NONDIST_GZIP,
-    Blob,
-    M,
-    Writer,
-)
+from tests.support.images import Blob, M, Writer
+from tests.support.media_types import DOCKER_FOREIGN, DOCKER_GZIP, OCI_NONDIST_GZIP
 from tests.support.registries import RunningRegistry
 
 pytestmark = pytest.mark.integration
