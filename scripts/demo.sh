@@ -14,21 +14,18 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
-demo=$root/.demo
-registry_port=${IMAGEKIT_DEMO_REGISTRY_PORT:-5101}
-mirror_port=${IMAGEKIT_DEMO_MIRROR_PORT:-5102}
-imagekit=$root/.venv/bin/imagekit
-python=$root/.venv/bin/python
-log() { printf 'demo: %s\n' "$*" >&2; }
-
-state=$demo
-env_prefix=IMAGEKIT_DEMO
+script=demo
 # shellcheck source=scripts/lib/registries.sh
 . "$root/scripts/lib/registries.sh"
+demo=$state
+registry_port=${IMAGEKIT_DEMO_REGISTRY_PORT:-5101}
+mirror_port=${IMAGEKIT_DEMO_MIRROR_PORT:-5102}
+registries=("registry:$registry_port" "mirror:$mirror_port")
+imagekit=$root/.venv/bin/imagekit
 
 case "${1:-}" in
-  --stop) stop_one registry; stop_one mirror; exit 0 ;;
-  --purge) stop_one registry; stop_one mirror; rm -rf "$demo"; log "removed .demo/"; exit 0 ;;
+  --stop) stop_all; exit 0 ;;
+  --purge) stop_all; rm -rf "$demo"; log "removed .demo/"; exit 0 ;;
   "") ;;
   *) log "usage: scripts/demo.sh [--stop|--purge]"; exit 2 ;;
 esac
@@ -36,8 +33,7 @@ esac
 [ -x "$imagekit" ] || { log "run scripts/setup-host.sh first (make demo does)"; exit 3; }
 command -v docker-registry >/dev/null || { log "docker-registry is missing: make setup"; exit 3; }
 mkdir -p "$demo"
-start_one registry "$registry_port"
-start_one mirror "$mirror_port"
+start_all
 
 registry=127.0.0.1:$registry_port
 mirror=127.0.0.1:$mirror_port
