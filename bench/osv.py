@@ -29,7 +29,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import random
 import shutil
 import string
@@ -43,6 +42,8 @@ from pathlib import Path
 from typing import Any
 
 from packaging.version import Version
+
+from bench.report import machine, ran_on, write_json, write_markdown
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 RECORDS = 20_000
@@ -215,13 +216,7 @@ def main(argv: list[str] | None = None) -> int:
         results = {
             "benchmark": "offline OSV match (imagekit audit --vuln-db)",
             "date": datetime.now(UTC).isoformat(timespec="seconds"),
-            "machine": {
-                "cores": os.cpu_count(),
-                "python": platform.python_version(),
-                "loadavg_at_start": loadavg,
-                "loadavg_at_end": list(os.getloadavg()),
-                "note": "shared 2-core VM, other engineers building and testing at the same time",
-            },
+            "machine": machine(loadavg) | {"loadavg_at_end": list(os.getloadavg())},
             "export": shape,
             "inventory_distributions": INVENTORY,
             "imagekit": {"runs": ours, "best": best},
@@ -235,17 +230,14 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _write(out: Path, results: dict[str, Any]) -> None:
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "osv-match.json").write_text(json.dumps(results, indent=2, sort_keys=True) + "\n")
+    write_json(out, "osv-match", results)
     best, shape = results["imagekit"]["best"], results["export"]
     total = best["load_s"] + best["match_s"]
     floor = results["floor_json_loads"]["best_s"]
     lines = [
         "# Offline OSV match benchmark",
         "",
-        f"Run {results['date']} on {results['machine']['cores']} cores "
-        f"({results['machine']['note']}; load average at start "
-        f"{results['machine']['loadavg_at_start'][0]:.2f}). Export: {shape['records']} "
+        ran_on(results) + f"Export: {shape['records']} "
         f"generated OSV records over {shape['packages']} PyPI packages, "
         f"{shape['zip_bytes'] / 1e6:.1f} MB zip ({shape['uncompressed_bytes'] / 1e6:.0f} MB of "
         f"JSON); {results['inventory_distributions']} installed distributions matched.",
@@ -270,11 +262,8 @@ def _write(out: Path, results: dict[str, Any]) -> None:
         f"distributions audited, {best['records']} records",
         "- no peer tool runs here: pip-audit asks a service only, and osv-scanner (which reads "
         "OSV's zips offline) is a Go binary that no registry this machine reaches provides",
-        "",
-        "Reproduce with `nox -s bench -- osv` (or `python -m bench.osv`).",
-        "",
     ]
-    (out / "osv-match.md").write_text("\n".join(lines))
+    write_markdown(out, "osv-match", lines, "`nox -s bench -- osv` (or `python -m bench.osv`)")
 
 
 if __name__ == "__main__":
