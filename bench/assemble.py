@@ -56,7 +56,7 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
-from bench.report import SIDE_BY_SIDE, machine, ran_on, write_json, write_markdown  # noqa: E402
+from bench.report import SIDE_BY_SIDE, Report, machine  # noqa: E402
 from tests.support.registries import RunningRegistry, start_registry  # noqa: E402
 
 GB = 1_000_000_000
@@ -73,6 +73,12 @@ PATCHED = b"# the module as the patch wants it\nPATCHED = True\n"
 NEW_FILE = b'{"quant": "fp8", "dynamic": true}\n'
 DOCKER = "/usr/bin/docker" if Path("/usr/bin/docker").exists() else "docker"
 OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
+REPORT = Report(
+    "registry-build",
+    "Registry build benchmark",
+    "`nox -s bench -- assemble` (or `python -m bench.assemble`)",
+    SIDE_BY_SIDE,
+)
 
 
 # ---------------------------------------------------------------- generating bases
@@ -572,14 +578,12 @@ def _summarise(results: dict[str, Any]) -> None:
 
 
 def _write(out: Path, results: dict[str, Any]) -> None:
-    write_json(out, "registry-build", results)
+    REPORT.write_json(out, results)
     base, ours, ratios = results["base"], results["imagekit"], results["ratios"]
     docker, umoci = results["docker_build_push"], results["skopeo_umoci"]
     warm = ours["warm"]["seconds"]
     lines = [
-        "# Registry build benchmark",
-        "",
-        ran_on(results) + f"Base: {base['layers']} layers, "
+        f"Base: {base['layers']} layers, "
         f"{base['uncompressed_bytes'] / GB:.2f} GB uncompressed (incompressible, gzip stored "
         "blocks), in a loopback registry. Overlay: two files, one guarded in the bottom layer. "
         "Every tool pushes to the base's registry.",
@@ -650,8 +654,7 @@ def _write(out: Path, results: dict[str, Any]) -> None:
         f"(target < 150: {rss})",
         "- every imagekit run on one base gave the same manifest digest (cold and warm)",
     ]
-    reproduce = "`nox -s bench -- assemble` (or `python -m bench.assemble`)"
-    write_markdown(out, "registry-build", lines, reproduce, SIDE_BY_SIDE)
+    REPORT.write_markdown(out, results, lines)
 
 
 if __name__ == "__main__":

@@ -43,7 +43,7 @@ from typing import Any
 
 from packaging.version import Version
 
-from bench.report import machine, ran_on, write_json, write_markdown
+from bench.report import Report, machine
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 RECORDS = 20_000
@@ -53,6 +53,9 @@ ROUNDS = 3
 TARGET_S = 2.0
 
 _GHSA = "23456789cfghjmpqrvwx"
+REPORT = Report(
+    "osv-match", "Offline OSV match benchmark", "`nox -s bench -- osv` (or `python -m bench.osv`)"
+)
 
 
 def _ghsa(rng: random.Random) -> str:
@@ -230,14 +233,12 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _write(out: Path, results: dict[str, Any]) -> None:
-    write_json(out, "osv-match", results)
+    REPORT.write_json(out, results)
     best, shape = results["imagekit"]["best"], results["export"]
     total = best["load_s"] + best["match_s"]
     floor = results["floor_json_loads"]["best_s"]
     lines = [
-        "# Offline OSV match benchmark",
-        "",
-        ran_on(results) + f"Export: {shape['records']} "
+        f"Export: {shape['records']} "
         f"generated OSV records over {shape['packages']} PyPI packages, "
         f"{shape['zip_bytes'] / 1e6:.1f} MB zip ({shape['uncompressed_bytes'] / 1e6:.0f} MB of "
         f"JSON); {results['inventory_distributions']} installed distributions matched.",
@@ -263,7 +264,7 @@ def _write(out: Path, results: dict[str, Any]) -> None:
         "- no peer tool runs here: pip-audit asks a service only, and osv-scanner (which reads "
         "OSV's zips offline) is a Go binary that no registry this machine reaches provides",
     ]
-    write_markdown(out, "osv-match", lines, "`nox -s bench -- osv` (or `python -m bench.osv`)")
+    REPORT.write_markdown(out, results, lines)
 
 
 if __name__ == "__main__":

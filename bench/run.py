@@ -46,7 +46,7 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
-from bench.report import SIDE_BY_SIDE, machine, ran_on, write_json, write_markdown  # noqa: E402
+from bench.report import SIDE_BY_SIDE, Report, machine  # noqa: E402
 from tests.support.registries import start_registry  # noqa: E402
 
 MB = 1_000_000
@@ -56,6 +56,12 @@ MiB = 1 << 20
 ROUNDS = 3
 LAYER_MB = (400, 300, 250, 200, 150, 120, 100, 60, 40, 30)
 DOCKER = shutil.which("docker") or "docker"
+REPORT = Report(
+    "mirror-verify",
+    "Mirror verification benchmark",
+    "`nox -s bench` (or `python -m bench.run`)",
+    SIDE_BY_SIDE,
+)
 
 
 def _pool(seed: int, size: int) -> bytes:
@@ -427,7 +433,7 @@ def _write(out: Path, results: dict[str, Any]) -> None:
     results["ratios"]["imagekit_in_process_share_of_limit"] = round(
         results["machine_limit"]["seconds"] / in_process, 2
     )
-    write_json(out, "mirror-verify", results)
+    REPORT.write_json(out, results)
     image, ratios = results["image"], results["ratios"]
     rounds = len(results["imagekit"]["runs"])
     rows = [
@@ -445,9 +451,7 @@ def _write(out: Path, results: dict[str, Any]) -> None:
                      results["download_only"]["seconds"], None))  # fmt: skip
     ours = results["imagekit"]["seconds"]
     lines = [
-        "# Mirror verification benchmark",
-        "",
-        ran_on(results) + f"Image: {image['layers']} layers, "
+        f"Image: {image['layers']} layers, "
         f"{image['uncompressed_bytes'] / MB:.0f} MB uncompressed, "
         f"{image['compressed_bytes'] / MB:.0f} MB gzip ({image['format']}), loopback registry.",
         "",
@@ -480,8 +484,7 @@ def _write(out: Path, results: dict[str, Any]) -> None:
         "and the loopback copy, on the same cores (the download-only row), and for its "
         "interpreter start",
     ]
-    reproduce = "`nox -s bench` (or `python -m bench.run`)"
-    write_markdown(out, "mirror-verify", lines, reproduce, SIDE_BY_SIDE)
+    REPORT.write_markdown(out, results, lines)
 
 
 if __name__ == "__main__":
