@@ -1,13 +1,15 @@
 # Loopback registries for `make demo` and `make seeds`: sourced, not run.
 #
-# The caller sets root (the repository) and script (demo or seeds) before sourcing it; it
-# sets python (the project's interpreter), state (the folder the registries' data lives
-# under: .demo or .seeds), env_prefix (IMAGEKIT_DEMO or IMAGEKIT_SEEDS, for the port hint) and
-# log (one line to stderr, named after the script). The caller then lists its registries in
-# the array registries, as name:port words. Each registry is Debian's docker-registry with
-# its own config: 127.0.0.1 only, its own storage, no auth (private to this machine),
-# deletes enabled.
+# The caller sets script (demo or seeds) before sourcing it. It changes to the repository
+# and sets root (the repository), python (the project's interpreter), state (the folder the
+# run's registries, ledger and evidence live under: .demo or .seeds), env_prefix
+# (IMAGEKIT_DEMO or IMAGEKIT_SEEDS, for the port hint) and log (one line to stderr, named
+# after the script). The caller then lists its registries in the array registries, as
+# name:port words. Each registry is Debian's docker-registry with its own config: 127.0.0.1
+# only, its own storage, no auth (private to this machine), deletes enabled.
 
+cd "$(dirname "${BASH_SOURCE[0]}")/../.."
+root=$(pwd)
 python=$root/.venv/bin/python
 state=$root/.$script
 env_prefix=IMAGEKIT_$(echo "$script" | tr '[:lower:]' '[:upper:]')
