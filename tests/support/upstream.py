@@ -15,7 +15,6 @@ site folder Debian's python3.11 reads; so METADATA, RECORD and INSTALLER are pip
 
 from __future__ import annotations
 
-import fcntl
 import json
 import subprocess
 import sys
@@ -25,7 +24,7 @@ from typing import Any
 
 import httpx
 
-from tests.support.base_image import cache_dir
+from tests.support.base_image import cache_dir, locked
 from tests.support.images import Blob, M, Writer
 from tests.support.media_types import sha256
 
@@ -36,8 +35,7 @@ def wheel(requirement: str) -> Path:
     """The wheel of ``name==version`` from the package index, downloaded once."""
     folder = cache_dir() / "wheels" / requirement.replace("==", "-")
     folder.mkdir(parents=True, exist_ok=True)
-    with (folder / ".lock").open("a") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+    with locked(folder / ".lock"):
         found = sorted(folder.glob("*.whl"))
         if not found:
             subprocess.run(
