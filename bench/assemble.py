@@ -35,7 +35,6 @@ import hashlib
 import http.client
 import json
 import os
-import platform
 import random
 import secrets
 import shutil
@@ -57,6 +56,7 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
+from bench.report import SIDE_BY_SIDE, Report, machine  # noqa: E402
 from tests.support.registries import RunningRegistry, start_registry  # noqa: E402
 
 GB = 1_000_000_000
@@ -73,6 +73,12 @@ PATCHED = b"# the module as the patch wants it\nPATCHED = True\n"
 NEW_FILE = b'{"quant": "fp8", "dynamic": true}\n'
 DOCKER = "/usr/bin/docker" if Path("/usr/bin/docker").exists() else "docker"
 OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
+REPORT = Report(
+    "registry-build",
+    "Registry build benchmark",
+    "`nox -s bench -- assemble` (or `python -m bench.assemble`)",
+    SIDE_BY_SIDE,
+)
 
 
 # ---------------------------------------------------------------- generating bases
@@ -468,12 +474,7 @@ def main(argv: list[str] | None = None) -> int:
     results: dict[str, Any] = {
         "benchmark": "imagekit build --builder registry",
         "date": datetime.now(UTC).isoformat(timespec="seconds"),
-        "machine": {
-            "cores": os.cpu_count(),
-            "python": platform.python_version(),
-            "loadavg_at_start": list(os.getloadavg()),
-            "note": "shared 2-core VM, other engineers building and testing at the same time",
-        },
+        "machine": machine(),
         "overlay": {
             "files": 2,
             "guarded": f"/{GUARDED} (in the bottom layer)",
@@ -577,17 +578,12 @@ def _summarise(results: dict[str, Any]) -> None:
 
 
 def _write(out: Path, results: dict[str, Any]) -> None:
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "registry-build.json").write_text(json.dumps(results, indent=2, sort_keys=True) + "\n")
+    REPORT.write_json(out, results)
     base, ours, ratios = results["base"], results["imagekit"], results["ratios"]
     docker, umoci = results["docker_build_push"], results["skopeo_umoci"]
     warm = ours["warm"]["seconds"]
     lines = [
-        "# Registry build benchmark",
-        "",
-        f"Run {results['date']} on {results['machine']['cores']} cores "
-        f"({results['machine']['note']}; load average at start "
-        f"{results['machine']['loadavg_at_start'][0]:.2f}). Base: {base['layers']} layers, "
+        f"Base: {base['layers']} layers, "
         f"{base['uncompressed_bytes'] / GB:.2f} GB uncompressed (incompressible, gzip stored "
         "blocks), in a loopback registry. Overlay: two files, one guarded in the bottom layer. "
         "Every tool pushes to the base's registry.",
@@ -657,12 +653,8 @@ def _write(out: Path, results: dict[str, Any]) -> None:
         f"- peak RSS of every imagekit process: **{results['peak_rss_mib']} MiB** "
         f"(target < 150: {rss})",
         "- every imagekit run on one base gave the same manifest digest (cold and warm)",
-        "",
-        "Single run on a shared machine; ratios are measured side by side in that one run. "
-        "Reproduce with `nox -s bench -- assemble` (or `python -m bench.assemble`).",
-        "",
     ]
-    (out / "registry-build.md").write_text("\n".join(lines))
+    REPORT.write_markdown(out, results, lines)
 
 
 if __name__ == "__main__":

@@ -29,7 +29,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import random
 import shutil
 import string
@@ -44,6 +43,8 @@ from typing import Any
 
 from packaging.version import Version
 
+from bench.report import Report, machine
+
 REPO_ROOT = Path(__file__).resolve().parent.parent
 RECORDS = 20_000
 PACKAGES = 5_000
@@ -52,6 +53,9 @@ ROUNDS = 3
 TARGET_S = 2.0
 
 _GHSA = "23456789cfghjmpqrvwx"
+REPORT = Report(
+    "osv-match", "Offline OSV match benchmark", "`nox -s bench -- osv` (or `python -m bench.osv`)"
+)
 
 
 def _ghsa(rng: random.Random) -> str:
@@ -215,13 +219,7 @@ def main(argv: list[str] | None = None) -> int:
         results = {
             "benchmark": "offline OSV match (imagekit audit --vuln-db)",
             "date": datetime.now(UTC).isoformat(timespec="seconds"),
-            "machine": {
-                "cores": os.cpu_count(),
-                "python": platform.python_version(),
-                "loadavg_at_start": loadavg,
-                "loadavg_at_end": list(os.getloadavg()),
-                "note": "shared 2-core VM, other engineers building and testing at the same time",
-            },
+            "machine": machine(loadavg) | {"loadavg_at_end": list(os.getloadavg())},
             "export": shape,
             "inventory_distributions": INVENTORY,
             "imagekit": {"runs": ours, "best": best},
@@ -235,17 +233,12 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _write(out: Path, results: dict[str, Any]) -> None:
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "osv-match.json").write_text(json.dumps(results, indent=2, sort_keys=True) + "\n")
+    REPORT.write_json(out, results)
     best, shape = results["imagekit"]["best"], results["export"]
     total = best["load_s"] + best["match_s"]
     floor = results["floor_json_loads"]["best_s"]
     lines = [
-        "# Offline OSV match benchmark",
-        "",
-        f"Run {results['date']} on {results['machine']['cores']} cores "
-        f"({results['machine']['note']}; load average at start "
-        f"{results['machine']['loadavg_at_start'][0]:.2f}). Export: {shape['records']} "
+        f"Export: {shape['records']} "
         f"generated OSV records over {shape['packages']} PyPI packages, "
         f"{shape['zip_bytes'] / 1e6:.1f} MB zip ({shape['uncompressed_bytes'] / 1e6:.0f} MB of "
         f"JSON); {results['inventory_distributions']} installed distributions matched.",
@@ -270,11 +263,8 @@ def _write(out: Path, results: dict[str, Any]) -> None:
         f"distributions audited, {best['records']} records",
         "- no peer tool runs here: pip-audit asks a service only, and osv-scanner (which reads "
         "OSV's zips offline) is a Go binary that no registry this machine reaches provides",
-        "",
-        "Reproduce with `nox -s bench -- osv` (or `python -m bench.osv`).",
-        "",
     ]
-    (out / "osv-match.md").write_text("\n".join(lines))
+    REPORT.write_markdown(out, results, lines)
 
 
 if __name__ == "__main__":

@@ -29,7 +29,6 @@ import io
 import itertools
 import json
 import os
-import platform
 import random
 import shutil
 import subprocess
@@ -47,6 +46,7 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
+from bench.report import SIDE_BY_SIDE, Report, machine  # noqa: E402
 from tests.support.registries import start_registry  # noqa: E402
 
 MB = 1_000_000
@@ -56,6 +56,12 @@ MiB = 1 << 20
 ROUNDS = 3
 LAYER_MB = (400, 300, 250, 200, 150, 120, 100, 60, 40, 30)
 DOCKER = shutil.which("docker") or "docker"
+REPORT = Report(
+    "mirror-verify",
+    "Mirror verification benchmark",
+    "`nox -s bench` (or `python -m bench.run`)",
+    SIDE_BY_SIDE,
+)
 
 
 def _pool(seed: int, size: int) -> bytes:
@@ -267,12 +273,7 @@ def main(argv: list[str] | None = None) -> int:
     results: dict[str, Any] = {
         "benchmark": "imagekit mirror --verify-diffids",
         "date": datetime.now(UTC).isoformat(timespec="seconds"),
-        "machine": {
-            "cores": cores,
-            "python": platform.python_version(),
-            "loadavg_at_start": list(os.getloadavg()),
-            "note": "shared 2-core VM, other engineers building and testing at the same time",
-        },
+        "machine": machine(),
     }
     try:
         started = time.monotonic()
@@ -427,13 +428,12 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _write(out: Path, results: dict[str, Any]) -> None:
-    out.mkdir(parents=True, exist_ok=True)
     # The verification alone, without the interpreter start and the CLI's imports.
     in_process = min(results["imagekit"]["seconds_in_process"])
     results["ratios"]["imagekit_in_process_share_of_limit"] = round(
         results["machine_limit"]["seconds"] / in_process, 2
     )
-    (out / "mirror-verify.json").write_text(json.dumps(results, indent=2, sort_keys=True) + "\n")
+    REPORT.write_json(out, results)
     image, ratios = results["image"], results["ratios"]
     rounds = len(results["imagekit"]["runs"])
     rows = [
@@ -451,11 +451,7 @@ def _write(out: Path, results: dict[str, Any]) -> None:
                      results["download_only"]["seconds"], None))  # fmt: skip
     ours = results["imagekit"]["seconds"]
     lines = [
-        "# Mirror verification benchmark",
-        "",
-        f"Run {results['date']} on {results['machine']['cores']} cores "
-        f"({results['machine']['note']}; load average at start "
-        f"{results['machine']['loadavg_at_start'][0]:.2f}). Image: {image['layers']} layers, "
+        f"Image: {image['layers']} layers, "
         f"{image['uncompressed_bytes'] / MB:.0f} MB uncompressed, "
         f"{image['compressed_bytes'] / MB:.0f} MB gzip ({image['format']}), loopback registry.",
         "",
@@ -487,12 +483,8 @@ def _write(out: Path, results: dict[str, Any]) -> None:
         "- the limit reads local files; imagekit also pays for the registry serving the bytes "
         "and the loopback copy, on the same cores (the download-only row), and for its "
         "interpreter start",
-        "",
-        "Single run on a shared machine; ratios are measured side by side in that one run. "
-        "Reproduce with `nox -s bench` (or `python -m bench.run`).",
-        "",
     ]
-    (out / "mirror-verify.md").write_text("\n".join(lines))
+    REPORT.write_markdown(out, results, lines)
 
 
 if __name__ == "__main__":

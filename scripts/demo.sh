@@ -12,32 +12,25 @@
 # so that a demo never writes loopback records into the project's own ledger.
 # `scripts/demo.sh --stop` (make clean-demo) stops the registries; `--purge` also deletes .demo/.
 set -euo pipefail
-cd "$(dirname "$0")/.."
-root=$(pwd)
-demo=$root/.demo
+script=demo
+# shellcheck source=scripts/lib/registries.sh
+. "$(dirname "$0")/lib/registries.sh"
 registry_port=${IMAGEKIT_DEMO_REGISTRY_PORT:-5101}
 mirror_port=${IMAGEKIT_DEMO_MIRROR_PORT:-5102}
+registries=("registry:$registry_port" "mirror:$mirror_port")
 imagekit=$root/.venv/bin/imagekit
-python=$root/.venv/bin/python
-log() { printf 'demo: %s\n' "$*" >&2; }
-
-state=$demo
-env_prefix=IMAGEKIT_DEMO
-# shellcheck source=scripts/lib/registries.sh
-. "$root/scripts/lib/registries.sh"
 
 case "${1:-}" in
-  --stop) stop_one registry; stop_one mirror; exit 0 ;;
-  --purge) stop_one registry; stop_one mirror; rm -rf "$demo"; log "removed .demo/"; exit 0 ;;
+  --stop) stop_all; exit 0 ;;
+  --purge) stop_all; rm -rf "$state"; log "removed .demo/"; exit 0 ;;
   "") ;;
   *) log "usage: scripts/demo.sh [--stop|--purge]"; exit 2 ;;
 esac
 
 [ -x "$imagekit" ] || { log "run scripts/setup-host.sh first (make demo does)"; exit 3; }
 command -v docker-registry >/dev/null || { log "docker-registry is missing: make setup"; exit 3; }
-mkdir -p "$demo"
-start_one registry "$registry_port"
-start_one mirror "$mirror_port"
+mkdir -p "$state"
+start_all
 
 registry=127.0.0.1:$registry_port
 mirror=127.0.0.1:$mirror_port
@@ -50,8 +43,8 @@ print(push_base(client, sys.argv[1]).reference)
 ' "$registry")
 log "base: $base"
 
-export IMAGEKIT_LEDGER=$demo/ledger.jsonl
-export IMAGEKIT_EVIDENCE_DIR=$demo/evidence
+export IMAGEKIT_LEDGER=$state/ledger.jsonl
+export IMAGEKIT_EVIDENCE_DIR=$state/evidence
 before=0
 if [ -s "$IMAGEKIT_LEDGER" ]; then
   before=$(wc -l <"$IMAGEKIT_LEDGER")

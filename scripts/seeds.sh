@@ -16,24 +16,18 @@
 # `--purge` also deletes .seeds/ and untags the engine's images of those registries. The ports
 # differ from `make demo`'s 5101/5102.
 set -euo pipefail
-cd "$(dirname "$0")/.."
-root=$(pwd)
-seeds=$root/.seeds
+script=seeds
+# shellcheck source=scripts/lib/registries.sh
+. "$(dirname "$0")/lib/registries.sh"
 bases_port=${IMAGEKIT_SEEDS_BASES_PORT:-5113}
 registry_port=${IMAGEKIT_SEEDS_REGISTRY_PORT:-5111}
 mirror_port=${IMAGEKIT_SEEDS_MIRROR_PORT:-5112}
-python=$root/.venv/bin/python
-log() { printf 'seeds: %s\n' "$*" >&2; }
-
-state=$seeds
-env_prefix=IMAGEKIT_SEEDS
-# shellcheck source=scripts/lib/registries.sh
-. "$root/scripts/lib/registries.sh"
+registries=("bases:$bases_port" "registry:$registry_port" "mirror:$mirror_port")
 
 case "${1:-}" in
-  --stop) stop_one bases; stop_one registry; stop_one mirror; exit 0 ;;
+  --stop) stop_all; exit 0 ;;
   --purge)
-    stop_one bases; stop_one registry; stop_one mirror; rm -rf "$seeds"; log "removed .seeds/"
+    stop_all; rm -rf "$state"; log "removed .seeds/"
     # What the runs left in the engine under the three registries' names (replica bases,
     # final pulls); an image another name still holds stays.
     client=/usr/bin/docker; [ -x "$client" ] || client=docker
@@ -54,14 +48,12 @@ if [ ! -e /proc/sys/fs/binfmt_misc/qemu-aarch64 ]; then
     "qemu-user-static and binfmt-support)"
   exit 3
 fi
-mkdir -p "$seeds"
-start_one bases "$bases_port"
-start_one registry "$registry_port"
-start_one mirror "$mirror_port"
+mkdir -p "$state"
+start_all
 
-export IMAGEKIT_LEDGER=$seeds/ledger.jsonl
-export IMAGEKIT_EVIDENCE_DIR=$seeds/evidence
-run=$seeds/runs/$(date -u +%Y%m%dT%H%M%SZ)$([ "${HEAVY:-0}" = 1 ] && echo -heavy || true)
+export IMAGEKIT_LEDGER=$state/ledger.jsonl
+export IMAGEKIT_EVIDENCE_DIR=$state/evidence
+run=$state/runs/$(date -u +%Y%m%dT%H%M%SZ)$([ "${HEAVY:-0}" = 1 ] && echo -heavy || true)
 heavy=()
 [ "${HEAVY:-0}" = 1 ] && heavy=(--heavy)
 log "replica bases are built when missing (on a fresh machine about 7 minutes; HEAVY=1 adds the CUDA torch)"

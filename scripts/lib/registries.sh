@@ -1,10 +1,29 @@
 # Loopback registries for `make demo` and `make seeds`: sourced, not run.
 #
-# The caller sets: state (the folder the registries' data lives under, e.g. .demo),
-# python (an interpreter), log (a function printing one line to stderr) and env_prefix
-# (IMAGEKIT_DEMO or IMAGEKIT_SEEDS, for the port hint). Each registry is Debian's
-# docker-registry with its own config: 127.0.0.1 only, its own storage, no auth (private to
-# this machine), deletes enabled.
+# The caller sets script (demo or seeds) before sourcing it. It changes to the repository
+# and sets root (the repository), python (the project's interpreter), state (the folder the
+# run's registries, ledger and evidence live under: .demo or .seeds), env_prefix
+# (IMAGEKIT_DEMO or IMAGEKIT_SEEDS, for the port hint) and log (one line to stderr, named
+# after the script). The caller then lists its registries in the array registries, as
+# name:port words. Each registry is Debian's docker-registry with its own config: 127.0.0.1
+# only, its own storage, no auth (private to this machine), deletes enabled.
+
+cd "$(dirname "${BASH_SOURCE[0]}")/../.."
+root=$(pwd)
+python=$root/.venv/bin/python
+state=$root/.$script
+env_prefix=IMAGEKIT_$(echo "$script" | tr '[:lower:]' '[:upper:]')
+log() { printf '%s: %s\n' "$script" "$*" >&2; }
+
+stop_all() {
+  local entry
+  for entry in "${registries[@]}"; do stop_one "${entry%%:*}"; done
+}
+
+start_all() {
+  local entry
+  for entry in "${registries[@]}"; do start_one "${entry%%:*}" "${entry#*:}"; done
+}
 
 # Does a registry answer /v2/ on this loopback port? (python: a fresh machine may lack curl)
 answers() {

@@ -1,5 +1,6 @@
-"""Fixtures integration tests share: a tiny image for the final-pull tests, and the seed
-replicas (tests/support/replicas.py) for the seed and OSV tests."""
+"""Fixtures integration tests share: the engine references a test made (removed afterwards),
+a tiny image for the final-pull tests, and the seed replicas (tests/support/replicas.py) for
+the seed and OSV tests."""
 
 from __future__ import annotations
 
@@ -12,7 +13,16 @@ import pytest
 from imagekit.engine import Engine
 from tests.support import replicas
 from tests.support import tiny_image as tiny
+from tests.support.engine_refs import removing
 from tests.support.registries import RunningRegistry
+
+
+@pytest.fixture
+def created_refs(engine: Engine) -> Iterator[list[str]]:
+    """References a test built, tagged or pulled into the engine; removed by name afterwards
+    (never by ID: shared layers and the base image stay)."""
+    with removing(engine) as refs:
+        yield refs
 
 
 @pytest.fixture

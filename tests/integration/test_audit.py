@@ -222,16 +222,26 @@ def test_overlaid_file_is_named_as_expected_not_as_tampering(
     assert "expected overlay" in record.reason
 
 
-def test_a_registry_tag_is_resolved_to_its_digest_audited_and_both_recorded(
-    engine: Engine, images: AuditImages, registry: RunningRegistry, workspace: Workspace
-) -> None:
+def _pushed_untagged(
+    engine: Engine, image: str, registry: RunningRegistry, name: str
+) -> tuple[str, str]:
+    """Push ``image`` to imagekit-test/NAME under a fresh tag, then drop that tag from the
+    engine: (the tag, the repository digest host/repo@sha256:... the push gave it)."""
     client = engine.client
-    remote = f"{registry.host}/imagekit-test/audit-tag:{secrets.token_hex(4)}"
-    client.image.tag(images.healthy, remote)
+    remote = f"{registry.host}/imagekit-test/{name}:{secrets.token_hex(4)}"
+    client.image.tag(image, remote)
     client.image.push(remote, quiet=True)
     prefix = remote.rsplit(":", 1)[0] + "@"
     digest = next(d for d in client.image.inspect(remote).repo_digests if d.startswith(prefix))
-    client.image.remove(remote)  # not in the engine any more: only the registry knows the tag
+    client.image.remove(remote)
+    return remote, digest
+
+
+def test_a_registry_tag_is_resolved_to_its_digest_audited_and_both_recorded(
+    engine: Engine, images: AuditImages, registry: RunningRegistry, workspace: Workspace
+) -> None:
+    # Not in the engine any more: only the registry knows the tag.
+    remote, digest = _pushed_untagged(engine, images.healthy, registry, "audit-tag")
     try:
         result = audit(workspace, AuditRequest(ref=remote, offline=True), engine=engine)
         assert result.image is not None and result.image.pulled
@@ -281,14 +291,9 @@ def test_a_registry_reference_is_pulled_by_digest(
     engine: Engine, images: AuditImages, registry: RunningRegistry, workspace: Workspace
 ) -> None:
     client = engine.client
-    remote = f"{registry.host}/imagekit-test/audit-pull:{secrets.token_hex(4)}"
-    client.image.tag(images.healthy, remote)
-    client.image.push(remote, quiet=True)
-    pushed = client.image.inspect(remote)
-    prefix = remote.rsplit(":", 1)[0] + "@"
-    digest = next(d for d in pushed.repo_digests if d.startswith(prefix)).split("@")[1]
-    client.image.remove(remote)  # the tag and its repo digest leave the engine
-    pinned = f"{prefix}{digest}"
+    # The tag and its repo digest leave the engine.
+    _, pinned = _pushed_untagged(engine, images.healthy, registry, "audit-pull")
+    digest = pinned.split("@")[1]
     assert not client.image.exists(pinned)
     try:
         result = audit(workspace, AuditRequest(ref=pinned, offline=True), engine=engine)

@@ -16,7 +16,6 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -44,17 +43,11 @@ def _index_url() -> str:
     return os.environ.get("PIP_INDEX_URL") or PyPI.simple_url
 
 
-@pytest.fixture
-def tags(engine: Engine) -> Iterator[list[str]]:
-    """Tags a test builds or pushes; removed afterwards (the base image is left alone)."""
-    made: list[str] = []
-    yield made
-    for tag in made:
-        subprocess.run([engine.client_path, "rmi", tag], capture_output=True, check=False)
-
-
-def _tag(name: str) -> str:
-    return f"imagekit-test/{name}:{secrets.token_hex(4)}"
+def _tag(name: str, made: list[str]) -> str:
+    """A tag of its own for this build of ``name``, on the list of what the test removes."""
+    tag = f"imagekit-test/{name}:{secrets.token_hex(4)}"
+    made.append(tag)
+    return tag
 
 
 def _run(engine: Engine, image: str, *argv: str) -> str:
@@ -64,6 +57,18 @@ def _run(engine: Engine, image: str, *argv: str) -> str:
         text=True,
         check=True,
     ).stdout
+
+
+def _refused(
+    engine: Engine, workspace: Workspace, name: str, base: BaseImage, made: list[str]
+) -> tuple[str, BuildFailed]:
+    """Build plan ``name`` on the base under a tag of its own, which must fail: (tag, error)."""
+    tag = _tag(name, made)
+    with pytest.raises(BuildFailed) as info:
+        build_plan(
+            workspace, name, BuildOptions(tag=tag, base_override=base.reference), engine=engine
+        )
+    return tag, info.value
 
 
 def _write_variant(workspace: Workspace, name: str, change: dict[str, object]) -> None:
@@ -84,12 +89,11 @@ def test_demo_builds_end_to_end_and_pushes(
     base_image: BaseImage,
     registry: RunningRegistry,
     workspace: Workspace,
-    tags: list[str],
+    created_refs: list[str],
 ) -> None:
-    tag = _tag("demo")
-    tags.append(tag)
+    tag = _tag("demo", created_refs)
     push_repo = f"{registry.host}/imagekit-test/demo-build"
-    tags.append(f"{push_repo}:{tag.rpartition(':')[2]}")
+    created_refs.append(f"{push_repo}:{tag.rpartition(':')[2]}")
     index_url = _index_url()
     result = CliRunner().invoke(
         build_command,
@@ -170,23 +174,14 @@ def test_demo_builds_end_to_end_and_pushes(
 
 
 def test_drifted_overlay_fails_before_the_copy(
-    engine: Engine, base_image: BaseImage, workspace: Workspace, tags: list[str]
+    engine: Engine, base_image: BaseImage, workspace: Workspace, created_refs: list[str]
 ) -> None:
     data = yaml.safe_load((workspace.plans_dir / "demo.yaml").read_text())
     steps = data["steps"]
     wrong = "0" * 64
     steps[1]["replaces"] = {"sha256": wrong}
     _write_variant(workspace, "drift", {"steps": steps})
-    tag = _tag("drift")
-    tags.append(tag)
-    with pytest.raises(BuildFailed) as info:
-        build_plan(
-            workspace,
-            "drift",
-            BuildOptions(tag=tag, base_override=base_image.reference),
-            engine=engine,
-        )
-    err = info.value
+    tag, err = _refused(engine, workspace, "drift", base_image, created_refs)
     assert err.exit_code == 1 and err.reason == "overlay-drift"
     assert f"path={AV_ABOUT}" in err.message
     assert f"expected=sha256:{wrong}" in err.message
@@ -201,7 +196,7 @@ def test_drifted_overlay_fails_before_the_copy(
 
 
 def test_failed_assertion_rejects_the_build_and_keeps_its_log(
-    engine: Engine, base_image: BaseImage, workspace: Workspace, tags: list[str]
+    engine: Engine, base_image: BaseImage, workspace: Workspace, created_refs: list[str]
 ) -> None:
     # The seed's first fix: remove something, then find it missing at the assertion.
     _write_variant(
@@ -212,8 +207,7 @@ def test_failed_assertion_rejects_the_build_and_keeps_its_log(
             "assertions": {"pip_check": True, "find_spec": ["numpy"]},
         },
     )
-    tag = _tag("no-numpy")
-    tags.append(tag)
+    tag = _tag("no-numpy", created_refs)
     result = CliRunner().invoke(
         build_command, ["no-numpy", "--base", base_image.reference, "--tag", tag, "--json"]
     )
@@ -236,7 +230,7 @@ def test_failed_assertion_rejects_the_build_and_keeps_its_log(
 
 
 def test_removing_a_package_that_takes_others_with_it_is_refused(
-    engine: Engine, base_image: BaseImage, workspace: Workspace, tags: list[str]
+    engine: Engine, base_image: BaseImage, workspace: Workspace, created_refs: list[str]
 ) -> None:
     _write_variant(
         workspace,
@@ -246,21 +240,13 @@ def test_removing_a_package_that_takes_others_with_it_is_refused(
             "assertions": {"pip_check": True},
         },
     )
-    tag = _tag("rm-numpy")
-    tags.append(tag)
-    with pytest.raises(BuildFailed) as info:
-        build_plan(
-            workspace,
-            "rm-numpy",
-            BuildOptions(tag=tag, base_override=base_image.reference),
-            engine=engine,
-        )
-    assert info.value.reason == "system-packages"
-    assert "would-also-remove names=python3-av" in info.value.message
+    _, err = _refused(engine, workspace, "rm-numpy", base_image, created_refs)
+    assert err.reason == "system-packages"
+    assert "would-also-remove names=python3-av" in err.message
 
 
 def test_unreachable_base_registry_is_exit_3(
-    engine: Engine, workspace: Workspace, tags: list[str]
+    engine: Engine, workspace: Workspace, created_refs: list[str]
 ) -> None:
     # A closed loopback port stands for docker.io, which cannot be reached from here either
     # (without risking a 10 GB pull where it can).
@@ -280,12 +266,11 @@ def _imagekit_processes_under(folder: Path) -> list[str]:
 
 
 def test_a_terminated_build_removes_its_temporary_context_and_stops_its_client(
-    base_image: BaseImage, workspace: Workspace, tags: list[str], tmp_path: Path
+    base_image: BaseImage, workspace: Workspace, created_refs: list[str], tmp_path: Path
 ) -> None:
     private_tmp = tmp_path / "tmp"
     private_tmp.mkdir()
-    tag = _tag("sigterm")
-    tags.append(tag)
+    tag = _tag("sigterm", created_refs)
     imagekit = str(Path(sys.executable).parent / "imagekit")
     proc = subprocess.Popen(
         [imagekit, "build", "demo", "--base", base_image.reference, "--tag", tag, "--no-cache",
@@ -314,11 +299,10 @@ def test_a_terminated_build_removes_its_temporary_context_and_stops_its_client(
 
 
 def test_a_build_onto_a_ledger_that_does_not_verify_is_reported_and_not_recorded(
-    base_image: BaseImage, workspace: Workspace, tags: list[str]
+    base_image: BaseImage, workspace: Workspace, created_refs: list[str]
 ) -> None:
     workspace.ledger_path.write_bytes(b'{"seq": 1')  # a torn line
-    tag = _tag("refused")
-    tags.append(tag)
+    tag = _tag("refused", created_refs)
     result = CliRunner().invoke(
         build_command,
         ["demo", "--base", base_image.reference, "--tag", tag, "--json"],

@@ -21,6 +21,20 @@ def _get(url: str, headers: dict[str, str] | None = None) -> tuple[int, dict[str
         return exc.code, dict(exc.headers), exc.read()
 
 
+def _refused(url: str, scheme: str) -> str:
+    """A GET without credentials is refused with a challenge of ``scheme``: the challenge."""
+    status, headers, _ = _get(url)
+    assert status == 401
+    challenge = headers["Www-Authenticate"]
+    assert challenge.startswith(f"{scheme} ")
+    return challenge
+
+
+def _basic(credentials: str) -> dict[str, str]:
+    """The Authorization header of basic auth for ``user:password``."""
+    return {"Authorization": f"Basic {base64.b64encode(credentials.encode()).decode()}"}
+
+
 def test_anonymous_registry_answers(registry: RunningRegistry) -> None:
     status, _, _ = _get(f"{registry.url}/v2/")
     assert status == 200
@@ -29,26 +43,20 @@ def test_anonymous_registry_answers(registry: RunningRegistry) -> None:
 def test_basic_registry_refuses_without_and_accepts_with_credentials(
     basic_registry: RunningRegistry,
 ) -> None:
-    status, headers, _ = _get(f"{basic_registry.url}/v2/")
-    assert status == 401
-    assert headers["Www-Authenticate"].startswith("Basic ")
-    token = base64.b64encode(f"{basic_registry.username}:{basic_registry.password}".encode())
-    status, _, _ = _get(f"{basic_registry.url}/v2/", {"Authorization": f"Basic {token.decode()}"})
+    _refused(f"{basic_registry.url}/v2/", "Basic")
+    credentials = f"{basic_registry.username}:{basic_registry.password}"
+    status, _, _ = _get(f"{basic_registry.url}/v2/", _basic(credentials))
     assert status == 200
 
 
 def test_token_registry_challenges_and_accepts_issued_tokens(
     token_registry: RunningRegistry,
 ) -> None:
-    status, headers, _ = _get(f"{token_registry.url}/v2/x/tags/list")
-    assert status == 401
-    challenge = headers["Www-Authenticate"]
-    assert challenge.startswith("Bearer ")
+    challenge = _refused(f"{token_registry.url}/v2/x/tags/list", "Bearer")
     assert 'scope="repository:x:pull"' in challenge
-    creds = base64.b64encode(f"{token_registry.username}:{token_registry.password}".encode())
     assert token_registry.realm is not None
     url = f"{token_registry.realm}?service=imagekit-test-registry&scope=repository:x:pull"
-    status, _, body = _get(url, {"Authorization": f"Basic {creds.decode()}"})
+    status, _, body = _get(url, _basic(f"{token_registry.username}:{token_registry.password}"))
     assert status == 200
     token = json.loads(body)["token"]
     # The real registry validates our JWT: the repository does not exist, so 404, not 401.
@@ -63,8 +71,7 @@ def test_token_issuer_refuses_wrong_credentials(
     token_registry: RunningRegistry, wrong: str
 ) -> None:
     assert token_registry.realm is not None
-    creds = base64.b64encode(wrong.encode()).decode()
-    status, _, _ = _get(f"{token_registry.realm}?service=s", {"Authorization": f"Basic {creds}"})
+    status, _, _ = _get(f"{token_registry.realm}?service=s", _basic(wrong))
     assert status == 401
 
 

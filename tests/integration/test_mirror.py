@@ -26,16 +26,14 @@ from imagekit.registry.upload import copy_image
 from imagekit.workspace import Workspace
 from tests.support.base_image import BaseImage
 from tests.support.faultproxy import Fault, FaultProxy
+from tests.support.media_types import OCI_GZIP, OCI_TAR, sha256
 from tests.support.oci_layout import (
-    OCI_GZIP,
-    OCI_TAR,
     Layer,
     LayoutWriter,
     config_for,
     make_tar,
     push_dir,
     push_layout,
-    sha256,
     skopeo_copy,
 )
 from tests.support.registries import RunningRegistry

@@ -30,12 +30,12 @@ from imagekit.build import BuildOptions, build_plan
 from imagekit.cli.plans_cmd import command as plans_command
 from imagekit.engine import Engine
 from imagekit.errors import BuildRejected
-from imagekit.flows.pipeline import run_pipeline
 from imagekit.ledger import read_records
 from imagekit.refs import parse_platform, parse_reference
 from imagekit.registry import RegistryClient
 from imagekit.workspace import Workspace
 from tests.support import replicas
+from tests.support.engine_refs import pipeline_into_fresh_registries, removing
 from tests.support.registries import RunningRegistry, free_port
 
 pytestmark = pytest.mark.integration
@@ -192,17 +192,11 @@ def test_m3_vllm_on_its_replica_ends_deferred_with_the_raw_failure_and_pyav_16_1
     assert "not installed" in _check(found, "av-roundtrip").reason  # no PyAV
     assert _check(found, "versions").data["versions"]["av"] is None
 
-    registry, mirror = make_registry("none"), make_registry("none")
-    result = run_pipeline(
-        workspace,
-        "m3-vllm",
-        registry=registry.host,
-        mirror=mirror.host,
-        base_override=base.reference,
-        profile=profile,
-    )
-    stages = {s.stage: s for s in result.stages}
-    try:
+    with removing(engine, force=True) as made:
+        result = pipeline_into_fresh_registries(
+            workspace, "m3-vllm", base.reference, make_registry, made, profile=profile
+        )
+        stages = {s.stage: s for s in result.stages}
         assert result.ok, [(s.stage, s.status, s.detail) for s in result.stages]
         assert stages["audit"].detail == "CPU_PASS_GPU_CLI_DEFERRED"
         report = json.loads((workspace.root / str(stages["audit"].evidence)).read_text())
@@ -226,13 +220,6 @@ def test_m3_vllm_on_its_replica_ends_deferred_with_the_raw_failure_and_pyav_16_1
         assert stages["final-pull"].detail.startswith("verified")
         kinds = [r.kind for r in read_records(workspace.ledger_path)]
         assert kinds[-4:] == ["vulnerability-scan", "push", "mirror-verify", "final-pull"]
-    finally:
-        tag = stages["build"].data.get("tag")
-        if tag:  # the build's tag, and the one the push gave it
-            _remove(engine, tag)
-            _remove(engine, f"{result.registry}:{tag.rpartition(':')[2]}")
-        if result.final_reference:
-            _remove(engine, result.final_reference)
 
 
 # --------------------------------------------------------------------------- h3-spark

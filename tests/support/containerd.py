@@ -15,6 +15,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tests.support.daemons import start_logged, stop_process
+
 CONTAINERD_BINARY = shutil.which("containerd") or "/usr/bin/containerd"
 CTR_BINARY = shutil.which("ctr") or "/usr/bin/ctr"
 NAMESPACE = "k8s.io"
@@ -37,13 +39,7 @@ class RunningContainerd:
         )
 
     def stop(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+        stop_process(self.process, timeout=20)
 
 
 def _config(root: Path) -> str:
@@ -102,10 +98,7 @@ def start_containerd(root: Path, timeout: float = 60.0) -> RunningContainerd:
     config = root / "config.toml"
     config.write_text(_config(root))
     log_path = root / "containerd.log"
-    with log_path.open("ab") as log:
-        process = subprocess.Popen(
-            [CONTAINERD_BINARY, "--config", str(config)], stdout=log, stderr=log
-        )
+    process = start_logged([CONTAINERD_BINARY, "--config", str(config)], log_path)
     instance = RunningContainerd(root, str(root / "containerd.sock"), log_path, process)
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:

@@ -9,7 +9,6 @@ distribution API (one POST and PUT a blob, then the manifest), not with the code
 from __future__ import annotations
 
 import gzip
-import hashlib
 import io
 import json
 import tarfile
@@ -20,21 +19,17 @@ from typing import Any
 import httpx
 import zstandard
 
-OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
-OCI_INDEX = "application/vnd.oci.image.index.v1+json"
-OCI_CONFIG = "application/vnd.oci.image.config.v1+json"
-OCI_GZIP = "application/vnd.oci.image.layer.v1.tar+gzip"
-OCI_ZSTD = "application/vnd.oci.image.layer.v1.tar+zstd"
-OCI_NONDIST_GZIP = "application/vnd.oci.image.layer.nondistributable.v1.tar+gzip"
-DOCKER_MANIFEST = "application/vnd.docker.distribution.manifest.v2+json"
-DOCKER_LIST = "application/vnd.docker.distribution.manifest.list.v2+json"
-DOCKER_CONFIG = "application/vnd.docker.container.image.v1+json"
-DOCKER_GZIP = "application/vnd.docker.image.rootfs.diff.tar.gzip"
-DOCKER_FOREIGN = "application/vnd.docker.image.rootfs.foreign.diff.tar.gzip"
-
-
-def sha256(data: bytes) -> str:
-    return "sha256:" + hashlib.sha256(data).hexdigest()
+from tests.support.media_types import (
+    DOCKER_CONFIG,
+    DOCKER_LIST,
+    DOCKER_MANIFEST,
+    OCI_CONFIG,
+    OCI_GZIP,
+    OCI_INDEX,
+    OCI_MANIFEST,
+    OCI_ZSTD,
+    sha256,
+)
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,6 @@ image one gzip layer and a config whose diff_ids are the layer's uncompressed di
 from __future__ import annotations
 
 import gzip
-import hashlib
 import io
 import json
 import random
@@ -26,16 +25,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
-OCI_INDEX = "application/vnd.oci.image.index.v1+json"
-OCI_CONFIG = "application/vnd.oci.image.config.v1+json"
-OCI_GZIP = "application/vnd.oci.image.layer.v1.tar+gzip"
-OCI_ZSTD = "application/vnd.oci.image.layer.v1.tar+zstd"
-OCI_TAR = "application/vnd.oci.image.layer.v1.tar"
-
-
-def sha256(data: bytes) -> str:
-    return "sha256:" + hashlib.sha256(data).hexdigest()
+from tests.support.media_types import (
+    OCI_CONFIG,
+    OCI_GZIP,
+    OCI_INDEX,
+    OCI_MANIFEST,
+    sha256,
+)
 
 
 def tar_of(files: Mapping[str, bytes]) -> bytes:

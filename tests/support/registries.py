@@ -26,6 +26,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlparse
 
+from tests.support.daemons import start_logged, stop_process
+
 REGISTRY_BINARY = shutil.which("docker-registry") or "/usr/bin/docker-registry"
 SERVICE = "imagekit-test-registry"
 ISSUER = "imagekit-test-issuer"
@@ -61,13 +63,7 @@ class RunningRegistry:
         return {self.host: {"auth": token}}
 
     def stop(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+        stop_process(self.process, timeout=10)
         if self.token_server is not None:
             self.token_server.stop()
 
@@ -255,10 +251,7 @@ def start_registry(
         config_path = workdir / "config.yml"
         config_path.write_text(_config(workdir, chosen, auth_config, allow_urls))
         log_path = workdir / "registry.log"
-        with log_path.open("ab") as log:  # the child keeps its own copy of the descriptor
-            process = subprocess.Popen(
-                [REGISTRY_BINARY, "serve", str(config_path)], stdout=log, stderr=log
-            )
+        process = start_logged([REGISTRY_BINARY, "serve", str(config_path)], log_path)
         registry = RunningRegistry(
             host=f"127.0.0.1:{chosen}",
             storage=workdir,

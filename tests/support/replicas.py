@@ -49,7 +49,8 @@ from pathlib import Path
 from typing import Any
 
 from tests.support.base_image import cache_dir, locked, mmdebstrap_version
-from tests.support.oci_layout import OCI_GZIP, LayoutWriter, skopeo_copy
+from tests.support.media_types import OCI_GZIP
+from tests.support.oci_layout import LayoutWriter, skopeo_copy
 
 SUITE = "bookworm"
 PYTHON_VERSION = "3.11"  # bookworm's python3

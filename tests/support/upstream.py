@@ -15,7 +15,6 @@ site folder Debian's python3.11 reads; so METADATA, RECORD and INSTALLER are pip
 
 from __future__ import annotations
 
-import fcntl
 import json
 import subprocess
 import sys
@@ -25,19 +24,18 @@ from typing import Any
 
 import httpx
 
-from tests.support.base_image import cache_dir
-from tests.support.images import Blob, M, Writer, sha256
+from tests.support.base_image import cache_dir, locked
+from tests.support.images import Blob, M, Writer
+from tests.support.media_types import sha256
 
 SITE = "usr/local/lib/python3.11/dist-packages"
-DOCKER_MANIFEST = "application/vnd.docker.distribution.manifest.v2+json"
 
 
 def wheel(requirement: str) -> Path:
     """The wheel of ``name==version`` from the package index, downloaded once."""
     folder = cache_dir() / "wheels" / requirement.replace("==", "-")
     folder.mkdir(parents=True, exist_ok=True)
-    with (folder / ".lock").open("a") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+    with locked(folder / ".lock"):
         found = sorted(folder.glob("*.whl"))
         if not found:
             subprocess.run(

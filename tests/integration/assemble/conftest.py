@@ -1,10 +1,10 @@
-"""Fixtures of the registry builder's tests: plans written into the test workspace, bases
-written straight into the real registry, and the engine images a test pulled (removed after).
+"""Fixtures of the registry builder's tests: plans written into the test workspace and bases
+written straight into the real registry (the engine images a test pulled go into
+``created_refs``, tests/integration/conftest.py, which removes them after).
 """
 
 from __future__ import annotations
 
-import subprocess
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -12,7 +12,6 @@ from typing import Any
 import pytest
 import yaml
 
-from imagekit.engine import Engine
 from imagekit.workspace import Workspace
 from tests.support.images import Writer
 from tests.support.registries import RunningRegistry
@@ -62,12 +61,3 @@ def write_plan(workspace: Workspace) -> PlanWriter:
         return name
 
     return write
-
-
-@pytest.fixture
-def pulled(engine: Engine) -> Iterator[list[str]]:
-    """References a test made the engine pull; removed afterwards (shared layers stay)."""
-    refs: list[str] = []
-    yield refs
-    for ref in refs:
-        subprocess.run([engine.client_path, "rmi", ref], capture_output=True, check=False)

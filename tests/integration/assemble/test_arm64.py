@@ -134,7 +134,7 @@ def test_an_arm64_image_from_an_index_base_with_four_overlays(
     write_plan: PlanWriter,
     workspace: Workspace,
     cache_dir: Path,
-    pulled: list[str],
+    created_refs: list[str],
     arm64_layer: Blob,
 ) -> None:
     execution = execution_for(parse_platform("linux/arm64"))
@@ -152,7 +152,7 @@ def test_an_arm64_image_from_an_index_base_with_four_overlays(
     )
     assert result.exit_code == 0, result.stderr[-3000:]
     built = json.loads(result.stdout)
-    pulled.append(built["pushed"])
+    created_refs.append(built["pushed"])
     assert built["platform"] == "linux/arm64"
     assert [g["verdict"] for g in built["guard"]] == ["ok"] * 4
     assert built["guard"][0]["decided_by_layer"] == 1  # the serving layer; python not read

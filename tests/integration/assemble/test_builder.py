@@ -59,7 +59,7 @@ def test_demo_overlay_only_builds_reproducibly_and_the_tools_agree(
     registry: RunningRegistry,
     workspace: Workspace,
     cache_dir: Path,
-    pulled: list[str],
+    created_refs: list[str],
 ) -> None:
     name = _overlay_only(workspace, "demo-overlay")
     repo = f"{registry.host}/imagekit-test/demo-overlay"
@@ -68,7 +68,7 @@ def test_demo_overlay_only_builds_reproducibly_and_the_tools_agree(
         name,
         AssembleOptions(push=repo, base_override=base_image.reference, cache_dir=cache_dir),
     )
-    pulled.append(first.pushed)
+    created_refs.append(first.pushed)
     # Cold: the base's one layer was streamed and indexed (nothing written but the index).
     assert [u.how for u in first.layers] == ["read"]
     assert first.layers[0].stats is not None and first.layers[0].stats.entries > 1000
@@ -111,7 +111,7 @@ def test_demo_overlay_only_builds_reproducibly_and_the_tools_agree(
 
     # ... and so does the engine: `docker pull` of the tag names the manifest imagekit
     # reported, and the image it made is the config imagekit wrote (a classic store's ID).
-    pulled.append(second.tag)
+    created_refs.append(second.tag)
     pull = subprocess.run(
         [engine.client_path, "pull", second.tag], capture_output=True, text=True, check=True
     )

@@ -27,14 +27,8 @@ from imagekit.errors import PlanError, RegistryError
 from imagekit.ledger import read_records
 from imagekit.workspace import Workspace
 from tests.integration.assemble.conftest import PlanWriter
-from tests.support.images import (
-    DOCKER_FOREIGN,
-    DOCKER_GZIP,
-    OCI_NONDIST_GZIP,
-    Blob,
-    M,
-    Writer,
-)
+from tests.support.images import Blob, M, Writer
+from tests.support.media_types import DOCKER_FOREIGN, DOCKER_GZIP, OCI_NONDIST_GZIP
 from tests.support.registries import RunningRegistry
 
 pytestmark = pytest.mark.integration
@@ -92,7 +86,7 @@ def overlay(source: str, destination: str, **replaces: Any) -> dict[str, Any]:
 
 
 def test_a_destination_under_a_whited_out_folder(
-    writer: Writer, write_plan: PlanWriter, build: Build, engine: Engine, pulled: list[str]
+    writer: Writer, write_plan: PlanWriter, build: Build, engine: Engine, created_refs: list[str]
 ) -> None:
     old = b"old config\n"
     base = writer.image(
@@ -115,7 +109,7 @@ def test_a_destination_under_a_whited_out_folder(
     assert check.resolution.final.layer == 1
     assert [u.how for u in result.layers] == ["not needed", "read", "read"]
     assert check.resolution.missing == ("opt/app",)
-    files = _merged(engine, result.pushed, pulled)
+    files = _merged(engine, result.pushed, created_refs)
     assert files["opt/app/new.conf"] == b"new\n"
     assert "opt/app/old.conf" not in files
 
@@ -131,7 +125,7 @@ def test_a_destination_under_a_whited_out_folder(
 
 
 def test_an_opaque_folder_above_the_guarded_file(
-    writer: Writer, write_plan: PlanWriter, build: Build, engine: Engine, pulled: list[str]
+    writer: Writer, write_plan: PlanWriter, build: Build, engine: Engine, created_refs: list[str]
 ) -> None:
     first = b"x = 1\n"
     base = writer.image(
@@ -159,13 +153,13 @@ def test_an_opaque_folder_above_the_guarded_file(
     assert result.guard[0].resolution.final.layer == 1
     # The first build indexed layer 1; this one reads nothing.
     assert [u.how for u in result.layers] == ["not needed", "cached"]
-    files = _merged(engine, result.pushed, pulled)
+    files = _merged(engine, result.pushed, created_refs)
     assert files["etc/app/x.conf"] == b"x = 2\n" and files["etc/app/y.conf"] == b"y\n"
     assert "etc/app/keep.conf" not in files
 
 
 def test_a_guarded_path_that_is_a_symlink_or_a_hard_link(
-    writer: Writer, write_plan: PlanWriter, build: Build, engine: Engine, pulled: list[str]
+    writer: Writer, write_plan: PlanWriter, build: Build, engine: Engine, created_refs: list[str]
 ) -> None:
     real, shared = b"def f(): return 1\n", b"shared\n"
     base = writer.image(
@@ -195,7 +189,7 @@ def test_a_guarded_path_that_is_a_symlink_or_a_hard_link(
     assert symlinked.resolution.links == (("lib", "usr/lib"), ("usr/lib/tool/link.py", "real.py"))
     assert hardlinked.verdict == "ok" and hardlinked.found == f"sha256:{hexdigest(shared)}"
     assert any("hard link to /opt/h/a" in note for note in hardlinked.notes)
-    files = _merged(engine, result.pushed, pulled)
+    files = _merged(engine, result.pushed, created_refs)
     assert files["usr/lib/tool/real.py"] == b"def f(): return 2\n"
     link = files["usr/lib/tool/link.py"]
     assert isinstance(link, tarfile.TarInfo) and link.issym() and link.linkname == "real.py"
@@ -230,13 +224,13 @@ def test_a_destination_whose_parent_is_a_file(
 
 
 def test_a_plan_file_with_a_mode_and_an_owner(
-    writer: Writer, write_plan: PlanWriter, build: Build, engine: Engine, pulled: list[str]
+    writer: Writer, write_plan: PlanWriter, build: Build, engine: Engine, created_refs: list[str]
 ) -> None:
     base = writer.image("imagekit-test/mode", "1", [Blob.gzip([M("opt", "dir", mode=0o711)])])
     step = overlay("tool.sh", "/opt/new/tool.sh", absent=True) | {"mode": "0750", "owner": "12:34"}
     write_plan("mode", base.reference, [step], {"tool.sh": (b"#!/bin/sh\n", 0o644)})
     result = build("mode")
-    files = _merged(engine, result.pushed, pulled)
+    files = _merged(engine, result.pushed, created_refs)
     info = files["opt/new/tool.sh#info"]
     assert isinstance(info, tarfile.TarInfo)
     assert (info.mode & 0o7777, info.uid, info.gid) == (0o750, 12, 34)

@@ -16,7 +16,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from python_on_whales.exceptions import DockerException
 
 from imagekit.engine import Engine
 from imagekit.flows.nightly import (
@@ -28,10 +27,10 @@ from imagekit.flows.nightly import (
     NightOptions,
     run_nightly,
 )
-from imagekit.flows.pipeline import run_pipeline
 from imagekit.ledger import read_records, verify
 from imagekit.workspace import Workspace
 from tests.support.base_image import BaseImage
+from tests.support.engine_refs import pipeline_into_fresh_registries, removing
 from tests.support.registries import RunningRegistry
 
 pytestmark = pytest.mark.integration
@@ -65,26 +64,13 @@ def accepted(
     """One complete pipeline of the demo plan: the image the nights compare with."""
     ws = _workspace(tmp_path_factory.mktemp("nightly") / "project")
     assert PIN in (ws.plans_dir / "demo.yaml").read_text()
-    push_to, mirror_to = make_registry("none"), make_registry("none")
-    result = run_pipeline(
-        ws, "demo", registry=push_to.host, mirror=mirror_to.host, base_override=base_image.reference
-    )
-    made = []
-    build = next(s for s in result.stages if s.stage == "build")
-    if build.data.get("tag"):
-        made += [build.data["tag"], f"{result.registry}:{build.data['tag'].rpartition(':')[2]}"]
-    if result.final_reference:
-        made.append(result.final_reference)
-    try:
+    with removing(engine) as made:
+        result = pipeline_into_fresh_registries(
+            ws, "demo", base_image.reference, make_registry, made
+        )
         assert result.ok, [s.to_json() for s in result.stages]
         assert result.final_reference is not None
         yield Accepted(ws, base_image.reference, result.final_reference)
-    finally:
-        for ref in made:
-            try:
-                engine.client.image.remove(ref)
-            except DockerException:
-                pass
 
 
 def test_unchanged_plan_is_reproducible_or_equivalent(accepted: Accepted) -> None:

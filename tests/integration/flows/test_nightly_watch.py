@@ -15,7 +15,6 @@ from __future__ import annotations
 import hashlib
 import json
 import shutil
-import subprocess
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -46,6 +45,7 @@ from imagekit.pull import final_pull
 from imagekit.render import render_plans
 from imagekit.workspace import Workspace
 from tests.support.base_image import BaseImage
+from tests.support.engine_refs import remember_images, removing
 from tests.support.faultproxy import Fault, FaultProxy
 from tests.support.registries import RunningRegistry
 from tests.support.upstream import Upstream, file_layer, package_layer, tags
@@ -141,18 +141,13 @@ def project(
     """Both copies accepted on v1: the demo copy by a whole pipeline, the overlay-only copy
     by a registry build, its audit and a final pull."""
     push_to, mirror_to = make_registry("none"), make_registry("none")
-    made: list[str] = []
-    try:
+    # What was made on the bases goes first, then the bases.
+    with removing(engine) as stacked, removing(engine) as made:
+        stacked += [bases.v1, bases.v2, bases.drifted]
         accepted = run_pipeline(ws, "demo-watch", registry=push_to.host, mirror=mirror_to.host)
-        build = next(s for s in accepted.stages if s.stage == "build")
-        if build.data.get("tag"):  # the local tag and the pushed one
-            made += [
-                build.data["tag"],
-                f"{accepted.registry}:{build.data['tag'].rpartition(':')[2]}",
-            ]
+        remember_images(accepted.to_json(), made)
         assert accepted.ok, [s.to_json() for s in accepted.stages]
         assert accepted.final_reference is not None
-        made.append(accepted.final_reference)
         # The overlay-only copy is accepted the registry way: built, audited, finally pulled.
         overlay = assemble_plan(
             ws, "overlay-watch", AssembleOptions(push=f"{push_to.host}/team/overlay-watch")
@@ -162,9 +157,6 @@ def project(
         pulled = final_pull(ws, overlay.pushed, record=True, plan="overlay-watch")
         assert pulled.ok
         yield Project(ws, bases, accepted.final_reference, overlay.pushed)
-    finally:
-        for ref in [*made, bases.v1, bases.v2, bases.drifted]:
-            subprocess.run([engine.client_path, "rmi", ref], capture_output=True, check=False)
 
 
 def _note(ws: Workspace) -> NightlyDetails:

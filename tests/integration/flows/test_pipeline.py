@@ -10,11 +10,11 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from python_on_whales.exceptions import DockerException
 
 from imagekit.audit.vulns import VulnPolicy
 from imagekit.engine import Engine
@@ -22,6 +22,7 @@ from imagekit.flows.pipeline import FAILED, NOT_RUN, PASSED, STAGES, run_pipelin
 from imagekit.ledger import read_records, verify
 from imagekit.workspace import Workspace
 from tests.support.base_image import BaseImage
+from tests.support.engine_refs import pipeline_into_fresh_registries, remember_images
 from tests.support.osv_export import days_ago, records, write_zip
 from tests.support.registries import RunningRegistry, free_port
 
@@ -30,39 +31,31 @@ pytestmark = pytest.mark.integration
 IMAGEKIT = str(Path(sys.executable).parent / "imagekit")
 
 
+@dataclass(frozen=True)
+class Demo:
+    """The demo plan in the test workspace on the base fixture, with a private DOCKER_CONFIG;
+    what its runs leave in the engine goes into ``refs``."""
+
+    workspace: Workspace
+    base: BaseImage
+    make_registry: Callable[..., RunningRegistry]
+    refs: list[str]
+
+
 @pytest.fixture
-def created_refs(engine: Engine) -> Iterator[list[str]]:
-    """References the test made in the engine; removed by name afterwards (never by ID)."""
-    refs: list[str] = []
-    yield refs
-    for ref in refs:
-        try:
-            engine.client.image.remove(ref)
-        except DockerException:
-            pass  # already gone (a stage that did not run never made it)
-
-
-def remember_images(result_json: dict[str, object], refs: list[str]) -> None:
-    stages = {s["stage"]: s for s in result_json["stages"]}  # type: ignore[attr-defined]
-    tag = stages["build"]["data"].get("tag")
-    if tag:
-        refs.append(tag)
-        suffix = tag.rpartition(":")[2]
-        refs.append(f"{result_json['registry']}:{suffix}")
-    final = result_json.get("final_reference")
-    if final:
-        refs.append(str(final))
-
-
-def test_pipeline_demo_end_to_end(
-    engine: Engine,
+def demo(
     base_image: BaseImage,
     make_registry: Callable[..., RunningRegistry],
     workspace: Workspace,
     docker_config: Path,
     created_refs: list[str],
-) -> None:
-    push_to, mirror_to = make_registry("none"), make_registry("none")
+) -> Demo:
+    return Demo(workspace, base_image, make_registry, created_refs)
+
+
+def test_pipeline_demo_end_to_end(demo: Demo) -> None:
+    workspace = demo.workspace
+    push_to, mirror_to = demo.make_registry("none"), demo.make_registry("none")
     proc = subprocess.run(
         [
             IMAGEKIT,
@@ -73,7 +66,7 @@ def test_pipeline_demo_end_to_end(
             "--mirror",
             mirror_to.host,
             "--base",
-            base_image.reference,
+            demo.base.reference,
             "--json",
         ],
         capture_output=True,
@@ -82,7 +75,7 @@ def test_pipeline_demo_end_to_end(
         check=False,
     )
     document = json.loads(proc.stdout)  # exactly one JSON document, nothing else
-    remember_images(document, created_refs)
+    remember_images(document, demo.refs)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert document["ok"] is True and document["exit_code"] == 0
     stages = document["stages"]
@@ -120,38 +113,24 @@ def test_pipeline_demo_end_to_end(
         "demo",
         registry=push_to.host,
         mirror=mirror_to.host,
-        base_override=base_image.reference,
+        base_override=demo.base.reference,
     )
-    again_build = next(s for s in again.stages if s.stage == "build")
-    if again_build.data.get("tag"):
-        created_refs.append(again_build.data["tag"])
-        created_refs.append(f"{again.registry}:{again_build.data['tag'].rpartition(':')[2]}")
+    remember_images(again.to_json(), demo.refs)
     assert again.ok, [s.to_json() for s in again.stages]
     assert again.final_reference is not None
     assert again.ledger_seq_before == max(document["ledger_records"])
     assert verify(workspace).ok
 
 
-def test_rejected_build_stops_the_pipeline(
-    engine: Engine,
-    base_image: BaseImage,
-    make_registry: Callable[..., RunningRegistry],
-    workspace: Workspace,
-    docker_config: Path,
-    created_refs: list[str],
-) -> None:
+def test_rejected_build_stops_the_pipeline(demo: Demo) -> None:
+    workspace = demo.workspace
     plan = workspace.plans_dir / "demo.yaml"
     text = plan.read_text()
     needle = "    - argv: [imagekit-demo-hello]\n      exit_code: 0\n"
     assert needle in text
     plan.write_text(text.replace(needle, "    - argv: [imagekit-demo-hello]\n      exit_code: 7\n"))
-    push_to, mirror_to = make_registry("none"), make_registry("none")
-    result = run_pipeline(
-        workspace,
-        "demo",
-        registry=push_to.host,
-        mirror=mirror_to.host,
-        base_override=base_image.reference,
+    result = pipeline_into_fresh_registries(
+        workspace, "demo", demo.base.reference, demo.make_registry, demo.refs
     )
     statuses = {s.stage: s.status for s in result.stages}
     assert statuses["doctor"] == PASSED
@@ -163,21 +142,15 @@ def test_rejected_build_stops_the_pipeline(
     assert not {"push", "mirror-verify", "final-pull", "audit"} & set(kinds)
 
 
-def test_doctor_no_stops_before_the_build(
-    engine: Engine,
-    base_image: BaseImage,
-    make_registry: Callable[..., RunningRegistry],
-    workspace: Workspace,
-    docker_config: Path,
-) -> None:
-    push_to = make_registry("none")
+def test_doctor_no_stops_before_the_build(demo: Demo) -> None:
+    workspace = demo.workspace
     nothing_there = f"127.0.0.1:{free_port()}"
     result = run_pipeline(
         workspace,
         "demo",
-        registry=push_to.host,
+        registry=demo.make_registry("none").host,
         mirror=nothing_there,
-        base_override=base_image.reference,
+        base_override=demo.base.reference,
     )
     statuses = {s.stage: s.status for s in result.stages}
     assert statuses["doctor"] == FAILED

@@ -18,7 +18,7 @@ from imagekit.errors import (
     RegistryNotFound,
     RegistryUnauthorized,
 )
-from imagekit.refs import Digest, parse_platform, parse_reference
+from imagekit.refs import Digest, Reference, parse_platform, parse_reference
 from imagekit.registry import Descriptor, RegistryClient
 from tests.conftest import write_docker_auths
 from tests.support.faultproxy import Fault, FaultProxy
@@ -131,17 +131,23 @@ def test_manifest_by_digest_and_blob_stream(layout: Layout, pushed: dict[str, st
         client.ping(ref.registry)
 
 
-@pytest.mark.parametrize("flavour", ["basic", "token"])
-def test_credentials_from_docker_config(
-    flavour: str,
-    layout: Layout,
+@pytest.fixture(params=["basic", "token"])
+def protected(
+    request: pytest.FixtureRequest,
     pushed: dict[str, str],
     basic_registry: RunningRegistry,
     token_registry: RunningRegistry,
-    docker_config: Path,
-) -> None:
+) -> tuple[str, RunningRegistry, Reference]:
+    """Each registry that asks for credentials, in turn: (its auth, it, the layout there)."""
+    flavour: str = request.param
     reg = basic_registry if flavour == "basic" else token_registry
-    ref = parse_reference(pushed[flavour])
+    return flavour, reg, parse_reference(pushed[flavour])
+
+
+def test_credentials_from_docker_config(
+    protected: tuple[str, RunningRegistry, Reference], layout: Layout, docker_config: Path
+) -> None:
+    flavour, reg, ref = protected
     write_docker_auths(docker_config, reg)
     before = len(reg.token_server.issued) if reg.token_server is not None else 0
     with RegistryClient() as client:  # DOCKER_CONFIG from the fixture's environment
@@ -156,16 +162,10 @@ def test_credentials_from_docker_config(
         assert all(a["name"] == ref.repository and a["actions"] == ["pull"] for a in granted)
 
 
-@pytest.mark.parametrize("flavour", ["basic", "token"])
 def test_no_or_wrong_credentials(
-    flavour: str,
-    pushed: dict[str, str],
-    basic_registry: RunningRegistry,
-    token_registry: RunningRegistry,
-    docker_config: Path,
+    protected: tuple[str, RunningRegistry, Reference], docker_config: Path
 ) -> None:
-    reg = basic_registry if flavour == "basic" else token_registry
-    ref = parse_reference(pushed[flavour])
+    _, reg, ref = protected
     with RegistryClient() as client, pytest.raises(RegistryUnauthorized) as info:
         client.resolve(ref)
     assert reg.host in info.value.message and "no credentials" in info.value.message

@@ -1,0 +1,71 @@
+"""The engine images a test made, removed by name afterwards, and a pipeline run into fresh
+registries with the images it made written down for that removal.
+
+Removal is by reference, never by image ID: the engine is shared, and an ID can stand under
+another test's tag too (the base image above all). A reference that is already gone (a stage
+that did not run never made it) is not an error.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from typing import Any
+
+from imagekit.engine import Engine
+from imagekit.flows.pipeline import PipelineResult, run_pipeline
+from imagekit.workspace import Workspace
+from tests.support.registries import RunningRegistry
+
+
+@contextmanager
+def removing(engine: Engine, *, force: bool = False) -> Iterator[list[str]]:
+    """A list to append references to; each is removed (``rmi``, ``-f`` if asked) at the end."""
+    refs: list[str] = []
+    try:
+        yield refs
+    finally:
+        flags = ["-f"] if force else []
+        for ref in refs:
+            subprocess.run(
+                [engine.client_path, "rmi", *flags, ref], capture_output=True, check=False
+            )
+
+
+def remember_images(result_json: Mapping[str, Any], refs: list[str]) -> None:
+    """Add what a pipeline run (its JSON document) left in the engine to ``refs``: the build's
+    tag, the tag its push gave it, and the final pull's reference."""
+    stages = {s["stage"]: s for s in result_json["stages"]}
+    tag = stages["build"]["data"].get("tag")
+    if tag:
+        refs.append(tag)
+        suffix = tag.rpartition(":")[2]
+        refs.append(f"{result_json['registry']}:{suffix}")
+    final = result_json.get("final_reference")
+    if final:
+        refs.append(str(final))
+
+
+def pipeline_into_fresh_registries(
+    workspace: Workspace,
+    plan: str,
+    base: str,
+    make_registry: Callable[..., RunningRegistry],
+    refs: list[str],
+    *,
+    profile: str | None = None,
+) -> PipelineResult:
+    """``run_pipeline`` of ``plan`` on ``base`` into a new push registry and a new mirror;
+    what it made in the engine is added to ``refs``."""
+    push_to, mirror_to = make_registry("none"), make_registry("none")
+    result = run_pipeline(
+        workspace,
+        plan,
+        registry=push_to.host,
+        mirror=mirror_to.host,
+        base_override=base,
+        profile=profile,
+    )
+    remember_images(result.to_json(), refs)
+    return result
