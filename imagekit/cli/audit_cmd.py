@@ -9,7 +9,7 @@ import click
 from imagekit.audit.runner import DEFAULT_TIMEOUT_S
 from imagekit.audit.stage import AuditRequest, AuditResult, audit
 from imagekit.audit.vulns import FailOn, VulnPolicy, fails
-from imagekit.cli._common import echo_err, json_option, run, vuln_options
+from imagekit.cli._common import echo_err, json_option, parsed, run, vuln_options
 from imagekit.errors import UsageError
 from imagekit.workspace import Workspace
 
@@ -62,7 +62,7 @@ def _human(result: AuditResult) -> None:
 )
 @click.option(
     "--expect-overlay",
-    "expected",
+    "expected_paths",
     multiple=True,
     metavar="PATH",
     help="A file in the image expected to differ from its RECORD (repeatable).",
@@ -86,7 +86,7 @@ def command(
     offline: bool,
     host: bool,
     platform: str | None,
-    expected: tuple[str, ...],
+    expected_paths: tuple[str, ...],
     timeout_s: float,
     vuln_db: Path | None,
     max_age: int,
@@ -102,17 +102,7 @@ def command(
     def action() -> AuditResult:
         if host == bool(ref):
             raise UsageError("give REF or --host (one of them)", hint="imagekit audit --help")
-        request = AuditRequest(
-            ref=ref,
-            profile=profile,
-            plan=plan,
-            offline=offline,
-            host=host,
-            expected_paths=tuple(expected),
-            platform=platform,
-            timeout_s=timeout_s,
-            vulns=VulnPolicy(vuln_db, max_age, fail_on),
-        )
+        request = parsed(AuditRequest, vulns=VulnPolicy(vuln_db, max_age, fail_on))
         result = audit(Workspace.from_env(Path.cwd()), request)
         if as_json:  # stdout is the JSON document; the path and the note still reach the user
             echo_err(f"evidence: {result.evidence_dir}")

@@ -199,3 +199,84 @@ def test_an_interrupt_is_exit_130_with_one_document(monkeypatch: pytest.MonkeyPa
     assert "Aborted" not in result.output and "interrupted" in result.stderr
     human = CliRunner().invoke(main, ["inspect", "127.0.0.1:1/x:y"])
     assert human.exit_code == 130 and human.stdout == ""
+
+
+# Each command hands its options on by name (cli._common.parsed). A stage parameter renamed
+# without its option would leave that option silently unused: this table is what each command
+# keeps for itself (its --json, and what it converts or hands on positionally), so any other
+# option that the stage does not take fails here.
+_KEPT_BY_COMMAND = [
+    ("build_cmd", None, "imagekit.build:BuildOptions", {"as_json", "name", "no_assertions"}),
+    ("nightly_cmd", None, "imagekit.flows.nightly:NightOptions", {"as_json", "markdown", "plans"}),
+    (
+        "pipeline_cmd",
+        None,
+        "imagekit.flows.pipeline:run_pipeline",
+        {"as_json", "fail_on", "max_age", "vuln_db"},
+    ),
+    ("pull_cmd", None, "imagekit.pull:final_pull", {"address", "as_json", "namespace", "runtime"}),
+    ("pull_cmd", None, "imagekit.pull:final_pull_containerd", {"as_json", "runtime"}),
+    ("ledger_cmd", "record-pod", "imagekit.ledger.pods:record_pod", {"as_json", "ledger"}),
+    (
+        "audit_cmd",
+        None,
+        "imagekit.audit.stage:AuditRequest",
+        {"as_json", "fail_on", "max_age", "vuln_db"},
+    ),
+]
+
+
+@pytest.mark.parametrize(("module", "sub", "target", "kept"), _KEPT_BY_COMMAND)
+def test_every_option_a_command_hands_on_is_taken_by_its_stage(
+    module: str, sub: str | None, target: str, kept: set[str]
+) -> None:
+    import importlib
+    import inspect
+
+    command = importlib.import_module(f"imagekit.cli.{module}").command
+    if sub is not None:
+        assert isinstance(command, click.Group)
+        command = command.commands[sub]
+    where, _, attribute = target.partition(":")
+    taken = set(inspect.signature(getattr(importlib.import_module(where), attribute)).parameters)
+    options = {param.name for param in command.params if param.name is not None}
+    assert options - taken == kept
+    assert not kept & taken, "an option kept by the command shadows a stage parameter"
+
+
+def test_parsed_refuses_a_value_of_the_wrong_type_and_a_name_the_target_lacks() -> None:
+    from dataclasses import dataclass
+
+    from imagekit.cli._common import parsed
+
+    @dataclass(frozen=True)
+    class Options:
+        count: int
+        label: str | None = None
+
+    seen: list[Options] = []
+
+    @click.command()
+    @click.option("--count", default="3")  # a string: wired wrong on purpose
+    @click.option("--label", default=None)
+    def wrong(count: str, label: str | None) -> None:
+        seen.append(parsed(Options))
+
+    @click.command()
+    @click.option("--count", type=int, default=3)
+    def right(count: int) -> None:
+        seen.append(parsed(Options, label="x"))
+
+    @click.command()
+    @click.option("--count", type=int, default=3)
+    def unknown(count: int) -> None:
+        seen.append(parsed(Options, colour="red"))
+
+    runner = CliRunner()
+    assert runner.invoke(right, []).exit_code == 0
+    assert seen == [Options(count=3, label="x")]
+    failed = runner.invoke(wrong, [])
+    assert isinstance(failed.exception, TypeError)
+    assert "count='3'" in str(failed.exception)
+    assert isinstance(runner.invoke(unknown, []).exception, TypeError)
+    assert len(seen) == 1

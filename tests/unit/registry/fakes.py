@@ -15,11 +15,12 @@ from typing import Any
 import httpx
 
 from imagekit.registry import RegistryClient, RetryPolicy
-from tests.support.oci_layout import OCI_CONFIG, OCI_GZIP, sha256, tar_of
+from tests.support.media_types import OCI_CONFIG, OCI_GZIP, sha256
 
 # The tests name these through fakes, as they did when fakes defined them.
-from tests.support.oci_layout import OCI_INDEX as OCI_INDEX
-from tests.support.oci_layout import OCI_MANIFEST as OCI_MANIFEST
+from tests.support.media_types import OCI_INDEX as OCI_INDEX
+from tests.support.media_types import OCI_MANIFEST as OCI_MANIFEST
+from tests.support.oci_layout import tar_of
 
 HOST = "registry.example.test"
 sha = sha256
