@@ -63,7 +63,7 @@ from imagekit.ledger import (
     RejectedBuildDetails,
     append_record,
 )
-from imagekit.plan import LoadedPlan, load_plan, plan_path
+from imagekit.plan import LoadedPlan, load_named_plan
 from imagekit.refs import Digest, Reference, parse_reference
 from imagekit.registry import RegistryClient, ResolvedImage
 from imagekit.render import (
@@ -417,11 +417,7 @@ def build_plan(
     """
     options = options or BuildOptions()
     echo = echo or sys.stderr
-    loaded = load_plan(
-        plan_path(workspace.plans_dir, name),
-        dockerfiles_dir=workspace.dockerfiles_dir,
-        base_override=options.base_override,
-    )
+    loaded = load_named_plan(workspace, name, base_override=options.base_override)
     if options.push is not None:
         check_push_repo(options.push)
     rendered = render(loaded)

@@ -22,7 +22,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal
 
 import yaml
 from packaging.requirements import InvalidRequirement, Requirement
@@ -40,6 +40,9 @@ from pydantic_core import PydanticCustomError
 
 from imagekit.errors import BaseDigestTruncated, PlanError, ReferenceFormatError
 from imagekit.refs import Digest, Platform, Reference, is_tag, parse_platform, parse_reference
+
+if TYPE_CHECKING:
+    from imagekit.workspace import Workspace
 
 PIN_HINT = "`imagekit inspect REF` prints the digest to pin"
 PLAN_NAME = re.compile(r"[a-z0-9][a-z0-9._-]{0,62}")
@@ -706,6 +709,17 @@ def plan_path(plans_dir: Path, name: str) -> Path:
     if not PLAN_NAME.fullmatch(name):
         raise PlanError(f"{name!r} is not a plan name", hint="`imagekit plans list` shows them")
     return plans_dir / f"{name}.yaml"
+
+
+def load_named_plan(
+    workspace: Workspace, name: str, *, base_override: str | None = None
+) -> LoadedPlan:
+    """Plan ``name`` of a workspace, its overlay sources read from the workspace's folder."""
+    return load_plan(
+        plan_path(workspace.plans_dir, name),
+        dockerfiles_dir=workspace.dockerfiles_dir,
+        base_override=base_override,
+    )
 
 
 def _read_bytes(path: Path) -> bytes:

@@ -381,10 +381,7 @@ class ContainerdPullResult(_Verdict):
     resolved: ResolvedImage
     store: ctrd.StoreImage
     pull: ctrd.PullOutput
-    containerd_version: str
-    address: str
-    namespace: str
-    snapshotter: str
+    containerd: ContainerdStore
     chain_id: Digest
     snapshot: ctrd.SnapshotInfo | None
     snapshot_label: str | None
@@ -413,9 +410,10 @@ class ContainerdPullResult(_Verdict):
 
     @property
     def scope(self) -> str:
+        node = self.containerd
         store = (
-            f"containerd {self.containerd_version} on {self.where} (namespace "
-            f"{self.namespace}, snapshotter {self.snapshotter}, CRI plugin on)"
+            f"containerd {node.version} on {self.where} (namespace "
+            f"{node.namespace}, snapshotter {node.snapshotter}, CRI plugin on)"
         )
         return self._scope(
             store,
@@ -447,12 +445,7 @@ class ContainerdPullResult(_Verdict):
                 "config_digest": str(self.resolved.config_digest),
                 "diff_ids": [str(d) for d in self.resolved.diff_ids],
             },
-            "containerd": {
-                "version": self.containerd_version,
-                "address": self.address,
-                "namespace": self.namespace,
-                "snapshotter": self.snapshotter,
-            },
+            "containerd": self.containerd.to_json(),
         }
         return {"runtime": "containerd", **self._document(details)}
 
@@ -595,10 +588,12 @@ def final_pull_containerd(
         resolved=resolved,
         store=image,
         pull=pulled,
-        containerd_version=store.version,
-        address=store.address,
-        namespace=store.namespace,
-        snapshotter=store.snapshotter,
+        containerd=ContainerdStore(
+            version=store.version,
+            address=store.address,
+            namespace=store.namespace,
+            snapshotter=store.snapshotter,
+        ),
         chain_id=computed_chain,
         snapshot=snapshot,
         snapshot_label=label,
@@ -640,7 +635,7 @@ def final_pull_containerd(
             repository=ref.name,
             repo_digests=list(result.repo_digests),
             engine_version=f"containerd {store.version}",
-            containerd=ContainerdStore(**document["containerd"]),
+            containerd=result.containerd,
             expected_manifest_digest=str(expected),
             expected_config_digest=str(resolved.config_digest),
             **{key: document[key] for key in keys},

@@ -71,7 +71,7 @@ from imagekit.ledger.record import (
     GuardReport,
     OverlayLayerDetails,
 )
-from imagekit.plan import LoadedPlan, Overlay, Plan, load_plan, plan_path
+from imagekit.plan import LoadedPlan, Overlay, Plan, load_named_plan
 from imagekit.refs import Digest, Reference
 from imagekit.registry import Descriptor, RegistryClient, ResolvedImage
 from imagekit.registry.upload import BlobSource, CopyResult, push_manifest
@@ -319,11 +319,7 @@ def assemble_plan(
     """
     options = options or AssembleOptions()
     started = time.monotonic()
-    loaded = load_plan(
-        plan_path(workspace.plans_dir, name),
-        dockerfiles_dir=workspace.dockerfiles_dir,
-        base_override=options.base_override,
-    )
+    loaded = load_named_plan(workspace, name, base_override=options.base_override)
     blockers = engine_steps(loaded.plan)
     if blockers:
         raise UsageError(

@@ -20,7 +20,7 @@ from imagekit.assemble.builder import (
 )
 from imagekit.build import BuildOptions, BuildResult, build_plan
 from imagekit.errors import UsageError
-from imagekit.plan import Plan, load_plan, plan_path
+from imagekit.plan import Plan, load_named_plan
 from imagekit.workspace import Workspace
 
 BUILDERS = ("auto", "registry", "engine")
@@ -44,11 +44,7 @@ def build_image(
 ) -> BuildResult | AssembleResult:
     """Build plan ``name`` with the builder ``options.builder`` names or ``auto`` picks."""
     options = options or BuildOptions()
-    loaded = load_plan(
-        plan_path(workspace.plans_dir, name),
-        dockerfiles_dir=workspace.dockerfiles_dir,
-        base_override=options.base_override,
-    )
+    loaded = load_named_plan(workspace, name, base_override=options.base_override)
     if choose_builder(loaded.plan, options.builder, options.push) == "engine":
         if options.index or not options.assertions:
             flag = "--index" if options.index else "--no-assertions"

@@ -11,7 +11,6 @@ import sys
 import threading
 from collections.abc import Callable
 from pathlib import Path
-from types import TracebackType
 from typing import Any, TypeVar
 
 import click
@@ -52,12 +51,7 @@ class _Bars:
         self._progress.start()
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         self._progress.stop()
 
     def start(self, index: int, digest: str, total: int) -> None:

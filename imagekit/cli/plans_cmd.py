@@ -13,8 +13,7 @@ from imagekit.plan import (
     LoadedPlan,
     PlanSummary,
     list_plans,
-    load_plan,
-    plan_path,
+    load_named_plan,
     plan_schema,
     validate_plans,
 )
@@ -74,7 +73,7 @@ def show_cmd(name: str, as_json: bool) -> None:
     """Show one plan as parsed (with the sha256 of its file)."""
     ws = Workspace.from_env()
     run(
-        lambda: load_plan(plan_path(ws.plans_dir, name), dockerfiles_dir=ws.dockerfiles_dir),
+        lambda: load_named_plan(ws, name),
         as_json=as_json,
         human=lambda loaded: click.echo(json.dumps(_plan_json(loaded), indent=2)),
         to_json=_plan_json,

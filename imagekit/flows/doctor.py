@@ -29,7 +29,7 @@ from typing import Any
 from imagekit.build import CA_ENV, DEFAULT_CA_BUNDLE
 from imagekit.engine import DockerEngine
 from imagekit.errors import ImagekitError
-from imagekit.plan import LoadedPlan, PipInstall, load_plan, plan_path
+from imagekit.plan import LoadedPlan, PipInstall, load_named_plan
 from imagekit.refs import Platform, parse_reference, repository_for
 from imagekit.registry.client import RegistryClient
 from imagekit.workspace import Workspace
@@ -405,11 +405,7 @@ def run_doctor(
     facts = facts or HostFacts()
     plan: LoadedPlan | None = None
     if plan_name is not None:
-        plan = load_plan(
-            plan_path(workspace.plans_dir, plan_name),
-            dockerfiles_dir=workspace.dockerfiles_dir,
-            base_override=base_override,
-        )
+        plan = load_named_plan(workspace, plan_name, base_override=base_override)
     checks: list[PreflightCheck] = []
     engine_check, engine = check_engine()
     checks.append(engine_check)

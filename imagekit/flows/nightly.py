@@ -64,7 +64,7 @@ from imagekit.errors import (
 from imagekit.evidence import new_run_dir, write_bytes, write_json
 from imagekit.layerdiff import ComparisonVerdict, ImageComparison, RegistryImage, compare_images
 from imagekit.ledger import LedgerRecord, NightlyDetails, append_record, read_records
-from imagekit.plan import LoadedPlan, list_plans, load_plan, plan_path
+from imagekit.plan import LoadedPlan, list_plans, load_named_plan
 from imagekit.refs import parse_reference, repository_for
 from imagekit.registry.client import RegistryClient
 from imagekit.upstream import TagState, UpstreamTag, watch_tag
@@ -785,11 +785,7 @@ def _night_for_plan(
     client: RegistryClient,
     echo: TextIO,
 ) -> PlanNight:
-    loaded = load_plan(
-        plan_path(workspace.plans_dir, name),
-        dockerfiles_dir=workspace.dockerfiles_dir,
-        base_override=options.base_override,
-    )
+    loaded = load_named_plan(workspace, name, base_override=options.base_override)
     tag = loaded.plan.base.found_as
     if tag is None:
         if options.watch_only:

@@ -125,23 +125,15 @@ class _Findings:
         self._items: list[tuple[int, Problem]] = []
 
     def add(
-        self,
-        kind: ProblemKind,
-        message: str,
-        *,
-        entry: Entry | None = None,
-        line: int | None = None,
-        seq: int | None = None,
-        at: int | None = None,
+        self, kind: ProblemKind, message: str, of: Entry | int | None, *, at: int | None = None
     ) -> None:
-        """Record a problem of ``entry`` (its line and seq), or of an explicit line/seq.
+        """Record a problem of a record (its line and seq), of a line that holds none, or
+        (None) of the ledger as a whole.
 
         ``at`` is the line the problem sorts by when it is not the problem's own line (an
         edit is found on the line after the edited one).
         """
-        if entry is not None:
-            line = entry.line_no if line is None else line
-            seq = entry.record.seq if seq is None else seq
+        line, seq = (of, None) if not isinstance(of, Entry) else (of.line_no, of.record.seq)
         order = at if at is not None else (line or 0)
         self._items.append((order, Problem(kind, line, seq, message)))
 
@@ -181,7 +173,7 @@ def _blame_prev(
             "edited",
             f"{_where(entry)} was edited: {what}, and seq {entries[i + 1].record.seq} recorded "
             f"another hash for it",
-            entry=entry,
+            entry,
         )
         return True
     if last and head is None:
@@ -190,16 +182,16 @@ def _blame_prev(
             f"{_where(entry)} does not chain: {what}; either seq {before.record.seq} or the prev "
             f"of seq {rec.seq} was edited, which only the newest record's hash kept elsewhere "
             "can tell (`imagekit ledger verify --head HASH` or `--lock FILE`)",
-            entry=entry,
+            entry,
         )
     elif last and head is not None and head.seq in (None, rec.seq) and head.head != entry.digest:
-        found.add("edited", f"{_where(entry)} was edited: {what}", entry=entry)
+        found.add("edited", f"{_where(entry)} was edited: {what}", entry)
     else:
         found.add(
             "edited",
             f"record seq {before.record.seq} (line {before.line_no}) was edited: its bytes hash "
             f"to {before.digest}, but seq {rec.seq} recorded {rec.prev}",
-            entry=before,
+            before,
             at=entry.line_no,
         )
     return False
@@ -217,13 +209,13 @@ def _check_chain(entries: tuple[Entry, ...], head: HeadClaim | None, found: _Fin
         expected_seq = previous.record.seq + 1 if previous else 1
         where = _where(entry)
         if rec.seq in seen:
-            found.add("duplicated", f"{where} repeats a sequence number already seen", entry=entry)
+            found.add("duplicated", f"{where} repeats a sequence number already seen", entry)
         elif rec.seq > expected_seq and expected_seq in all_seqs:
             found.add(
                 "reordered",
                 f"{where} stands where seq {expected_seq} belongs (seq {expected_seq} "
                 "comes later in the file): records were reordered",
-                entry=entry,
+                entry,
             )
         elif rec.seq > expected_seq:
             missing = (
@@ -232,18 +224,16 @@ def _check_chain(entries: tuple[Entry, ...], head: HeadClaim | None, found: _Fin
                 else f"seq {expected_seq}..{rec.seq - 1}"
             )
             after = "" if previous is None else f" after seq {previous.record.seq}"
-            found.add("deleted", f"{missing} missing before {where}: deleted{after}", entry=entry)
+            found.add("deleted", f"{missing} missing before {where}: deleted{after}", entry)
         elif rec.seq < expected_seq:
             found.add(
                 "reordered",
                 f"{where} comes after seq {previous.record.seq if previous else 0}: "
                 "records were reordered",
-                entry=entry,
+                entry,
             )
         elif previous is None and rec.prev is not None:
-            found.add(
-                "edited", f"{where} is the first record but names a previous one", entry=entry
-            )
+            found.add("edited", f"{where} is the first record but names a previous one", entry)
         elif previous is not None and rec.prev != previous.digest:
             if not explained:
                 explained = _blame_prev(entries, i, head, found)
@@ -254,7 +244,7 @@ def _check_chain(entries: tuple[Entry, ...], head: HeadClaim | None, found: _Fin
             found.add(
                 "edited",
                 f"{where} is not in the form imagekit writes: it was edited by hand",
-                entry=entry,
+                entry,
             )
         explained = False
         seen.add(rec.seq)
@@ -274,7 +264,7 @@ def _check_evidence(workspace: Workspace, entries: tuple[Entry, ...], found: _Fi
             found.add(
                 "evidence-missing",
                 f"evidence {ref.path} of {_where(entry)} is missing",
-                entry=entry,
+                entry,
             )
             continue
         actual = str(file_digest(target))
@@ -283,7 +273,7 @@ def _check_evidence(workspace: Workspace, entries: tuple[Entry, ...], found: _Fi
                 "evidence-changed",
                 f"evidence {ref.path} of {_where(entry)} changed: recorded {ref.sha256}, "
                 f"now {actual}",
-                entry=entry,
+                entry,
             )
     return checked
 
@@ -293,7 +283,7 @@ def _check_claim(result: Scan, claim: HeadClaim, found: _Findings) -> None:
     mismatch = _claim_mismatch(result.entries, claim)
     if mismatch is not None:
         message, entry = mismatch
-        found.add("head-mismatch", message, entry=entry)
+        found.add("head-mismatch", message, entry)
 
 
 def _claim_mismatch(
@@ -343,7 +333,7 @@ def verify_scan(
             "malformed",
             f"line {line_no} is not a ledger record ({len(raw)} bytes): it was edited "
             "by hand or written by something else",
-            line=line_no,
+            line_no,
         )
     _check_chain(result.entries, claim, found)
     evidence_checked = _check_evidence(workspace, result.entries, found)
@@ -355,7 +345,7 @@ def verify_scan(
             f"line {torn.line} is torn: {torn.length} bytes at offset {torn.offset} "
             "without a newline, left by an append that did not finish; "
             "`imagekit ledger repair` completes it or moves it aside",
-            line=torn.line,
+            torn.line,
         )
     if claim is not None:
         _check_claim(result, claim, found)
