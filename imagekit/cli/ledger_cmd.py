@@ -10,7 +10,7 @@ import click
 from imagekit.cli._common import FILE_PATH, echo_err, json_option, parsed, run, unless_ok
 from imagekit.ledger import KINDS, ShowResult, VerifyReport, repair, show, verify
 from imagekit.ledger.lockfile import LockResult, encode_lock, write_lock
-from imagekit.ledger.pods import PodReport, record_pod
+from imagekit.ledger.pods import PodOptions, PodReport, record_pod
 from imagekit.workspace import Workspace
 
 ledger_option = click.option(
@@ -189,7 +189,7 @@ def record_pod_cmd(
         echo_err(f"recorded seq {seqs[0]}..{seqs[-1]}" if seqs else "nothing recorded")
 
     run(
-        lambda: parsed(record_pod, _workspace(ledger), pod_json),
+        lambda: record_pod(_workspace(ledger), pod_json, parsed(PodOptions)),
         as_json=as_json,
         human=human,
         exit_code=unless_ok,

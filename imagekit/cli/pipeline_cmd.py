@@ -8,7 +8,7 @@ import click
 
 from imagekit.audit.vulns import FailOn, VulnPolicy
 from imagekit.cli._common import echo_lines, json_option, parsed, run, vuln_options
-from imagekit.flows.pipeline import PipelineResult, StageStatus, run_pipeline
+from imagekit.flows.pipeline import PipelineOptions, PipelineResult, StageStatus, run_pipeline
 from imagekit.workspace import Workspace
 
 
@@ -61,8 +61,10 @@ def command(
         click.echo(f"summary: {result.evidence}")
 
     run(
-        lambda: parsed(
-            run_pipeline, Workspace.from_env(), name, vulns=VulnPolicy(vuln_db, max_age, fail_on)
+        lambda: run_pipeline(
+            Workspace.from_env(),
+            name,
+            parsed(PipelineOptions, vulns=VulnPolicy(vuln_db, max_age, fail_on)),
         ),
         as_json=as_json,
         human=human,

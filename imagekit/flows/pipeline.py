@@ -41,6 +41,24 @@ PASSED, FAILED, ERROR, NOT_RUN = StageStatus
 
 
 @dataclass(frozen=True)
+class PipelineOptions:
+    """Where one run pushes and mirrors, and what its build and audit take instead of the
+    plan's own.
+
+    ``profile`` audits with another profile than the plan's (a name or a YAML file), e.g. one
+    that says which checks a replica base cannot carry; the audit record names it.
+    ``vulns`` is the audit's vulnerability database and --fail-on, as `imagekit audit` takes
+    them: findings it fails on stop the run before the push.
+    """
+
+    registry: str
+    mirror: str
+    base_override: str | None = None
+    profile: str | None = None
+    vulns: VulnPolicy = field(default_factory=VulnPolicy)
+
+
+@dataclass(frozen=True)
 class StageOutcome:
     stage: str
     status: StageStatus
@@ -157,15 +175,11 @@ class _Context:
 
     workspace: Workspace
     name: str
-    base_override: str | None
-    registry: str
-    mirror: str
+    options: PipelineOptions
     push_repo: str
     mirror_repo: str
     echo: TextIO
     no_cache: bool = False
-    profile: str | None = None  # the audit profile, when not the plan's own
-    vulns: VulnPolicy = field(default_factory=VulnPolicy)
     tag: str | None = None
     image_id: str | None = None
     pushed: str | None = None
@@ -179,9 +193,9 @@ Stage = Callable[[_Context], StageOutcome]
 def _doctor(ctx: _Context) -> StageOutcome:
     from imagekit.flows.doctor import run_doctor
 
-    registries = [("push", ctx.registry), ("mirror", ctx.mirror)]
+    registries = [("push", ctx.options.registry), ("mirror", ctx.options.mirror)]
     report = run_doctor(
-        ctx.workspace, ctx.name, registries=registries, base_override=ctx.base_override
+        ctx.workspace, ctx.name, registries=registries, base_override=ctx.options.base_override
     )
     run_dir = new_run_dir(ctx.workspace.evidence_dir, ctx.name, "doctor")
     path = run_dir / "doctor.json"
@@ -200,7 +214,7 @@ def _build(ctx: _Context) -> StageOutcome:
     result = build_plan(
         ctx.workspace,
         ctx.name,
-        BuildOptions(base_override=ctx.base_override, no_cache=ctx.no_cache),
+        BuildOptions(base_override=ctx.options.base_override, no_cache=ctx.no_cache),
         echo=ctx.echo,
     )
     ctx.tag, ctx.image_id = result.tag, result.image_id
@@ -222,8 +236,8 @@ def _audit(ctx: _Context) -> StageOutcome:
     request = AuditRequest(
         ref=ctx.tag or ctx.image_id,
         plan=ctx.name,
-        profile=ctx.profile,
-        vulns=ctx.vulns,
+        profile=ctx.options.profile,
+        vulns=ctx.options.vulns,
     )
     result = audit(ctx.workspace, request)
     status = result.verdict.status
@@ -233,7 +247,9 @@ def _audit(ctx: _Context) -> StageOutcome:
     # audit's records and fails nothing, as in `imagekit audit`.
     if result.exit_code != 0 and status.accepted:
         findings = len(result.vulns.findings)
-        detail = f"{status}; {findings} vulnerability findings (--fail-on {ctx.vulns.fail_on})"
+        detail = (
+            f"{status}; {findings} vulnerability findings (--fail-on {ctx.options.vulns.fail_on})"
+        )
     return StageOutcome(
         "audit",
         PASSED if result.exit_code == 0 else FAILED,
@@ -328,35 +344,17 @@ _STAGE_FUNCTIONS: dict[str, Stage] = {
 
 
 def run_pipeline(
-    workspace: Workspace,
-    name: str,
-    *,
-    registry: str,
-    mirror: str,
-    base_override: str | None = None,
-    echo: TextIO | None = None,
-    profile: str | None = None,
-    vulns: VulnPolicy | None = None,
+    workspace: Workspace, name: str, options: PipelineOptions, *, echo: TextIO | None = None
 ) -> PipelineResult:
-    """Run every stage for plan ``name``; a stage's no or failure stops the rest.
-
-    ``profile`` audits with another profile than the plan's (a name or a YAML file), e.g. one
-    that says which checks a replica base cannot carry; the audit record names it.
-    ``vulns`` is the audit's vulnerability database and --fail-on, as `imagekit audit` takes
-    them: findings it fails on stop the run before the push.
-    """
+    """Run every stage for plan ``name``; a stage's no or failure stops the rest."""
     echo = echo or sys.stderr
     ctx = _Context(
         workspace=workspace,
         name=name,
-        base_override=base_override,
-        registry=registry,
-        mirror=mirror,
-        push_repo=repository_for(registry, name),
-        mirror_repo=repository_for(mirror, name),
+        options=options,
+        push_repo=repository_for(options.registry, name),
+        mirror_repo=repository_for(options.mirror, name),
         echo=echo,
-        profile=profile,
-        vulns=vulns or VulnPolicy(),
     )
     if ctx.push_repo == ctx.mirror_repo:
         raise UsageError(

@@ -283,22 +283,34 @@ def judge_against_pull(
     return verdict, reason, pulled
 
 
+@dataclass(frozen=True)
+class PodOptions:
+    """What a pod's containers are checked against, and how the result is kept.
+
+    The expected digests come from one of ``expect`` (with ``expect_config`` for a bare
+    image ID), ``plan`` (its newest push record) or ``against_final_pull`` (the node's
+    containerd final pull); ``where`` labels the cluster (default: the pod's node).
+    """
+
+    plan: str | None = None
+    expect: str | None = None
+    expect_config: str | None = None
+    container: str | None = None
+    where: str | None = None
+    record: bool = True
+    against_final_pull: bool = False
+
+
 def record_pod(
-    workspace: Workspace,
-    pod_json: Path,
-    *,
-    plan: str | None = None,
-    expect: str | None = None,
-    expect_config: str | None = None,
-    container: str | None = None,
-    where: str | None = None,
-    record: bool = True,
-    against_final_pull: bool = False,
+    workspace: Workspace, pod_json: Path, options: PodOptions | None = None
 ) -> PodReport:
     """Check each container's imageID against the expected digests; one record each."""
+    options = options or PodOptions()
+    plan, expect, expect_config = options.plan, options.expect, options.expect_config
+    container, where = options.container, options.where
     manifest: Digest | None = None
     config: Digest | None = None
-    pulls = containerd_pulls(workspace) if against_final_pull else None
+    pulls = containerd_pulls(workspace) if options.against_final_pull else None
     if pulls is not None:
         if expect is not None or expect_config is not None:
             raise UsageError(
@@ -356,7 +368,7 @@ def record_pod(
             hint="record the pod after its containers were created",
         )
     evidence: Path | None = None
-    if record:
+    if options.record:
         run_dir = new_run_dir(workspace.evidence_dir, "pods", pending[0].pod)
         evidence = run_dir / "containers.json"
         write_json(

@@ -14,7 +14,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from imagekit.engine import Engine
-from imagekit.flows.pipeline import PipelineResult, run_pipeline
+from imagekit.flows.pipeline import PipelineOptions, PipelineResult, run_pipeline
 from imagekit.workspace import Workspace
 from tests.support.registries import RunningRegistry
 
@@ -62,10 +62,9 @@ def pipeline_into_fresh_registries(
     result = run_pipeline(
         workspace,
         plan,
-        registry=push_to.host,
-        mirror=mirror_to.host,
-        base_override=base,
-        profile=profile,
+        PipelineOptions(
+            registry=push_to.host, mirror=mirror_to.host, base_override=base, profile=profile
+        ),
     )
     remember_images(result.to_json(), refs)
     return result

@@ -35,7 +35,7 @@ from pathlib import Path
 from imagekit.assemble import AssembleOptions, assemble_plan
 from imagekit.audit.stage import AuditRequest, audit
 from imagekit.engine import connect
-from imagekit.flows.pipeline import run_pipeline
+from imagekit.flows.pipeline import PipelineOptions, run_pipeline
 from imagekit.pull import final_pull
 from imagekit.render import render_plans
 from imagekit.workspace import Workspace
@@ -143,7 +143,7 @@ def main(out: Path) -> int:
         render_plans(ws, None)
 
         accepted = run_pipeline(
-            ws, "demo-watch", registry=upstream_registry.host, mirror=mirror.host
+            ws, "demo-watch", PipelineOptions(registry=upstream_registry.host, mirror=mirror.host)
         )
         if not accepted.ok or accepted.final_reference is None:
             print(json.dumps([s.to_json() for s in accepted.stages], default=str))

@@ -211,12 +211,17 @@ _KEPT_BY_COMMAND = [
     (
         "pipeline_cmd",
         None,
-        "imagekit.flows.pipeline:run_pipeline",
-        {"as_json", "fail_on", "max_age", "vuln_db"},
+        "imagekit.flows.pipeline:PipelineOptions",
+        {"as_json", "fail_on", "max_age", "name", "vuln_db"},
     ),
     ("pull_cmd", None, "imagekit.pull:final_pull", {"address", "as_json", "namespace", "runtime"}),
     ("pull_cmd", None, "imagekit.pull:final_pull_containerd", {"as_json", "runtime"}),
-    ("ledger_cmd", "record-pod", "imagekit.ledger.pods:record_pod", {"as_json", "ledger"}),
+    (
+        "ledger_cmd",
+        "record-pod",
+        "imagekit.ledger.pods:PodOptions",
+        {"as_json", "ledger", "pod_json"},
+    ),
     (
         "audit_cmd",
         None,

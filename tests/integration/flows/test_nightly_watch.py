@@ -38,7 +38,7 @@ from imagekit.flows.nightly import (
     find_baseline,
     run_nightly,
 )
-from imagekit.flows.pipeline import run_pipeline
+from imagekit.flows.pipeline import PipelineOptions, run_pipeline
 from imagekit.ledger import LedgerRecord, NightlyDetails, read_records, verify
 from imagekit.plan import load_plan, plan_path
 from imagekit.pull import final_pull
@@ -144,7 +144,9 @@ def project(
     # What was made on the bases goes first, then the bases.
     with removing(engine) as stacked, removing(engine) as made:
         stacked += [bases.v1, bases.v2, bases.drifted]
-        accepted = run_pipeline(ws, "demo-watch", registry=push_to.host, mirror=mirror_to.host)
+        accepted = run_pipeline(
+            ws, "demo-watch", PipelineOptions(registry=push_to.host, mirror=mirror_to.host)
+        )
         remember_images(accepted.to_json(), made)
         assert accepted.ok, [s.to_json() for s in accepted.stages]
         assert accepted.final_reference is not None

@@ -18,7 +18,14 @@ import pytest
 
 from imagekit.audit.vulns import VulnPolicy
 from imagekit.engine import Engine
-from imagekit.flows.pipeline import FAILED, NOT_RUN, PASSED, STAGES, run_pipeline
+from imagekit.flows.pipeline import (
+    FAILED,
+    NOT_RUN,
+    PASSED,
+    STAGES,
+    PipelineOptions,
+    run_pipeline,
+)
 from imagekit.ledger import read_records, verify
 from imagekit.workspace import Workspace
 from tests.support.base_image import BaseImage
@@ -111,9 +118,9 @@ def test_pipeline_demo_end_to_end(demo: Demo) -> None:
     again = run_pipeline(
         workspace,
         "demo",
-        registry=push_to.host,
-        mirror=mirror_to.host,
-        base_override=demo.base.reference,
+        PipelineOptions(
+            registry=push_to.host, mirror=mirror_to.host, base_override=demo.base.reference
+        ),
     )
     remember_images(again.to_json(), demo.refs)
     assert again.ok, [s.to_json() for s in again.stages]
@@ -148,9 +155,11 @@ def test_doctor_no_stops_before_the_build(demo: Demo) -> None:
     result = run_pipeline(
         workspace,
         "demo",
-        registry=demo.make_registry("none").host,
-        mirror=nothing_there,
-        base_override=demo.base.reference,
+        PipelineOptions(
+            registry=demo.make_registry("none").host,
+            mirror=nothing_there,
+            base_override=demo.base.reference,
+        ),
     )
     statuses = {s.stage: s.status for s in result.stages}
     assert statuses["doctor"] == FAILED
@@ -200,9 +209,14 @@ def test_known_vulnerabilities_stop_the_pipeline_before_the_push(
 
     # --fail-on never: the same findings are recorded, and the image goes on to the push.
     again = run_pipeline(
-        workspace, "demo", registry=push_to.host, mirror=mirror_to.host,
-        base_override=base_image.reference,
-        vulns=VulnPolicy(database=database, fail_on="never"),
-    )  # fmt: skip
+        workspace,
+        "demo",
+        PipelineOptions(
+            registry=push_to.host,
+            mirror=mirror_to.host,
+            base_override=base_image.reference,
+            vulns=VulnPolicy(database=database, fail_on="never"),
+        ),
+    )
     remember_images(again.to_json(), created_refs)
     assert again.ok, [s.to_json() for s in again.stages]

@@ -20,10 +20,13 @@ from imagekit.flows.pipeline import (
     NOT_RUN,
     PASSED,
     STAGES,
+    PipelineOptions,
     StageOutcome,
     run_pipeline,
 )
 from imagekit.workspace import Workspace
+
+_TWO = PipelineOptions(registry="127.0.0.1:1", mirror="127.0.0.1:2")
 
 
 @pytest.fixture
@@ -52,7 +55,7 @@ def patch_stages(monkeypatch: pytest.MonkeyPatch, behaviour: dict[str, Any]) -> 
 
 def test_all_stages_pass(ws: Workspace, monkeypatch: pytest.MonkeyPatch) -> None:
     called = patch_stages(monkeypatch, {})
-    result = run_pipeline(ws, "demo", registry="127.0.0.1:1", mirror="127.0.0.1:2")
+    result = run_pipeline(ws, "demo", _TWO)
     assert called == list(STAGES)
     assert result.ok and result.exit_code == 0
     assert [s.status for s in result.stages] == [PASSED] * len(STAGES)
@@ -68,7 +71,7 @@ def test_a_no_stops_the_run_and_the_rest_is_not_run(
     ws: Workspace, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     called = patch_stages(monkeypatch, {"audit": FAILED})
-    result = run_pipeline(ws, "demo", registry="127.0.0.1:1", mirror="127.0.0.1:2")
+    result = run_pipeline(ws, "demo", _TWO)
     assert called == ["doctor", "build", "audit"]
     statuses = {s.stage: s.status for s in result.stages}
     assert statuses["audit"] == FAILED
@@ -80,7 +83,7 @@ def test_a_no_stops_the_run_and_the_rest_is_not_run(
 
 def test_a_rejected_build_exits_1(ws: Workspace, monkeypatch: pytest.MonkeyPatch) -> None:
     patch_stages(monkeypatch, {"build": BuildRejected("assertion failed: pip check")})
-    result = run_pipeline(ws, "demo", registry="127.0.0.1:1", mirror="127.0.0.1:2")
+    result = run_pipeline(ws, "demo", _TWO)
     build = next(s for s in result.stages if s.stage == "build")
     assert build.status == FAILED and "pip check" in build.detail
     assert result.exit_code == 1
@@ -89,7 +92,7 @@ def test_a_rejected_build_exits_1(ws: Workspace, monkeypatch: pytest.MonkeyPatch
 
 def test_an_unreachable_registry_exits_3(ws: Workspace, monkeypatch: pytest.MonkeyPatch) -> None:
     patch_stages(monkeypatch, {"push": RegistryError("refused", registry="127.0.0.1:1")})
-    result = run_pipeline(ws, "demo", registry="127.0.0.1:1", mirror="127.0.0.1:2")
+    result = run_pipeline(ws, "demo", _TWO)
     assert {s.stage: s.status for s in result.stages}["push"] == ERROR
     assert result.exit_code == 3
 
@@ -102,17 +105,17 @@ def test_an_import_error_inside_a_stage_is_a_crash_not_a_reinstall_hint(
     a crash with its own exit code (tests/unit/test_cli.py)."""
     patch_stages(monkeypatch, {"mirror": ModuleNotFoundError("No module named 'x.upload'")})
     with pytest.raises(ModuleNotFoundError, match="x.upload"):
-        run_pipeline(ws, "demo", registry="127.0.0.1:1", mirror="127.0.0.1:2")
+        run_pipeline(ws, "demo", _TWO)
 
 
 def test_registry_and_mirror_must_differ(ws: Workspace) -> None:
     with pytest.raises(UsageError):
-        run_pipeline(ws, "demo", registry="127.0.0.1:1", mirror="127.0.0.1:1")
+        run_pipeline(ws, "demo", PipelineOptions(registry="127.0.0.1:1", mirror="127.0.0.1:1"))
 
 
 def test_a_reported_error_exits_3(ws: Workspace, monkeypatch: pytest.MonkeyPatch) -> None:
     patch_stages(monkeypatch, {"mirror": ERROR})  # e.g. a mirror verdict of "error"
-    result = run_pipeline(ws, "demo", registry="127.0.0.1:1", mirror="127.0.0.1:2")
+    result = run_pipeline(ws, "demo", _TWO)
     assert result.error is None and result.exit_code == 3
 
 
@@ -142,15 +145,12 @@ def _audit_with(
     ctx = pipeline._Context(
         workspace=ws,
         name="m3-vllm",
-        base_override=None,
-        registry="127.0.0.1:1",
-        mirror="127.0.0.1:2",
+        options=PipelineOptions(registry="127.0.0.1:1", mirror="127.0.0.1:2", **context),
         push_repo="127.0.0.1:1/imagekit/m3-vllm",
         mirror_repo="127.0.0.1:2/imagekit/m3-vllm",
         echo=__import__("io").StringIO(),
         tag="imagekit/m3-vllm:t",
         image_id="sha256:" + "b" * 64,
-        **context,
     )
     return seen, pipeline._audit(ctx)
 

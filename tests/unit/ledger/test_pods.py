@@ -10,7 +10,14 @@ import pytest
 
 from imagekit.errors import UsageError
 from imagekit.ledger import append_record, read_records, verify
-from imagekit.ledger.pods import MISMATCH, UNKNOWN, VERIFIED, parse_image_id, record_pod
+from imagekit.ledger.pods import (
+    MISMATCH,
+    UNKNOWN,
+    VERIFIED,
+    PodOptions,
+    parse_image_id,
+    record_pod,
+)
 from imagekit.workspace import Workspace
 from tests.unit.ledger.support import Rec, append_all, run_cli
 
@@ -41,7 +48,9 @@ def test_parse_image_id_forms(
 
 
 def test_containerd_pod_matches_and_is_recorded(ws: Workspace) -> None:
-    report = record_pod(ws, FIXTURES / "containerd_pod.json", plan="m3", expect=MANIFEST)
+    report = record_pod(
+        ws, FIXTURES / "containerd_pod.json", PodOptions(plan="m3", expect=MANIFEST)
+    )
     assert report.ok
     # Init containers are not the service; they are left out unless asked for by name.
     assert [(c.container, c.status) for c in report.checks] == [("server", VERIFIED)]
@@ -62,7 +71,7 @@ def test_containerd_pod_matches_and_is_recorded(ws: Workspace) -> None:
 
 
 def test_cri_dockerd_pod_with_docker_pullable_prefix(ws: Workspace) -> None:
-    report = record_pod(ws, FIXTURES / "cri_dockerd_pod.json", expect=MANIFEST)
+    report = record_pod(ws, FIXTURES / "cri_dockerd_pod.json", PodOptions(expect=MANIFEST))
     assert report.ok
     assert report.checks[0].image_id_raw == f"docker-pullable://{REPO}@{MANIFEST}"
     assert read_records(ws.ledger_path)[0].details["image_id_form"] == "repo-digest"
@@ -70,17 +79,17 @@ def test_cri_dockerd_pod_with_docker_pullable_prefix(ws: Workspace) -> None:
 
 def test_bare_image_id_needs_the_config_digest(ws: Workspace) -> None:
     path = FIXTURES / "cri_dockerd_image_id.json"
-    unknown = record_pod(ws, path, expect=MANIFEST)
+    unknown = record_pod(ws, path, PodOptions(expect=MANIFEST))
     assert not unknown.ok and unknown.checks[0].status == UNKNOWN
-    known = record_pod(ws, path, expect=MANIFEST, expect_config=CONFIG)
+    known = record_pod(ws, path, PodOptions(expect=MANIFEST, expect_config=CONFIG))
     assert known.ok and known.checks[0].status == VERIFIED
-    wrong = record_pod(ws, path, expect=MANIFEST, expect_config=OTHER)
+    wrong = record_pod(ws, path, PodOptions(expect=MANIFEST, expect_config=OTHER))
     assert wrong.checks[0].status == MISMATCH
     assert [r.status for r in read_records(ws.ledger_path)] == [UNKNOWN, VERIFIED, MISMATCH]
 
 
 def test_pod_list_with_one_mismatch_fails_and_records_both(ws: Workspace) -> None:
-    report = record_pod(ws, FIXTURES / "pod_list_mismatch.json", expect=MANIFEST)
+    report = record_pod(ws, FIXTURES / "pod_list_mismatch.json", PodOptions(expect=MANIFEST))
     assert not report.ok
     assert [(c.pod, c.status) for c in report.checks] == [("m3-a", VERIFIED), ("m3-b", MISMATCH)]
     assert OTHER in report.checks[1].reason
@@ -88,20 +97,22 @@ def test_pod_list_with_one_mismatch_fails_and_records_both(ws: Workspace) -> Non
 
 
 def test_pending_pod_is_unknown_not_a_pass(ws: Workspace) -> None:
-    report = record_pod(ws, FIXTURES / "pod_pending.json", expect=MANIFEST)
+    report = record_pod(ws, FIXTURES / "pod_pending.json", PodOptions(expect=MANIFEST))
     assert not report.ok and report.checks[0].status == UNKNOWN
     assert "not been created" in report.checks[0].reason
 
 
 def test_container_filter_reaches_init_containers(ws: Workspace) -> None:
     report = record_pod(
-        ws, FIXTURES / "containerd_pod.json", expect=MANIFEST, container="fetch-config"
+        ws, FIXTURES / "containerd_pod.json", PodOptions(expect=MANIFEST, container="fetch-config")
     )
     assert [(c.container, c.init, c.status) for c in report.checks] == [
         ("fetch-config", True, MISMATCH)
     ]
     with pytest.raises(UsageError, match="no container statuses"):
-        record_pod(ws, FIXTURES / "containerd_pod.json", expect=MANIFEST, container="nope")
+        record_pod(
+            ws, FIXTURES / "containerd_pod.json", PodOptions(expect=MANIFEST, container="nope")
+        )
 
 
 def _push(manifest: str, config: str) -> Rec:
@@ -111,12 +122,12 @@ def _push(manifest: str, config: str) -> Rec:
 
 def test_expected_digest_comes_from_the_plans_newest_push(ws: Workspace) -> None:
     with pytest.raises(UsageError, match="no ledger"):
-        record_pod(ws, FIXTURES / "cri_dockerd_image_id.json", plan="m3")
+        record_pod(ws, FIXTURES / "cri_dockerd_image_id.json", PodOptions(plan="m3"))
     append_record(ws, "push", plan="other", images={}, status="pushed", scope="")
     with pytest.raises(UsageError, match="no push record"):
-        record_pod(ws, FIXTURES / "cri_dockerd_image_id.json", plan="m3")
+        record_pod(ws, FIXTURES / "cri_dockerd_image_id.json", PodOptions(plan="m3"))
     append_all(ws, _push(OTHER, OTHER), _push(MANIFEST, CONFIG))
-    report = record_pod(ws, FIXTURES / "cri_dockerd_image_id.json", plan="m3")
+    report = record_pod(ws, FIXTURES / "cri_dockerd_image_id.json", PodOptions(plan="m3"))
     assert report.ok
     assert report.expected_manifest_digest == MANIFEST
     assert report.expected_config_digest == CONFIG
@@ -128,10 +139,10 @@ def test_not_a_pod_is_usage_error(ws: Workspace, tmp_path: Path) -> None:
     bad = tmp_path / "svc.json"
     bad.write_text(json.dumps({"kind": "Service", "metadata": {"name": "x"}}))
     with pytest.raises(UsageError, match="not a Pod"):
-        record_pod(ws, bad, expect=MANIFEST)
+        record_pod(ws, bad, PodOptions(expect=MANIFEST))
     bad.write_text("{")
     with pytest.raises(UsageError, match="not JSON"):
-        record_pod(ws, bad, expect=MANIFEST)
+        record_pod(ws, bad, PodOptions(expect=MANIFEST))
 
 
 def _cli(ws: Workspace, *args: str) -> subprocess.CompletedProcess[str]:
@@ -195,18 +206,18 @@ def _containerd_pull(ws: Workspace, *, where: str, status: str = VERIFIED) -> No
 def test_pod_against_the_containerd_final_pull_of_its_node(ws: Workspace) -> None:
     pod = FIXTURES / "containerd_pod.json"
     with pytest.raises(UsageError, match="no ledger"):
-        record_pod(ws, pod, against_final_pull=True)
+        record_pod(ws, pod, PodOptions(against_final_pull=True))
     _containerd_pull(ws, where="gpu-node-01")
-    other_node = record_pod(ws, pod, against_final_pull=True).checks[0]
+    other_node = record_pod(ws, pod, PodOptions(against_final_pull=True)).checks[0]
     assert other_node.status == UNKNOWN and "on node gpu-node-07" in other_node.reason
     _containerd_pull(ws, where="gpu-node-07")
-    report = record_pod(ws, pod, against_final_pull=True)
+    report = record_pod(ws, pod, PodOptions(against_final_pull=True))
     assert report.ok and report.checks[0].final_pull is not None
     assert report.checks[0].final_pull.seq == 3
     rec = read_records(ws.ledger_path)[-1]
     assert rec.details["final_pull_seq"] == 3 and rec.details["expected_config_digest"] == CONFIG
     # The newest pull on the node counts: a later failed pull leaves nothing verified to match.
     _containerd_pull(ws, where="gpu-node-07", status=MISMATCH)
-    assert record_pod(ws, pod, against_final_pull=True).checks[0].status == UNKNOWN
+    assert record_pod(ws, pod, PodOptions(against_final_pull=True)).checks[0].status == UNKNOWN
     with pytest.raises(UsageError, match="from the node's final pull"):
-        record_pod(ws, pod, against_final_pull=True, expect=MANIFEST)
+        record_pod(ws, pod, PodOptions(against_final_pull=True, expect=MANIFEST))
