@@ -56,7 +56,7 @@ from imagekit.build import (
     record_rejected,
 )
 from imagekit.engine import Engine, connect
-from imagekit.errors import CouldNotFinish, PlanError, RegistryError, UsageError
+from imagekit.errors import CouldNotFinish, PlanError, RecordRefused, RegistryError, UsageError
 from imagekit.evidence import new_run_dir, write_bytes, write_json
 from imagekit.layers import layer_media_type as known_layer_type
 from imagekit.ledger import (
@@ -617,9 +617,19 @@ def _put_tag(run: _Run, image: ResolvedImage, made: _Made, pushed: CopyResult) -
 
 
 def _record(run: _Run, image: ResolvedImage, result: AssembleResult) -> AssembleResult:
-    """6. ``build`` and ``push`` in the ledger, after assemble.json is kept."""
-    workspace, loaded = run.workspace, run.loaded
+    """6. ``build`` and ``push`` in the ledger, after assemble.json is kept.
+
+    The image is pushed and tagged by now: a ledger that refuses the records does not hide
+    it (the refusal carries the result, as the engine build's does).
+    """
     write_json(run.run_dir / "assemble.json", result.to_json())
+    with RecordRefused.keeping(result):
+        build_seq, push_seq = _append_records(run, image, result)
+    return AssembleResult(**{**result.__dict__, "ledger": [build_seq, push_seq]})
+
+
+def _append_records(run: _Run, image: ResolvedImage, result: AssembleResult) -> tuple[int, int]:
+    workspace, loaded = run.workspace, run.loaded
     guards = "the overlay guards checked the base's files from its layers' indexes" + (
         "" if result.guard else " (no overlays)"
     )
@@ -670,4 +680,4 @@ def _record(run: _Run, image: ResolvedImage, result: AssembleResult) -> Assemble
             **({"index_digest": result.index_digest} if result.index_digest else {}),
         ),
     ).seq
-    return AssembleResult(**{**result.__dict__, "ledger": [build_seq, int(push_seq)]})
+    return build_seq, int(push_seq)

@@ -454,7 +454,7 @@ class _Night:
         Raises CheckFailed when the build is rejected (its record is kept by the builder),
         RecordRefused when the ledger refused the build's record (the image is removed).
         """
-        from imagekit.assemble import AssembleOptions, assemble_plan, choose_builder
+        from imagekit.assemble import AssembleOptions, AssembleResult, assemble_plan, choose_builder
         from imagekit.audit.stage import AuditRequest, audit
         from imagekit.build import BuildOptions, BuildResult, build_plan, push_image
         from imagekit.engine import connect, engine_errors
@@ -467,14 +467,19 @@ class _Night:
         made: list[str] = []
         try:
             if builder == "registry":
-                assembled = assemble_plan(
-                    self.workspace,
-                    self.name,
-                    AssembleOptions(push=repo, tag=tag, base_override=base),
-                    client=self.client,
-                    engine=engine,
-                    echo=self.echo,
-                )
+                try:
+                    assembled = assemble_plan(
+                        self.workspace,
+                        self.name,
+                        AssembleOptions(push=repo, tag=tag, base_override=base),
+                        client=self.client,
+                        engine=engine,
+                        echo=self.echo,
+                    )
+                except RecordRefused as refused:
+                    if isinstance(refused.result, AssembleResult):  # pushed, but not on record
+                        made.append(refused.result.pushed)
+                    raise
                 image_id, pushed = assembled.config_digest, assembled.pushed
                 audited = pushed
                 made.append(pushed)
@@ -572,6 +577,7 @@ class _Night:
 
 def _rejected(exc: CheckFailed) -> tuple[str, str | None]:
     """Why a candidate was rejected, in one line, and the image it was built as, if any."""
+    from imagekit.assemble import AssembleResult
     from imagekit.build import BuildResult
 
     if isinstance(exc, RecordRefused) and isinstance(exc.result, BuildResult):
@@ -580,6 +586,12 @@ def _rejected(exc: CheckFailed) -> tuple[str, str | None]:
             f"the candidate {built.image_id} was built, but the ledger refused its build "
             f"record: {exc.problem}"
         ), built.image_id
+    if isinstance(exc, RecordRefused) and isinstance(exc.result, AssembleResult):
+        assembled = exc.result  # pushed by digest and tagged; its records were refused
+        return (
+            f"the candidate {assembled.config_digest} was assembled and pushed as "
+            f"{assembled.pushed}, but the ledger refused its build record: {exc.problem}"
+        ), assembled.config_digest
     return exc.message.splitlines()[0], None
 
 

@@ -215,3 +215,35 @@ def test_auto_and_the_options_of_one_builder(
     assert result.exit_code == 2 and "--no-cache is an option of the engine" in result.stderr
     result = CliRunner().invoke(build_command, ["demo-auto", "--builder", "registry", *base])
     assert result.exit_code == 2 and "needs --push REPO" in result.stderr
+
+
+def test_a_ledger_that_refuses_the_records_does_not_hide_the_pushed_image(
+    base_image: BaseImage,
+    registry: RunningRegistry,
+    workspace: Workspace,
+    cache_dir: Path,
+    created_refs: list[str],
+) -> None:
+    from imagekit.errors import RecordRefused
+    from imagekit.flows.nightly import _rejected
+
+    name = _overlay_only(workspace, "demo-refused")
+    workspace.ledger_path.write_bytes(b'{"seq": 1')  # a torn line: every append is refused
+    repo = f"{registry.host}/imagekit-test/demo-refused"
+    with pytest.raises(RecordRefused) as info:
+        assemble_plan(
+            workspace,
+            name,
+            AssembleOptions(push=repo, base_override=base_image.reference, cache_dir=cache_dir),
+        )
+    kept = info.value.result
+    assert kept is not None and kept.__class__.__name__ == "AssembleResult"
+    pushed: str = getattr(kept, "pushed")  # noqa: B009 - typed object | None on the error
+    created_refs.append(pushed)
+    assert pushed.startswith(f"{repo}@sha256:")
+    assert json.loads(_skopeo("inspect", f"docker://{pushed}"))["Digest"] == pushed.split("@")[1]
+    assert workspace.ledger_path.read_bytes() == b'{"seq": 1'  # nothing appended behind it
+    # The night names the image it has to forget, as it does for an engine build.
+    why, image = _rejected(info.value)
+    assert image == getattr(kept, "config_digest")  # noqa: B009
+    assert pushed in why and "refused its build record" in why and "torn" in why
