@@ -138,34 +138,24 @@ class BuildResult:
         }
 
 
+@dataclass(eq=False, repr=False, kw_only=True)
 class BuildFailed(BuildRejected):
     """A build step failed; carries the step, its last lines and where the log is."""
 
-    def __init__(
-        self,
-        message: str,
-        *,
-        step: str | None,
-        last_lines: list[str],
-        log: Path,
-        reason: str,
-        hint: str | None = None,
-    ) -> None:
-        shown = "\n".join(f"  | {line}" for line in last_lines)
-        full = f"{message}\n  step: {step or '(unknown)'}\n{shown}\n  log: {log}"
-        super().__init__(full, hint=hint)
-        self.step = step
-        self.last_lines = last_lines
-        self.log = log
-        self.reason = reason
+    step: str | None
+    last_lines: list[str]
+    log: Path
+    reason: str
+
+    def __post_init__(self) -> None:
+        shown = "\n".join(f"  | {line}" for line in self.last_lines)
+        self.message = (
+            f"{self.message}\n  step: {self.step or '(unknown)'}\n{shown}\n  log: {self.log}"
+        )
+        super().__post_init__()
 
     def fields(self) -> dict[str, Any]:
-        return {
-            "step": self.step,
-            "last_lines": self.last_lines,
-            "log": str(self.log),
-            "reason": self.reason,
-        }
+        return {**super().fields(), "log": str(self.log)}
 
 
 @dataclass(frozen=True)

@@ -454,9 +454,9 @@ class _Night:
         Raises CheckFailed when the build is rejected (its record is kept by the builder),
         RecordRefused when the ledger refused the build's record (the image is removed).
         """
-        from imagekit.assemble import AssembleOptions, AssembleResult, assemble_plan, choose_builder
+        from imagekit.assemble import AssembleOptions, assemble_plan, choose_builder
         from imagekit.audit.stage import AuditRequest, audit
-        from imagekit.build import BuildOptions, BuildResult, build_plan, push_image
+        from imagekit.build import BuildOptions, build_plan, push_image
         from imagekit.engine import connect, engine_errors
 
         assert self.baseline is not None  # noqa: S101 - checked by the callers
@@ -467,38 +467,28 @@ class _Night:
         made: list[str] = []
         try:
             if builder == "registry":
-                try:
-                    assembled = assemble_plan(
-                        self.workspace,
-                        self.name,
-                        AssembleOptions(push=repo, tag=tag, base_override=base),
-                        client=self.client,
-                        engine=engine,
-                        echo=self.echo,
-                    )
-                except RecordRefused as refused:
-                    if isinstance(refused.result, AssembleResult):  # pushed, but not on record
-                        made.append(refused.result.pushed)
-                    raise
+                assembled = assemble_plan(
+                    self.workspace,
+                    self.name,
+                    AssembleOptions(push=repo, tag=tag, base_override=base),
+                    client=self.client,
+                    engine=engine,
+                    echo=self.echo,
+                )
                 image_id, pushed = assembled.config_digest, assembled.pushed
                 audited = pushed
                 made.append(pushed)
             else:
-                try:
-                    built = build_plan(
-                        self.workspace,
-                        self.name,
-                        BuildOptions(
-                            no_cache=True, base_override=base, tag=f"imagekit/{self.name}:{tag}"
-                        ),
-                        engine=engine,
-                        registry=self.client,
-                        echo=self.echo,
-                    )
-                except RecordRefused as refused:
-                    if isinstance(refused.result, BuildResult):  # built, but not on record
-                        made.append(refused.result.tag)
-                    raise
+                built = build_plan(
+                    self.workspace,
+                    self.name,
+                    BuildOptions(
+                        no_cache=True, base_override=base, tag=f"imagekit/{self.name}:{tag}"
+                    ),
+                    engine=engine,
+                    registry=self.client,
+                    echo=self.echo,
+                )
                 made += [built.tag, f"{repo}:{tag}"]
                 # The candidate goes next to the accepted image (or to --registry): the
                 # registry already holds the shared base layers, so only new layers travel.
@@ -514,6 +504,9 @@ class _Night:
                 RegistryImage.open(self.client, self.baseline.reference, self.loaded.platform),
                 RegistryImage.open(self.client, pushed, self.loaded.platform),
             )
+        except RecordRefused as refused:  # built (and pushed), but not on record
+            made += _left_in_engine(refused.result)
+            raise
         finally:
             if not self.options.keep_images:
                 for ref in made:
@@ -573,6 +566,19 @@ class _Night:
                 return replace(night, status=REJECTED, exit_code=1, detail=detail)
             return replace(night, detail=detail)
         return night
+
+
+def _left_in_engine(kept: object) -> list[str]:
+    """What a build whose record the ledger refused left in the engine: the engine build's
+    tag, or the registry build's image that its assertions pulled."""
+    from imagekit.assemble import AssembleResult
+    from imagekit.build import BuildResult
+
+    if isinstance(kept, BuildResult):
+        return [kept.tag]
+    if isinstance(kept, AssembleResult):
+        return [kept.pushed]
+    return []
 
 
 def _rejected(exc: CheckFailed) -> tuple[str, str | None]:

@@ -301,47 +301,51 @@ class PodOptions:
     against_final_pull: bool = False
 
 
-def record_pod(
-    workspace: Workspace, pod_json: Path, options: PodOptions | None = None
-) -> PodReport:
-    """Check each container's imageID against the expected digests; one record each."""
-    options = options or PodOptions()
-    plan, expect, expect_config = options.plan, options.expect, options.expect_config
-    container, where = options.container, options.where
-    manifest: Digest | None = None
-    config: Digest | None = None
+def _expected(
+    workspace: Workspace, options: PodOptions
+) -> tuple[Digest | None, Digest | None, list[PulledImage] | None]:
+    """The manifest and config digests the containers must show, or the node's final pulls
+    to match them against (``against_final_pull``)."""
     pulls = containerd_pulls(workspace) if options.against_final_pull else None
+    expect, expect_config = options.expect, options.expect_config
     if pulls is not None:
         if expect is not None or expect_config is not None:
             raise UsageError(
                 "--against-final-pull takes the expected digests from the node's final pull",
                 hint="drop --expect/--expect-config (--plan only names the records' plan)",
             )
-    elif expect is not None:
-        manifest, config = Digest(expect), Digest(expect_config) if expect_config else None
-    elif plan is not None:
-        manifest, config = expected_from_plan(workspace, plan)
-        if expect_config is not None:
-            config = Digest(expect_config)
-    else:
-        raise UsageError(
-            "nothing to compare the pod with",
-            hint="pass --expect sha256:..., --plan NAME (its newest push record is used) or "
-            "--against-final-pull (the node's containerd final pull)",
-        )
+        return None, None, pulls
+    if expect is not None:
+        return Digest(expect), Digest(expect_config) if expect_config else None, None
+    if options.plan is not None:
+        manifest, config = expected_from_plan(workspace, options.plan)
+        return manifest, Digest(expect_config) if expect_config is not None else config, None
+    raise UsageError(
+        "nothing to compare the pod with",
+        hint="pass --expect sha256:..., --plan NAME (its newest push record is used) or "
+        "--against-final-pull (the node's containerd final pull)",
+    )
+
+
+def record_pod(
+    workspace: Workspace, pod_json: Path, options: PodOptions | None = None
+) -> PodReport:
+    """Check each container's imageID against the expected digests; one record each."""
+    options = options or PodOptions()
+    manifest, config, pulls = _expected(workspace, options)
     pods, data = load_pods(pod_json)
     input_sha256 = "sha256:" + hashlib.sha256(data).hexdigest()
     pending: list[ContainerCheck] = []
     for pod in pods:
         statuses = [(s, False) for s in pod.status.containerStatuses]
-        if container is not None:
+        if options.container is not None:
             statuses += [(s, True) for s in pod.status.initContainerStatuses]
-            statuses = [(s, init) for s, init in statuses if s.name == container]
+            statuses = [(s, init) for s, init in statuses if s.name == options.container]
         for status, init in statuses:
             parsed = parse_image_id(status.imageID)
             pulled = None
             if pulls is not None:
-                node = where or pod.spec.nodeName
+                node = options.where or pod.spec.nodeName
                 verdict, reason, pulled = judge_against_pull(pulls, node, status, parsed)
             else:
                 assert manifest is not None  # noqa: S101 - set above unless against a pull
@@ -364,7 +368,7 @@ def record_pod(
     if not pending:
         raise UsageError(
             f"{pod_json} has no container statuses"
-            + (f" for container {container!r}" if container else ""),
+            + (f" for container {options.container!r}" if options.container else ""),
             hint="record the pod after its containers were created",
         )
     evidence: Path | None = None
@@ -390,7 +394,7 @@ def record_pod(
                 rec = append_record(
                     workspace,
                     "final-pull",
-                    plan=plan,
+                    plan=options.plan,
                     images={"image": shown},
                     status=check.status,
                     scope=(
@@ -402,7 +406,7 @@ def record_pod(
                     evidence=evidence,
                     details=FinalPullDetails(
                         **{
-                            **_pod_details(check, manifest, config, where, input_sha256),
+                            **_pod_details(check, manifest, config, options.where, input_sha256),
                             **_pull_details(check.final_pull),
                         }
                     ),
