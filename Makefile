@@ -2,7 +2,7 @@
 .PHONY: setup test demo seeds lint typecheck bench clean-demo clean-seeds
 
 NOX := .venv/bin/nox
-export PATH := $(CURDIR)/.venv/bin:$(PATH)
+export PATH := $(CURDIR)/.venv/bin:$(CURDIR)/.tools/bin:$(PATH)
 
 setup:
 	@scripts/setup-host.sh
