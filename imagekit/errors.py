@@ -17,6 +17,7 @@ interrupt is not an error either: imagekit.interrupt.Interrupted (a KeyboardInte
     +-- CheckFailed                    exit 1: a check ran and said no
     |   +-- DigestMismatch             bytes whose digest differs from the one asked for
     |   +-- BuildRejected              a build whose step or assertion failed
+    |   |   +-- BuildFailed            a build step that failed: the step, its last lines, the log
     |   +-- LedgerBroken               a ledger whose chain or evidence no longer verifies
     |       +-- RecordRefused          an append refused: the ledger's tail does not verify
     +-- CouldNotFinish                 exit 3: the work could not be finished
@@ -40,6 +41,7 @@ import dataclasses
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, ClassVar
 
 CRASH_EXIT_CODE = 70
@@ -146,6 +148,26 @@ class DigestMismatch(CheckFailed):
 
 class BuildRejected(CheckFailed):
     """A build that failed or whose post-build assertions rejected it."""
+
+
+@dataclass(eq=False, repr=False, kw_only=True)
+class BuildFailed(BuildRejected):
+    """A build step failed; carries the step, its last lines and where the log is."""
+
+    step: str | None
+    last_lines: list[str]
+    log: Path
+    reason: str
+
+    def __post_init__(self) -> None:
+        shown = "\n".join(f"  | {line}" for line in self.last_lines)
+        self.message = (
+            f"{self.message}\n  step: {self.step or '(unknown)'}\n{shown}\n  log: {self.log}"
+        )
+        super().__post_init__()
+
+    def fields(self) -> dict[str, Any]:
+        return {**super().fields(), "log": str(self.log)}
 
 
 class LedgerBroken(CheckFailed):

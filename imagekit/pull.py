@@ -19,7 +19,7 @@ Kubernetes nodes pull through containerd's CRI plugin, not through the engine, s
 containerd``): it pulls into the kubelet's namespace, unpacks for the snapshotter, reads back
 the image record, its platform manifest and config from containerd's content store, the
 chain ID of the unpacked snapshot, and the CRI plugin's own record of the image ID, then
-checks each against the pinned digest and the registry (imagekit.cri has the CRI's naming
+checks each against the pinned digest and the registry (imagekit.runtime.cri has the CRI's naming
 rules).
 """
 
@@ -31,9 +31,6 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, TypeVar
 
-from imagekit import containerd as ctrd
-from imagekit.cri import FinalPullStatus, chain_id, kubelet_image_ref, sort_references
-from imagekit.engine import Engine, connect, engine_errors
 from imagekit.errors import ContainerdError, RecordRefused, ReferenceFormatError, UsageError
 from imagekit.evidence import new_run_dir, write_bytes, write_json
 from imagekit.ledger import (
@@ -45,6 +42,9 @@ from imagekit.ledger import (
 )
 from imagekit.refs import Digest, Platform, Reference, is_digest, parse_reference
 from imagekit.registry import RegistryClient, ResolvedImage, is_loopback
+from imagekit.runtime import containerd as ctrd
+from imagekit.runtime.cri import FinalPullStatus, chain_id, kubelet_image_ref, sort_references
+from imagekit.runtime.engine import Engine, connect, engine_errors
 from imagekit.workspace import Workspace
 
 ENGINE_IMAGE_ID_MEANS = {

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from imagekit.engine import Engine
 from imagekit.errors import EngineUnavailable
+from imagekit.runtime.engine import Engine
 from imagekit.workspace import Workspace
 from tests.support.base_image import BaseImage, push_base
 from tests.support.containerd import CONTAINERD_BINARY, RunningContainerd, start_containerd
@@ -27,7 +27,7 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 
 @pytest.fixture(scope="session")
 def engine() -> Engine:
-    from imagekit.engine import connect
+    from imagekit.runtime.engine import connect
 
     try:
         return connect()

@@ -36,12 +36,12 @@ from typing import Any
 
 from imagekit.audit.output import TAIL_CAP, Capture, Kept, MiB
 from imagekit.audit.report import ProbeReport, parse_probe_output
-from imagekit.engine import DockerEngine, Engine, engine_errors
 from imagekit.errors import CouldNotFinish, ImagekitError, ReferenceFormatError, UsageError
 from imagekit.evidence import write_json
 from imagekit.interrupt import interrupted
 from imagekit.refs import DOCKER_HUB, Digest, Platform, Reference, is_digest, parse_reference
 from imagekit.registry.client import RegistryClient
+from imagekit.runtime.engine import DockerEngine, Engine, engine_errors
 
 PROBE_IN_CONTAINER = "/imagekit-probe/probe.py"
 HOME_IN_CONTAINER = "/imagekit-home"

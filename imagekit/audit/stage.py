@@ -35,7 +35,6 @@ from imagekit.audit.runner import (
 )
 from imagekit.audit.runner import run_on_host as _run_on_host
 from imagekit.audit.vulns import FailOn, Finding, VulnPolicy, VulnScan, fails, scan
-from imagekit.engine import Engine, connect, execution_for
 from imagekit.errors import CouldNotFinish, RecordRefused
 from imagekit.ledger import (
     AuditDetails,
@@ -47,6 +46,7 @@ from imagekit.ledger import (
     VulnerabilitySummary,
     append_record,
 )
+from imagekit.runtime.engine import Engine, connect, execution_for
 from imagekit.workspace import Workspace
 
 
@@ -176,7 +176,7 @@ def _probe_run_json(run: ProbeRun | None, note: str | None) -> dict[str, Any]:
 
 def _plan_inputs(workspace: Workspace, name: str) -> tuple[str, list[str], list[str], str]:
     """A plan's audit profile, find_spec modules, overlay destinations and base platform."""
-    from imagekit.plan import plan_path, read_plan_checks
+    from imagekit.plans.plan import plan_path, read_plan_checks
 
     plan = read_plan_checks(
         plan_path(workspace.plans_dir, name), dockerfiles_dir=workspace.dockerfiles_dir

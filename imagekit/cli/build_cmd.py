@@ -1,4 +1,4 @@
-"""`imagekit build NAME`: parse options, call imagekit.assemble.build_image, render its result."""
+"""`imagekit build NAME`: parse options, call imagekit.build.choice.build_image, render it."""
 
 from __future__ import annotations
 
@@ -6,8 +6,10 @@ from pathlib import Path
 
 import click
 
-from imagekit.assemble import BUILDERS, AssembleResult, build_image
-from imagekit.build import BuildOptions, BuildResult
+from imagekit.build.assemble import AssembleResult
+from imagekit.build.buildkit import BuildResult
+from imagekit.build.choice import BUILDERS, build_image
+from imagekit.build.options import BuildOptions
 from imagekit.cli._common import ANY_PATH, json_option, parsed, run
 from imagekit.workspace import Workspace
 

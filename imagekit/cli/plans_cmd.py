@@ -8,8 +8,8 @@ from typing import Any
 import click
 
 from imagekit.cli._common import dump_json, json_option, run
-from imagekit.pin import PinReport, pin_overlays
-from imagekit.plan import (
+from imagekit.plans.pin import PinReport, pin_overlays
+from imagekit.plans.plan import (
     LoadedPlan,
     PlanSummary,
     list_plans,
@@ -171,7 +171,7 @@ def bump_cmd(name: str, to: str | None, base: str | None, dry_run: bool, as_json
     base.reference changes (comments and key order kept), and a committed render of the
     plan is rewritten with it.
     """
-    from imagekit.bump import BumpResult, BumpStatus, bump_plan  # the guard's stack: on use
+    from imagekit.plans.bump import BumpResult, BumpStatus, bump_plan  # the guard's stack: on use
 
     ws = Workspace.from_env()
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import click
 
 from imagekit.cli._common import echo_err, json_option, parsed, run, unless_ok
-from imagekit.containerd import K8S_NAMESPACE
 from imagekit.pull import ContainerdPullResult, PullResult, final_pull, final_pull_containerd
+from imagekit.runtime.containerd import K8S_NAMESPACE
 from imagekit.workspace import Workspace
 
 

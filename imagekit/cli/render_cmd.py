@@ -1,11 +1,11 @@
-"""`imagekit render [NAME] [--check]`: parse, call imagekit.render, print what was written."""
+"""`imagekit render [NAME] [--check]`: parse, call imagekit.plans.render, print what was written."""
 
 from __future__ import annotations
 
 import click
 
 from imagekit.cli._common import json_option, run
-from imagekit.render import RenderResult, render_plans
+from imagekit.plans.render import RenderResult, render_plans
 from imagekit.workspace import Workspace
 
 

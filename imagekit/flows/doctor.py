@@ -26,12 +26,12 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
-from imagekit.build import CA_ENV, DEFAULT_CA_BUNDLE
-from imagekit.engine import DockerEngine
+from imagekit.build.buildkit import CA_ENV, DEFAULT_CA_BUNDLE
 from imagekit.errors import ImagekitError
-from imagekit.plan import LoadedPlan, PipInstall, load_named_plan
+from imagekit.plans.plan import LoadedPlan, PipInstall, load_named_plan
 from imagekit.refs import Platform, parse_reference, repository_for
 from imagekit.registry.client import RegistryClient
+from imagekit.runtime.engine import DockerEngine
 from imagekit.workspace import Workspace
 
 
@@ -123,7 +123,7 @@ class HostFacts:
 
     machine: str = field(default_factory=host_platform.machine)
     binfmt_dir: Path = BINFMT_DIR
-    # The same bundle the build mounts: $IMAGEKIT_PIP_CA, else the host's (imagekit.build).
+    # The same bundle the build mounts: $IMAGEKIT_PIP_CA, else the host's (imagekit.build.buildkit).
     ca_bundle: Path = field(
         default_factory=lambda: Path(os.environ.get(CA_ENV) or DEFAULT_CA_BUNDLE)
     )
@@ -136,7 +136,7 @@ def host_architecture(machine: str) -> str:
 
 def check_engine() -> tuple[PreflightCheck, DockerEngine | None]:
     """The engine answers `docker info`; returns the Engine for the checks that need it."""
-    from imagekit.engine import connect
+    from imagekit.runtime.engine import connect
 
     try:
         engine = connect()
@@ -254,7 +254,7 @@ def check_platform(plan: LoadedPlan | None, facts: HostFacts) -> PreflightCheck:
 
 
 def _docker_root(engine: DockerEngine | None) -> str | None:
-    from imagekit.engine import engine_errors
+    from imagekit.runtime.engine import engine_errors
 
     if engine is None:
         return None

@@ -3,13 +3,13 @@
 Two things drift under a plan that pins its base by digest, and a night looks at both.
 
 **The base tag upstream.** For a plan with ``base.found_as`` the tag is asked on the base's
-registry (imagekit.upstream: one HEAD request, the digest as the registry serves it) and
+registry (imagekit.plans.upstream: one HEAD request, the digest as the registry serves it) and
 held against the pin:
 
 - it serves the pin: nothing upstream moved (with ``watch_only`` the night ends there for
   the plan, ``base-current``, having cost only that HEAD request);
 - it serves another digest: every overlay guard is checked against the new base first
-  (imagekit.bump, the registry builder's guard: no pull). A guard that no longer holds is
+  (imagekit.plans.bump, the registry builder's guard: no pull). A guard that no longer holds is
   ``overlay-drift`` with the path and both hashes, and no candidate is built or pushed.
   Otherwise a candidate is built on the new digest (through the registry for a plan of
   overlays and metadata, which costs seconds and no pull; through the engine for a plan
@@ -53,7 +53,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from imagekit.audit.report import audit_rank
-from imagekit.bump import GuardedBase, Proposal, guard_base, propose
 from imagekit.errors import (
     CheckFailed,
     ImagekitError,
@@ -64,14 +63,15 @@ from imagekit.errors import (
 from imagekit.evidence import new_run_dir, write_bytes, write_json
 from imagekit.layerdiff import ComparisonVerdict, ImageComparison, RegistryImage, compare_images
 from imagekit.ledger import LedgerRecord, NightlyDetails, append_record, read_records
-from imagekit.plan import LoadedPlan, list_plans, load_named_plan
+from imagekit.plans.bump import GuardedBase, Proposal, guard_base, propose
+from imagekit.plans.plan import LoadedPlan, list_plans, load_named_plan
+from imagekit.plans.upstream import TagState, UpstreamTag, watch_tag
 from imagekit.refs import parse_reference, repository_for
 from imagekit.registry.client import RegistryClient
-from imagekit.upstream import TagState, UpstreamTag, watch_tag
 from imagekit.workspace import Workspace
 
 if TYPE_CHECKING:
-    from imagekit.engine import Engine
+    from imagekit.runtime.engine import Engine
 
 #: The tag every night's candidate is pushed under; such pushes are never a baseline.
 CANDIDATE_TAG_PREFIX = "nightly-"
@@ -454,10 +454,13 @@ class _Night:
         Raises CheckFailed when the build is rejected (its record is kept by the builder),
         RecordRefused when the ledger refused the build's record (the image is removed).
         """
-        from imagekit.assemble import AssembleOptions, assemble_plan, choose_builder
         from imagekit.audit.stage import AuditRequest, audit
-        from imagekit.build import BuildOptions, build_plan, push_image
-        from imagekit.engine import connect, engine_errors
+        from imagekit.build.assemble import AssembleOptions, assemble_plan
+        from imagekit.build.buildkit import build_plan
+        from imagekit.build.choice import choose_builder
+        from imagekit.build.options import BuildOptions
+        from imagekit.build.push import push_image
+        from imagekit.runtime.engine import connect, engine_errors
 
         assert self.baseline is not None  # noqa: S101 - checked by the callers
         repo = self._repository()
@@ -571,8 +574,8 @@ class _Night:
 def _left_in_engine(kept: object) -> list[str]:
     """What a build whose record the ledger refused left in the engine: the engine build's
     tag, or the registry build's image that its assertions pulled."""
-    from imagekit.assemble import AssembleResult
-    from imagekit.build import BuildResult
+    from imagekit.build.assemble import AssembleResult
+    from imagekit.build.buildkit import BuildResult
 
     if isinstance(kept, BuildResult):
         return [kept.tag]
@@ -583,8 +586,8 @@ def _left_in_engine(kept: object) -> list[str]:
 
 def _rejected(exc: CheckFailed) -> tuple[str, str | None]:
     """Why a candidate was rejected, in one line, and the image it was built as, if any."""
-    from imagekit.assemble import AssembleResult
-    from imagekit.build import BuildResult
+    from imagekit.build.assemble import AssembleResult
+    from imagekit.build.buildkit import BuildResult
 
     if isinstance(exc, RecordRefused) and isinstance(exc.result, BuildResult):
         built = exc.result  # the build finished; its record did not

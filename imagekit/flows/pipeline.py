@@ -209,7 +209,8 @@ def _doctor(ctx: _Context) -> StageOutcome:
 
 
 def _build(ctx: _Context) -> StageOutcome:
-    from imagekit.build import BuildOptions, build_plan
+    from imagekit.build.buildkit import build_plan
+    from imagekit.build.options import BuildOptions
 
     result = build_plan(
         ctx.workspace,
@@ -260,8 +261,8 @@ def _audit(ctx: _Context) -> StageOutcome:
 
 
 def _push(ctx: _Context) -> StageOutcome:
-    from imagekit.build import push_and_record
-    from imagekit.engine import connect
+    from imagekit.build.push import push_and_record
+    from imagekit.runtime.engine import connect
 
     assert ctx.tag is not None and ctx.image_id is not None  # noqa: S101 - build ran
     run_dir = new_run_dir(ctx.workspace.evidence_dir, ctx.name, "push")

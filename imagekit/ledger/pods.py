@@ -16,7 +16,8 @@ with no config digest to compare it to) is ``unknown``: never a pass.
 
 With ``against_final_pull`` each container is matched instead against the newest containerd
 final-pull record (``imagekit pull --runtime containerd``) of the pod's node and image, with
-the CRI plugin's naming rules (imagekit.cri): an index pulled by digest is named by the index.
+the CRI plugin's naming rules (imagekit.runtime.cri): an index pulled by digest is named by the
+index.
 
 Pod documents carry much more than we read (and may carry plain-text env values), so the
 models below read only the fields used and ignore the rest; the evidence written is a reduced
@@ -33,12 +34,12 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from imagekit.cri import FinalPullStatus, PulledImage, judge_pod_image_id
 from imagekit.errors import RecordRefused, ReferenceFormatError, UsageError
 from imagekit.evidence import new_run_dir, write_json
 from imagekit.ledger.record import FinalPullDetails, LedgerRecord, PushDetails
 from imagekit.ledger.store import append_record, read_records
 from imagekit.refs import Digest, is_digest, parse_reference
+from imagekit.runtime.cri import FinalPullStatus, PulledImage, judge_pod_image_id
 from imagekit.workspace import Workspace
 
 VERIFIED, MISMATCH, UNKNOWN = FinalPullStatus

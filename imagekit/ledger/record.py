@@ -65,7 +65,7 @@ class BaseImageDetails(RecordDetails):
 
 
 class OverlayLayerDetails(RecordDetails):
-    """The one layer the registry builder wrote (imagekit.assemble.layer)."""
+    """The one layer the registry builder wrote (imagekit.build.assemble.layer)."""
 
     digest: str
     diff_id: str
@@ -127,7 +127,7 @@ class BuildDetails(RecordDetails):
     rendered_sha256: dict[str, str] | None = None
     builder: str | None = None
     base: BaseImageDetails | None = None
-    # builder "registry" (imagekit.assemble): no engine build, so the image is known by its
+    # builder "registry" (imagekit.build.assemble): no engine build, so the image is known by its
     # manifest, the layer written, the guard and the assertions run afterwards
     manifest_digest: str | None = None
     layer: OverlayLayerDetails | None = None
@@ -319,7 +319,7 @@ class NoteDetails(RecordDetails):
 
 
 class UpstreamTagDetails(RecordDetails):
-    """What a plan's ``base.found_as`` served when the night asked (imagekit.upstream)."""
+    """What a plan's ``base.found_as`` served when the night asked (imagekit.plans.upstream)."""
 
     tag: str
     repository: str

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from imagekit.engine import Engine
+from imagekit.runtime.engine import Engine
 from tests.support import replicas
 from tests.support import tiny_image as tiny
 from tests.support.engine_refs import removing

@@ -26,9 +26,9 @@ import pytest
 
 from imagekit.audit.report import CheckResult
 from imagekit.audit.stage import AuditRequest, AuditResult, audit
-from imagekit.engine import Engine
 from imagekit.errors import CouldNotFinish
 from imagekit.ledger import read_records
+from imagekit.runtime.engine import Engine
 from imagekit.workspace import Workspace
 from tests.support.base_image import BaseImage
 from tests.support.registries import RunningRegistry

@@ -25,9 +25,10 @@ from typing import Any
 
 import pytest
 
-from imagekit.build import BuildOptions, build_plan
-from imagekit.engine import Engine
+from imagekit.build.buildkit import build_plan
+from imagekit.build.options import BuildOptions
 from imagekit.ledger import read_records
+from imagekit.runtime.engine import Engine
 from imagekit.workspace import Workspace
 from tests.support.base_image import BaseImage
 from tests.support.osv_export import clean_records, days_ago, records, write_folder, write_zip

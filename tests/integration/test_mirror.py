@@ -16,13 +16,13 @@ from pathlib import Path
 import pytest
 import zstandard
 
-from imagekit.engine import Engine
 from imagekit.layers import Compression, MediaTypePolicy
 from imagekit.ledger import read_records
 from imagekit.mirror import MirrorOptions, MirrorReport, Verdict, mirror
 from imagekit.refs import parse_platform, parse_reference
 from imagekit.registry import RegistryClient
 from imagekit.registry.upload import copy_image
+from imagekit.runtime.engine import Engine
 from imagekit.workspace import Workspace
 from tests.support.base_image import BaseImage
 from tests.support.faultproxy import Fault, FaultProxy

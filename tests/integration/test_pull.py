@@ -7,8 +7,8 @@ import subprocess
 
 import pytest
 
-from imagekit.engine import Engine
 from imagekit.ledger import read_records, verify
+from imagekit.runtime.engine import Engine
 from imagekit.workspace import Workspace
 from tests.support.base_image import BaseImage
 from tests.support.tiny_image import TinyImage, docker, run_imagekit

@@ -21,8 +21,8 @@ from typing import Any
 
 import pytest
 
-from imagekit.engine import Engine
 from imagekit.ledger import append_record, read_records, verify
+from imagekit.runtime.engine import Engine
 from imagekit.workspace import Workspace
 from tests.support.containerd import RunningContainerd
 from tests.support.oci_layout import Layer, LayoutWriter, config_for, push_through_api, tar_of

@@ -20,8 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from imagekit.engine import Engine
 from imagekit.ledger import read_records
+from imagekit.runtime.engine import Engine
 from imagekit.workspace import Workspace
 from tests.conftest import write_docker_auths
 from tests.support.registries import RunningRegistry

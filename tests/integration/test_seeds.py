@@ -26,13 +26,14 @@ from click.testing import CliRunner
 
 from imagekit.audit.report import CheckResult
 from imagekit.audit.stage import AuditRequest, AuditResult, audit
-from imagekit.build import BuildOptions, build_plan
+from imagekit.build.buildkit import build_plan
+from imagekit.build.options import BuildOptions
 from imagekit.cli.plans_cmd import command as plans_command
-from imagekit.engine import Engine
 from imagekit.errors import BuildRejected
 from imagekit.ledger import read_records
 from imagekit.refs import parse_platform, parse_reference
 from imagekit.registry import RegistryClient
+from imagekit.runtime.engine import Engine
 from imagekit.workspace import Workspace
 from tests.support import replicas
 from tests.support.engine_refs import pipeline_into_fresh_registries, removing

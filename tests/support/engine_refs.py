@@ -13,8 +13,8 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
-from imagekit.engine import Engine
 from imagekit.flows.pipeline import PipelineOptions, PipelineResult, run_pipeline
+from imagekit.runtime.engine import Engine
 from imagekit.workspace import Workspace
 from tests.support.registries import RunningRegistry
 

@@ -34,8 +34,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from imagekit.engine import connect
 from imagekit.ledger import LedgerRecord, read_records
+from imagekit.runtime.engine import connect
 from tests.support import replicas
 
 ROOT = Path(__file__).resolve().parents[2]

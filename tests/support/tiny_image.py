@@ -19,7 +19,7 @@ from pathlib import Path
 
 import httpx
 
-from imagekit.engine import Engine
+from imagekit.runtime.engine import Engine
 from tests.support.registries import RunningRegistry
 
 MANIFEST_TYPES = ",".join(

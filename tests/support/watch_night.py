@@ -32,12 +32,12 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
-from imagekit.assemble import AssembleOptions, assemble_plan
 from imagekit.audit.stage import AuditRequest, audit
-from imagekit.engine import connect
+from imagekit.build.assemble import AssembleOptions, assemble_plan
 from imagekit.flows.pipeline import PipelineOptions, run_pipeline
+from imagekit.plans.render import render_plans
 from imagekit.pull import final_pull
-from imagekit.render import render_plans
+from imagekit.runtime.engine import connect
 from imagekit.workspace import Workspace
 from tests.support.base_image import push_base
 from tests.support.registries import RunningRegistry, start_registry

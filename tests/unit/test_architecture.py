@@ -14,25 +14,9 @@ PACKAGE = Path(__file__).resolve().parents[2] / "imagekit"
 # Bottom to top; a module may import its own layer and the layers below it.
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("foundations", ("errors", "interrupt", "refs", "workspace", "evidence", "layers", "__init__")),
-    ("outside world", ("registry", "engine", "containerd", "cri")),
+    ("outside world", ("registry", "runtime")),
     ("records", ("ledger",)),
-    (
-        "stages",
-        (
-            "plan",
-            "render",
-            "build",
-            "assemble",
-            "audit",
-            "mirror",
-            "pull",
-            "inspect",
-            "layerdiff",
-            "pin",
-            "upstream",
-            "bump",
-        ),
-    ),
+    ("stages", ("plans", "build", "audit", "mirror", "pull", "inspect", "layerdiff")),
     ("flows", ("flows",)),
     ("cli", ("cli", "__main__")),
 )

@@ -206,7 +206,12 @@ def test_an_interrupt_is_exit_130_with_one_document(monkeypatch: pytest.MonkeyPa
 # keeps for itself (its --json, and what it converts or hands on positionally), so any other
 # option that the stage does not take fails here.
 _KEPT_BY_COMMAND = [
-    ("build_cmd", None, "imagekit.build:BuildOptions", {"as_json", "name", "no_assertions"}),
+    (
+        "build_cmd",
+        None,
+        "imagekit.build.options:BuildOptions",
+        {"as_json", "name", "no_assertions"},
+    ),
     ("nightly_cmd", None, "imagekit.flows.nightly:NightOptions", {"as_json", "markdown", "plans"}),
     (
         "pipeline_cmd",

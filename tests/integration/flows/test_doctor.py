@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from imagekit.engine import Engine
+from imagekit.runtime.engine import Engine
 from imagekit.workspace import Workspace
 from tests.support.base_image import BaseImage
 from tests.support.registries import RunningRegistry

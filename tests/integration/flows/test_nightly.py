@@ -17,7 +17,6 @@ from pathlib import Path
 
 import pytest
 
-from imagekit.engine import Engine
 from imagekit.flows.nightly import (
     CHANGED,
     EQUIVALENT,
@@ -28,6 +27,7 @@ from imagekit.flows.nightly import (
     run_nightly,
 )
 from imagekit.ledger import read_records, verify
+from imagekit.runtime.engine import Engine
 from imagekit.workspace import Workspace
 from tests.support.base_image import BaseImage
 from tests.support.engine_refs import pipeline_into_fresh_registries, removing

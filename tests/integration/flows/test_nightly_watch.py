@@ -23,11 +23,10 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from imagekit.assemble import AssembleOptions, assemble_plan
 from imagekit.audit.stage import AuditRequest, audit
+from imagekit.build.assemble import AssembleOptions, assemble_plan
 from imagekit.cli.nightly_cmd import command as nightly_command
 from imagekit.cli.plans_cmd import command as plans_command
-from imagekit.engine import Engine
 from imagekit.flows.nightly import (
     BASE_CURRENT,
     BASE_MOVED,
@@ -40,9 +39,10 @@ from imagekit.flows.nightly import (
 )
 from imagekit.flows.pipeline import PipelineOptions, run_pipeline
 from imagekit.ledger import LedgerRecord, NightlyDetails, read_records, verify
-from imagekit.plan import load_plan, plan_path
+from imagekit.plans.plan import load_plan, plan_path
+from imagekit.plans.render import render_plans
 from imagekit.pull import final_pull
-from imagekit.render import render_plans
+from imagekit.runtime.engine import Engine
 from imagekit.workspace import Workspace
 from tests.support.base_image import BaseImage
 from tests.support.engine_refs import remember_images, removing

@@ -17,7 +17,6 @@ from pathlib import Path
 import pytest
 
 from imagekit.audit.vulns import VulnPolicy
-from imagekit.engine import Engine
 from imagekit.flows.pipeline import (
     FAILED,
     NOT_RUN,
@@ -27,6 +26,7 @@ from imagekit.flows.pipeline import (
     run_pipeline,
 )
 from imagekit.ledger import read_records, verify
+from imagekit.runtime.engine import Engine
 from imagekit.workspace import Workspace
 from tests.support.base_image import BaseImage
 from tests.support.engine_refs import pipeline_into_fresh_registries, remember_images

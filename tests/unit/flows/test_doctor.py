@@ -25,7 +25,7 @@ from imagekit.flows.doctor import (
     check_registry,
     host_architecture,
 )
-from imagekit.plan import PipInstall
+from imagekit.plans.plan import PipInstall
 from imagekit.refs import parse_platform
 from imagekit.registry.client import RegistryClient
 

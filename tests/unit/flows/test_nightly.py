@@ -8,7 +8,6 @@ from pathlib import Path
 
 import pytest
 
-from imagekit.bump import FileChange, Proposal
 from imagekit.errors import UsageError
 from imagekit.flows.nightly import (
     AUDIT_WORSE,
@@ -29,10 +28,11 @@ from imagekit.flows.nightly import (
     find_baseline,
 )
 from imagekit.ledger import NightlyDetails, append_record, read_records
-from imagekit.plan import load_plan, plan_path
+from imagekit.plans.bump import FileChange, Proposal
+from imagekit.plans.plan import load_plan, plan_path
+from imagekit.plans.upstream import TagState, UpstreamTag
 from imagekit.refs import Digest
 from imagekit.registry.client import RegistryClient
-from imagekit.upstream import TagState, UpstreamTag
 from imagekit.workspace import Workspace
 
 DIGEST = "sha256:" + "b" * 64

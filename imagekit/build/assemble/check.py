@@ -1,0 +1,134 @@
+"""The plan's assertions, run in an image the registry builder pushed, through the engine.
+
+The engine path runs the assertions as the build's last step. An image assembled through the
+registry never was in an engine, so here the engine pulls it from the registry by digest
+(this pulls the base's layers too: the assertions, like an audit, need the whole image; the
+build itself never does) and runs the same checker the engine path bind-mounts
+(imagekit.plans.render.assertion_checker) in a container with no network.
+
+An image of another architecture runs under qemu-user when the host registered its binfmt
+handler, and every status then says "emulated (qemu-aarch64)"; where it can run neither
+natively nor emulated the assertions are NOT RUN, which is never a pass.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from imagekit.errors import CouldNotFinish
+from imagekit.evidence import write_bytes
+from imagekit.plans.plan import LoadedPlan
+from imagekit.plans.render import ASSERT_MOUNT, ASSERT_SCRIPT, CheckerOutput, assertion_checker
+from imagekit.refs import Platform, Reference
+from imagekit.runtime.engine import Engine, Execution, engine_errors, execution_for
+
+TIMEOUT_S = 3600.0
+# `docker run` itself failed (125), or could not start the command (126, 127).
+_DOCKER_OWN = (125, 126, 127)
+
+
+@dataclass(frozen=True)
+class AssertionRun:
+    """What became of the plan's assertions: passed, failed, NOT RUN, or none to run."""
+
+    status: str  # passed, failed, NOT RUN, none
+    scope: str
+    execution: Execution | None
+    passed: tuple[str, ...] = ()
+    failed: tuple[str, ...] = ()
+    log: Path | None = None
+    image: str | None = None  # what the engine pulled (and keeps, for an audit)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "status": self.status,
+            "scope": self.scope,
+            "execution": self.execution.how if self.execution else None,
+            "emulator": self.execution.emulator if self.execution else None,
+            "passed": list(self.passed),
+            "failed": list(self.failed),
+            "log": str(self.log) if self.log else None,
+            "engine_image": self.image,
+        }
+
+
+def not_run(reason: str, execution: Execution | None = None) -> AssertionRun:
+    return AssertionRun("NOT RUN", f"the plan's assertions were NOT RUN: {reason}", execution)
+
+
+def run_assertions(
+    loaded: LoadedPlan,
+    image: Reference,
+    platform: Platform,
+    run_dir: Path,
+    *,
+    engine: Engine | None,
+    connect: Callable[[], Engine],
+    log: Callable[[str], None],
+) -> AssertionRun:
+    """Pull ``image`` (pinned) into the engine and run the plan's assertions in it."""
+    assertions = loaded.plan.assertions
+    if assertions.empty:
+        return AssertionRun("none", "the plan has no assertions", None)
+    execution = execution_for(platform)
+    if not execution.runs:
+        return not_run(execution.reason, execution)
+    engine = engine or connect()
+    checker = run_dir / ASSERT_SCRIPT
+    write_bytes(checker, assertion_checker(loaded.name, assertions))
+    pinned = str(image)
+    log(f"assertions: pulling {pinned} ({platform}) into the engine, {execution.note}")
+    with engine_errors(f"pulling {pinned} for the assertions"):
+        engine.client.image.pull(pinned, quiet=True, platform=str(platform))
+    argv = [
+        engine.client_path, "run", "--rm", "--network", "none", "--platform", str(platform),
+        "--volume", f"{checker.resolve()}:{ASSERT_MOUNT}:ro", "--entrypoint", "python3",
+        pinned, ASSERT_MOUNT,
+    ]  # fmt: skip
+    try:
+        proc = subprocess.run(  # noqa: S603 - fixed argv, no shell
+            argv, capture_output=True, text=True, timeout=TIMEOUT_S, check=False
+        )
+    except subprocess.TimeoutExpired as exc:
+        raise CouldNotFinish(f"the assertions did not finish within {TIMEOUT_S:.0f} s") from exc
+    except OSError as exc:
+        raise CouldNotFinish(f"running the docker client failed: {exc}") from exc
+    log_path = run_dir / "assertions.log"
+    header = f"# {execution.note}: docker run --rm --network none --platform {platform} ... \n"
+    write_bytes(log_path, (header + proc.stdout + proc.stderr).encode())
+    for line in proc.stdout.splitlines():
+        log(f"assertions: {line}")
+    output = CheckerOutput.read(proc.stdout)
+    passed, failed = output.passed, output.failed
+    where = f"in {pinned}, {execution.note}"
+    if proc.returncode in _DOCKER_OWN and not passed and not failed:
+        detail = (proc.stderr.strip().splitlines() or [f"exit {proc.returncode}"])[-1]
+        raise CouldNotFinish(
+            f"the assertion container did not run ({execution.note}): {detail}",
+            hint="the image needs python3 on its PATH; `docker info` must answer",
+        )
+    if proc.returncode == 0 and not failed and output.finished:
+        return AssertionRun(
+            "passed",
+            f"the plan's {len(passed)} assertions passed {where}",
+            execution,
+            passed,
+            (),
+            log_path,
+            pinned,
+        )
+    if not failed:
+        failed = (f"the checker exited {proc.returncode} without a verdict",)
+    return AssertionRun(
+        "failed",
+        f"{len(failed)} of the plan's assertions failed {where}",
+        execution,
+        passed,
+        failed,
+        log_path,
+        pinned,
+    )

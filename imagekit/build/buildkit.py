@@ -1,0 +1,504 @@
+"""Build a plan on the local engine through BuildKit, keep the log, and record the outcome.
+
+The flow: load and render the plan, make sure the pinned base is in the engine (pulling it by
+digest; a registry that cannot be reached ends here with exit 3), put the rendered files (the
+Dockerfile and the assertion checker its last step bind-mounts) and only the overlay files it
+names into a temporary build context, build, and write the whole log to
+evidence/NAME/<time>-<id>/build.log while streaming it to stderr. A build whose step fails (an
+overlay guard, an assertion, a pip install) is a BuildRejected (exit 1) that names the failing
+step and its last lines; its log and a ``rejected-build`` ledger record stay.
+
+Two ways into BuildKit, chosen by imagekit.runtime.engine.connect():
+
+- a client with buildx: python-on-whales' ``docker.buildx.build`` with a real secret mount
+  (``--secret id=pip_ca,src=BUNDLE``) and streamed plain progress;
+- a client without buildx (Debian's 20.10 client here): ``docker build`` with
+  ``DOCKER_BUILDKIT=1``. python-on-whales 0.81's ``legacy_build`` cannot pass ``--secret``,
+  ``--progress`` or ``--iidfile`` and, when not quiet, prints the log on stdout and looks for
+  the classic builder's "Successfully built" line, which BuildKit never prints. So the command
+  is assembled from the client's own ``docker_cmd`` and run by :func:`_stream_client`: the
+  same client, the same exception type, and the same secret mount in the same Dockerfile as
+  with buildx (the bundle is never in the context). python-on-whales' own streaming helper
+  leaves the client running when the reader stops; ours stops it (SIGTERM, which makes the
+  client cancel the build), so an interrupted build leaves no client behind and its
+  temporary context is removed on the way out.
+
+A build that succeeds onto a ledger whose end does not verify keeps its result: the refusal
+(RecordRefused) carries it, and nothing is pushed (a push of an unrecorded build would be the
+one thing the ledger could not vouch for).
+
+The package index URL (``--index-url`` or $PIP_INDEX_URL) travels as the secret ``pip_index``,
+read from a 0600 file in the temporary folder next to the context (not in it): a build
+argument would be recorded in the image's history (see imagekit.plans.render). It is never on a
+command line, in the log header or in the ledger.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Protocol, TextIO
+
+from imagekit.build.options import BuildOptions
+from imagekit.build.push import check_push_repo, push_image
+from imagekit.build.record import read_base_details, record_plan_image, record_push, record_rejected
+from imagekit.errors import (
+    BuildFailed,
+    EngineUnavailable,
+    RecordRefused,
+    RegistryError,
+    UsageError,
+)
+from imagekit.evidence import new_run_dir, write_bytes
+from imagekit.ledger import BuildDetails, RejectedBuildDetails
+from imagekit.plans.plan import LoadedPlan, load_named_plan
+from imagekit.plans.render import (
+    ASSERT_FAIL_MARKER,
+    DRIFT_MARKER,
+    PACKAGE_MARKER,
+    PIP_CA_SECRET,
+    PIP_INDEX_SECRET,
+    Rendered,
+    render,
+)
+from imagekit.refs import Digest, Reference
+from imagekit.registry import RegistryClient
+from imagekit.runtime.engine import Engine, connect, docker_error_text
+from imagekit.workspace import Workspace
+
+DEFAULT_CA_BUNDLE = Path("/etc/ssl/certs/ca-certificates.crt")
+CA_ENV = "IMAGEKIT_PIP_CA"
+LAST_LINES = 15
+_STEP_HEADER = re.compile(r"^#(\d+) (\[[^\]]*\] .*)$")
+_STEP_ERROR = re.compile(r"^#(\d+) ERROR: (.*)$")
+_STEP_OUTPUT = re.compile(r"^#(\d+) \d+\.\d+ (.*)$")
+_UNREACHABLE = re.compile(
+    r"dial tcp|no such host|connection refused|i/o timeout|TLS handshake timeout|"
+    r"network is unreachable|server misbehaving|timeout exceeded|context deadline exceeded",
+    re.IGNORECASE,
+)
+
+
+@dataclass(frozen=True)
+class BuildResult:
+    plan: str
+    plan_sha256: str
+    base: str
+    builder: str
+    image_id: str
+    tag: str
+    evidence_dir: Path
+    log: Path
+    dockerfile_sha256: str
+    pushed: str | None = None
+    manifest_digest: str | None = None
+    ledger: list[int] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "plan": self.plan,
+            "plan_sha256": self.plan_sha256,
+            "base": self.base,
+            "builder": self.builder,
+            "image_id": self.image_id,
+            "tag": self.tag,
+            "evidence_dir": str(self.evidence_dir),
+            "log": str(self.log),
+            "dockerfile_sha256": self.dockerfile_sha256,
+            "pushed": self.pushed,
+            "manifest_digest": self.manifest_digest,
+            "ledger_seq": self.ledger,
+        }
+
+
+@dataclass(frozen=True)
+class _Failure:
+    step: str | None
+    last_lines: list[str]
+    reason: str
+    message: str
+
+
+def analyse_failure(lines: list[str]) -> _Failure:
+    """Find the failing step in a BuildKit plain-progress log and say why it failed.
+
+    Plain progress numbers each vertex (``#7 [3/6] RUN ...``), prefixes its output with the
+    vertex number and elapsed time (``#7 0.412 text``) and ends a failed one with
+    ``#7 ERROR: ...``. The overlay guard and the assertion checker print marker lines.
+    """
+    headers: dict[str, str] = {}
+    failed: str | None = None
+    error_text = ""
+    for line in lines:
+        if m := _STEP_HEADER.match(line):
+            headers.setdefault(m.group(1), m.group(2))
+        elif m := _STEP_ERROR.match(line):
+            failed, error_text = m.group(1), m.group(2)
+    step = headers.get(failed) if failed else None
+    if failed:
+        output = [m.group(2) for line in lines if (m := _STEP_OUTPUT.match(line))]
+        own = [
+            m.group(2) for line in lines if (m := _STEP_OUTPUT.match(line)) and m.group(1) == failed
+        ]
+        last = (own or output)[-LAST_LINES:] + [f"ERROR: {error_text}"]
+    else:
+        last = [line for line in lines if line.strip()][-LAST_LINES:]
+    # Only what the steps printed counts: the step headers echo the scripts, markers included.
+    printed = [m.group(2) for line in lines if (m := _STEP_OUTPUT.match(line))]
+    if step and len(step) > 160:
+        step = step[:157] + "..."
+    for text in printed:
+        if drift := re.fullmatch(rf"{DRIFT_MARKER} (path=\S+ expected=\S+ actual=\S+)", text):
+            message = f"overlay guard refused: {drift.group(1)}"
+            return _Failure(step, last, "overlay-drift", message)
+    fails = [m.group(1) for t in printed if (m := re.fullmatch(rf"{ASSERT_FAIL_MARKER} (.*)", t))]
+    if fails:
+        return _Failure(
+            step, last, "assertion-failed", "assertions rejected the build: " + "; ".join(fails)
+        )
+    for text in printed:
+        if pkg := re.fullmatch(rf"{PACKAGE_MARKER} (\S+ \S+=.*)", text):
+            message = f"package removal refused: {pkg.group(1)}"
+            return _Failure(step, last, "system-packages", message)
+    if failed:
+        return _Failure(step, last, "step-failed", f"build step failed: {error_text}")
+    return _Failure(None, last, "build-failed", "the build failed before any step ran")
+
+
+def _ca_bundle(options: BuildOptions) -> Path | None:
+    """The CA bundle pip should trust inside RUN steps: flag, $IMAGEKIT_PIP_CA, host default."""
+    if options.ca_bundle is not None:
+        chosen = options.ca_bundle
+    elif os.environ.get(CA_ENV):
+        chosen = Path(os.environ[CA_ENV])
+    elif DEFAULT_CA_BUNDLE.is_file():
+        return DEFAULT_CA_BUNDLE
+    else:
+        return None
+    if not chosen.is_file():
+        raise UsageError(
+            f"the CA bundle {chosen} is not a file",
+            hint=f"give --ca-bundle PATH or set {CA_ENV} to a PEM bundle",
+        )
+    return chosen
+
+
+def _stage_context(rendered: Rendered, into: Path) -> None:
+    """Only the rendered files and the overlay files the Dockerfile copies go into the context.
+
+    The rendered files come from this render, not from the committed copies, so a build runs
+    exactly the checks of the plan it records.
+    """
+    for name, data in rendered.files().items():
+        (into / name).write_bytes(data)
+    for relative, source in rendered.sources:
+        target = into / relative
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(source, target)
+        shutil.copymode(source, target)
+
+
+class LogSink(Protocol):
+    def write(self, text: str) -> None: ...
+
+
+class _Tee:
+    """Stream build output to stderr and the evidence log, line by line, as it comes."""
+
+    def __init__(self, log_file: TextIO, echo: TextIO) -> None:
+        self.log_file = log_file
+        self.echo = echo
+        self.lines: list[str] = []
+
+    def write(self, text: str) -> None:
+        for line in text.splitlines():
+            self.lines.append(line)
+        self.log_file.write(text)
+        self.log_file.flush()
+        self.echo.write(text)
+        self.echo.flush()
+
+
+def ensure_base(engine: Engine, base: Reference, platform: str, log: LogSink) -> None:
+    """Have the pinned base in the engine; pull it by digest if it is not there yet."""
+    from python_on_whales.exceptions import DockerException
+
+    ref = str(base)
+    if engine.client.image.exists(ref):
+        return
+    log.write(f"imagekit: pulling the base {ref} ({platform})\n")
+    try:
+        engine.client.image.pull(ref, quiet=True, platform=platform)
+    except DockerException as exc:
+        last = docker_error_text(exc)
+        log.write(f"imagekit: pull failed: {last}\n")
+        if _UNREACHABLE.search(last):
+            message = f"the registry {base.registry} could not be reached to pull the base {ref}"
+            hint = (
+                "pull or load the base into the engine where the registry is reachable "
+                "(or mirror it and build with --base MIRROR@sha256:...)"
+            )
+        else:
+            message = f"pulling the base {ref} from {base.registry} failed: {last}"
+            hint = "check the reference with `imagekit inspect REF` and the engine's credentials"
+        raise RegistryError(
+            message,
+            registry=base.registry,
+            repository=base.repository,
+            digest=str(base.digest),
+            hint=hint,
+        ) from exc
+
+
+@dataclass(frozen=True)
+class _BuildCall:
+    """One BuildKit build of a staged context, whichever client runs it."""
+
+    context: Path
+    tag: str
+    platform: str
+    ca: Path | None
+    index_file: Path | None
+    no_cache: bool
+    tee: _Tee
+
+    def secrets(self) -> list[str]:
+        """pip's CA bundle and index URL as secret mounts (never a build argument)."""
+        mounts = [(PIP_CA_SECRET, self.ca), (PIP_INDEX_SECRET, self.index_file)]
+        return [f"id={name},src={path}" for name, path in mounts if path is not None]
+
+
+def _legacy_build(engine: Engine, call: _BuildCall) -> str:
+    iidfile = call.context.parent / "iid"
+    cmd: list[Any] = [*engine.client.client_config.docker_cmd, "build", "--progress=plain"]
+    cmd += ["--network=host", f"--platform={call.platform}", f"--iidfile={iidfile}"]
+    cmd += ["--tag", call.tag]
+    for secret in call.secrets():
+        cmd += ["--secret", secret]
+    env = {"DOCKER_BUILDKIT": "1"}
+    if call.no_cache:
+        cmd.append("--no-cache")
+    cmd.append(str(call.context))
+    for line in _stream_client([str(c) for c in cmd], env=env):
+        call.tee.write(line.decode("utf-8", errors="replace"))
+    return iidfile.read_text().strip()
+
+
+def _stream_client(cmd: list[str], *, env: dict[str, str]) -> Iterator[bytes]:
+    """The client's output lines (stderr, where BuildKit writes, merged into stdout).
+
+    DockerException with the last lines when it exits non-zero. However the reading stops
+    (an interrupt, an error in the caller), a client still running is stopped: SIGTERM first,
+    on which it cancels the build, then SIGKILL.
+    """
+    proc = subprocess.Popen(  # noqa: S603 - the engine's client, fixed arguments, no shell
+        cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env={**os.environ, **env}
+    )
+    tail: list[bytes] = []
+    try:
+        assert proc.stdout is not None  # noqa: S101 - stdout=PIPE
+        for line in iter(proc.stdout.readline, b""):
+            tail = [*tail[-49:], line]
+            yield line
+        code = proc.wait()
+    finally:
+        if proc.poll() is None:
+            proc.terminate()
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        if proc.stdout is not None:
+            proc.stdout.close()
+    if code != 0:
+        from python_on_whales.exceptions import DockerException
+
+        raise DockerException(cmd, code, stderr=b"".join(tail))
+
+
+def _buildx_build(engine: Engine, call: _BuildCall) -> str:
+    # Most users' clients have buildx, so this is the path they take. It cannot run on our
+    # machines: neither Debian 12 nor the package index ships the buildx plugin (or a
+    # standalone BuildKit), so no test here can drive a real buildx.
+    # tests/unit/build/test_buildkit.py pins the call it makes to python-on-whales'
+    # documented `buildx.build` instead.
+    stream = engine.client.buildx.build(
+        call.context,
+        tags=[call.tag],
+        network="host",
+        platforms=[call.platform],
+        secrets=call.secrets(),
+        cache=not call.no_cache,
+        load=True,
+        progress="plain",
+        stream_logs=True,
+    )
+    assert isinstance(stream, Iterator)  # noqa: S101 - stream_logs=True returns an iterator
+    for line in stream:
+        call.tee.write(line if line.endswith("\n") else line + "\n")
+    return str(engine.client.image.inspect(call.tag).id)
+
+
+def build_plan(
+    workspace: Workspace,
+    name: str,
+    options: BuildOptions | None = None,
+    *,
+    engine: Engine | None = None,
+    registry: RegistryClient | None = None,
+    echo: TextIO | None = None,
+) -> BuildResult:
+    """Build one plan and return the image; raise BuildRejected (exit 1) when a step fails.
+
+    ``registry`` describes the base for the record (a client of the caller's, or one made
+    for the call).
+    """
+    options = options or BuildOptions()
+    echo = echo or sys.stderr
+    loaded = load_named_plan(workspace, name, base_override=options.base_override)
+    if options.push is not None:
+        check_push_repo(options.push)
+    rendered = render(loaded)
+    ca = _ca_bundle(options)
+    index_url = options.index_url or os.environ.get("PIP_INDEX_URL") or None
+    engine = engine or connect()
+    run_dir = new_run_dir(workspace.evidence_dir, loaded.name)
+    for rendered_name, rendered_data in rendered.files().items():
+        write_bytes(run_dir / rendered_name, rendered_data)
+    tag = options.tag or f"imagekit/{loaded.name}:{run_dir.name}"
+    log_path = run_dir / "build.log"
+    builder = "buildx" if engine.has_buildx else "docker build (BuildKit)"
+    with log_path.open("x", encoding="utf-8") as log_file:
+        tee = _Tee(log_file, echo)
+        tee.write(
+            f"imagekit: building plan {loaded.name} (plan sha256:{loaded.digest.hex}) "
+            f"on {loaded.base} with {builder}, tag {tag}\n"
+        )
+        ensure_base(engine, loaded.base, loaded.plan.base.platform, tee)
+        image_id = _run_build(
+            workspace, loaded, rendered, engine, tag, ca, index_url, options, tee, log_path
+        )
+    base_details = read_base_details(loaded, registry)
+    result = BuildResult(
+        plan=loaded.name,
+        plan_sha256=loaded.digest.hex,
+        base=str(loaded.base),
+        builder=builder,
+        image_id=image_id,
+        tag=tag,
+        evidence_dir=run_dir,
+        log=log_path,
+        dockerfile_sha256=rendered.digest.hex,
+    )
+    with RecordRefused.keeping(result):
+        seq = record_plan_image(
+            workspace,
+            "build",
+            loaded,
+            tag,
+            status="built",
+            scope=(
+                f"built from plan {loaded.name} (sha256:{loaded.digest.hex}); the overlay guards "
+                "and the plan's assertions ran inside the build and passed; "
+                "nothing was run on a GPU"
+            ),
+            evidence=log_path,
+            details=BuildDetails(
+                image_id=image_id,
+                plan_sha256=loaded.digest.hex,
+                dockerfile_sha256=rendered.digest.hex,
+                rendered_sha256={n: Digest.of_bytes(d).hex for n, d in rendered.files().items()},
+                builder=builder,
+                base=base_details,
+            ),
+        )
+    result = replace(result, ledger=[seq])
+    if options.push is None:
+        return result
+    pushed, manifest = push_image(engine, tag, options.push, log_path)
+    result = replace(result, pushed=pushed, manifest_digest=manifest)
+    with RecordRefused.keeping(result):
+        push_seq = record_push(
+            workspace, tag, pushed, manifest, log_path, plan=loaded.name, image_id=image_id
+        )
+    return replace(result, ledger=[seq, push_seq])
+
+
+def _run_build(
+    workspace: Workspace,
+    loaded: LoadedPlan,
+    rendered: Rendered,
+    engine: Engine,
+    tag: str,
+    ca: Path | None,
+    index_url: str | None,
+    options: BuildOptions,
+    tee: _Tee,
+    log_path: Path,
+) -> str:
+    """Run BuildKit; on failure keep the log, record a rejected build and raise."""
+    from python_on_whales.exceptions import DockerException
+
+    how = _buildx_build if engine.has_buildx else _legacy_build
+    with tempfile.TemporaryDirectory(prefix="imagekit-build-") as tmp:
+        context = Path(tmp) / "context"
+        context.mkdir()
+        _stage_context(rendered, context)
+        index_file: Path | None = None
+        if index_url:
+            index_file = Path(tmp) / "pip-index-url"
+            fd = os.open(index_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(fd, "w") as fh:
+                fh.write(index_url)
+        try:
+            return how(
+                engine,
+                _BuildCall(
+                    context,
+                    tag=tag,
+                    platform=loaded.plan.base.platform,
+                    ca=ca,
+                    index_file=index_file,
+                    no_cache=options.no_cache,
+                    tee=tee,
+                ),
+            )
+        except DockerException as exc:
+            failure = analyse_failure(tee.lines)
+            tee.write(f"imagekit: build rejected ({failure.reason}): {failure.message}\n")
+            if failure.step is None and _UNREACHABLE.search("\n".join(tee.lines[-5:])):
+                raise EngineUnavailable(
+                    f"the build could not start: {failure.last_lines[-1]}",
+                    hint="check that the engine and its BuildKit answer (`docker info`)",
+                ) from exc
+            try:
+                record_rejected(
+                    workspace,
+                    loaded,
+                    RejectedBuildDetails(
+                        reason=failure.reason, step=failure.step, message=failure.message
+                    ),
+                    log_path=log_path,
+                    image=tag,
+                )
+                unrecorded = ""
+            except RecordRefused as refused:
+                unrecorded = f" (not recorded: {refused.problem})"
+            raise BuildFailed(
+                f"build of {loaded.name} rejected{unrecorded}: {failure.message}",
+                step=failure.step,
+                last_lines=failure.last_lines,
+                log=log_path,
+                reason=failure.reason,
+                hint="the full log is kept; fix the plan or the base and build again",
+            ) from exc
+        except OSError as exc:
+            raise EngineUnavailable(f"running the docker client failed: {exc}") from exc

@@ -1,0 +1,77 @@
+"""`imagekit build`: the engine builder or the registry builder, chosen for each plan.
+
+A plan whose every step only lays files or metadata over the base (overlay, env, labels,
+entrypoint, cmd) can be assembled through the registry (imagekit.build.assemble.builder) with no
+engine and no base pull; a pip or package step runs programs inside the image and needs the
+engine (imagekit.build.buildkit). ``auto`` picks the registry builder for the first kind when a push
+target is given, since its image exists only in a registry; ``registry`` or ``engine`` force
+one, and an option only the other builder has is refused by name.
+"""
+
+from __future__ import annotations
+
+from typing import TextIO
+
+from imagekit.build.assemble.builder import (
+    AssembleOptions,
+    AssembleResult,
+    assemble_plan,
+    engine_steps,
+)
+from imagekit.build.buildkit import BuildResult, build_plan
+from imagekit.build.options import BuildOptions
+from imagekit.errors import UsageError
+from imagekit.plans.plan import Plan, load_named_plan
+from imagekit.workspace import Workspace
+
+BUILDERS = ("auto", "registry", "engine")
+
+
+def choose_builder(plan: Plan, requested: str, push: str | None) -> str:
+    """``registry`` or ``engine`` for a requested ``auto``, ``registry`` or ``engine``."""
+    if requested not in BUILDERS:
+        raise UsageError(f"unknown builder {requested!r}", hint="one of: " + ", ".join(BUILDERS))
+    if requested != "auto":
+        return requested
+    return "registry" if not engine_steps(plan) and push is not None else "engine"
+
+
+def build_image(
+    workspace: Workspace,
+    name: str,
+    options: BuildOptions | None = None,
+    *,
+    echo: TextIO | None = None,
+) -> BuildResult | AssembleResult:
+    """Build plan ``name`` with the builder ``options.builder`` names or ``auto`` picks."""
+    options = options or BuildOptions()
+    loaded = load_named_plan(workspace, name, base_override=options.base_override)
+    if choose_builder(loaded.plan, options.builder, options.push) == "engine":
+        if options.index or not options.assertions:
+            flag = "--index" if options.index else "--no-assertions"
+            raise UsageError(
+                f"{flag} is an option of the registry builder; the engine path runs the "
+                "assertions inside the build and pushes what the engine made",
+                hint="add --builder registry (the plan must have no pip or package steps)",
+            )
+        return build_plan(workspace, name, options, echo=echo)
+    # The package index and CA bundle (often set in the environment) serve pip steps, which a
+    # registry build has none of; --no-cache asked for explicitly is a mistake worth naming.
+    if options.no_cache:
+        raise UsageError(
+            "--no-cache is an option of the engine builder; the registry builder runs no "
+            "build step and keeps no build cache",
+            hint="drop it, or add --builder engine",
+        )
+    return assemble_plan(
+        workspace,
+        name,
+        AssembleOptions(
+            push=options.push,
+            tag=options.tag,
+            base_override=options.base_override,
+            index=options.index,
+            assertions=options.assertions,
+        ),
+        echo=echo,
+    )

@@ -1,0 +1,28 @@
+"""What a caller may choose about one build, whichever builder makes it.
+
+Both builders (imagekit.build.buildkit on the engine, imagekit.build.assemble through the
+registry) and the choice between them (imagekit.build.choice) read these options, so they
+live apart from either builder.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class BuildOptions:
+    """What a caller may choose about one build; the plan decides everything else."""
+
+    tag: str | None = None
+    push: str | None = None
+    no_cache: bool = False
+    index_url: str | None = None
+    ca_bundle: Path | None = None
+    base_override: str | None = None
+    #: engine (imagekit.build.buildkit), registry (imagekit.build.assemble) or auto
+    #: (imagekit.build.choice).
+    builder: str = "engine"
+    index: bool = False  # registry builder: push an index holding the manifest too
+    assertions: bool = True  # registry builder: false accepts the image unchecked

@@ -1,0 +1,81 @@
+"""Push an image the engine built, and record the push.
+
+``imagekit build --push`` and the pipeline's push stage (which pushes only what its audit
+passed) both go through here, so a push is recorded the same way whoever made it. The
+registry builder pushes its own blobs (imagekit.build.assemble) and only shares
+:func:`check_push_repo`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from imagekit.build.record import record_push
+from imagekit.errors import RegistryError, UsageError
+from imagekit.refs import Digest, Reference, parse_reference
+from imagekit.runtime.engine import Engine, docker_error_text, engine_errors
+from imagekit.workspace import Workspace
+
+
+def check_push_repo(repo: str) -> Reference:
+    ref = parse_reference(repo)
+    if ref.tag is not None or ref.digest is not None:
+        raise UsageError(
+            f"--push takes a repository without tag or digest, got {repo!r}",
+            hint="e.g. --push 127.0.0.1:5000/team/image; the build's tag is reused",
+        )
+    return ref
+
+
+def push_image(engine: Engine, tag: str, repo: str, log_path: Path) -> tuple[str, str]:
+    """Tag the image into REPO, push it, and return (repo@digest, manifest digest)."""
+    from python_on_whales.exceptions import DockerException
+
+    ref = check_push_repo(repo)
+    remote = f"{repo}:{tag.rpartition(':')[2]}"
+    with engine_errors(f"tagging {tag} as {remote}"):
+        engine.client.image.tag(tag, remote)
+    try:
+        engine.client.image.push(remote, quiet=True)
+    except DockerException as exc:
+        raise RegistryError(
+            f"pushing {remote} failed: {docker_error_text(exc)}",
+            registry=ref.registry,
+            repository=ref.repository,
+            hint="check the registry answers and the engine's credentials for it",
+        ) from exc
+    with engine_errors(f"inspecting {remote} after the push"):
+        repo_digests = engine.client.image.inspect(remote).repo_digests or []
+    for item in repo_digests:
+        name, _, digest = item.partition("@")
+        if parse_reference(name).name == ref.name:
+            manifest = str(Digest(digest))
+            with log_path.open("a", encoding="utf-8") as fh:
+                fh.write(f"imagekit: pushed {remote} as {ref.name}@{manifest}\n")
+            return f"{ref.name}@{manifest}", manifest
+    raise RegistryError(
+        f"the engine pushed {remote} but reported no digest for {ref.name}",
+        registry=ref.registry,
+        repository=ref.repository,
+    )
+
+
+def push_and_record(
+    workspace: Workspace,
+    engine: Engine,
+    tag: str,
+    repo: str,
+    log_path: Path,
+    *,
+    plan: str,
+    image_id: str,
+) -> tuple[str, str, int]:
+    """Push a built image and append its push record: (repo@digest, manifest digest, seq).
+
+    The pipeline's push stage (which pushes only what its audit passed) calls this, and
+    ``imagekit build --push`` the same two steps (push_image, record_push), so a push is
+    recorded the same way whoever made it.
+    """
+    pushed, manifest = push_image(engine, tag, repo, log_path)
+    seq = record_push(workspace, tag, pushed, manifest, log_path, plan=plan, image_id=image_id)
+    return pushed, manifest, seq

@@ -1,0 +1,144 @@
+"""The ledger records of a build, the same whichever builder made the image.
+
+Both builders append their ``build``, ``rejected-build`` and ``push`` records through these
+helpers, and describe the base the same way (:func:`base_image_details`), so a record does not
+tell which builder wrote it except by its ``builder`` field.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from imagekit.errors import ImagekitError
+from imagekit.ledger import (
+    BaseImageDetails,
+    BuildDetails,
+    PushDetails,
+    RejectedBuildDetails,
+    append_record,
+)
+from imagekit.plans.plan import LoadedPlan
+from imagekit.registry import RegistryClient, ResolvedImage
+from imagekit.workspace import Workspace
+
+
+def _record(workspace: Workspace, kind: str, **kwargs: Any) -> int:
+    """Append one ledger record; returns its seq."""
+    return int(append_record(workspace, kind, **kwargs).seq)
+
+
+def record_plan_image(
+    workspace: Workspace,
+    kind: str,
+    loaded: LoadedPlan,
+    image: str,
+    *,
+    status: str,
+    scope: str,
+    evidence: Path,
+    details: BuildDetails | RejectedBuildDetails,
+) -> int:
+    """Append the record of an image made (or refused) from a plan on its base; its seq.
+
+    Both builders' ``build`` and ``rejected-build`` records name the plan, the image and the
+    base this way.
+    """
+    return _record(
+        workspace,
+        kind,
+        plan=loaded.name,
+        images={"image": image, "base": str(loaded.base)},
+        status=status,
+        scope=scope,
+        evidence=evidence,
+        details=details,
+    )
+
+
+def record_rejected(
+    workspace: Workspace,
+    loaded: LoadedPlan,
+    details: RejectedBuildDetails,
+    *,
+    log_path: Path,
+    image: str,
+    what: str = "build",
+) -> int:
+    """A failed attempt stays on record; a later success is a new record beside it.
+
+    Both builders call this: the engine path with BuildKit's failure, the registry builder
+    (imagekit.assemble) with its guard report or assertion run in ``details``.
+    """
+    return record_plan_image(
+        workspace,
+        "rejected-build",
+        loaded,
+        image,
+        status="rejected",
+        scope=(
+            f"the {what} of plan {loaded.name} (sha256:{loaded.digest.hex}) failed; "
+            "no image was accepted"
+        ),
+        evidence=log_path,
+        details=details,
+    )
+
+
+def record_push(
+    workspace: Workspace,
+    tag: str,
+    pushed: str,
+    manifest: str,
+    log_path: Path,
+    *,
+    plan: str,
+    image_id: str,
+) -> int:
+    """Append the push record of ``tag`` pushed as ``pushed``; returns its seq."""
+    return _record(
+        workspace,
+        "push",
+        plan=plan,
+        images={"image": tag, "pushed": pushed},
+        status="pushed",
+        scope=f"the engine pushed {tag} and the registry named the manifest {manifest}",
+        evidence=log_path,
+        details=PushDetails(manifest_digest=manifest, config_digest=image_id),
+    )
+
+
+def read_base_details(loaded: LoadedPlan, registry: RegistryClient | None) -> BaseImageDetails:
+    """What the lock file needs about the upstream base, read from its registry.
+
+    The engine only tells the config digest; the index digest, layer digests and compressed
+    size come from the registry. They are information for the record, not a gate (the build
+    already pulled the base by digest), so a registry that cannot answer now leaves the reason
+    in the record instead of failing a build that succeeded.
+    """
+    try:
+        if registry is not None:
+            resolved = registry.resolve(loaded.base, loaded.platform)
+        else:
+            with RegistryClient() as client:
+                resolved = client.resolve(loaded.base, loaded.platform)
+    except ImagekitError as exc:
+        return BaseImageDetails(**_known_base(loaded), inspect_error=exc.message)
+    return base_image_details(loaded, resolved)
+
+
+def _known_base(loaded: LoadedPlan) -> dict[str, Any]:
+    known: dict[str, Any] = {
+        "platform": loaded.plan.base.platform,
+        "manifest_digest": str(loaded.base.digest),
+    }
+    if loaded.plan.base.found_as:
+        known["source_tag"] = loaded.plan.base.found_as
+    return known
+
+
+def base_image_details(loaded: LoadedPlan, resolved: ResolvedImage) -> BaseImageDetails:
+    """The base as ``resolved`` describes it, in the build record's shape (both builders)."""
+    inspected = resolved.to_json()
+    keys = ("index_digest", "config_digest", "compressed_layer_bytes", "layer_digests", "diff_ids")
+    return BaseImageDetails(**_known_base(loaded), **{key: inspected[key] for key in keys})

@@ -1,0 +1,11 @@
+"""Plans, as `imagekit plans ...` and `imagekit render` see them: read, render, pin, bump.
+
+- ``plan``: a plan file read, validated and kept with the exact bytes it was read from;
+- ``render``: the Dockerfile and the assertion checker a plan renders to, byte for byte;
+- ``pin``: each overlay's ``replaces`` hash read from the base (`plans pin-overlay`);
+- ``upstream``: what a plan's ``base.found_as`` tag serves now, from one HEAD request;
+- ``bump``: the overlay guards against a new base and the one-line plan edit (`plans bump`).
+
+The package holds no names of its own: import from the module, so that reading a plan does
+not load the builders.
+"""

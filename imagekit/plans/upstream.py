@@ -1,0 +1,174 @@
+"""What a plan's base tag serves upstream now, held against the digest the plan pins.
+
+A plan pins its base by digest and keeps the tag the digest was found under
+(``base.found_as``). Upstream moves that tag: a rebuilt official image, a security fix, a
+new CUDA point release. Nothing in the plan changes when that happens, so nobody notices;
+here the base's registry is asked what the tag serves now, in the base's own repository.
+
+The question costs one HEAD request: the registry's ``Docker-Content-Digest`` names the
+document it would serve for the tag, an index staying an index (the digest a user would
+pin, as the registry serves it). Only when that digest is not the pinned one is anything
+read: a plan may pin one platform's manifest of a multi-platform tag, and then the tag's
+index is fetched and that platform's entry decides whether the image the plan builds on
+moved (pinning the index, as `imagekit plans bump` does, makes it one HEAD again).
+
+The answers are ``current``, ``moved`` (with the digest to pin now) or ``gone`` (the
+registry answers 404 for the tag: a vanished tag is a no, never a pass). A registry that
+cannot be reached raises, and the caller says "could not finish" (exit 3).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from enum import StrEnum
+from typing import Any
+
+from imagekit.errors import RegistryNotFound, UsageError
+from imagekit.plans.plan import LoadedPlan
+from imagekit.refs import Digest, Reference
+from imagekit.registry import (
+    INDEX_TYPES,
+    MANIFEST_TYPES,
+    ImageIndex,
+    RegistryClient,
+    select_platform,
+)
+from imagekit.registry.manifest import parse_manifest
+
+
+class TagState(StrEnum):
+    """What the tag serves, against the pin."""
+
+    CURRENT = "current"  # the pinned digest (or an index whose platform entry is the pin)
+    MOVED = "moved"  # another digest: ``UpstreamTag.served`` is what to pin now
+    GONE = "gone"  # the registry has nothing under the tag (HTTP 404)
+
+
+@dataclass(frozen=True)
+class UpstreamTag:
+    """One plan's base tag as its registry answered, when, and against which pin."""
+
+    plan: str
+    tag: str
+    repository: str  # registry/repository the tag was asked in (the base's own)
+    pinned: Digest
+    state: TagState
+    resolved_at: str  # UTC, when the registry answered
+    served: Digest | None  # what the tag serves, as the registry serves it; None when gone
+    media_type: str | None
+    detail: str
+    #: the pinned platform's manifest inside a served index (when the plan pins that form)
+    platform_manifest: Digest | None = None
+
+    @property
+    def tag_reference(self) -> str:
+        return f"{self.repository}:{self.tag}"
+
+    @property
+    def moved(self) -> bool:
+        return self.state is TagState.MOVED
+
+    def new_base(self) -> Reference:
+        """``repository@served``: the base to build a candidate on (only when moved)."""
+        if self.served is None:
+            raise UsageError(f"{self.tag_reference} serves nothing: there is no new base")
+        registry, _, repository = self.repository.partition("/")
+        return Reference(registry, repository, None, self.served)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "plan": self.plan,
+            "tag": self.tag,
+            "repository": self.repository,
+            "pinned": str(self.pinned),
+            "state": self.state,
+            "served": str(self.served) if self.served else None,
+            "media_type": self.media_type,
+            "platform_manifest": str(self.platform_manifest) if self.platform_manifest else None,
+            "resolved_at": self.resolved_at,
+            "detail": self.detail,
+        }
+
+
+def _now() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def watch_tag(client: RegistryClient, loaded: LoadedPlan) -> UpstreamTag:
+    """Ask the base's registry what ``base.found_as`` serves now.
+
+    The tag is looked up in the repository of the base the plan was loaded with (its own,
+    or the override's). Raises UsageError for a plan without ``found_as`` and the registry
+    errors of :meth:`RegistryClient.head_manifest` other than a 404, which is ``gone``.
+    """
+    tag = loaded.plan.base.found_as
+    if tag is None:
+        raise UsageError(
+            f"plan {loaded.name} has no base.found_as: there is no tag to watch",
+            hint="add found_as: TAG under base (the tag the digest was found under), "
+            "or name the digest yourself with --to",
+        )
+    base = loaded.base
+    pinned = base.digest
+    assert pinned is not None  # noqa: S101 - LoadedPlan.base is always pinned
+    where = Reference(base.registry, base.repository, tag)
+
+    def answer(state: TagState, served: Digest | None, media_type: str | None, detail: str,
+               platform_manifest: Digest | None = None) -> UpstreamTag:  # fmt: skip
+        return UpstreamTag(
+            loaded.name, tag, base.name, pinned, state, _now(), served, media_type, detail,
+            platform_manifest,
+        )  # fmt: skip
+
+    try:
+        head = client.head_manifest(where, tag)
+    except RegistryNotFound as exc:
+        return answer(
+            TagState.GONE, None, None, f"{where} answers 404: the tag is gone ({exc.message})"
+        )
+    if head.digest == pinned:
+        return answer(TagState.CURRENT, head.digest, head.media_type, f"{where} serves the pin")
+    # Another digest. A plan that pinned one platform's manifest of a multi-platform tag
+    # still builds on the same image when the index moved for other platforms only.
+    if head.media_type in MANIFEST_TYPES:
+        return answer(
+            TagState.MOVED,
+            head.digest,
+            head.media_type,
+            f"{where} moved: it serves {head.digest}; the plan pins {pinned}",
+        )
+    body, media_type, served = client.get_manifest(where, head.digest)
+    if media_type in INDEX_TYPES:
+        index = parse_manifest(
+            body, media_type, registry=base.registry, repository=base.repository,
+            digest=str(served),
+        )  # fmt: skip
+        assert isinstance(index, ImageIndex)  # noqa: S101 - parse_manifest's contract
+        entry = select_platform(
+            index, loaded.platform, where=str(where), registry=base.registry,
+            repository=base.repository, digest=str(served),
+        )  # fmt: skip
+        if entry.digest == pinned:
+            return answer(
+                TagState.CURRENT,
+                served,
+                media_type,
+                f"{where} serves the index {served}, whose {loaded.platform} manifest is the "
+                "pin (the index moved for other platforms only)",
+                entry.digest,
+            )
+        return answer(
+            TagState.MOVED,
+            served,
+            media_type,
+            f"{where} moved: it serves the index {served} ({loaded.platform}: "
+            f"{entry.digest}); the plan pins {pinned}",
+            entry.digest,
+        )
+    return answer(
+        TagState.MOVED,
+        served,
+        media_type,
+        f"{where} moved: it serves {served}; the plan pins {pinned}",
+    )

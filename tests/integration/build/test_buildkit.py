@@ -1,0 +1,318 @@
+"""Builds on the real engine through BuildKit, from the real base fixture in a real registry.
+
+Each test builds under a unique tag and removes the images it made. The demo's pip pin is
+downloaded from the real package index inside the build (through the host CA bundle as a
+BuildKit secret, which the TLS-intercepting proxy on our machines requires).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import secrets
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+from click.testing import CliRunner
+
+from imagekit.build.buildkit import build_plan
+from imagekit.build.options import BuildOptions
+from imagekit.cli.build_cmd import command as build_command
+from imagekit.errors import BuildFailed
+from imagekit.ledger import read_records
+from imagekit.runtime.engine import Engine
+from imagekit.workspace import Workspace
+from tests.support.base_image import BaseImage
+from tests.support.registries import RunningRegistry
+
+pytestmark = pytest.mark.integration
+
+AV_ABOUT = "/usr/lib/python3/dist-packages/av/about.py"
+AV_ABOUT_SHA256 = "75e5d191c344a5bdf61c1ee3e720661cb2d0c38e8d3bfb90b587b8107303c92e"
+
+
+def _index_url() -> str:
+    """The index pip would use anyway, passed explicitly so the secret path is exercised."""
+    from pip._internal.models.index import PyPI
+
+    return os.environ.get("PIP_INDEX_URL") or PyPI.simple_url
+
+
+def _tag(name: str, made: list[str]) -> str:
+    """A tag of its own for this build of ``name``, on the list of what the test removes."""
+    tag = f"imagekit-test/{name}:{secrets.token_hex(4)}"
+    made.append(tag)
+    return tag
+
+
+def _run(engine: Engine, image: str, *argv: str) -> str:
+    return subprocess.run(
+        [engine.client_path, "run", "--rm", "--network", "none", image, *argv],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+
+
+def _refused(
+    engine: Engine, workspace: Workspace, name: str, base: BaseImage, made: list[str]
+) -> tuple[str, BuildFailed]:
+    """Build plan ``name`` on the base under a tag of its own, which must fail: (tag, error)."""
+    tag = _tag(name, made)
+    with pytest.raises(BuildFailed) as info:
+        build_plan(
+            workspace, name, BuildOptions(tag=tag, base_override=base.reference), engine=engine
+        )
+    return tag, info.value
+
+
+def _write_variant(workspace: Workspace, name: str, change: dict[str, object]) -> None:
+    """A copy of the demo plan under a new name, with its overlay files, changed as asked."""
+    data = yaml.safe_load((workspace.plans_dir / "demo.yaml").read_text())
+    data.update(change, name=name)
+    (workspace.plans_dir / f"{name}.yaml").write_text(yaml.safe_dump(data, sort_keys=False))
+    target = workspace.dockerfiles_dir / name
+    target.mkdir(exist_ok=True)
+    (target / "overlay").mkdir(exist_ok=True)
+    for item in (workspace.dockerfiles_dir / "demo" / "overlay").iterdir():
+        (target / "overlay" / item.name).write_bytes(item.read_bytes())
+        (target / "overlay" / item.name).chmod(item.stat().st_mode & 0o777)
+
+
+def test_demo_builds_end_to_end_and_pushes(
+    engine: Engine,
+    base_image: BaseImage,
+    registry: RunningRegistry,
+    workspace: Workspace,
+    created_refs: list[str],
+) -> None:
+    tag = _tag("demo", created_refs)
+    push_repo = f"{registry.host}/imagekit-test/demo-build"
+    created_refs.append(f"{push_repo}:{tag.rpartition(':')[2]}")
+    index_url = _index_url()
+    result = CliRunner().invoke(
+        build_command,
+        [
+            "demo",
+            "--base",
+            base_image.reference,
+            "--tag",
+            tag,
+            "--push",
+            push_repo,
+            "--no-cache",  # so that every step runs and prints its checks into this log
+            "--json",
+        ],
+        env={"PIP_INDEX_URL": index_url},
+    )
+    assert result.exit_code == 0, result.stderr[-3000:]
+    doc = json.loads(result.stdout)  # exactly one JSON document on stdout
+    assert doc["tag"] == tag and doc["image_id"].startswith("sha256:")
+    assert doc["base"] == base_image.reference
+    assert re.fullmatch(r"sha256:[0-9a-f]{64}", doc["manifest_digest"])
+    assert doc["pushed"] == f"{push_repo}@{doc['manifest_digest']}"
+
+    # The log streamed to stderr and is kept in evidence, with the in-build checks in it.
+    log = Path(doc["log"])
+    assert log.is_file() and log.parent.parent == workspace.evidence_dir / "demo"
+    text = log.read_text()
+    assert "IMAGEKIT_OVERLAY_OK path=" + AV_ABOUT in text
+    assert "IMAGEKIT_ASSERT_PASS find_spec six" in text
+    assert "IMAGEKIT_ASSERTIONS_PASSED" in text
+    assert "Successfully installed six-1.16.0" in text
+    assert "IMAGEKIT_ASSERTIONS_PASSED" in result.stderr
+    assert (log.parent / "Dockerfile").read_text().startswith("# Rendered by")
+
+    # The image: labels, the overlay content, the new file, the pinned package.
+    inspected = engine.client.image.inspect(tag)
+    labels = inspected.config.labels or {}
+    assert labels["org.opencontainers.image.base.digest"] == base_image.digest
+    assert labels["io.imagekit.plan"] == "demo"
+    plan_bytes = (workspace.plans_dir / "demo.yaml").read_bytes()
+    assert labels["io.imagekit.plan-sha256"] == hashlib.sha256(plan_bytes).hexdigest()
+    overlay = (workspace.dockerfiles_dir / "demo" / "overlay" / "av_about.py").read_text()
+    assert _run(engine, tag, "cat", AV_ABOUT) == overlay
+    assert "hello from overlay-1" in _run(engine, tag)  # CMD is the new launcher
+    assert _run(engine, tag, "python3", "-c", "import six; print(six.__version__)") == "1.16.0\n"
+    # Neither the CA bundle nor the index URL is in the image, its env or its history.
+    assert _run(engine, tag, "sh", "-c", "ls -A /run/secrets 2>/dev/null | wc -l") == "0\n"
+    # The assertion checker was bind-mounted for its step only: not in the image, and the log
+    # shows one short RUN line for it, not the script.
+    assert _run(engine, tag, "sh", "-c", "test -e /tmp/imagekit-assert.py; echo $?") == "1\n"
+    # ... and it left nothing behind: no mount-point folder either.
+    assert _run(engine, tag, "sh", "-c", "ls -A /tmp | wc -l") == "0\n"
+    run_lines = [line for line in text.splitlines() if "/tmp/imagekit-assert.py" in line]
+    assert run_lines and all(len(line) < 200 for line in run_lines)
+    assert "def report(" not in text
+    checker = (workspace.dockerfiles_dir / "demo" / "imagekit-assert.py").read_bytes()
+    assert (log.parent / "imagekit-assert.py").read_bytes() == checker
+    history = subprocess.run(
+        [engine.client_path, "history", "--no-trunc", "--format", "{{.CreatedBy}}", tag],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert index_url not in history
+    assert not re.search(r"\|\d+ PIP_INDEX_URL=", history)  # how an ARG would show up
+    assert not any("PIP_" in env for env in inspected.config.env or [])
+
+    records = read_records(workspace.ledger_path)
+    assert [r.kind for r in records] == ["build", "push"]
+    assert records[0].status == "built" and records[0].details["image_id"] == doc["image_id"]
+    assert records[0].images["base"] == base_image.reference
+    # The base as the registry describes it, for the lock file's upstream entry.
+    base_details = records[0].details["base"]
+    assert base_details["manifest_digest"] == base_image.digest
+    assert base_details["config_digest"].startswith("sha256:")
+    assert len(base_details["layer_digests"]) == 1 and base_details["compressed_layer_bytes"] > 0
+    assert records[1].images["pushed"] == doc["pushed"]
+
+
+def test_drifted_overlay_fails_before_the_copy(
+    engine: Engine, base_image: BaseImage, workspace: Workspace, created_refs: list[str]
+) -> None:
+    data = yaml.safe_load((workspace.plans_dir / "demo.yaml").read_text())
+    steps = data["steps"]
+    wrong = "0" * 64
+    steps[1]["replaces"] = {"sha256": wrong}
+    _write_variant(workspace, "drift", {"steps": steps})
+    tag, err = _refused(engine, workspace, "drift", base_image, created_refs)
+    assert err.exit_code == 1 and err.reason == "overlay-drift"
+    assert f"path={AV_ABOUT}" in err.message
+    assert f"expected=sha256:{wrong}" in err.message
+    assert f"actual=sha256:{AV_ABOUT_SHA256}" in err.message
+    assert err.step is not None and f"p={AV_ABOUT};" in err.step
+    log = err.log.read_text()
+    assert not re.search(r"^#\d+ \[\d+/\d+\] COPY overlay/av_about\.py", log, re.MULTILINE)
+    assert not engine.client.image.exists(tag)
+    records = read_records(workspace.ledger_path)
+    assert [(r.kind, r.status) for r in records] == [("rejected-build", "rejected")]
+    assert records[0].details["reason"] == "overlay-drift"
+
+
+def test_failed_assertion_rejects_the_build_and_keeps_its_log(
+    engine: Engine, base_image: BaseImage, workspace: Workspace, created_refs: list[str]
+) -> None:
+    # The seed's first fix: remove something, then find it missing at the assertion.
+    _write_variant(
+        workspace,
+        "no-numpy",
+        {
+            "steps": [{"kind": "remove_system_packages", "names": ["python3-numpy", "python3-av"]}],
+            "assertions": {"pip_check": True, "find_spec": ["numpy"]},
+        },
+    )
+    tag = _tag("no-numpy", created_refs)
+    result = CliRunner().invoke(
+        build_command, ["no-numpy", "--base", base_image.reference, "--tag", tag, "--json"]
+    )
+    assert result.exit_code == 1, result.stderr[-3000:]
+    error = json.loads(result.stdout)["error"]
+    assert error["type"] == "BuildFailed" and error["reason"] == "assertion-failed"
+    assert "find_spec numpy" in error["message"]
+    assert any("IMAGEKIT_ASSERT_FAIL find_spec numpy" in line for line in error["last_lines"])
+    assert error["step"].startswith("[")
+    assert "RUN --mount=type=bind,source=imagekit-assert.py," in error["step"]
+    log = Path(error["log"])
+    assert log.is_file() and "IMAGEKIT_ASSERTIONS_REJECTED 1 failed" in log.read_text()
+    assert "IMAGEKIT_ASSERT_PASS pip_check" in log.read_text()
+    assert not engine.client.image.exists(tag)
+    records = read_records(workspace.ledger_path)
+    assert [(r.kind, r.details["reason"]) for r in records] == [
+        ("rejected-build", "assertion-failed")
+    ]
+    assert records[0].evidence is not None
+
+
+def test_removing_a_package_that_takes_others_with_it_is_refused(
+    engine: Engine, base_image: BaseImage, workspace: Workspace, created_refs: list[str]
+) -> None:
+    _write_variant(
+        workspace,
+        "rm-numpy",
+        {
+            "steps": [{"kind": "remove_system_packages", "names": ["python3-numpy"]}],
+            "assertions": {"pip_check": True},
+        },
+    )
+    _, err = _refused(engine, workspace, "rm-numpy", base_image, created_refs)
+    assert err.reason == "system-packages"
+    assert "would-also-remove names=python3-av" in err.message
+
+
+def test_unreachable_base_registry_is_exit_3(
+    engine: Engine, workspace: Workspace, created_refs: list[str]
+) -> None:
+    # A closed loopback port stands for docker.io, which cannot be reached from here either
+    # (without risking a 10 GB pull where it can).
+    unreachable = "127.0.0.1:9/imagekit-test/nowhere@sha256:" + "1" * 64
+    result = CliRunner().invoke(build_command, ["demo", "--base", unreachable])
+    assert result.exit_code == 3, result.stderr[-2000:]
+    assert "the registry 127.0.0.1:9 could not be reached" in result.stderr
+    # Could not finish is not a rejected build: nothing goes into the ledger.
+    assert not workspace.ledger_path.exists() or read_records(workspace.ledger_path) == []
+
+
+def _imagekit_processes_under(folder: Path) -> list[str]:
+    """Command lines of live processes that name a path under ``folder`` (the build's
+    docker client names its context and iidfile there)."""
+    done = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True, check=True)
+    return [line for line in done.stdout.splitlines() if str(folder) in line]
+
+
+def test_a_terminated_build_removes_its_temporary_context_and_stops_its_client(
+    base_image: BaseImage, workspace: Workspace, created_refs: list[str], tmp_path: Path
+) -> None:
+    private_tmp = tmp_path / "tmp"
+    private_tmp.mkdir()
+    tag = _tag("sigterm", created_refs)
+    imagekit = str(Path(sys.executable).parent / "imagekit")
+    proc = subprocess.Popen(
+        [imagekit, "build", "demo", "--base", base_image.reference, "--tag", tag, "--no-cache",
+         "--json"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env={**os.environ, "TMPDIR": str(private_tmp), "PIP_INDEX_URL": _index_url()},
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 300
+        while not any(p.name.startswith("imagekit-build-") for p in private_tmp.iterdir()):
+            assert proc.poll() is None, proc.communicate()
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        time.sleep(0.5)  # the docker client has started on the context
+        proc.send_signal(signal.SIGTERM)
+        stdout, stderr = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 143, stderr[-2000:]
+    assert json.loads(stdout)["interrupted"]["signal"] == "SIGTERM"
+    assert list(private_tmp.iterdir()) == []
+    time.sleep(1)
+    assert _imagekit_processes_under(private_tmp) == []
+    assert not workspace.ledger_path.exists()  # not a rejected build: nothing recorded
+
+
+def test_a_build_onto_a_ledger_that_does_not_verify_is_reported_and_not_recorded(
+    base_image: BaseImage, workspace: Workspace, created_refs: list[str]
+) -> None:
+    workspace.ledger_path.write_bytes(b'{"seq": 1')  # a torn line
+    tag = _tag("refused", created_refs)
+    result = CliRunner().invoke(
+        build_command,
+        ["demo", "--base", base_image.reference, "--tag", tag, "--json"],
+        env={"PIP_INDEX_URL": _index_url()},
+    )
+    assert result.exit_code == 1, result.stderr[-3000:]
+    document = json.loads(result.stdout)
+    assert document["tag"] == tag and document["image_id"].startswith("sha256:")
+    assert Path(document["log"]).is_file()
+    assert "torn line" in document["ledger_refused"]["message"]
+    assert workspace.ledger_path.read_bytes() == b'{"seq": 1'

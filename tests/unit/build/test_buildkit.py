@@ -1,0 +1,172 @@
+"""Reading a failed BuildKit log: the failing step, why, and its last lines.
+
+The logs below are shaped like Docker 20.10's BuildKit plain progress; the integration tests
+check the same analysis against real failed builds.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from imagekit.build.buildkit import (
+    _BuildCall,
+    _buildx_build,
+    _ca_bundle,
+    _stage_context,
+    analyse_failure,
+)
+from imagekit.build.options import BuildOptions
+from imagekit.build.push import check_push_repo
+from imagekit.errors import ReferenceFormatError, UsageError
+from imagekit.plans.plan import load_plan
+from imagekit.plans.render import ASSERT_SCRIPT, render
+
+REPO = Path(__file__).resolve().parents[3]
+
+GUARD = 'p=/usr/lib/x.py; echo "IMAGEKIT_OVERLAY_DRIFT path=$p expected=$w actual=missing"'
+DRIFT_LOG = f"""\
+#5 [2/4] RUN {GUARD}
+#5 sha256:aa
+#5 0.101 IMAGEKIT_OVERLAY_DRIFT path=/usr/lib/x.py expected=sha256:00 actual=sha256:11
+#5 ERROR: executor failed running [/bin/sh -c set -eu; ...]: exit code: 1
+------
+ > [2/4] RUN set -eu; p=/usr/lib/x.py; want=00; echo guard:
+------
+error: failed to solve: executor failed running [/bin/sh -c ...]: exit code: 1
+""".splitlines()
+
+ASSERT_RUN = (
+    "RUN --mount=type=bind,source=imagekit-assert.py,target=/tmp/imagekit-assert.py "
+    "python3 /tmp/imagekit-assert.py"
+)
+ASSERT_LOG = f"""\
+#4 [1/3] FROM 127.0.0.1:5000/base@sha256:ab
+#4 DONE 0.0s
+#7 [3/3] {ASSERT_RUN}
+#7 0.90 No broken requirements found.
+#7 0.91 IMAGEKIT_ASSERT_PASS pip_check: exit 0
+#7 0.92 IMAGEKIT_ASSERT_FAIL find_spec numpy: find_spec returned None
+#7 0.93 IMAGEKIT_ASSERTIONS_REJECTED 1 failed: find_spec numpy
+#7 ERROR: executor failed running [/bin/sh -c python3 /tmp/imagekit-assert.py]: exit code: 1
+""".splitlines()
+
+
+def test_drift_names_path_expected_and_actual() -> None:
+    failure = analyse_failure(DRIFT_LOG)
+    assert failure.reason == "overlay-drift"
+    assert failure.message == (
+        "overlay guard refused: path=/usr/lib/x.py expected=sha256:00 actual=sha256:11"
+    )
+    assert failure.step is not None and failure.step.startswith("[2/4] RUN p=/usr/lib/x.py; echo")
+    assert failure.last_lines[-1].startswith("ERROR: executor failed")
+
+
+def test_assertion_failure_lists_the_failed_checks_only() -> None:
+    failure = analyse_failure(ASSERT_LOG)
+    assert failure.reason == "assertion-failed"
+    assert failure.message == (
+        "assertions rejected the build: find_spec numpy: find_spec returned None"
+    )
+    assert failure.step == f"[3/3] {ASSERT_RUN}"
+    assert "IMAGEKIT_ASSERT_PASS pip_check: exit 0" in failure.last_lines
+
+
+def test_plain_step_failure_and_no_step_at_all() -> None:
+    lines = [
+        "#6 [2/2] RUN false",
+        "#6 0.1 oops",
+        "#6 ERROR: executor failed running [/bin/sh -c false]: exit code: 1",
+    ]
+    failure = analyse_failure(lines)
+    assert failure.reason == "step-failed" and failure.step == "[2/2] RUN false"
+    assert failure.last_lines == [
+        "oops",
+        "ERROR: executor failed running [/bin/sh -c false]: exit code: 1",
+    ]
+    nothing = analyse_failure(["error: failed to dial gRPC: cannot connect", ""])
+    assert nothing.reason == "build-failed" and nothing.step is None
+    assert nothing.last_lines == ["error: failed to dial gRPC: cannot connect"]
+
+
+def test_ca_bundle_choice(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    bundle = tmp_path / "ca.pem"
+    bundle.write_text("-----BEGIN CERTIFICATE-----\n")
+    assert _ca_bundle(BuildOptions(ca_bundle=bundle)) == bundle
+    monkeypatch.setenv("IMAGEKIT_PIP_CA", str(bundle))
+    assert _ca_bundle(BuildOptions()) == bundle
+    with pytest.raises(UsageError, match="not a file"):
+        _ca_bundle(BuildOptions(ca_bundle=tmp_path / "missing.pem"))
+
+
+def test_push_takes_a_repository_only() -> None:
+    assert check_push_repo("127.0.0.1:5000/team/img").repository == "team/img"
+    with pytest.raises(UsageError, match="without tag"):
+        check_push_repo("127.0.0.1:5000/team/img:v1")
+    with pytest.raises(ReferenceFormatError):
+        check_push_repo("127.0.0.1:5000/Team/Img")
+
+
+def test_stage_context_holds_the_rendered_files_and_the_overlays_only(tmp_path: Path) -> None:
+    loaded = load_plan(REPO / "manifests" / "demo.yaml", dockerfiles_dir=REPO / "dockerfiles")
+    rendered = render(loaded)
+    context = tmp_path / "context"
+    context.mkdir()
+    _stage_context(rendered, context)
+    staged = sorted(str(p.relative_to(context)) for p in context.rglob("*") if p.is_file())
+    assert staged == sorted(
+        ["Dockerfile", ASSERT_SCRIPT, "overlay/av_about.py", "overlay/imagekit-demo-hello"]
+    )
+    # The checker staged is this render's, which is what the Dockerfile's bind mount reads.
+    assert (context / ASSERT_SCRIPT).read_bytes() == rendered.files()[ASSERT_SCRIPT]
+    assert f"source={ASSERT_SCRIPT}," in (context / "Dockerfile").read_text()
+    hello = context / "overlay" / "imagekit-demo-hello"
+    assert hello.stat().st_mode & 0o111  # the launcher keeps its mode
+
+
+def test_the_buildx_path_calls_python_on_whales_with_secrets_host_network_and_plain_logs(
+    tmp_path: Path,
+) -> None:
+    """No buildx plugin can be installed on our machines (Debian 12 and the package index have
+    none), so the path most users take is pinned here at its one call: python-on-whales'
+    `buildx.build` with the secrets as mounts (never build args), host network, the plan's
+    platform, plain streamed logs, and the image loaded into the engine."""
+    import io
+    from types import SimpleNamespace
+
+    from imagekit.build.buildkit import _Tee
+
+    calls: list[tuple[Path, dict[str, object]]] = []
+
+    def build(context: Path, **kwargs: object) -> object:
+        calls.append((context, kwargs))
+        return iter(["#1 [internal] load build definition", "#2 DONE 0.1s\n"])
+
+    client = SimpleNamespace(
+        buildx=SimpleNamespace(build=build),
+        image=SimpleNamespace(inspect=lambda tag: SimpleNamespace(id="sha256:" + "a" * 64)),
+    )
+    log = io.StringIO()
+    tee = _Tee(log, io.StringIO())
+    image_id = _buildx_build(
+        SimpleNamespace(client=client),  # type: ignore[arg-type]
+        _BuildCall(
+            tmp_path,
+            tag="imagekit/demo:t",
+            platform="linux/arm64",
+            ca=Path("/ca.pem"),
+            index_file=tmp_path / "index",
+            no_cache=True,
+            tee=tee,
+        ),
+    )
+    assert image_id == "sha256:" + "a" * 64
+    [(context, kwargs)] = calls
+    assert context == tmp_path
+    assert kwargs["secrets"] == ["id=pip_ca,src=/ca.pem", f"id=pip_index,src={tmp_path}/index"]
+    assert kwargs["network"] == "host" and kwargs["platforms"] == ["linux/arm64"]
+    assert kwargs["cache"] is False and kwargs["load"] is True and kwargs["stream_logs"] is True
+    assert kwargs["progress"] == "plain" and kwargs["tags"] == ["imagekit/demo:t"]
+    assert "build_args" not in kwargs
+    assert log.getvalue().splitlines() == ["#1 [internal] load build definition", "#2 DONE 0.1s"]

@@ -1,0 +1,100 @@
+"""The plan edit of `plans bump`: one line changes, every other byte stays, the render follows.
+
+The guard half of a bump needs a registry and runs in tests/integration/flows/
+test_nightly_watch.py; here the text edit and the proposal, on a copy of the demo plan.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from imagekit.errors import PlanError, UsageError
+from imagekit.plans.bump import _target_digest, propose, rebased_text
+from imagekit.plans.plan import LoadedPlan, load_plan, parse_plan
+from imagekit.plans.render import render_plans
+from imagekit.refs import Digest
+from imagekit.workspace import Workspace
+
+ROOT = Path(__file__).resolve().parents[3]
+NEW = Digest("sha256:" + "a" * 64)
+OLD_HEX = "52f6e63cdccafc5631f9415e9d779bd9546a50b263c76fe417ac474c068f6fb6"
+
+
+@pytest.fixture
+def ws(tmp_path: Path) -> Workspace:
+    root = tmp_path / "project"
+    (root / "manifests").mkdir(parents=True)
+    shutil.copy2(ROOT / "manifests" / "demo.yaml", root / "manifests" / "demo.yaml")
+    shutil.copytree(ROOT / "dockerfiles" / "demo", root / "dockerfiles" / "demo")
+    return Workspace.at(root)
+
+
+def _load(ws: Workspace, name: str = "demo") -> LoadedPlan:
+    return load_plan(ws.plans_dir / f"{name}.yaml", dockerfiles_dir=ws.dockerfiles_dir)
+
+
+def test_the_plan_diff_is_one_line_and_every_other_byte_stays(ws: Workspace) -> None:
+    loaded = _load(ws)
+    proposal = propose(ws, loaded, NEW)
+    before = loaded.raw.decode()
+    after = proposal.plan_file.after.decode()
+    assert after == before.replace(OLD_HEX, NEW.hex)  # comments, quotes, flow lists kept
+    diff = proposal.plan_diff.splitlines()
+    assert diff[:2] == ["--- a/manifests/demo.yaml", "+++ b/manifests/demo.yaml"]
+    changed = [line for line in diff[2:] if line[:1] in ("+", "-")]
+    assert changed == [
+        f"-  reference: 127.0.0.1:5000/imagekit-test/base@sha256:{OLD_HEX}",
+        f"+  reference: 127.0.0.1:5000/imagekit-test/base@{NEW}",
+    ]
+    assert proposal.new_reference == f"127.0.0.1:5000/imagekit-test/base@{NEW}"
+    assert not proposal.notes
+
+
+def test_the_committed_render_is_part_of_the_proposal_and_written_with_it(
+    ws: Workspace,
+) -> None:
+    loaded = _load(ws)
+    proposal = propose(ws, loaded, NEW)
+    assert [f.shown_as for f in proposal.rendered] == ["dockerfiles/demo/Dockerfile"]
+    assert f"+FROM --platform=linux/amd64 127.0.0.1:5000/imagekit-test/base@{NEW}" in (
+        proposal.patch
+    )
+    assert proposal.patch.startswith(proposal.plan_diff)
+    written = proposal.write(ws)
+    assert written == (loaded.path, loaded.overlay_dir / "Dockerfile")
+    assert _load(ws).plan.base.reference == proposal.new_reference
+    assert [r.changed for r in render_plans(ws, "demo", check=True)] == [False]
+
+
+def test_quotes_flow_mappings_and_line_ends_are_kept(tmp_path: Path) -> None:
+    ref = f"r.example/x/y@sha256:{OLD_HEX}"
+    for text in (
+        f'name: q\n# a comment\nbase:\n  reference: "{ref}"  # pinned\n',
+        f"name: q\nbase:\n  reference: '{ref}'\n",
+        f"name: q\nbase: {{reference: {ref}, platform: linux/amd64}}\n",
+        f"name: q\r\nbase:\r\n  reference:\r\n    {ref}\r\n",
+    ):
+        loaded = parse_plan(text.encode(), tmp_path / "q.yaml", dockerfiles_dir=tmp_path)
+        after, new = rebased_text(loaded, NEW)
+        assert after.decode() == text.replace(OLD_HEX, NEW.hex)
+        assert new == f"r.example/x/y@{NEW}"
+
+
+def test_a_reference_written_over_several_lines_is_refused(tmp_path: Path) -> None:
+    text = f"name: q\nbase:\n  reference: >-\n    r.example/x/y@sha256:{OLD_HEX}\n"
+    loaded = parse_plan(text.encode(), tmp_path / "q.yaml", dockerfiles_dir=tmp_path)
+    with pytest.raises(PlanError, match="one line"):
+        rebased_text(loaded, NEW)
+
+
+def test_to_takes_a_digest_or_a_reference_of_the_same_repository(ws: Workspace) -> None:
+    loaded = _load(ws)
+    assert _target_digest(loaded, str(NEW)) == NEW
+    assert _target_digest(loaded, f"127.0.0.1:5000/imagekit-test/base@{NEW}") == NEW
+    with pytest.raises(UsageError, match="not a digest of"):
+        _target_digest(loaded, f"127.0.0.1:5000/other/repo@{NEW}")
+    with pytest.raises(UsageError):
+        _target_digest(loaded, "latest")

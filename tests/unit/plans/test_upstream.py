@@ -1,0 +1,135 @@
+"""What a base tag serves against the pin, on answers the real registry does not give.
+
+The real registry (tests/integration/flows/test_nightly_watch.py) always names the digest
+on HEAD and serves what it was given; here, through MockTransport: a HEAD without the
+digest header, a malformed one, and multi-platform indexes with the plan pinning one
+platform's manifest, which that registry has no reason to refuse but the tests need
+byte-exact control over.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import httpx
+import pytest
+
+from imagekit.errors import RegistryProtocolError, UsageError
+from imagekit.plans.plan import LoadedPlan, parse_plan
+from imagekit.plans.upstream import TagState, watch_tag
+from imagekit.refs import parse_reference
+from tests.unit.registry.fakes import (
+    HOST,
+    OCI_INDEX,
+    OCI_MANIFEST,
+    FakeRegistry,
+    entry,
+    index_of,
+    make_image,
+    sha,
+)
+
+REPO = "upstream/serving"
+
+
+def _plan(
+    tmp_path: Path, pinned: str, found_as: str | None = "v1", platform: str = "linux/amd64"
+) -> LoadedPlan:
+    tag = f"  found_as: {found_as}\n" if found_as else ""
+    raw = (
+        f"name: watched\nbase:\n  reference: {HOST}/{REPO}@{pinned}\n{tag}  platform: {platform}\n"
+    ).encode()
+    return parse_plan(raw, tmp_path / "watched.yaml", dockerfiles_dir=tmp_path)
+
+
+def _methods(fake: FakeRegistry) -> list[str]:
+    return [f"{r.method} {r.url.path}" for r in fake.requests]
+
+
+def test_a_tag_that_did_not_move_costs_one_head(tmp_path: Path) -> None:
+    fake = FakeRegistry()
+    image = make_image()
+    fake.add_image(REPO, image, tag="v1")
+    with fake.client() as client:
+        up = watch_tag(client, _plan(tmp_path, image.manifest_digest))
+    assert up.state is TagState.CURRENT and up.served == image.manifest_digest
+    assert _methods(fake) == [f"HEAD /v2/{REPO}/manifests/v1"]
+    assert up.resolved_at.endswith("Z") and up.tag_reference == f"{HOST}/{REPO}:v1"
+
+
+def test_a_moved_manifest_tag_is_named_from_the_head_alone(tmp_path: Path) -> None:
+    fake = FakeRegistry()
+    old, new = make_image(b"old\n"), make_image(b"new\n")
+    fake.add_image(REPO, old)
+    fake.add_image(REPO, new, tag="v1")
+    with fake.client() as client:
+        up = watch_tag(client, _plan(tmp_path, old.manifest_digest))
+    assert up.state is TagState.MOVED and up.moved
+    assert up.served == new.manifest_digest and up.pinned == old.manifest_digest
+    assert str(up.new_base()) == f"{HOST}/{REPO}@{new.manifest_digest}"
+    assert _methods(fake) == [f"HEAD /v2/{REPO}/manifests/v1"]
+
+
+def test_a_vanished_tag_is_gone(tmp_path: Path) -> None:
+    fake = FakeRegistry()
+    with fake.client() as client:
+        up = watch_tag(client, _plan(tmp_path, sha(b"x")))
+    assert up.state is TagState.GONE and up.served is None and "404" in up.detail
+    with pytest.raises(UsageError):
+        up.new_base()
+
+
+def test_a_plan_without_found_as_has_nothing_to_watch(tmp_path: Path) -> None:
+    with FakeRegistry().client() as client, pytest.raises(UsageError, match="found_as"):
+        watch_tag(client, _plan(tmp_path, sha(b"x"), found_as=None))
+
+
+def test_a_head_without_a_digest_falls_back_to_hashing_the_manifest(tmp_path: Path) -> None:
+    fake = FakeRegistry()
+    image = make_image()
+    fake.add_image(REPO, image, tag="v1")
+    path = f"/v2/{REPO}/manifests/v1"
+
+    def no_digest_on_head(request: httpx.Request) -> httpx.Response:
+        if request.method == "HEAD":
+            return httpx.Response(200, headers={"Content-Type": "application/json"})
+        return httpx.Response(200, content=image.manifest, headers={"Content-Type": OCI_MANIFEST})
+
+    fake.overrides[path] = no_digest_on_head
+    with fake.client() as client:
+        head = client.head_manifest(parse_reference(f"{HOST}/{REPO}:v1"), "v1")
+        up = watch_tag(client, _plan(tmp_path, image.manifest_digest))
+    assert head.from_get and head.digest == image.manifest_digest
+    assert up.state is TagState.CURRENT
+    assert _methods(fake)[:2] == [f"HEAD {path}", f"GET {path}"]
+
+
+def test_a_malformed_digest_header_is_refused(tmp_path: Path) -> None:
+    fake = FakeRegistry()
+    fake.overrides[f"/v2/{REPO}/manifests/v1"] = lambda request: httpx.Response(
+        200, headers={"Docker-Content-Digest": "sha256:../../etc"}
+    )
+    with fake.client() as client, pytest.raises(RegistryProtocolError, match="malformed"):
+        watch_tag(client, _plan(tmp_path, sha(b"x")))
+
+
+def test_an_index_that_moved_for_other_platforms_only_keeps_a_platform_pin(
+    tmp_path: Path,
+) -> None:
+    fake = FakeRegistry()
+    amd64, arm64, arm64_new = make_image(b"a"), make_image(b"b", "arm64"), make_image(b"c", "arm64")
+    for image in (amd64, arm64, arm64_new):
+        fake.add_image(REPO, image)
+    index = index_of(entry(amd64), entry(arm64_new, arch="arm64"))
+    fake.add_manifest(REPO, "v1", index, OCI_INDEX)
+    fake.add_manifest(REPO, sha(index), index, OCI_INDEX)
+    with fake.client() as client:
+        # The plan pinned the amd64 manifest itself: the index moved, its amd64 entry did not.
+        kept = watch_tag(client, _plan(tmp_path, amd64.manifest_digest))
+        # The plan pinned the arm64 manifest: that entry is new.
+        moved = watch_tag(client, _plan(tmp_path, arm64.manifest_digest, platform="linux/arm64"))
+    assert kept.state is TagState.CURRENT and kept.platform_manifest == amd64.manifest_digest
+    assert "other platforms only" in kept.detail
+    assert moved.state is TagState.MOVED
+    # What to pin now is the index, as the registry serves it, not the platform's manifest.
+    assert moved.served == sha(index) and moved.platform_manifest == arm64_new.manifest_digest

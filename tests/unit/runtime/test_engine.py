@@ -1,0 +1,64 @@
+"""How an image of a platform would run here: natively, emulated through binfmt, or not."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from imagekit.refs import parse_platform
+from imagekit.runtime.engine import execution_for, host_architecture
+
+HANDLER = """enabled
+interpreter /usr/libexec/qemu-binfmt/aarch64-binfmt-P
+flags: {flags}
+offset 0
+magic 7f454c460201010000000000000000000200b700
+"""
+
+
+@pytest.fixture
+def binfmt(tmp_path: Path) -> Path:
+    (tmp_path / "status").write_text("enabled\n")
+    return tmp_path
+
+
+def _foreign() -> str:
+    return "linux/arm64" if host_architecture() == "amd64" else "linux/amd64"
+
+
+def test_the_host_platform_is_native(binfmt: Path) -> None:
+    here = execution_for(parse_platform(f"linux/{host_architecture()}"), binfmt_dir=binfmt)
+    assert here.how == "native" and here.runs and here.note.startswith("native (")
+
+
+def test_a_registered_handler_with_the_f_flag_emulates(binfmt: Path) -> None:
+    name = "qemu-aarch64" if host_architecture() == "amd64" else "qemu-x86_64"
+    (binfmt / name).write_text(HANDLER.format(flags="PF"))
+    emulated = execution_for(parse_platform(_foreign()), binfmt_dir=binfmt)
+    assert emulated.how == "emulated" and emulated.note == f"emulated ({name})"
+
+
+@pytest.mark.parametrize(
+    ("setup", "words"),
+    [
+        ("none", "no qemu-"),
+        ("no-f", "lacks the F flag"),
+        ("disabled", "is disabled"),
+    ],
+)
+def test_no_usable_handler_is_not_run(binfmt: Path, setup: str, words: str) -> None:
+    name = "qemu-aarch64" if host_architecture() == "amd64" else "qemu-x86_64"
+    if setup == "no-f":
+        (binfmt / name).write_text(HANDLER.format(flags="P"))
+    elif setup == "disabled":
+        (binfmt / name).write_text(HANDLER.format(flags="PF").replace("enabled", "disabled", 1))
+    impossible = execution_for(parse_platform(_foreign()), binfmt_dir=binfmt)
+    assert impossible.how == "impossible" and not impossible.runs
+    assert words in impossible.reason and impossible.note.startswith("NOT RUN: ")
+
+
+def test_other_systems_and_unknown_architectures(binfmt: Path) -> None:
+    assert execution_for(parse_platform("windows/amd64"), binfmt_dir=binfmt).how == "impossible"
+    unknown = execution_for(parse_platform("linux/loong64"), binfmt_dir=binfmt)
+    assert unknown.how == "impossible" and "no emulator is known" in unknown.reason
