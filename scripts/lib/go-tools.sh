@@ -82,9 +82,13 @@ install_go_tools() {
     if [ "$name" = docker-buildx ]; then buildx=$built; fi
   done
   # The docker CLI (28.x at /usr/local/bin and Debian's 20.10 alike) looks for plugins in
-  # ~/.docker/cli-plugins; `docker buildx` then works with either client. The link names the
-  # cached binary, not this checkout's .tools, so removing a checkout leaves it working.
-  plugins=${DOCKER_CONFIG:-$HOME/.docker}/cli-plugins
-  mkdir -p "$plugins"
-  ln -sf "$buildx" "$plugins/docker-buildx"
+  # $DOCKER_CONFIG/cli-plugins and in the system folder /usr/local/lib/docker/cli-plugins.
+  # The system folder is the one that counts: a process with a private DOCKER_CONFIG (every
+  # test here, a CI job with its own login) still finds buildx there, as it does where
+  # Docker's own packages installed it. The links name the cached binary, not this
+  # checkout's .tools, so removing a checkout leaves them working.
+  for plugins in /usr/local/lib/docker/cli-plugins "${DOCKER_CONFIG:-$HOME/.docker}/cli-plugins"; do
+    as_root mkdir -p "$plugins" && as_root ln -sf "$buildx" "$plugins/docker-buildx" \
+      || log "could not link the buildx plugin into $plugins"
+  done
 }
