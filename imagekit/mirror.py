@@ -151,6 +151,11 @@ class MirrorReport:
     error: dict[str, Any] | None = None
 
     @property
+    def ok(self) -> bool:
+        """The verdict passes (``config-differs`` only when config differences are allowed)."""
+        return self.exit_code == 0
+
+    @property
     def exit_code(self) -> int:
         if self.verdict in (Verdict.IDENTICAL, Verdict.CONTENT_IDENTICAL):
             return 0

@@ -101,6 +101,11 @@ class VerifyReport:
         return self.status == "ok"
 
     @property
+    def exit_code(self) -> int:
+        """1 for a broken ledger, and for an empty one: it verifies nothing."""
+        return 0 if self.ok else 1
+
+    @property
     def first(self) -> Problem | None:
         return self.problems[0] if self.problems else None
 
