@@ -89,6 +89,10 @@ class _Verdict(ABC):
         return 0 if self.ok else 1
 
     @property
+    def ledger_seqs(self) -> tuple[int, ...]:
+        return (self.record.seq,) if self.record else ()
+
+    @property
     def status(self) -> FinalPullStatus:
         return FinalPullStatus.VERIFIED if self.ok else FinalPullStatus.MISMATCH
 

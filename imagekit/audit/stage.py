@@ -96,6 +96,11 @@ class AuditResult:
         """The status was accepted and the vulnerability scan does not fail the audit."""
         return self.exit_code == 0
 
+    @property
+    def evidence(self) -> Path:
+        """The whole audit report (the raw probe output lies beside it)."""
+        return self.report_path
+
     def to_json(self, *, whole: bool = False) -> dict[str, Any]:
         """The result for --json: checks condensed unless ``whole`` (the evidence file)."""
         image = None

@@ -105,6 +105,20 @@ class BuildResult:
     ok: ClassVar[bool] = True
     exit_code: ClassVar[int] = 0
 
+    @property
+    def evidence(self) -> Path:
+        """The build's log; the rendered files and reports lie beside it."""
+        return self.log
+
+    @property
+    def runnable(self) -> str:
+        """The local tag: the image is in the engine that built it."""
+        return self.tag
+
+    @property
+    def ledger_seqs(self) -> tuple[int, ...]:
+        return tuple(self.ledger)
+
     def to_json(self) -> dict[str, Any]:
         return {
             "plan": self.plan,

@@ -37,6 +37,11 @@ class BuiltImage(Protocol):
         """The engine's image ID; for a registry build, the config digest an engine uses."""
 
     @property
+    def runnable(self) -> str:
+        """How an engine names the image to run it: the engine build's local tag, the
+        registry build's pushed digest (which running it pulls)."""
+
+    @property
     def pushed(self) -> str | None:
         """``repo@sha256:...`` once pushed (always, for a registry build)."""
 

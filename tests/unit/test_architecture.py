@@ -13,7 +13,10 @@ PACKAGE = Path(__file__).resolve().parents[2] / "imagekit"
 
 # Bottom to top; a module may import its own layer and the layers below it.
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("foundations", ("errors", "interrupt", "refs", "workspace", "evidence", "layers", "version")),
+    (
+        "foundations",
+        ("errors", "interrupt", "refs", "workspace", "evidence", "layers", "version", "result"),
+    ),
     ("outside world", ("registry", "runtime")),
     ("records", ("ledger",)),
     ("stages", ("plans", "build", "audit", "mirror", "pull", "inspect", "layerdiff")),

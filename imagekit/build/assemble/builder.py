@@ -132,6 +132,20 @@ class AssembleResult:
     exit_code: ClassVar[int] = 0
 
     @property
+    def evidence(self) -> Path:
+        """The build's log; the rendered files and reports lie beside it."""
+        return self.log
+
+    @property
+    def runnable(self) -> str:
+        """The pushed digest: the image exists only in the registry until an engine pulls it."""
+        return self.pushed
+
+    @property
+    def ledger_seqs(self) -> tuple[int, ...]:
+        return tuple(self.ledger)
+
+    @property
     def image_id(self) -> str:
         """What a classic engine calls the image once it pulls it: the config digest."""
         return self.config_digest
