@@ -1,6 +1,6 @@
 """Benchmark: `imagekit build --builder registry` against the ways people patch an image today.
 
-One run, side by side (issue 12): an overlay of two files (one guarded file that lives in the
+One run, side by side: an overlay of two files (one guarded file that lives in the
 base's bottom layer, one new file) on a base of 2.6 GB uncompressed in 10 layers, built and
 pushed to the base's registry by
 

@@ -22,6 +22,7 @@ interrupt is not an error either: imagekit.interrupt.Interrupted (a KeyboardInte
     |       +-- RecordRefused          an append refused: the ledger's tail does not verify
     +-- CouldNotFinish                 exit 3: the work could not be finished
         +-- EngineUnavailable          the Docker engine did not answer or failed
+        +-- AuditTimeout               an audit's probe run passed its wall-clock limit
         +-- ContainerdError            a call to containerd (through ctr) failed
         |   +-- ContainerdUnavailable  containerd did not answer, or has no working CRI plugin
         +-- RegistryError              a registry answered badly (carries registry/repo/digest)
@@ -206,6 +207,17 @@ class RecordRefused(LedgerBroken):
 
 class CouldNotFinish(ImagekitError):
     exit_code = 3
+
+
+@dataclass(eq=False, repr=False, kw_only=True)
+class AuditTimeout(CouldNotFinish):
+    """The whole probe run passed its wall-clock limit; it was killed, nothing decided."""
+
+    timeout_s: float
+    evidence: Path
+
+    def fields(self) -> dict[str, Any]:
+        return {"status": "TIMEOUT", "timeout_s": self.timeout_s, "evidence": str(self.evidence)}
 
 
 class EngineUnavailable(CouldNotFinish):

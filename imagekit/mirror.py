@@ -149,6 +149,12 @@ class MirrorReport:
     seconds: float | None = None
     evidence: Path | None = None
     error: dict[str, Any] | None = None
+    ledger_seqs: tuple[int, ...] = ()  # the mirror-verify record, when one was appended
+
+    @property
+    def ok(self) -> bool:
+        """The verdict passes (``config-differs`` only when config differences are allowed)."""
+        return self.exit_code == 0
 
     @property
     def exit_code(self) -> int:
@@ -587,7 +593,8 @@ def _save(
     write_json(path, report.to_json())
     if options.record:
         with RecordRefused.keeping(report):
-            _record(report, workspace, src_ref, dst_ref, options, path)
+            seq = _record(report, workspace, src_ref, dst_ref, options, path)
+        report = _with(report, ledger_seqs=(seq,))
     return report
 
 
@@ -598,7 +605,7 @@ def _record(
     dst_ref: Reference,
     options: MirrorOptions,
     path: Path,
-) -> None:
+) -> int:
     from imagekit.ledger import MirrorDetails, append_record
 
     images = {
@@ -608,7 +615,7 @@ def _record(
     platform = (report.destination or report.source or {}).get("platform") or (
         str(options.platform) if options.platform else "default platform"
     )
-    append_record(
+    return append_record(
         workspace,
         "mirror-verify",
         plan=options.plan,
@@ -624,7 +631,7 @@ def _record(
             layers=len(report.layers),
             copied=report.copy is not None,
         ),
-    )
+    ).seq
 
 
 def _pinned(resolution: dict[str, Any] | None, ref: Reference) -> str:

@@ -84,6 +84,15 @@ class _Verdict(ABC):
         return all(check.ok for check in self.checks)
 
     @property
+    def exit_code(self) -> int:
+        """0 when the store holds the accepted image, 1 when a check said no."""
+        return 0 if self.ok else 1
+
+    @property
+    def ledger_seqs(self) -> tuple[int, ...]:
+        return (self.record.seq,) if self.record else ()
+
+    @property
     def status(self) -> FinalPullStatus:
         return FinalPullStatus.VERIFIED if self.ok else FinalPullStatus.MISMATCH
 

@@ -36,7 +36,13 @@ from typing import Any
 
 from imagekit.audit.output import TAIL_CAP, Capture, Kept, MiB
 from imagekit.audit.report import ProbeReport, parse_probe_output
-from imagekit.errors import CouldNotFinish, ImagekitError, ReferenceFormatError, UsageError
+from imagekit.errors import (
+    AuditTimeout,
+    CouldNotFinish,
+    ImagekitError,
+    ReferenceFormatError,
+    UsageError,
+)
 from imagekit.evidence import write_json
 from imagekit.interrupt import interrupted
 from imagekit.refs import DOCKER_HUB, Digest, Platform, Reference, is_digest, parse_reference
@@ -206,18 +212,6 @@ class ProbeRun:
             "stdout": self.stdout.to_json(),
             "stderr": self.stderr.to_json(),
         }
-
-
-class AuditTimeout(CouldNotFinish):
-    """The whole probe run passed its wall-clock limit; it was killed, nothing decided."""
-
-    def __init__(self, message: str, *, timeout_s: float, evidence: Path, hint: str) -> None:
-        super().__init__(message, hint=hint)
-        self.timeout_s = timeout_s
-        self.evidence = evidence
-
-    def fields(self) -> dict[str, Any]:
-        return {"status": "TIMEOUT", "timeout_s": self.timeout_s, "evidence": str(self.evidence)}
 
 
 _ENVS = {

@@ -52,9 +52,10 @@ from imagekit.workspace import Workspace
 
 @dataclass(frozen=True)
 class AuditRequest:
-    """What to audit and how; ``ref`` is None with ``host``."""
+    """What to audit and how; ``ref`` is None with ``host`` (and for imagekit.audit_image,
+    which takes the reference as its first argument)."""
 
-    ref: str | None
+    ref: str | None = None
     profile: str | None = None
     plan: str | None = None
     offline: bool = False
@@ -89,6 +90,16 @@ class AuditResult:
     @property
     def exit_code(self) -> int:
         return 0 if self.verdict.status.accepted and not fails(self.vulns, self.fail_on) else 1
+
+    @property
+    def ok(self) -> bool:
+        """The status was accepted and the vulnerability scan does not fail the audit."""
+        return self.exit_code == 0
+
+    @property
+    def evidence(self) -> Path:
+        """The whole audit report (the raw probe output lies beside it)."""
+        return self.report_path
 
     def to_json(self, *, whole: bool = False) -> dict[str, Any]:
         """The result for --json: checks condensed unless ``whole`` (the evidence file)."""

@@ -44,7 +44,7 @@ import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Protocol, TextIO
+from typing import Any, ClassVar, Protocol, TextIO
 
 from imagekit.build.options import BuildOptions
 from imagekit.build.push import check_push_repo, push_image
@@ -100,6 +100,24 @@ class BuildResult:
     pushed: str | None = None
     manifest_digest: str | None = None
     ledger: list[int] = field(default_factory=list)
+
+    # A build that returns succeeded: a failed one raises (BuildFailed, RecordRefused ...).
+    ok: ClassVar[bool] = True
+    exit_code: ClassVar[int] = 0
+
+    @property
+    def evidence(self) -> Path:
+        """The build's log; the rendered files and reports lie beside it."""
+        return self.log
+
+    @property
+    def runnable(self) -> str:
+        """The local tag: the image is in the engine that built it."""
+        return self.tag
+
+    @property
+    def ledger_seqs(self) -> tuple[int, ...]:
+        return tuple(self.ledger)
 
     def to_json(self) -> dict[str, Any]:
         return {

@@ -22,6 +22,8 @@ from imagekit.build.buildkit import BuildResult, build_plan
 from imagekit.build.options import BuildOptions
 from imagekit.errors import UsageError
 from imagekit.plans.plan import Plan, load_named_plan
+from imagekit.registry import RegistryClient
+from imagekit.runtime.engine import Engine
 from imagekit.workspace import Workspace
 
 BUILDERS = ("auto", "registry", "engine")
@@ -41,9 +43,16 @@ def build_image(
     name: str,
     options: BuildOptions | None = None,
     *,
+    engine: Engine | None = None,
+    registry: RegistryClient | None = None,
     echo: TextIO | None = None,
 ) -> BuildResult | AssembleResult:
-    """Build plan ``name`` with the builder ``options.builder`` names or ``auto`` picks."""
+    """Build plan ``name`` with the builder ``options.builder`` names or ``auto`` picks.
+
+    ``engine`` and ``registry`` are the caller's (one made for the call when None), so a flow
+    that builds several plans hands the same ones to whichever builder each plan gets. Both
+    results are BuiltImages: a caller reads them the same way whichever builder ran.
+    """
     options = options or BuildOptions()
     loaded = load_named_plan(workspace, name, base_override=options.base_override)
     if choose_builder(loaded.plan, options.builder, options.push) == "engine":
@@ -54,7 +63,7 @@ def build_image(
                 "assertions inside the build and pushes what the engine made",
                 hint="add --builder registry (the plan must have no pip or package steps)",
             )
-        return build_plan(workspace, name, options, echo=echo)
+        return build_plan(workspace, name, options, engine=engine, registry=registry, echo=echo)
     # The package index and CA bundle (often set in the environment) serve pip steps, which a
     # registry build has none of; --no-cache asked for explicitly is a mistake worth naming.
     if options.no_cache:
@@ -73,5 +82,7 @@ def build_image(
             index=options.index,
             assertions=options.assertions,
         ),
+        client=registry,
+        engine=engine,
         echo=echo,
     )

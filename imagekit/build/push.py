@@ -8,7 +8,9 @@ registry builder pushes its own blobs (imagekit.build.assemble) and only shares
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, ClassVar
 
 from imagekit.build.record import record_push
 from imagekit.errors import RegistryError, UsageError
@@ -60,6 +62,37 @@ def push_image(engine: Engine, tag: str, repo: str, log_path: Path) -> tuple[str
     )
 
 
+@dataclass(frozen=True)
+class PushResult:
+    """An engine image pushed and recorded (a push that fails raises)."""
+
+    tag: str
+    pushed: str  # repo@manifest digest
+    manifest_digest: str
+    log: Path
+    seq: int
+
+    ok: ClassVar[bool] = True
+    exit_code: ClassVar[int] = 0
+
+    @property
+    def evidence(self) -> Path:
+        return self.log
+
+    @property
+    def ledger_seqs(self) -> tuple[int, ...]:
+        return (self.seq,)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "tag": self.tag,
+            "pushed": self.pushed,
+            "manifest_digest": self.manifest_digest,
+            "log": str(self.log),
+            "ledger_seq": self.seq,
+        }
+
+
 def push_and_record(
     workspace: Workspace,
     engine: Engine,
@@ -69,8 +102,8 @@ def push_and_record(
     *,
     plan: str,
     image_id: str,
-) -> tuple[str, str, int]:
-    """Push a built image and append its push record: (repo@digest, manifest digest, seq).
+) -> PushResult:
+    """Push a built image and append its push record.
 
     The pipeline's push stage (which pushes only what its audit passed) calls this, and
     ``imagekit build --push`` the same two steps (push_image, record_push), so a push is
@@ -78,4 +111,4 @@ def push_and_record(
     """
     pushed, manifest = push_image(engine, tag, repo, log_path)
     seq = record_push(workspace, tag, pushed, manifest, log_path, plan=plan, image_id=image_id)
-    return pushed, manifest, seq
+    return PushResult(tag, pushed, manifest, log_path, seq)

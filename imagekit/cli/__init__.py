@@ -16,7 +16,7 @@ from typing import Any
 
 import click
 
-from imagekit import __version__
+from imagekit.version import __version__
 
 # command name -> module; in the order `imagekit --help` lists them.
 _COMMAND_MODULES: dict[str, str] = {

@@ -24,7 +24,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from imagekit.build.buildkit import CA_ENV, DEFAULT_CA_BUNDLE
 from imagekit.errors import ImagekitError
@@ -91,10 +91,18 @@ class PreflightCheck:
 class DoctorReport:
     plan: str | None
     checks: tuple[PreflightCheck, ...]
+    evidence: Path | None = None  # where a flow kept the report (the doctor writes none)
+
+    # A preflight appends no record.
+    ledger_seqs: ClassVar[tuple[int, ...]] = ()
 
     @property
     def ok(self) -> bool:
         return all(c.status != NO for c in self.checks)
+
+    @property
+    def exit_code(self) -> int:
+        return 0 if self.ok else 1
 
     @property
     def failed(self) -> tuple[PreflightCheck, ...]:

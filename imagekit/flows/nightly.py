@@ -455,9 +455,8 @@ class _Night:
         RecordRefused when the ledger refused the build's record (the image is removed).
         """
         from imagekit.audit.stage import AuditRequest, audit
-        from imagekit.build.assemble import AssembleOptions, assemble_plan
-        from imagekit.build.buildkit import build_plan
-        from imagekit.build.choice import choose_builder
+        from imagekit.build.built import BuiltImage
+        from imagekit.build.choice import build_image, choose_builder
         from imagekit.build.options import BuildOptions
         from imagekit.build.push import push_image
         from imagekit.runtime.engine import connect, engine_errors
@@ -465,42 +464,43 @@ class _Night:
         assert self.baseline is not None  # noqa: S101 - checked by the callers
         repo = self._repository()
         tag = f"{CANDIDATE_TAG_PREFIX}{self.run_dir.name}"
+        # The options differ by builder (the engine builds uncached under a local tag and the
+        # night pushes it unrecorded; the registry builder pushes and records as it builds);
+        # the result is read the same way whichever ran.
         builder = choose_builder(self.loaded.plan, "auto", repo)
+        options = (
+            BuildOptions(builder=builder, push=repo, tag=tag, base_override=base)
+            if builder == "registry"
+            else BuildOptions(
+                builder=builder,
+                no_cache=True,
+                base_override=base,
+                tag=f"imagekit/{self.name}:{tag}",
+            )
+        )
         engine: Engine = connect()
         made: list[str] = []
         try:
-            if builder == "registry":
-                assembled = assemble_plan(
-                    self.workspace,
-                    self.name,
-                    AssembleOptions(push=repo, tag=tag, base_override=base),
-                    client=self.client,
-                    engine=engine,
-                    echo=self.echo,
-                )
-                image_id, pushed = assembled.config_digest, assembled.pushed
-                audited = pushed
-                made.append(pushed)
-            else:
-                built = build_plan(
-                    self.workspace,
-                    self.name,
-                    BuildOptions(
-                        no_cache=True, base_override=base, tag=f"imagekit/{self.name}:{tag}"
-                    ),
-                    engine=engine,
-                    registry=self.client,
-                    echo=self.echo,
-                )
-                made += [built.tag, f"{repo}:{tag}"]
+            built: BuiltImage = build_image(
+                self.workspace,
+                self.name,
+                options,
+                engine=engine,
+                registry=self.client,
+                echo=self.echo,
+            )
+            made.append(built.runnable)
+            pushed = built.pushed
+            if pushed is None:
                 # The candidate goes next to the accepted image (or to --registry): the
                 # registry already holds the shared base layers, so only new layers travel.
+                made.append(f"{repo}:{tag}")
                 log = built.evidence_dir / "nightly-push.log"
                 pushed, _ = push_image(engine, built.tag, repo, log)
-                image_id, audited = built.image_id, built.tag
+            image_id = built.image_id
             self.say(f"candidate {pushed} ({builder} builder); auditing it")
             status = audit(
-                self.workspace, AuditRequest(ref=audited, plan=self.name), engine=engine
+                self.workspace, AuditRequest(ref=built.runnable, plan=self.name), engine=engine
             ).verdict.status
             self.say(f"comparing {pushed} with the accepted {self.baseline.reference}")
             comparison = compare_images(
@@ -508,7 +508,8 @@ class _Night:
                 RegistryImage.open(self.client, pushed, self.loaded.platform),
             )
         except RecordRefused as refused:  # built (and pushed), but not on record
-            made += _left_in_engine(refused.result)
+            if isinstance(refused.result, BuiltImage):
+                made.append(refused.result.runnable)
             raise
         finally:
             if not self.options.keep_images:
@@ -571,36 +572,17 @@ class _Night:
         return night
 
 
-def _left_in_engine(kept: object) -> list[str]:
-    """What a build whose record the ledger refused left in the engine: the engine build's
-    tag, or the registry build's image that its assertions pulled."""
-    from imagekit.build.assemble import AssembleResult
-    from imagekit.build.buildkit import BuildResult
-
-    if isinstance(kept, BuildResult):
-        return [kept.tag]
-    if isinstance(kept, AssembleResult):
-        return [kept.pushed]
-    return []
-
-
 def _rejected(exc: CheckFailed) -> tuple[str, str | None]:
     """Why a candidate was rejected, in one line, and the image it was built as, if any."""
-    from imagekit.build.assemble import AssembleResult
-    from imagekit.build.buildkit import BuildResult
+    from imagekit.build.built import BuiltImage
 
-    if isinstance(exc, RecordRefused) and isinstance(exc.result, BuildResult):
-        built = exc.result  # the build finished; its record did not
+    if isinstance(exc, RecordRefused) and isinstance(exc.result, BuiltImage):
+        built = exc.result  # the build finished (a registry build: pushed); its record did not
+        made = f"assembled and pushed as {built.pushed}" if built.builder == "registry" else "built"
         return (
-            f"the candidate {built.image_id} was built, but the ledger refused its build "
+            f"the candidate {built.image_id} was {made}, but the ledger refused its build "
             f"record: {exc.problem}"
         ), built.image_id
-    if isinstance(exc, RecordRefused) and isinstance(exc.result, AssembleResult):
-        assembled = exc.result  # pushed by digest and tagged; its records were refused
-        return (
-            f"the candidate {assembled.config_digest} was assembled and pushed as "
-            f"{assembled.pushed}, but the ledger refused its build record: {exc.problem}"
-        ), assembled.config_digest
     return exc.message.splitlines()[0], None
 
 

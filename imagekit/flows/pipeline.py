@@ -14,19 +14,21 @@ from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO, TypeVar
 
 from imagekit.audit.vulns import VulnPolicy
-from imagekit.errors import CheckFailed, ImagekitError, UsageError
+from imagekit.errors import CheckFailed, CouldNotFinish, ImagekitError, UsageError
 from imagekit.evidence import new_run_dir, write_bytes, write_json
 from imagekit.refs import parse_reference, repository_for
+from imagekit.result import StageResult
 from imagekit.workspace import Workspace
 
-STAGES = ("doctor", "build", "audit", "push", "mirror", "final-pull", "ledger")
+if TYPE_CHECKING:
+    from imagekit.mirror import MirrorReport
 
 
 class StageStatus(StrEnum):
@@ -105,6 +107,11 @@ class PipelineResult:
         return 3 if any(s.status == ERROR for s in self.stages) else 1
 
     @property
+    def ledger_seqs(self) -> tuple[int, ...]:
+        """Every record the run's stages appended."""
+        return tuple(range(self.ledger_seq_before + 1, self.ledger_seq_after + 1))
+
+    @property
     def final_reference(self) -> str | None:
         pulled = next((s for s in self.stages if s.stage == "final-pull"), None)
         return pulled.data.get("reference") if pulled and pulled.status == PASSED else None
@@ -145,7 +152,7 @@ class PipelineResult:
             "final_reference": self.final_reference,
             "stages": [s.to_json() for s in self.stages],
             "evidence": str(self.evidence),
-            "ledger_records": list(range(self.ledger_seq_before + 1, self.ledger_seq_after + 1)),
+            "ledger_records": list(self.ledger_seqs),
             "error": self.error,
         }
 
@@ -169,9 +176,9 @@ def _rel(workspace: Workspace, path: Path | str | None) -> str | None:
         return str(p)
 
 
-@dataclass
-class _Context:
-    """What stages hand to the stages after them."""
+@dataclass(frozen=True)
+class Run:
+    """What every stage of one run may read besides the results before it."""
 
     workspace: Workspace
     name: str
@@ -179,68 +186,94 @@ class _Context:
     push_repo: str
     mirror_repo: str
     echo: TextIO
-    no_cache: bool = False
-    tag: str | None = None
-    image_id: str | None = None
-    pushed: str | None = None
-    manifest_digest: str | None = None
-    mirrored: str | None = None
 
 
-Stage = Callable[[_Context], StageOutcome]
+# The results gathered so far, by stage name; a stage is handed those it ``needs`` only.
+Results = Mapping[str, StageResult]
 
 
-def _doctor(ctx: _Context) -> StageOutcome:
+@dataclass(frozen=True)
+class Step:
+    """What a stage returns: its own result (the seam: ok, exit code, evidence, records) and
+    the line the pipeline's table shows for it."""
+
+    result: StageResult
+    detail: str
+    digest: str | None = None
+    data: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Stage:
+    """One stage of the pipeline: its name, the earlier stages whose results it reads, and
+    how it runs. A new stage is one of these in PIPELINE; its result meets StageResult."""
+
+    name: str
+    needs: tuple[str, ...]
+    run: Callable[[Run, Results], Step]
+
+
+ResultT = TypeVar("ResultT")
+
+
+def _need(results: Results, name: str, kind: type[ResultT]) -> ResultT:
+    """The result of the earlier stage ``name``, of the type that stage returns."""
+    result = results[name]
+    if not isinstance(result, kind):  # PIPELINE names a stage that returns something else
+        raise TypeError(f"stage {name} returned {type(result).__name__}, not {kind.__name__}")
+    return result
+
+
+def _doctor(run: Run, results: Results) -> Step:
     from imagekit.flows.doctor import run_doctor
 
-    registries = [("push", ctx.options.registry), ("mirror", ctx.options.mirror)]
+    registries = [("push", run.options.registry), ("mirror", run.options.mirror)]
     report = run_doctor(
-        ctx.workspace, ctx.name, registries=registries, base_override=ctx.options.base_override
+        run.workspace, run.name, registries=registries, base_override=run.options.base_override
     )
-    run_dir = new_run_dir(ctx.workspace.evidence_dir, ctx.name, "doctor")
+    run_dir = new_run_dir(run.workspace.evidence_dir, run.name, "doctor")
     path = run_dir / "doctor.json"
     write_json(path, report.to_json())
     for line in report.lines():
-        ctx.echo.write(f"doctor: {line}\n")
+        run.echo.write(f"doctor: {line}\n")
+    report = replace(report, evidence=path)
     if not report.ok:
         failed = ", ".join(c.name for c in report.failed)
-        return StageOutcome("doctor", FAILED, f"said no: {failed}", evidence=str(path))
-    return StageOutcome("doctor", PASSED, f"{len(report.checks)} checks", evidence=str(path))
+        return Step(report, f"said no: {failed}")
+    return Step(report, f"{len(report.checks)} checks")
 
 
-def _build(ctx: _Context) -> StageOutcome:
+def _build(run: Run, results: Results) -> Step:
     from imagekit.build.buildkit import build_plan
     from imagekit.build.options import BuildOptions
 
     result = build_plan(
-        ctx.workspace,
-        ctx.name,
-        BuildOptions(base_override=ctx.options.base_override, no_cache=ctx.no_cache),
-        echo=ctx.echo,
+        run.workspace,
+        run.name,
+        BuildOptions(base_override=run.options.base_override),
+        echo=run.echo,
     )
-    ctx.tag, ctx.image_id = result.tag, result.image_id
-    return StageOutcome(
-        "build",
-        PASSED,
+    return Step(
+        result,
         "built; assertions passed",
         digest=result.image_id,
-        evidence=str(result.log),
         data={"tag": result.tag, "image_id": result.image_id, "builder": result.builder},
     )
 
 
-def _audit(ctx: _Context) -> StageOutcome:
+def _audit(run: Run, results: Results) -> Step:
     from imagekit.audit.stage import AuditRequest, audit
+    from imagekit.build.buildkit import BuildResult
 
-    assert ctx.image_id is not None  # noqa: S101 - the build stage ran
+    built = _need(results, "build", BuildResult)
     # The stage appends its own records (audit, vulnerability-scan).
     request = AuditRequest(
-        ref=ctx.tag or ctx.image_id,
-        plan=ctx.name,
-        profile=ctx.options.profile,
-        vulns=ctx.options.vulns,
+        ref=built.tag or built.image_id,
+        plan=run.name,
+        profile=run.options.profile,
+        vulns=run.options.vulns,
     )
-    result = audit(ctx.workspace, request)
+    result = audit(run.workspace, request)
     status = result.verdict.status
     detail = str(status)
     # As `imagekit audit` exits: known vulnerabilities under --fail-on fail the stage, so the
@@ -249,99 +282,123 @@ def _audit(ctx: _Context) -> StageOutcome:
     if result.exit_code != 0 and status.accepted:
         findings = len(result.vulns.findings)
         detail = (
-            f"{status}; {findings} vulnerability findings (--fail-on {ctx.options.vulns.fail_on})"
+            f"{status}; {findings} vulnerability findings (--fail-on {run.options.vulns.fail_on})"
         )
-    return StageOutcome(
-        "audit",
-        PASSED if result.exit_code == 0 else FAILED,
-        detail,
-        digest=ctx.image_id,
-        evidence=str(result.report_path),
-    )
+    return Step(result, detail, digest=built.image_id)
 
 
-def _push(ctx: _Context) -> StageOutcome:
+def _push(run: Run, results: Results) -> Step:
+    from imagekit.build.buildkit import BuildResult
     from imagekit.build.push import push_and_record
     from imagekit.runtime.engine import connect
 
-    assert ctx.tag is not None and ctx.image_id is not None  # noqa: S101 - build ran
-    run_dir = new_run_dir(ctx.workspace.evidence_dir, ctx.name, "push")
+    built = _need(results, "build", BuildResult)
+    run_dir = new_run_dir(run.workspace.evidence_dir, run.name, "push")
     log = run_dir / "push.log"
-    write_bytes(log, f"imagekit: pushing {ctx.tag} to {ctx.push_repo}\n".encode())
+    write_bytes(log, f"imagekit: pushing {built.tag} to {run.push_repo}\n".encode())
     # The pipeline pushes only what its audit passed, and records it as `build --push` does.
-    pushed, manifest, _ = push_and_record(
-        ctx.workspace, connect(), ctx.tag, ctx.push_repo, log, plan=ctx.name, image_id=ctx.image_id
+    pushed = push_and_record(
+        run.workspace,
+        connect(),
+        built.tag,
+        run.push_repo,
+        log,
+        plan=run.name,
+        image_id=built.image_id,
     )
-    ctx.pushed, ctx.manifest_digest = pushed, manifest
-    return StageOutcome("push", PASSED, pushed, digest=manifest, evidence=str(log))
+    return Step(pushed, pushed.pushed, digest=pushed.manifest_digest)
 
 
-def _mirror(ctx: _Context) -> StageOutcome:
+def _mirror_destination(run: Run, results: Results) -> str:
+    from imagekit.build.buildkit import BuildResult
+
+    tag = _need(results, "build", BuildResult).tag
+    return f"{run.mirror_repo}:{tag.rpartition(':')[2]}"
+
+
+def _mirrored(destination: str, report: MirrorReport) -> str | None:
+    """The mirror's copy pinned by digest, once the mirror stage passed."""
+    digest = (report.destination or {}).get("manifest_digest")
+    if report.exit_code == 0 and digest:
+        return str(parse_reference(destination).pinned_only(digest))
+    return None
+
+
+def _mirror(run: Run, results: Results) -> Step:
+    from imagekit.build.push import PushResult
     from imagekit.mirror import MirrorOptions, mirror
 
-    assert ctx.pushed is not None and ctx.tag is not None  # noqa: S101 - push ran
-    destination = f"{ctx.mirror_repo}:{ctx.tag.rpartition(':')[2]}"
+    pushed = _need(results, "push", PushResult)
+    destination = _mirror_destination(run, results)
     report = mirror(
-        ctx.pushed,
+        pushed.pushed,
         destination,
-        options=MirrorOptions(copy=True, plan=ctx.name),
-        workspace=ctx.workspace,
+        options=MirrorOptions(copy=True, plan=run.name),
+        workspace=run.workspace,
     )
-    dst = report.destination or {}
-    digest = dst.get("manifest_digest")
-    status = PASSED if report.exit_code == 0 else (ERROR if report.exit_code == 3 else FAILED)
-    if status == PASSED and digest:
-        ctx.mirrored = str(parse_reference(destination).pinned_only(digest))
-    return StageOutcome(
-        "mirror",
-        status,
+    mirrored = _mirrored(destination, report)
+    return Step(
+        report,
         report.message
         if report.message.startswith(str(report.verdict))
         else (f"{report.verdict}: {report.message}"),
-        digest=digest,
-        seconds=None,
-        evidence=str(report.evidence) if report.evidence else None,
-        data={"verdict": str(report.verdict), "destination": ctx.mirrored or destination},
+        digest=(report.destination or {}).get("manifest_digest"),
+        data={"verdict": str(report.verdict), "destination": mirrored or destination},
     )
 
 
-def _final_pull(ctx: _Context) -> StageOutcome:
+def _final_pull(run: Run, results: Results) -> Step:
+    from imagekit.mirror import MirrorReport
     from imagekit.pull import final_pull
 
-    assert ctx.mirrored is not None  # noqa: S101 - mirror ran
-    result = final_pull(ctx.workspace, ctx.mirrored, record=True, plan=ctx.name)
-    return StageOutcome(
-        "final-pull",
-        PASSED if result.ok else FAILED,
+    mirrored = _mirrored(_mirror_destination(run, results), _need(results, "mirror", MirrorReport))
+    assert mirrored is not None  # noqa: S101 - mirror passed
+    result = final_pull(run.workspace, mirrored, record=True, plan=run.name)
+    return Step(
+        result,
         f"{result.status}: image ID {result.image_id}",
         digest=str(result.manifest_digest),
-        evidence=str(result.evidence) if result.evidence else None,
-        data={"reference": ctx.mirrored, "image_id": result.image_id},
+        data={"reference": mirrored, "image_id": result.image_id},
     )
 
 
-def _ledger(ctx: _Context) -> StageOutcome:
+def _ledger(run: Run, results: Results) -> Step:
     from imagekit.ledger import verify
 
-    report = verify(ctx.workspace)
+    report = verify(run.workspace)
     first = report.first
+    return Step(report, "chain and evidence verify" if report.ok else f"broken: {first}")
+
+
+# The pipeline, in order. A stage reads only the results it names; the first that is not ok
+# stops the run.
+PIPELINE: tuple[Stage, ...] = (
+    Stage("doctor", (), _doctor),
+    Stage("build", (), _build),
+    Stage("audit", ("build",), _audit),
+    Stage("push", ("build",), _push),
+    Stage("mirror", ("build", "push"), _mirror),
+    Stage("final-pull", ("build", "mirror"), _final_pull),
+    Stage("ledger", (), _ledger),
+)
+STAGES = tuple(stage.name for stage in PIPELINE)
+
+
+def _outcome(name: str, step: Step) -> StageOutcome:
+    """A stage's line in the table, judged from its result alone."""
+    result = step.result
+    if result.ok:
+        status = PASSED
+    else:
+        status = ERROR if result.exit_code == CouldNotFinish.exit_code else FAILED
     return StageOutcome(
-        "ledger",
-        PASSED if report.ok else FAILED,
-        "chain and evidence verify" if report.ok else f"broken: {first}",
-        evidence=str(ctx.workspace.ledger_path),
+        name,
+        status,
+        step.detail,
+        digest=step.digest,
+        evidence=str(result.evidence) if result.evidence is not None else None,
+        data=step.data,
     )
-
-
-_STAGE_FUNCTIONS: dict[str, Stage] = {
-    "doctor": _doctor,
-    "build": _build,
-    "audit": _audit,
-    "push": _push,
-    "mirror": _mirror,
-    "final-pull": _final_pull,
-    "ledger": _ledger,
-}
 
 
 def run_pipeline(
@@ -349,7 +406,7 @@ def run_pipeline(
 ) -> PipelineResult:
     """Run every stage for plan ``name``; a stage's no or failure stops the rest."""
     echo = echo or sys.stderr
-    ctx = _Context(
+    run = Run(
         workspace=workspace,
         name=name,
         options=options,
@@ -357,41 +414,45 @@ def run_pipeline(
         mirror_repo=repository_for(options.mirror, name),
         echo=echo,
     )
-    if ctx.push_repo == ctx.mirror_repo:
+    if run.push_repo == run.mirror_repo:
         raise UsageError(
-            f"--registry and --mirror both name {ctx.push_repo}",
+            f"--registry and --mirror both name {run.push_repo}",
             hint="a mirror is a second registry (or another repository)",
         )
     run_dir = new_run_dir(workspace.evidence_dir, name, "pipeline")
     seq_before = _last_seq(workspace)
     outcomes: list[StageOutcome] = []
+    results: dict[str, StageResult] = {}
     error: dict[str, Any] | None = None
     stopped = False
-    for stage in STAGES:
+    for stage in PIPELINE:
         if stopped:
-            outcomes.append(StageOutcome(stage, NOT_RUN))
+            outcomes.append(StageOutcome(stage.name, NOT_RUN))
             continue
-        echo.write(f"pipeline: {stage} ...\n")
+        echo.write(f"pipeline: {stage.name} ...\n")
         started = time.monotonic()
         try:
-            outcome = _STAGE_FUNCTIONS[stage](ctx)
+            step = stage.run(run, {need: results[need] for need in stage.needs})
         except ImagekitError as exc:
             status = FAILED if isinstance(exc, CheckFailed) else ERROR
-            outcome = StageOutcome(stage, status, exc.message.splitlines()[0])
-            error = {"stage": stage, **exc.to_json()}
+            outcome = StageOutcome(stage.name, status, exc.message.splitlines()[0])
+            error = {"stage": stage.name, **exc.to_json()}
+        else:
+            results[stage.name] = step.result
+            outcome = _outcome(stage.name, step)
         outcome = replace(
             outcome,
             seconds=round(time.monotonic() - started, 1),
             evidence=_rel(workspace, outcome.evidence),
         )
         outcomes.append(outcome)
-        echo.write(f"pipeline: {stage} {outcome.status} {outcome.detail}\n")
+        echo.write(f"pipeline: {stage.name} {outcome.status} {outcome.detail}\n")
         if outcome.status != PASSED:
             stopped = True
     result = PipelineResult(
         plan=name,
-        registry=ctx.push_repo,
-        mirror=ctx.mirror_repo,
+        registry=run.push_repo,
+        mirror=run.mirror_repo,
         stages=tuple(outcomes),
         evidence=run_dir / "pipeline.json",
         ledger_seq_before=seq_before,

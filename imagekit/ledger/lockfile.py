@@ -21,7 +21,7 @@ import json
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from imagekit.errors import LedgerBroken
 from imagekit.evidence import utc_stamp
@@ -57,6 +57,10 @@ class LockResult:
     path: Path | None
     document: dict[str, Any]
     plans: tuple[str, ...]
+
+    # A lock is only rendered from a ledger that verifies; otherwise write_lock raises.
+    ok: ClassVar[bool] = True
+    exit_code: ClassVar[int] = 0
 
     def to_json(self) -> dict[str, Any]:
         return {"path": str(self.path) if self.path else None, "lock": self.document}

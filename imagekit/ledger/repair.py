@@ -14,7 +14,7 @@ import errno
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from imagekit.errors import CouldNotFinish, LedgerBroken, UsageError
 from imagekit.evidence import utc_stamp
@@ -31,6 +31,10 @@ class RepairReport:
     kept_records: int
     message: str
     completed: bool = False  # the torn line was a whole record: its newline was written
+
+    # A repair that could not be made raises (LedgerBroken, UsageError); a report is success.
+    ok: ClassVar[bool] = True
+    exit_code: ClassVar[int] = 0
 
     def to_json(self) -> dict[str, Any]:
         return {

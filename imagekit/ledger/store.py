@@ -19,7 +19,6 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from imagekit import __version__
 from imagekit.errors import CouldNotFinish, RecordRefused, UsageError
 from imagekit.evidence import file_digest
 from imagekit.ledger.record import (
@@ -34,6 +33,7 @@ from imagekit.ledger.record import (
     line_hash,
 )
 from imagekit.refs import Digest
+from imagekit.version import __version__
 from imagekit.workspace import Workspace
 
 _READ_BACK = 64 * 1024

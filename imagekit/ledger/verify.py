@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from imagekit.errors import ReferenceFormatError, UsageError
 from imagekit.evidence import file_digest
@@ -99,6 +99,18 @@ class VerifyReport:
     @property
     def ok(self) -> bool:
         return self.status == "ok"
+
+    @property
+    def exit_code(self) -> int:
+        """1 for a broken ledger, and for an empty one: it verifies nothing."""
+        return 0 if self.ok else 1
+
+    @property
+    def evidence(self) -> Path:
+        """What was verified: the ledger itself (verifying appends nothing)."""
+        return self.path
+
+    ledger_seqs: ClassVar[tuple[int, ...]] = ()
 
     @property
     def first(self) -> Problem | None:

@@ -14,7 +14,7 @@ import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 import httpx
 
@@ -84,6 +84,10 @@ class ResolvedImage:
     config: ImageConfig
     layers: tuple[Descriptor, ...]
     diff_ids: tuple[Digest, ...]
+
+    # Only an image whose manifest and config matched their digests is ever resolved.
+    ok: ClassVar[bool] = True
+    exit_code: ClassVar[int] = 0
 
     @property
     def compressed_layer_bytes(self) -> int:

@@ -1,4 +1,5 @@
-"""One whole night of the upstream watch, for the README: `python -m tests.support.watch_night OUT`.
+"""One whole night of the upstream watch, for docs/nightly.md:
+`python -m tests.support.watch_night OUT`.
 
 The same parts as tests/integration/flows/test_nightly_watch.py, all in one night: two real
 registries on loopback, the demo base pushed by the engine, an upstream repository whose

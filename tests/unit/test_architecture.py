@@ -13,12 +13,18 @@ PACKAGE = Path(__file__).resolve().parents[2] / "imagekit"
 
 # Bottom to top; a module may import its own layer and the layers below it.
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("foundations", ("errors", "interrupt", "refs", "workspace", "evidence", "layers", "__init__")),
+    (
+        "foundations",
+        ("errors", "interrupt", "refs", "workspace", "evidence", "layers", "version", "result"),
+    ),
     ("outside world", ("registry", "runtime")),
     ("records", ("ledger",)),
     ("stages", ("plans", "build", "audit", "mirror", "pull", "inspect", "layerdiff")),
     ("flows", ("flows",)),
     ("cli", ("cli", "__main__")),
+    # The package face hands out the public names lazily (imagekit/__init__.py); only its
+    # type-checking imports name them, and nothing inside the package imports the face.
+    ("face", ("api", "__init__")),
 )
 _LAYER_OF = {top: index for index, (_, tops) in enumerate(LAYERS) for top in tops}
 

@@ -31,7 +31,7 @@ import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any, TextIO
+from typing import IO, Any, ClassVar, TextIO
 
 from imagekit.build.assemble.check import AssertionRun, not_run, run_assertions
 from imagekit.build.assemble.config import (
@@ -126,6 +126,24 @@ class AssembleResult:
     seconds: float
     ledger: list[int] = field(default_factory=list)
     builder: str = "registry"
+
+    # A build that returns succeeded: a failed one raises (BuildFailed, RecordRefused ...).
+    ok: ClassVar[bool] = True
+    exit_code: ClassVar[int] = 0
+
+    @property
+    def evidence(self) -> Path:
+        """The build's log; the rendered files and reports lie beside it."""
+        return self.log
+
+    @property
+    def runnable(self) -> str:
+        """The pushed digest: the image exists only in the registry until an engine pulls it."""
+        return self.pushed
+
+    @property
+    def ledger_seqs(self) -> tuple[int, ...]:
+        return tuple(self.ledger)
 
     @property
     def image_id(self) -> str:

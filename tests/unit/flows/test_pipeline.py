@@ -7,11 +7,13 @@ replaced by a function that returns a chosen outcome, to pin down the orchestrat
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from imagekit.build.buildkit import BuildResult
 from imagekit.errors import BuildRejected, RegistryError, UsageError
 from imagekit.flows import pipeline
 from imagekit.flows.pipeline import (
@@ -36,20 +38,41 @@ def ws(tmp_path: Path) -> Workspace:
     return Workspace.at(root)
 
 
+@dataclass(frozen=True)
+class _Said:
+    """A stage result that says ``status`` (what the stage functions are replaced by)."""
+
+    status: str
+    evidence: Path | None = None
+    ledger_seqs: tuple[int, ...] = ()
+
+    @property
+    def ok(self) -> bool:
+        return self.status == PASSED
+
+    @property
+    def exit_code(self) -> int:
+        return {PASSED: 0, FAILED: 1, ERROR: 3}[self.status]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"status": self.status}
+
+
 def patch_stages(monkeypatch: pytest.MonkeyPatch, behaviour: dict[str, Any]) -> list[str]:
     called: list[str] = []
 
     def make(stage: str) -> Any:
-        def run(ctx: Any) -> StageOutcome:
+        def run(run: Any, results: Any) -> pipeline.Step:
             called.append(stage)
             what = behaviour.get(stage, PASSED)
             if isinstance(what, BaseException):
                 raise what
-            return StageOutcome(stage, what, "detail", digest="sha256:" + "a" * 64)
+            return pipeline.Step(_Said(what), "detail", digest="sha256:" + "a" * 64)
 
         return run
 
-    monkeypatch.setattr(pipeline, "_STAGE_FUNCTIONS", {s: make(s) for s in STAGES})
+    stages = tuple(pipeline.Stage(s.name, (), make(s.name)) for s in pipeline.PIPELINE)
+    monkeypatch.setattr(pipeline, "PIPELINE", stages)
     return called
 
 
@@ -138,21 +161,33 @@ def _audit_with(
             verdict=verdict,
             vulns=vulns,
             exit_code=exit_code,
-            report_path=ws.root / "audit-report.json",
+            ok=exit_code == 0,
+            evidence=ws.root / "audit-report.json",
+            ledger_seqs=(),
+            to_json=dict,
         )
 
     monkeypatch.setattr(stage, "audit", fake_audit)
-    ctx = pipeline._Context(
+    run = pipeline.Run(
         workspace=ws,
         name="m3-vllm",
         options=PipelineOptions(registry="127.0.0.1:1", mirror="127.0.0.1:2", **context),
         push_repo="127.0.0.1:1/imagekit/m3-vllm",
         mirror_repo="127.0.0.1:2/imagekit/m3-vllm",
         echo=__import__("io").StringIO(),
-        tag="imagekit/m3-vllm:t",
-        image_id="sha256:" + "b" * 64,
     )
-    return seen, pipeline._audit(ctx)
+    built = BuildResult(
+        plan="m3-vllm",
+        plan_sha256="c" * 64,
+        base="127.0.0.1:1/base@sha256:" + "d" * 64,
+        builder="buildx",
+        image_id="sha256:" + "b" * 64,
+        tag="imagekit/m3-vllm:t",
+        evidence_dir=ws.root,
+        log=ws.root / "build.log",
+        dockerfile_sha256="e" * 64,
+    )
+    return seen, pipeline._outcome("audit", pipeline._audit(run, {"build": built}))
 
 
 def test_the_audit_stage_uses_the_profile_given_instead_of_the_plans(
@@ -184,3 +219,34 @@ def test_the_audit_stage_passes_the_vulnerability_policy_and_fails_on_its_findin
     assert outcome.detail == (
         "CPU_PASS_GPU_CLI_DEFERRED; 2 vulnerability findings (--fail-on fixable)"
     )
+
+
+def test_a_new_stage_is_one_object_and_reads_only_what_it_needs(
+    ws: Workspace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A stage added to PIPELINE runs in its place, is handed the results it names and no
+    others, and stops the run like any other when its result is not ok."""
+    patch_stages(monkeypatch, {})
+    handed: list[list[str]] = []
+
+    def attest(run: Any, results: Any) -> pipeline.Step:
+        handed.append(sorted(results))
+        return pipeline.Step(_Said(FAILED), "signature missing")
+
+    stages = list(pipeline.PIPELINE)
+    stages.insert(4, pipeline.Stage("attest", ("build", "push"), attest))
+    monkeypatch.setattr(pipeline, "PIPELINE", tuple(stages))
+    result = run_pipeline(ws, "demo", _TWO)
+    assert handed == [["build", "push"]]
+    statuses = [(s.stage, s.status) for s in result.stages]
+    assert statuses == [
+        ("doctor", PASSED),
+        ("build", PASSED),
+        ("audit", PASSED),
+        ("push", PASSED),
+        ("attest", FAILED),
+        ("mirror", NOT_RUN),
+        ("final-pull", NOT_RUN),
+        ("ledger", NOT_RUN),
+    ]
+    assert result.exit_code == 1

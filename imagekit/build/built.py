@@ -1,0 +1,67 @@
+"""What either builder returns: an image made from a plan, its evidence and its records.
+
+The engine builder's ``BuildResult`` (imagekit.build.buildkit) and the registry builder's
+``AssembleResult`` (imagekit.build.assemble) say more than this, each about its own way of
+building; a caller that only needs the image, where it was pushed and what was recorded reads
+them through :class:`BuiltImage` and never asks which builder ran.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+
+@runtime_checkable
+class BuiltImage(Protocol):
+    """An image built from a plan and recorded (a build that fails raises instead)."""
+
+    @property
+    def plan(self) -> str: ...
+
+    @property
+    def plan_sha256(self) -> str: ...
+
+    @property
+    def base(self) -> str: ...
+
+    @property
+    def builder(self) -> str:
+        """``registry`` or the engine's way into BuildKit (``buildx``, ``docker build ...``)."""
+
+    @property
+    def tag(self) -> str: ...
+
+    @property
+    def image_id(self) -> str:
+        """The engine's image ID; for a registry build, the config digest an engine uses."""
+
+    @property
+    def runnable(self) -> str:
+        """How an engine names the image to run it: the engine build's local tag, the
+        registry build's pushed digest (which running it pulls)."""
+
+    @property
+    def pushed(self) -> str | None:
+        """``repo@sha256:...`` once pushed (always, for a registry build)."""
+
+    @property
+    def manifest_digest(self) -> str | None: ...
+
+    @property
+    def evidence_dir(self) -> Path: ...
+
+    @property
+    def log(self) -> Path: ...
+
+    @property
+    def ledger(self) -> list[int]:
+        """The seqs of the records this build appended (build, then push)."""
+
+    @property
+    def ok(self) -> bool: ...
+
+    @property
+    def exit_code(self) -> int: ...
+
+    def to_json(self) -> dict[str, Any]: ...
