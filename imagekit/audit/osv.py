@@ -25,13 +25,13 @@ format. Matching follows the OSV schema's evaluation algorithm:
 - ``affected[].versions`` lists and ``ECOSYSTEM`` ranges (``introduced``, ``fixed``,
   ``last_affected``, ``limit``) both honoured; ``SEMVER`` ranges are read with the same PEP
   440 order; ``GIT`` ranges name commits and are left to the versions list, which OSV requires
-  beside them;
+  beside them (an entry whose GIT range comes without that list cannot be evaluated);
 - withdrawn records skipped;
 - records whose ids and aliases overlap (PYSEC, GHSA and CVE names of one flaw) merged
   transitively into one result, so one vulnerability is reported once.
 
 A record that names the distribution but whose range cannot be evaluated (a version string
-that is not PEP 440) makes that distribution skipped, with the record named: it was not
+that is not PEP 440, a GIT range with no versions list) makes that distribution skipped, with the record named: it was not
 matched, so it cannot count as clean.
 
 The database's age is taken from the newest ``modified`` timestamp among its records. The
@@ -603,8 +603,16 @@ def match(record: OsvRecord, affected: OsvAffected, version: Version, raw: str) 
             )
     if hit_range:
         return Match(record, "range", tuple(sorted(fixes)))
-    if _in_versions(public, raw, affected.get("versions", [])):
+    listed = affected.get("versions", [])
+    if _in_versions(public, raw, listed):
         return Match(record, "versions", ())
+    if not listed and any(rng["type"] == "GIT" for rng in affected.get("ranges", [])):
+        # A GIT range names commits, not releases: without the versions list OSV puts beside
+        # it there is no telling whether this release lies inside, so it is not a "no".
+        raise Unevaluable(
+            f"{record['id']} has only a GIT range (commits, no versions list) for "
+            f"{affected['package']['name']}, which cannot be compared with a release"
+        )
     return None
 
 
