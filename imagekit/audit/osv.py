@@ -31,8 +31,8 @@ format. Matching follows the OSV schema's evaluation algorithm:
   transitively into one result, so one vulnerability is reported once.
 
 A record that names the distribution but whose range cannot be evaluated (a version string
-that is not PEP 440, a GIT range with no versions list) makes that distribution skipped, with the record named: it was not
-matched, so it cannot count as clean.
+that is not PEP 440, a GIT range with no versions list) makes that distribution skipped, with
+the record named: it was not matched, so it cannot count as clean.
 
 The database's age is taken from the newest ``modified`` timestamp among its records. The
 export carries no timestamp of its own (OSV's bucket listing has one, the downloaded zip
