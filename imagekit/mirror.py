@@ -37,7 +37,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any, Protocol
 
-from imagekit.errors import ImagekitError, UsageError
+from imagekit.errors import CheckFailed, ImagekitError, UsageError
 from imagekit.evidence import new_run_dir, write_json
 from imagekit.interrupt import Stop, interrupted, wait_all
 from imagekit.layers import (
@@ -321,11 +321,14 @@ def _error_report(
     options: MirrorOptions,
     copy: dict[str, Any] | None,
 ) -> MirrorReport:
+    # The registry answered with content that is wrong (a manifest and config that disagree,
+    # an artifact, a platform missing): the copy is not the image, a mismatch named as such.
+    wrong = isinstance(exc, CheckFailed)
     return MirrorReport(
         source=_resolution(src) if src else None,
         destination=_resolution(dst) if dst else None,
-        verdict=Verdict.ERROR,
-        message=f"could not finish: {what}: {exc.message}",
+        verdict=Verdict.MISMATCH if wrong else Verdict.ERROR,
+        message=f"{what}: {exc.message}" if wrong else f"could not finish: {what}: {exc.message}",
         config_digest_equal=None,
         compressed_digests_equal=None,
         manifest_digest_equal=None,

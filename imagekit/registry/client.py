@@ -20,6 +20,8 @@ import httpx
 
 from imagekit.errors import (
     DigestMismatch,
+    ImageContentError,
+    PlatformNotFound,
     ReferenceFormatError,
     RegistryError,
     RegistryNotFound,
@@ -59,7 +61,7 @@ from imagekit.registry.transport import (
 
 DEFAULT_PLATFORM = Platform("linux", "amd64")
 # The errors that name a registry and repository (see _fault).
-_E = TypeVar("_E", RegistryError, DigestMismatch)
+_E = TypeVar("_E", RegistryError, DigestMismatch, ImageContentError)
 _DIGEST_IN_PATH = re.compile(r"/(?:manifests|blobs)/(sha(?:256|512):[0-9a-f]+)$")
 _CONTENT_RANGE = re.compile(r"bytes (\d+)-(\d+)/(\d+|\*)")
 # Attestation manifests (BuildKit provenance/SBOM) sit in indexes as platform unknown/unknown:
@@ -640,7 +642,7 @@ class RegistryClient:
             )
             if media_type != entry.media_type:
                 raise _fault(
-                    RegistryProtocolError,
+                    ImageContentError,
                     ref,
                     f"{ref}: index entry {entry.digest} says {entry.media_type}, the manifest "
                     f"is {media_type}",
@@ -648,7 +650,7 @@ class RegistryClient:
                 )
         if media_type not in MANIFEST_TYPES:
             raise _fault(
-                RegistryProtocolError,
+                ImageContentError,
                 ref,
                 f"{ref}: expected an image manifest, got {media_type} (nested indexes are not "
                 "supported)",
@@ -660,7 +662,7 @@ class RegistryClient:
         assert isinstance(manifest, ImageManifest)  # noqa: S101 - parse_manifest's contract
         if manifest.config.mediaType not in CONFIG_TYPES:
             raise _fault(
-                RegistryProtocolError,
+                ImageContentError,
                 ref,
                 f"{ref}: not a container image (config media type {manifest.config.mediaType})",
                 digest=str(digest),
@@ -673,7 +675,7 @@ class RegistryClient:
         own = config.platform()
         if chosen is not None and (chosen.os, chosen.architecture) != (own.os, own.architecture):
             raise _fault(
-                RegistryProtocolError,
+                ImageContentError,
                 ref,
                 f"{ref}: the index says {chosen} but the image config says {own}",
                 digest=str(digest),
@@ -681,7 +683,7 @@ class RegistryClient:
         if chosen is None:
             if platform is not None and not platform.matches(own.os, own.architecture, own.variant):
                 raise _fault(
-                    RegistryNotFound,
+                    PlatformNotFound,
                     ref,
                     f"no matching manifest for {platform} in {ref}: it is a single-platform "
                     f"image for {own}",
@@ -693,7 +695,7 @@ class RegistryClient:
         diff_ids = tuple(config.rootfs.diff_ids)
         if len(diff_ids) != len(layers):
             raise _fault(
-                RegistryProtocolError,
+                ImageContentError,
                 ref,
                 f"{ref}: the manifest has {len(layers)} layers but the config lists "
                 f"{len(diff_ids)} diff_ids",
@@ -750,7 +752,7 @@ def select_platform(
     ]
     if not matches:
         available = ", ".join(sorted({str(e.platform) for e in usable})) or "none"
-        raise RegistryNotFound(
+        raise PlatformNotFound(
             f"no matching manifest for {want} in {where} (available: {available})",
             registry=registry,
             repository=repository,

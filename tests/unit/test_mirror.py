@@ -166,6 +166,22 @@ def test_mismatch_and_layer_count(tmp_path: Path) -> None:
     assert "layer counts differ: SRC has 2, DST has 1; layer 1" in report.message
 
 
+def test_a_copy_whose_manifest_and_config_disagree_on_the_layer_count_is_a_mismatch(
+    tmp_path: Path,
+) -> None:
+    """DST answered; its manifest names two layers and its config one diffID: the copy is
+    wrong (mismatch, exit 1, named), not a run that could not finish."""
+    memory = Memory()
+    memory.push("src", TARS)
+    one = {"architecture": "amd64", "os": "linux", "rootfs": {"type": "layers", "diff_ids": []}}
+    one["rootfs"]["diff_ids"] = [sha(TARS[0])]  # type: ignore[index]
+    memory.push("dst", TARS, config=json.dumps(one).encode())
+    report = _run(memory, tmp_path)
+    assert report.verdict is Verdict.MISMATCH and report.exit_code == 1
+    assert "resolving DST" in report.message
+    assert "the manifest has 2 layers but the config lists 1 diff_ids" in report.message
+
+
 def test_config_differences_paths() -> None:
     a = json.dumps({"config": {"Env": ["A=1"], "Cmd": ["x"]}, "created": "1", "x": 1}).encode()
     b = json.dumps({"config": {"Env": ["A=2"], "Cmd": ["x"]}, "created": "1", "y": 1}).encode()

@@ -14,7 +14,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from imagekit.errors import RegistryProtocolError, UsageError
+from imagekit.errors import CheckFailed, RegistryProtocolError, UsageError
 from imagekit.plan import LoadedPlan, parse_plan
 from imagekit.refs import parse_reference
 from imagekit.upstream import TagState, watch_tag
@@ -133,3 +133,19 @@ def test_an_index_that_moved_for_other_platforms_only_keeps_a_platform_pin(
     assert moved.state is TagState.MOVED
     # What to pin now is the index, as the registry serves it, not the platform's manifest.
     assert moved.served == sha(index) and moved.platform_manifest == arm64_new.manifest_digest
+
+
+def test_an_index_without_the_plans_platform_is_a_no_naming_what_it_has(tmp_path: Path) -> None:
+    """The registry answered with an index that lacks the platform: a check said no (1),
+    never "cannot be reached" (3)."""
+    fake = FakeRegistry()
+    amd64, arm64 = make_image(b"a"), make_image(b"b", "arm64")
+    fake.add_image(REPO, arm64)
+    index = index_of(entry(arm64, arch="arm64"))
+    fake.add_manifest(REPO, "v1", index, OCI_INDEX)
+    fake.add_manifest(REPO, sha(index), index, OCI_INDEX)
+    with fake.client() as client, pytest.raises(CheckFailed) as info:
+        watch_tag(client, _plan(tmp_path, amd64.manifest_digest))
+    assert info.value.exit_code == 1
+    assert "no matching manifest for linux/amd64" in info.value.message
+    assert "(available: linux/arm64)" in info.value.message

@@ -27,6 +27,7 @@ from imagekit.flows.nightly import (
     _Night,
     audit_rank,
     find_baseline,
+    run_nightly,
 )
 from imagekit.ledger import NightlyDetails, append_record, read_records
 from imagekit.plan import load_plan, plan_path
@@ -198,3 +199,71 @@ def test_a_night_whose_note_the_ledger_refuses_is_never_a_pass(ws: Workspace) ->
     assert (failed.status, failed.exit_code) == (OVERLAY_DRIFT, 1)  # already failing: kept
     assert "the ledger refused the night's note" in failed.detail
     assert ws.ledger_path.read_bytes() == torn  # nothing appended behind the torn line
+
+
+def _watched_plan(ws: Workspace, pinned: str) -> None:
+    from tests.unit.registry.fakes import HOST
+
+    (ws.plans_dir / "watched.yaml").write_text(
+        f"name: watched\nbase:\n  reference: {HOST}/upstream/serving@{pinned}\n"
+        "  found_as: v1\n  platform: linux/amd64\n"
+    )
+
+
+def test_a_tag_moved_to_an_artifact_or_an_index_without_the_platform_is_a_named_no(
+    ws: Workspace,
+) -> None:
+    """The registry answered both times; what it serves is wrong. A night says so with exit 1
+    and the problem named, never 3 ("cannot be reached", "could not finish")."""
+    from tests.unit.registry.fakes import (
+        OCI_INDEX,
+        OCI_MANIFEST,
+        FakeRegistry,
+        dumps,
+        entry,
+        index_of,
+        make_image,
+        sha,
+    )
+
+    repo = "upstream/serving"
+    pinned, arm64 = make_image(b"pinned"), make_image(b"arm", "arm64")
+    empty = b"{}"
+    artifact = dumps(
+        {
+            "schemaVersion": 2,
+            "mediaType": OCI_MANIFEST,
+            "artifactType": "application/vnd.example.sbom+json",
+            "config": {
+                "mediaType": "application/vnd.oci.empty.v1+json",
+                "digest": sha(empty),
+                "size": len(empty),
+            },
+            "layers": [
+                {
+                    "mediaType": "application/vnd.oci.empty.v1+json",
+                    "digest": sha(empty),
+                    "size": len(empty),
+                }
+            ],
+        }
+    )
+    _watched_plan(ws, pinned.manifest_digest)
+    for served, media_type, said in (
+        (artifact, OCI_MANIFEST, "not a container image"),
+        (index_of(entry(arm64, arch="arm64")), OCI_INDEX, "no matching manifest for linux/amd64"),
+    ):
+        fake = FakeRegistry()
+        fake.add_image(repo, pinned)
+        fake.add_image(repo, arm64)
+        fake.blobs[f"/v2/{repo}/blobs/{sha(empty)}"] = empty
+        fake.add_manifest(repo, "v1", served, media_type)
+        fake.add_manifest(repo, sha(served), served, media_type)
+        with fake.client() as client:
+            night = run_nightly(
+                ws, ["watched"], NightOptions(watch_only=True), echo=io.StringIO(), client=client
+            )
+        plan = night.plans[0]
+        assert (plan.exit_code, night.exit_code) == (1, 1), plan.to_json()
+        assert said in plan.detail, plan.detail
+        assert "cannot be reached" not in plan.detail
