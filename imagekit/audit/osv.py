@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import stat
 import threading
 import zipfile
 from collections.abc import Callable, Sequence
@@ -471,9 +472,34 @@ class OsvDatabase:
         }
 
 
+_NOT_FILES = {
+    stat.S_IFIFO: "a FIFO",
+    stat.S_IFCHR: "a character device",
+    stat.S_IFBLK: "a block device",
+    stat.S_IFSOCK: "a socket",
+}
+
+
+def _is_file_or_folder(path: Path) -> None:
+    """Refuse, naming it, what is there but is neither a file nor a folder: a FIFO would
+    block the read, a device would be read forever, and "no such file" would be untrue."""
+    try:
+        mode = path.stat().st_mode
+    except OSError:
+        return  # absent (or unreadable): said below, as before
+    if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
+        what = _NOT_FILES.get(stat.S_IFMT(mode), "neither a file nor a folder")
+        raise VulnDatabaseError(
+            f"{path}: {what}, not a file or folder",
+            path=str(path),
+            hint="--vuln-db (or IMAGEKIT_VULN_DB) names OSV's all.zip for PyPI or a folder of it",
+        )
+
+
 def load_database(path: Path) -> OsvDatabase:
     """Validate every record of an OSV export and index it, or refuse it naming the file."""
     ignored: list[str] = []
+    _is_file_or_folder(path)
     if path.is_dir():
         members, digest, ignored = _folder_members(path)
         kind: Literal["zip", "folder"] = "folder"

@@ -877,6 +877,12 @@ def run_nightly(
     if plans is None:
         summaries = list_plans(workspace.plans_dir, workspace.dockerfiles_dir)
         names = [s.name for s in summaries]
+    elif not plans:
+        # An unset variable in a script (`--plans "$PLANS"`) must not become every plan.
+        raise UsageError(
+            "--plans names no plan (it is empty, or only commas and spaces)",
+            hint="name the plans (--plans demo,vllm), or leave --plans out for every plan",
+        )
     else:
         names = plans
     if options.base_override is not None and len(names) != 1:

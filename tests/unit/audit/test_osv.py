@@ -333,6 +333,24 @@ def test_what_is_not_an_osv_export_is_refused_naming_the_file(tmp_path: Path) ->
         assert info.value.exit_code == 2
 
 
+@pytest.mark.parametrize("kind", ["a FIFO", "a character device"])
+def test_a_vuln_db_that_is_neither_file_nor_folder_says_what_it_is(
+    tmp_path: Path, kind: str
+) -> None:
+    """A FIFO or a device is there: "no such file" would send the user looking for a typo;
+    it is named for what it is, bad input (2), and never opened (a FIFO would block)."""
+    if kind == "a FIFO":
+        path = tmp_path / "db.fifo"
+        os.mkfifo(path)
+    else:
+        path = Path(os.devnull)
+    with pytest.raises(VulnDatabaseError) as info:
+        load_database(path)
+    assert info.value.message == f"{path}: {kind}, not a file or folder"
+    assert info.value.exit_code == 2
+    assert "no such" not in info.value.message
+
+
 def test_a_record_twice_in_a_folder_is_refused(tmp_path: Path) -> None:
     folder = write_folder(tmp_path / "db", records(MODIFIED))
     (folder / "copy").mkdir()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import json
 import shutil
 from pathlib import Path
 
@@ -267,3 +268,22 @@ def test_a_tag_moved_to_an_artifact_or_an_index_without_the_platform_is_a_named_
         assert (plan.exit_code, night.exit_code) == (1, 1), plan.to_json()
         assert said in plan.detail, plan.detail
         assert "cannot be reached" not in plan.detail
+
+
+@pytest.mark.parametrize("plans", ["", ",", " , "])
+def test_nightly_plans_naming_no_plan_is_bad_input(ws: Workspace, plans: str) -> None:
+    """`--plans ''` (an unset variable in a script) must not silently run every plan."""
+    from click.testing import CliRunner
+
+    from imagekit.cli.nightly_cmd import command
+
+    shutil.copy2(REPO_ROOT / "manifests" / "demo.yaml", ws.plans_dir / "demo.yaml")
+    result = CliRunner().invoke(
+        command, ["--plans", plans, "--watch-only", "--json"], env={"IMAGEKIT_ROOT": str(ws.root)}
+    )
+    assert result.exit_code == 2, result.output
+    assert json.loads(result.stdout)["error"]["message"] == (
+        "--plans names no plan (it is empty, or only commas and spaces)"
+    )
+    with pytest.raises(UsageError, match="names no plan"):
+        run_nightly(ws, [], NightOptions(watch_only=True), echo=io.StringIO())
