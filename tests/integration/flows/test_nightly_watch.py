@@ -191,7 +191,7 @@ def proxied(
         yield proxy, "proxied"
 
 
-def test_a_tag_that_did_not_move_costs_only_a_head_request(
+def test_a_tag_that_did_not_move_costs_a_head_confirmed_by_a_get(
     ws: Workspace, bases: Bases, proxied: tuple[FaultProxy, str]
 ) -> None:
     proxy, name = proxied
@@ -200,8 +200,10 @@ def test_a_tag_that_did_not_move_costs_only_a_head_request(
     night = run_nightly(ws, [name], NightOptions(watch_only=True))
     plan = night.plans[0]
     assert plan.status == BASE_CURRENT and night.exit_code == 0, plan.to_json()
+    # HEAD names the pin; the GET's bytes, hashed, confirm it. Nothing else is asked.
     assert [(e.method, e.path, e.status) for e in proxy.log] == [
-        ("HEAD", f"/v2/upstream/bookworm/manifests/{TAG}", 200)
+        ("HEAD", f"/v2/upstream/bookworm/manifests/{TAG}", 200),
+        ("GET", f"/v2/upstream/bookworm/manifests/{TAG}", 200),
     ]
     assert plan.candidate is None and plan.comparison is None
     records = read_records(ws.ledger_path)[before:]

@@ -287,3 +287,43 @@ def test_nightly_plans_naming_no_plan_is_bad_input(ws: Workspace, plans: str) ->
     )
     with pytest.raises(UsageError, match="names no plan"):
         run_nightly(ws, [], NightOptions(watch_only=True), echo=io.StringIO())
+
+
+def test_a_head_that_a_get_contradicts_never_makes_a_night_base_current(ws: Workspace) -> None:
+    """HEAD answers the pin, a GET of the tag serves another manifest: the watch-only night
+    is a no naming both digests, never `base-current`; `plans bump` never says current."""
+    import httpx
+
+    from imagekit.bump import bump_plan
+    from imagekit.errors import DigestMismatch
+    from tests.unit.registry.fakes import OCI_MANIFEST, FakeRegistry, make_image
+
+    repo = "upstream/serving"
+    pinned, other = make_image(b"pinned"), make_image(b"other")
+    _watched_plan(ws, pinned.manifest_digest)
+    fake = FakeRegistry()
+    fake.add_image(repo, pinned)
+    fake.add_image(repo, other)
+
+    def lying(request: httpx.Request) -> httpx.Response:
+        if request.method == "HEAD":
+            return httpx.Response(
+                200,
+                headers={
+                    "Content-Type": OCI_MANIFEST,
+                    "Docker-Content-Digest": pinned.manifest_digest,
+                },
+            )
+        return httpx.Response(200, content=other.manifest, headers={"Content-Type": OCI_MANIFEST})
+
+    fake.overrides[f"/v2/{repo}/manifests/v1"] = lying
+    with fake.client() as client:
+        night = run_nightly(
+            ws, ["watched"], NightOptions(watch_only=True), echo=io.StringIO(), client=client
+        )
+        with pytest.raises(DigestMismatch) as bumped:
+            bump_plan(ws, "watched", client=client, echo=io.StringIO(), write=False)
+    plan = night.plans[0]
+    assert plan.status != BASE_CURRENT and (plan.exit_code, night.exit_code) == (1, 1)
+    assert other.manifest_digest in plan.detail and pinned.manifest_digest in plan.detail
+    assert bumped.value.exit_code == 1
