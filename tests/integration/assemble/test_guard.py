@@ -415,3 +415,46 @@ def test_a_zstd_base_layer(
     assert any(line.startswith("guard: path=/usr/lib/pkg/mod.py") and line.endswith("(ok)")
                for line in lines)  # fmt: skip
     assert "assertions: none: the plan has no assertions" in lines
+
+
+@pytest.mark.parametrize(
+    ("link", "mount"),
+    [("/proc/self", "proc"), ("../../sys/kernel", "sys"), ("/dev", "dev")],
+)
+def test_a_destination_that_resolves_under_a_kernel_mount_is_refused(
+    writer: Writer,
+    write_plan: PlanWriter,
+    build: Build,
+    workspace: Workspace,
+    link: str,
+    mount: str,
+) -> None:
+    """The plan says /usr/local/bin/new.sh; the base makes /usr/local/bin a link into /proc
+    (or /sys, /dev): the rule against those mounts holds for the path as the image resolves
+    it, so nothing is written under them (the file would never show in a container)."""
+    base = writer.image(
+        f"imagekit-test/into-{mount}",
+        "1",
+        [
+            Blob.gzip([
+                M("usr", "dir"), M("usr/local", "dir"),
+                M("usr/local/bin", "symlink", link=link),
+                M(mount, "dir"),
+            ]),
+        ],
+    )  # fmt: skip
+    write_plan(
+        f"into-{mount}",
+        base.reference,
+        [overlay("new.sh", "/usr/local/bin/new.sh", absent=True)],
+        {"new.sh": b"#!/bin/sh\n"},
+    )
+    with pytest.raises(BuildFailed) as info:
+        build(f"into-{mount}")
+    assert info.value.exit_code == 1 and info.value.reason == "destination-blocked"
+    assert f"is under /{mount}" in info.value.message, info.value.message
+    assert "/usr/local/bin is a symbolic link to" in " ".join(info.value.last_lines)
+    records = read_records(workspace.ledger_path)
+    assert [(r.kind, r.details["reason"]) for r in records] == [
+        ("rejected-build", "destination-blocked")
+    ]

@@ -223,7 +223,10 @@ def test_a_503_then_recovery_is_retried(
     night = run_nightly(ws, [name], NightOptions(watch_only=True))
     assert night.plans[0].status == BASE_CURRENT, night.plans[0].to_json()
     assert proxy.fired("status") == 2
-    assert [e.status for e in proxy.log] == [503, 503, 200]
+    # Two HEADs refused, the third answered, then the GET that confirms it.
+    assert [(e.method, e.status) for e in proxy.log] == [
+        ("HEAD", 503), ("HEAD", 503), ("HEAD", 200), ("GET", 200),
+    ]  # fmt: skip
 
 
 def test_a_registry_that_stays_down_is_exit_3_never_a_pass(
