@@ -116,6 +116,15 @@ class ResolvedImage:
 
 
 @dataclass(frozen=True)
+class BlobProbe:
+    """A blob as the registry serves it, without reading it: its size and first bytes."""
+
+    digest: Digest
+    size: int
+    head: bytes
+
+
+@dataclass(frozen=True)
 class ManifestHead:
     """A manifest's identity as a registry announces it: digest, media type and size.
 
@@ -479,6 +488,50 @@ class RegistryClient:
         return ManifestHead(digest, media_type, len(body), from_get=True)
 
     # ------------------------------------------------------------------ blobs
+
+    def probe_blob(self, ref: Reference, digest: Digest | str, head: int = 16) -> BlobProbe:
+        """The blob's size and first bytes as the registry serves them, with one ranged GET.
+
+        ``Range: bytes=0-N`` is asked for; a 206 names the whole size in its Content-Range,
+        a registry that ignores Range answers 200 with the size in Content-Length, and only
+        the first ``head`` bytes are read either way. A size the answer does not state is a
+        RegistryProtocolError: nothing is assumed.
+        """
+        checked = Digest(str(digest))
+        response = self.request(
+            "GET",
+            ref,
+            f"blobs/{checked}",
+            headers={"Range": f"bytes=0-{head - 1}", "Accept-Encoding": "identity"},
+            stream=True,
+        )
+        try:
+            size: int | None
+            if response.status_code == 206:
+                match = _CONTENT_RANGE.fullmatch(
+                    (response.headers.get("Content-Range") or "").strip()
+                )
+                total = match.group(3) if match and match.group(1) == "0" else "*"
+                size = None if total == "*" else int(total)
+            else:
+                size = content_length(response)
+            if size is None:
+                raise _fault(
+                    RegistryProtocolError,
+                    ref,
+                    f"{ref.name}: blob {checked}: the answer to a ranged GET states no size "
+                    f"(HTTP {response.status_code}, Content-Range "
+                    f"{response.headers.get('Content-Range')!r})",
+                    digest=str(checked),
+                )
+            first = b""
+            for chunk in response.iter_raw():
+                first += chunk
+                if len(first) >= head:
+                    break
+        finally:
+            response.close()
+        return BlobProbe(checked, size, first[:head])
 
     def blob_exists(self, ref: Reference, digest: Digest | str) -> bool:
         """HEAD the blob: True on 200, False on 404; other answers raise."""

@@ -23,7 +23,7 @@ from imagekit.assemble import AssembleOptions, AssembleResult, assemble_plan
 from imagekit.build import BuildFailed
 from imagekit.cli.build_cmd import command as build_command
 from imagekit.engine import Engine
-from imagekit.errors import PlanError, RegistryError
+from imagekit.errors import ImageContentError, PlanError, RegistryError
 from imagekit.ledger import read_records
 from imagekit.workspace import Workspace
 from tests.integration.assemble.conftest import PlanWriter
@@ -458,3 +458,51 @@ def test_a_destination_that_resolves_under_a_kernel_mount_is_refused(
     assert [(r.kind, r.details["reason"]) for r in records] == [
         ("rejected-build", "destination-blocked")
     ]
+
+
+@pytest.mark.parametrize(
+    ("lie", "said"),
+    [
+        ({"size": 1}, "says {size} bytes, the registry serves {served}"),
+        (
+            {"mediaType": "application/vnd.oci.image.layer.v1.tar+zstd"},
+            "says zstd (application/vnd.oci.image.layer.v1.tar+zstd), the registry serves gzip "
+            "bytes",
+        ),
+        (
+            {"mediaType": "application/vnd.oci.image.layer.v1.tar"},
+            "says none (application/vnd.oci.image.layer.v1.tar), the registry serves gzip bytes",
+        ),
+    ],
+)
+def test_a_base_whose_manifest_lies_about_a_cached_layer_is_refused(
+    writer: Writer,
+    write_plan: PlanWriter,
+    build: Build,
+    lie: dict[str, Any],
+    said: str,
+) -> None:
+    """The layer's index is in the cache (an honest base with the same layer was built on
+    first): the cache says what the layer holds, never whether a manifest describing it is
+    honest. The descriptor is held to what the registry serves on every build, and a lie is
+    a no (exit 1) before anything is pushed, never copied into the new manifest."""
+    layer = Blob.gzip([M("opt", "dir"), M("opt/a", data=b"a\n")])
+    honest = writer.image("imagekit-test/honest", "1", [layer])
+    write_plan("honest", honest.reference, [overlay("x", "/opt/x", absent=True)], {"x": b"x"})
+    build("honest")  # indexes the layer
+    manifest = json.loads(honest.manifest)
+    descriptor = manifest["layers"][0]
+    served = descriptor["size"]
+    if "size" in lie:
+        descriptor["size"] = served + lie["size"]
+    else:
+        descriptor.update(lie)
+    body = json.dumps(manifest).encode()
+    digest = writer.manifest("imagekit-test/honest", "lying", body, manifest["mediaType"])
+    lying = f"{writer.host}/imagekit-test/honest@{digest}"
+    write_plan("lying", lying, [overlay("x", "/opt/x", absent=True)], {"x": b"x"})
+    with pytest.raises(ImageContentError) as info:
+        build("lying")
+    assert info.value.exit_code == 1
+    assert "layer 0" in info.value.message and layer.digest in info.value.message
+    assert said.format(size=served + 1, served=served) in info.value.message, info.value.message
