@@ -182,6 +182,25 @@ def test_a_copy_whose_manifest_and_config_disagree_on_the_layer_count_is_a_misma
     assert "the manifest has 2 layers but the config lists 1 diff_ids" in report.message
 
 
+def test_a_copy_whose_layer_does_not_decompress_is_a_mismatch_naming_it(tmp_path: Path) -> None:
+    """DST's registry served a layer whose bytes hash to its digest but are a cut-off gzip
+    stream: the copy's content is wrong (mismatch, exit 1, the layer named), not a run
+    that could not finish (3)."""
+    memory = Memory()
+    memory.push("src", TARS)
+    memory.push("dst", TARS)
+    manifest = json.loads(memory.manifests[("dst", "1")])
+    cut = memory.blobs[manifest["layers"][1]["digest"]][:-12]
+    memory.blobs[sha(cut)] = cut
+    manifest["layers"][1].update(digest=sha(cut), size=len(cut))
+    body = json.dumps(manifest).encode()
+    memory.manifests[("dst", "1")] = memory.manifests[("dst", sha(body))] = body
+    report = _run(memory, tmp_path)
+    assert report.verdict is Verdict.MISMATCH and report.exit_code == 1, report.message
+    assert f"layer 1 ({sha(cut)}): " in report.message and "truncated gzip" in report.message
+    assert report.layers[1].match is False and report.layers[1].error is None
+
+
 def test_config_differences_paths() -> None:
     a = json.dumps({"config": {"Env": ["A=1"], "Cmd": ["x"]}, "created": "1", "x": 1}).encode()
     b = json.dumps({"config": {"Env": ["A=2"], "Cmd": ["x"]}, "created": "1", "y": 1}).encode()
