@@ -506,3 +506,32 @@ def test_a_base_whose_manifest_lies_about_a_cached_layer_is_refused(
     assert info.value.exit_code == 1
     assert "layer 0" in info.value.message and layer.digest in info.value.message
     assert said.format(size=served + 1, served=served) in info.value.message, info.value.message
+
+
+def test_a_base_with_a_truncated_layer_or_a_config_that_is_not_json_is_a_named_no(
+    writer: Writer,
+    write_plan: PlanWriter,
+    workspace: Workspace,
+    registry: RunningRegistry,
+    cache_dir: Path,
+) -> None:
+    """The registry served these bytes and their digests hold; what they are is wrong. Like a
+    wrong diffID, that is a check that said no (exit 1, named), never "could not finish"."""
+    whole = Blob.gzip([M("opt", "dir"), M("opt/a", data=b"a\n" * 4096)])
+    cut = Blob(whole.tar, whole.blob[:-12], whole.media_type)  # the gzip trailer cut off
+    truncated = writer.image("imagekit-test/cut", "1", [cut])
+    not_json = writer.image(
+        "imagekit-test/notjson", "1", [whole], config_bytes=b"<html>not a config</html>"
+    )
+    for name, base, said in (
+        ("cut", truncated, "truncated gzip stream"),
+        ("notjson", not_json, "malformed image config"),
+    ):
+        write_plan(name, base.reference, [overlay("x", "/opt/a", absent=True)], {"x": b"x"})
+        result = CliRunner().invoke(
+            build_command,
+            [name, "--builder", "registry", "--push", f"{registry.host}/imagekit-test/o-{name}"],
+            env={"IMAGEKIT_ROOT": str(workspace.root), "IMAGEKIT_CACHE_DIR": str(cache_dir)},
+        )
+        assert result.exit_code == 1, result.output
+        assert said in result.stderr, result.stderr
