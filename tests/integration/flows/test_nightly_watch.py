@@ -214,6 +214,33 @@ def test_a_tag_that_did_not_move_costs_a_head_confirmed_by_a_get(
     assert "(same)" in night.markdown()
 
 
+def test_a_head_that_names_the_pin_while_the_tag_moved_is_never_base_current(
+    ws: Workspace, bases: Bases, proxied: tuple[FaultProxy, str]
+) -> None:
+    """The tag moved to v2; a proxy in front of the real registry makes every HEAD of a
+    manifest name v1, the pin. The GET of the tag serves v2's bytes: the night says so (exit
+    1, both digests named), never base-current, and `plans bump` never says current."""
+    proxy, name = proxied
+    bases.upstream.tag(TAG, bases.v2)
+    pinned, moved = _digest(bases.v1), _digest(bases.v2)
+    proxy.set_faults(
+        Fault("wrong_digest", path="/manifests/", method="HEAD", times=-1, digest=pinned)
+    )
+    try:
+        night = run_nightly(ws, [name], NightOptions(watch_only=True))
+        plan = night.plans[0]
+        assert plan.status != BASE_CURRENT and plan.exit_code == 1, plan.to_json()
+        assert pinned in plan.detail and moved in plan.detail, plan.detail
+        bumped = CliRunner().invoke(
+            plans_command, ["bump", name, "--dry-run", "--json"],
+            env={"IMAGEKIT_ROOT": str(ws.root)},
+        )  # fmt: skip
+        assert bumped.exit_code == 1, bumped.output
+        assert json.loads(bumped.stdout)["error"]["type"] == "DigestMismatch"
+    finally:
+        bases.upstream.tag(TAG, bases.v1)
+
+
 def test_a_503_then_recovery_is_retried(
     ws: Workspace, bases: Bases, proxied: tuple[FaultProxy, str]
 ) -> None:
