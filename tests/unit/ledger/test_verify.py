@@ -187,3 +187,7 @@ def test_problems_beyond_the_listed_are_counted_and_the_first_named(ws: Workspac
     assert len(report.problems) == LISTED and report.problems_not_listed == 5
     assert [p.line for p in report.problems[:2]] == [1, 2]
     assert report.to_json()["problems_not_listed"] == 5
+    said = run_cli(ws, "ledger", "verify", ledger=ws.ledger_path)
+    assert said.returncode == 1
+    assert "BROKEN  and 5 more problems, not listed" in said.stdout
+    assert "ledger broken: first problem at line 1: malformed" in said.stdout
