@@ -16,6 +16,9 @@ interrupt is not an error either: imagekit.interrupt.Interrupted (a KeyboardInte
     |   +-- VulnDatabaseError          an offline vulnerability database that is not an OSV export
     +-- CheckFailed                    exit 1: a check ran and said no
     |   +-- DigestMismatch             bytes whose digest differs from the one asked for
+    |   +-- ImageContentError          the registry answered; what it served is not a usable image
+    |   |   +-- PlatformNotFound       an index without the platform asked for
+    |   +-- LayerFormatError           a layer blob that cannot be decompressed and hashed
     |   +-- BuildRejected              a build whose step or assertion failed
     |   |   +-- BuildFailed            a build step that failed: the step, its last lines, the log
     |   +-- LedgerBroken               a ledger whose chain or evidence no longer verifies
@@ -30,7 +33,6 @@ interrupt is not an error either: imagekit.interrupt.Interrupted (a KeyboardInte
             +-- RegistryNotFound       404 for a manifest or blob
             +-- RegistryProtocolError  HTML, garbage, oversize bodies, schema 1, bad headers
             +-- RetriesExhausted       bounded retries ran out on transient faults
-        +-- LayerFormatError           a layer blob that cannot be decompressed and hashed
 
 Messages never carry a credential, a token or an Authorization header: the registry layer
 builds them from the registry, repository and digest alone.
@@ -147,6 +149,31 @@ class DigestMismatch(CheckFailed):
     repository: str | None = None
 
 
+@dataclass(eq=False, repr=False, kw_only=True)
+class ImageContentError(CheckFailed):
+    """The registry answered, and what it served is not a usable image: an index without the
+    platform asked for, an artifact where an image belongs, a manifest and config that
+    disagree, a config that is not an image config. Exit 1 (a check said no, as a wrong
+    diffID is), never 3, which says something could not be reached or finished."""
+
+    registry: str
+    repository: str | None = None
+    digest: str | None = None
+
+
+class PlatformNotFound(ImageContentError):
+    """An index (or a single-platform image) that has no manifest for the platform asked."""
+
+
+@dataclass(eq=False, repr=False, kw_only=True)
+class LayerFormatError(CheckFailed):
+    """A layer whose bytes cannot be turned into its uncompressed tar: unknown or lying
+    compression, a truncated or corrupt stream, a zstd window or a size over the limit.
+    What the registry stores is wrong (its digest held): a check said no."""
+
+    digest: str | None = None
+
+
 class BuildRejected(CheckFailed):
     """A build that failed or whose post-build assertions rejected it."""
 
@@ -257,11 +284,3 @@ class RegistryProtocolError(RegistryError):
 
 class RetriesExhausted(RegistryError):
     pass
-
-
-@dataclass(eq=False, repr=False, kw_only=True)
-class LayerFormatError(CouldNotFinish):
-    """A layer whose bytes cannot be turned into its uncompressed tar: unknown or lying
-    compression, a truncated or corrupt stream, a zstd window or a size over the limit."""
-
-    digest: str | None = None

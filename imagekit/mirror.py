@@ -8,10 +8,12 @@ hash the tar, and compare with DST's own config ``rootfs.diff_ids[i]`` and with 
 
 Verdicts, in the order they win (docs/ARCHITECTURE.md lists what each proves):
 
-- ``error``: something could not be checked (a blob missing or corrupt, retries ran out, a
-  layer that cannot be decompressed, a non-distributable layer the registry does not hold).
+- ``error``: something could not be checked (a blob missing, retries ran out, a
+  non-distributable layer the registry does not hold).
 - ``mismatch``: the layer counts differ, or a layer's diffID differs from SRC's or from
-  DST's own config; names the layer index and the expected and actual diffIDs.
+  DST's own config; names the layer index and the expected and actual diffIDs. Also what a
+  registry answered with but is wrong (a check said no, exit 1): a layer whose bytes do not
+  hash to its digest or do not decompress, a manifest and config that disagree.
 - ``config-differs``: every diffID equal, config digest differs; names the config fields.
 - ``identical``: same manifest digest (and every blob verified).
 - ``content-identical``: same config, same N diffIDs, compressed blobs differ.
@@ -37,7 +39,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any, Protocol
 
-from imagekit.errors import ImagekitError, UsageError
+from imagekit.errors import CheckFailed, ImagekitError, UsageError
 from imagekit.evidence import new_run_dir, write_json
 from imagekit.interrupt import Stop, interrupted, wait_all
 from imagekit.layers import (
@@ -291,6 +293,14 @@ def _check_layer(
             policy=options.policy,
             on_progress=(lambda n: progress.advance(index, n)) if progress else None,
         )
+    except CheckFailed as exc:
+        # The registry served the blob and its bytes are wrong (they do not decompress, or
+        # do not hash to the digest): the copy's content differs, a mismatch, not an error.
+        return replace(
+            base,
+            seconds=round(time.monotonic() - started, 3),
+            notes=(*notes, f"{type(exc).__name__}: {exc.message}"),
+        )
     except ImagekitError as exc:
         what = exc.message
         if notes:
@@ -327,11 +337,14 @@ def _error_report(
     options: MirrorOptions,
     copy: dict[str, Any] | None,
 ) -> MirrorReport:
+    # The registry answered with content that is wrong (a manifest and config that disagree,
+    # an artifact, a platform missing): the copy is not the image, a mismatch named as such.
+    wrong = isinstance(exc, CheckFailed)
     return MirrorReport(
         source=_resolution(src) if src else None,
         destination=_resolution(dst) if dst else None,
-        verdict=Verdict.ERROR,
-        message=f"could not finish: {what}: {exc.message}",
+        verdict=Verdict.MISMATCH if wrong else Verdict.ERROR,
+        message=f"{what}: {exc.message}" if wrong else f"could not finish: {what}: {exc.message}",
         config_digest_equal=None,
         compressed_digests_equal=None,
         manifest_digest_equal=None,
@@ -403,8 +416,10 @@ def verify_images(
     elif len(src.layers) != len(dst.layers) or mismatches:
         verdict = Verdict.MISMATCH
         parts = [
-            f"layer {c.index} ({c.destination_digest}): expected diffID {c.expected_diff_id}, "
-            f"actual {c.actual_diff_id}"
+            f"layer {c.index} ({c.destination_digest}): {c.notes[-1]}"
+            if c.actual_diff_id is None and c.notes
+            else f"layer {c.index} ({c.destination_digest}): expected diffID "
+            f"{c.expected_diff_id}, actual {c.actual_diff_id}"
             + (
                 f" (DST's config says {c.destination_config_diff_id})"
                 if c.destination_config_diff_id != c.actual_diff_id

@@ -25,14 +25,14 @@ format. Matching follows the OSV schema's evaluation algorithm:
 - ``affected[].versions`` lists and ``ECOSYSTEM`` ranges (``introduced``, ``fixed``,
   ``last_affected``, ``limit``) both honoured; ``SEMVER`` ranges are read with the same PEP
   440 order; ``GIT`` ranges name commits and are left to the versions list, which OSV requires
-  beside them;
+  beside them (an entry whose GIT range comes without that list cannot be evaluated);
 - withdrawn records skipped;
 - records whose ids and aliases overlap (PYSEC, GHSA and CVE names of one flaw) merged
   transitively into one result, so one vulnerability is reported once.
 
 A record that names the distribution but whose range cannot be evaluated (a version string
-that is not PEP 440) makes that distribution skipped, with the record named: it was not
-matched, so it cannot count as clean.
+that is not PEP 440, a GIT range with no versions list) makes that distribution skipped, with
+the record named: it was not matched, so it cannot count as clean.
 
 The database's age is taken from the newest ``modified`` timestamp among its records. The
 export carries no timestamp of its own (OSV's bucket listing has one, the downloaded zip
@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import stat
 import threading
 import zipfile
 from collections.abc import Callable, Sequence
@@ -471,9 +472,34 @@ class OsvDatabase:
         }
 
 
+_NOT_FILES = {
+    stat.S_IFIFO: "a FIFO",
+    stat.S_IFCHR: "a character device",
+    stat.S_IFBLK: "a block device",
+    stat.S_IFSOCK: "a socket",
+}
+
+
+def _is_file_or_folder(path: Path) -> None:
+    """Refuse, naming it, what is there but is neither a file nor a folder: a FIFO would
+    block the read, a device would be read forever, and "no such file" would be untrue."""
+    try:
+        mode = path.stat().st_mode
+    except OSError:
+        return  # absent (or unreadable): said below, as before
+    if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
+        what = _NOT_FILES.get(stat.S_IFMT(mode), "neither a file nor a folder")
+        raise VulnDatabaseError(
+            f"{path}: {what}, not a file or folder",
+            path=str(path),
+            hint="--vuln-db (or IMAGEKIT_VULN_DB) names OSV's all.zip for PyPI or a folder of it",
+        )
+
+
 def load_database(path: Path) -> OsvDatabase:
     """Validate every record of an OSV export and index it, or refuse it naming the file."""
     ignored: list[str] = []
+    _is_file_or_folder(path)
     if path.is_dir():
         members, digest, ignored = _folder_members(path)
         kind: Literal["zip", "folder"] = "folder"
@@ -603,8 +629,16 @@ def match(record: OsvRecord, affected: OsvAffected, version: Version, raw: str) 
             )
     if hit_range:
         return Match(record, "range", tuple(sorted(fixes)))
-    if _in_versions(public, raw, affected.get("versions", [])):
+    listed = affected.get("versions", [])
+    if _in_versions(public, raw, listed):
         return Match(record, "versions", ())
+    if not listed and any(rng["type"] == "GIT" for rng in affected.get("ranges", [])):
+        # A GIT range names commits, not releases: without the versions list OSV puts beside
+        # it there is no telling whether this release lies inside, so it is not a "no".
+        raise Unevaluable(
+            f"{record['id']} has only a GIT range (commits, no versions list) for "
+            f"{affected['package']['name']}, which cannot be compared with a release"
+        )
     return None
 
 

@@ -61,6 +61,7 @@ from imagekit.ledger import BuildDetails, RejectedBuildDetails
 from imagekit.plans.plan import LoadedPlan, load_named_plan
 from imagekit.plans.render import (
     ASSERT_FAIL_MARKER,
+    BLOCKED_MARKER,
     DRIFT_MARKER,
     PACKAGE_MARKER,
     PIP_CA_SECRET,
@@ -176,6 +177,12 @@ def analyse_failure(lines: list[str]) -> _Failure:
         if drift := re.fullmatch(rf"{DRIFT_MARKER} (path=\S+ expected=\S+ actual=\S+)", text):
             message = f"overlay guard refused: {drift.group(1)}"
             return _Failure(step, last, "overlay-drift", message)
+        if blocked := re.fullmatch(rf"{BLOCKED_MARKER} (path=\S+ resolves=\S+)", text):
+            message = (
+                f"destination refused: {blocked.group(1)}, under a folder or onto a file the "
+                "runtime mounts over in every container"
+            )
+            return _Failure(step, last, "destination-blocked", message)
     fails = [m.group(1) for t in printed if (m := re.fullmatch(rf"{ASSERT_FAIL_MARKER} (.*)", t))]
     if fails:
         return _Failure(

@@ -7,8 +7,24 @@ from pathlib import Path
 
 import click
 
-from imagekit.cli._common import FILE_PATH, echo_err, json_option, parsed, run, unless_ok
-from imagekit.ledger import KINDS, ShowResult, VerifyReport, repair, show, verify
+from imagekit.cli._common import (
+    FILE_PATH,
+    StreamedDocument,
+    echo_err,
+    json_option,
+    parsed,
+    run,
+    unless_ok,
+)
+from imagekit.ledger import (
+    KINDS,
+    LedgerRecord,
+    ShowSummary,
+    VerifyReport,
+    repair,
+    show_each,
+    verify,
+)
 from imagekit.ledger.lockfile import LockResult, encode_lock, write_lock
 from imagekit.ledger.pods import PodOptions, PodReport, record_pod
 from imagekit.workspace import Workspace
@@ -42,34 +58,45 @@ def command() -> None:
 def show_cmd(
     plan: str | None, image: str | None, kind: str | None, ledger: Path | None, as_json: bool
 ) -> None:
-    """List records, oldest first."""
+    """List records, oldest first, as they are read (a ledger of any length)."""
+    workspace = _workspace(ledger)
+    path = str(workspace.ledger_path)
+    document = StreamedDocument({"ledger": path}, "records")
 
-    def human(result: ShowResult) -> None:
-        for rec in result.records:
-            images = " ".join(f"{k}={v}" for k, v in sorted(rec.images.items()))
-            click.echo(
-                f"{rec.seq:>5}  {rec.time}  {rec.kind:<18} {rec.plan or '-':<16} "
-                f"{rec.status:<26} {images}"
-            )
-            if rec.scope:
-                click.echo(f"       {rec.scope}")
+    def each(rec: LedgerRecord) -> None:
+        if as_json:
+            document.add(rec.to_json())
+            return
+        images = " ".join(f"{k}={v}" for k, v in sorted(rec.images.items()))
+        click.echo(
+            f"{rec.seq:>5}  {rec.time}  {rec.kind:<18} {rec.plan or '-':<16} "
+            f"{rec.status:<26} {images}"
+        )
+        if rec.scope:
+            click.echo(f"       {rec.scope}")
+
+    def human(result: ShowSummary) -> None:
         for line in result.skipped:
             echo_err(
                 f"skipped line {line.line} ({line.length} bytes at offset {line.offset}): "
                 + ("torn, without a newline" if line.why == "torn" else "not a ledger record")
             )
-        echo_err(f"{len(result.records)} record(s) in {result.path}")
+        if result.skipped_not_listed:
+            echo_err(f"and {result.skipped_not_listed} more skipped lines, not listed")
+        echo_err(f"{result.shown} record(s) in {result.path}")
         if result.skipped:
             echo_err("hint: `imagekit ledger verify` says what is wrong with the skipped lines")
 
     run(
-        lambda: show(_workspace(ledger), plan=plan, image=image, kind=kind),
+        lambda: show_each(workspace, each, plan=plan, image=image, kind=kind),
         as_json=as_json,
         human=human,
+        # The records were printed as they were read; this closes the document after them.
         to_json=lambda result: {
-            "ledger": str(result.path),
-            "records": [rec.to_json() for rec in result.records],
+            "ledger": path,
+            "records": [],
             "skipped": [line.to_json() for line in result.skipped],
+            "skipped_not_listed": result.skipped_not_listed,
         },
         # Records were left out of what is shown: a check (reading the ledger) said no.
         exit_code=lambda result: 1 if result.skipped else 0,
@@ -93,6 +120,8 @@ def verify_cmd(head: str | None, lock: Path | None, ledger: Path | None, as_json
     def human(report: VerifyReport) -> None:
         for problem in report.problems:
             click.echo(f"BROKEN  {problem.kind}: {problem.message}")
+        if report.problems_not_listed:
+            click.echo(f"BROKEN  and {report.problems_not_listed} more problems, not listed")
         if report.status == "empty":
             click.echo(f"ledger empty: nothing verified (0 records in {report.path})")
         elif report.ok:

@@ -63,7 +63,7 @@ def command(
     A moved tag gets a candidate on the new digest (overlay guards checked first, audited,
     compared with the accepted image and the old base) and a proposed one-line plan diff.
     """
-    names = [p.strip() for p in plans.split(",") if p.strip()] if plans else None
+    names = [p.strip() for p in plans.split(",") if p.strip()] if plans is not None else None
 
     def action() -> NightlyResult:
         result = run_nightly(Workspace.from_env(), names, parsed(NightOptions))

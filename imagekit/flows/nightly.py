@@ -3,11 +3,11 @@
 Two things drift under a plan that pins its base by digest, and a night looks at both.
 
 **The base tag upstream.** For a plan with ``base.found_as`` the tag is asked on the base's
-registry (imagekit.plans.upstream: one HEAD request, the digest as the registry serves it) and
-held against the pin:
+registry (imagekit.plans.upstream: a HEAD request, the digest as the registry serves it, and a
+GET of the tag whose bytes confirm any "nothing moved") and held against the pin:
 
 - it serves the pin: nothing upstream moved (with ``watch_only`` the night ends there for
-  the plan, ``base-current``, having cost only that HEAD request);
+  the plan, ``base-current``, having cost that HEAD and GET);
 - it serves another digest: every overlay guard is checked against the new base first
   (imagekit.plans.bump, the registry builder's guard: no pull). A guard that no longer holds is
   ``overlay-drift`` with the path and both hashes, and no candidate is built or pushed.
@@ -122,7 +122,7 @@ class NightOptions:
     base_override: str | None = None
     keep_images: bool = False
     candidate_registry: str | None = None
-    #: a plan whose tag did not move is not rebuilt: the watch costs only HEAD requests
+    #: a plan whose tag did not move is not rebuilt: the watch costs a HEAD and a GET a plan
     watch_only: bool = False
     #: where the proposed plan changes of ready candidates go, one NAME.diff each
     proposals_dir: Path | None = None
@@ -862,6 +862,12 @@ def run_nightly(
     if plans is None:
         summaries = list_plans(workspace.plans_dir, workspace.dockerfiles_dir)
         names = [s.name for s in summaries]
+    elif not plans:
+        # An unset variable in a script (`--plans "$PLANS"`) must not become every plan.
+        raise UsageError(
+            "--plans names no plan (it is empty, or only commas and spaces)",
+            hint="name the plans (--plans demo,vllm), or leave --plans out for every plan",
+        )
     else:
         names = plans
     if options.base_override is not None and len(names) != 1:

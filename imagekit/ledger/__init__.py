@@ -126,6 +126,7 @@ from imagekit.ledger.store import (
     Entry,
     Scan,
     ShowResult,
+    ShowSummary,
     TornLine,
     append_record,
     evidence_path,
@@ -133,6 +134,7 @@ from imagekit.ledger.store import (
     read_records,
     scan,
     show,
+    show_each,
 )
 from imagekit.ledger.verify import Problem, VerifyReport, verify
 
@@ -161,6 +163,7 @@ __all__ = [
     "RepairReport",
     "Scan",
     "ShowResult",
+    "ShowSummary",
     "TagResolution",
     "TornLine",
     "VerifyReport",
@@ -176,5 +179,6 @@ __all__ = [
     "repair",
     "scan",
     "show",
+    "show_each",
     "verify",
 ]

@@ -170,6 +170,22 @@ class PodReport:
         }
 
 
+def _what_json(document: Any) -> str:
+    """What a JSON document is, in words a user recognises ("a JSON array")."""
+    if isinstance(document, dict):
+        kind = document.get("kind")
+        return "an object without a kind" if kind is None else f"an object of kind {kind!r}"
+    if document is None:
+        return "JSON null"
+    if isinstance(document, list):
+        return "a JSON array"
+    if isinstance(document, str):
+        return "a JSON string"
+    if isinstance(document, bool):
+        return "a JSON boolean"
+    return "a JSON number"
+
+
 def load_pods(path: Path) -> tuple[list[Pod], bytes]:
     """Parse a pod or a list of pods as kubectl prints them; also return the exact bytes."""
     try:
@@ -196,7 +212,7 @@ def load_pods(path: Path) -> tuple[list[Pod], bytes]:
         where = ".".join(str(p) for p in first["loc"])
         raise UsageError(f"{path}: {where}: {first['msg']}") from exc
     raise UsageError(
-        f"{path} is a {kind!r}, not a Pod or a List of pods",
+        f"{path} is {_what_json(document)}, not a Pod or a List of pods",
         hint="use `kubectl get pod NAME -o json` or `kubectl get pods -l ... -o json`",
     )
 

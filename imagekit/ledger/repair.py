@@ -62,7 +62,7 @@ def repair(workspace: Workspace) -> RepairReport:
         size = os.fstat(fd).st_size
         result = parse(path, os.pread(fd, size, 0))
         if result.malformed:
-            line_no = result.malformed[0][0]
+            line_no = result.malformed[0].line
             raise LedgerBroken(
                 f"line {line_no} of {path} is a complete line that is not a record; repair only "
                 "moves aside a torn last line",

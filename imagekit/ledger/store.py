@@ -10,9 +10,9 @@ import json
 import os
 import socket
 import stat
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -37,6 +37,12 @@ from imagekit.version import __version__
 from imagekit.workspace import Workspace
 
 _READ_BACK = 64 * 1024
+#: Reading streams the ledger this many bytes at a time, so memory stays bounded whatever
+#: its length.
+_CHUNK = 1 << 20
+#: No record imagekit writes comes near this; a longer line is malformed without being held
+#: in memory whole (a reader's memory must not follow a hostile line's length either).
+MAX_LINE_BYTES = 16 << 20
 
 
 @dataclass(frozen=True)
@@ -232,9 +238,15 @@ def append_record(
     }
     check_no_secrets(body)
     try:
-        encode_line(body)
+        encoded = encode_line(body)
     except (TypeError, ValueError) as exc:
         raise UsageError(f"ledger record details are not JSON: {exc}") from exc
+    if len(encoded) > MAX_LINE_BYTES - 4096:  # room for seq and prev
+        raise UsageError(
+            f"a {kind} record of {len(encoded)} bytes is longer than a ledger line may be "
+            f"({MAX_LINE_BYTES} bytes)",
+            hint="keep large output in the evidence file the record names",
+        )
     path = workspace.ledger_path
     with locked(path, os.O_RDWR | os.O_APPEND | os.O_CREAT) as fd:
         previous, last, size = last_lines(fd)
@@ -286,64 +298,159 @@ class TornLine:
 
 
 @dataclass(frozen=True)
+class Malformed:
+    """A complete line that is not a record (its bytes are not kept: it may be huge)."""
+
+    line: int
+    offset: int
+    length: int
+
+
+#: One line as read, in file order: a record, a line that is not one, or a torn tail.
+Line = Entry | Malformed | TornLine
+
+
+@dataclass(frozen=True)
 class Scan:
     """The ledger as read: complete entries, lines that did not parse, and a torn tail."""
 
     path: Path
     entries: tuple[Entry, ...]
-    malformed: tuple[tuple[int, int, bytes], ...]  # (line, offset, raw)
+    malformed: tuple[Malformed, ...]
     torn: TornLine | None
     size: int
 
+    def lines(self) -> Iterator[Line]:
+        """The same lines, in file order, as :func:`reading` yields them."""
+        malformed = iter(self.malformed)
+        pending = next(malformed, None)
+        for entry in self.entries:
+            while pending is not None and pending.line < entry.line_no:
+                yield pending
+                pending = next(malformed, None)
+            yield entry
+        while pending is not None:
+            yield pending
+            pending = next(malformed, None)
+        if self.torn is not None:
+            yield self.torn
 
-def scan(path: Path) -> Scan:
-    """Read every line under a shared lock; keep exact bytes beside each parsed record.
 
-    The shared flock waits for an append in progress, so a reader never mistakes a line being
-    written for a torn one.
+def _no_ledger(path: Path) -> UsageError:
+    return UsageError(
+        f"no ledger at {path}",
+        hint="set IMAGEKIT_LEDGER or --ledger, or record something first",
+    )
+
+
+@contextmanager
+def reading(path: Path) -> Iterator[Iterator[Line]]:
+    """The ledger's lines one at a time, under a shared lock held until the block ends.
+
+    The shared flock waits for an append in progress, so a reader never mistakes a line
+    being written for a torn one, and no append lands while the lines are read. Memory
+    stays bounded whatever the ledger's length: the file is read a chunk at a time and only
+    the line being parsed is held.
     """
     if not path.exists():
-        raise UsageError(
-            f"no ledger at {path}",
-            hint="set IMAGEKIT_LEDGER or --ledger, or record something first",
-        )
+        raise _no_ledger(path)
     with locked(path, os.O_RDONLY, shared=True) as fd:
+        yield _stream(path, fd)
+
+
+def _stream(path: Path, fd: int) -> Iterator[Line]:
+    pending = bytearray()  # the start of a line whose newline has not been read yet
+    skipping = 0  # bytes of an over-long line dropped so far (its end not yet read)
+    offset = 0  # where the pending (or skipped) line begins
+    line_no = 0
+    while True:
         try:
-            with os.fdopen(os.dup(fd), "rb") as fh:
-                data = fh.read()
+            chunk = os.read(fd, _CHUNK)
         except OSError as exc:
             raise CouldNotFinish(f"cannot read the ledger {path}: {exc.strerror}") from exc
-    return parse(path, data)
+        if not chunk:
+            break
+        start = 0
+        while start < len(chunk):
+            end = chunk.find(b"\n", start)
+            if end < 0:
+                if skipping or len(pending) + len(chunk) - start > MAX_LINE_BYTES:
+                    skipping += len(pending) + len(chunk) - start
+                    pending.clear()
+                else:
+                    pending += chunk[start:]
+                break
+            line_no += 1
+            if skipping:
+                length = skipping + end + 1 - start
+                yield Malformed(line_no, offset, length)
+            else:
+                raw = bytes(pending) + chunk[start : end + 1] if pending else chunk[start : end + 1]
+                length = len(raw)
+                if length > MAX_LINE_BYTES:
+                    yield Malformed(line_no, offset, length)
+                else:
+                    yield _line(line_no, offset, raw)
+            pending.clear()
+            skipping = 0
+            offset += length
+            start = end + 1
+    if pending or skipping:
+        yield TornLine(line=line_no + 1, offset=offset, length=len(pending) + skipping)
+
+
+def _line(line_no: int, offset: int, raw: bytes) -> Entry | Malformed:
+    try:
+        record = LedgerRecord.from_json(json.loads(raw))
+    except (ValueError, ValidationError):
+        return Malformed(line_no, offset, len(raw))
+    return Entry(line_no=line_no, offset=offset, raw=raw, record=record)
+
+
+def _collect(path: Path, lines: Iterator[Line], size: int) -> Scan:
+    entries: list[Entry] = []
+    malformed: list[Malformed] = []
+    torn: TornLine | None = None
+    for line in lines:
+        if isinstance(line, Entry):
+            entries.append(line)
+        elif isinstance(line, Malformed):
+            malformed.append(line)
+        else:
+            torn = line
+    return Scan(path, tuple(entries), tuple(malformed), torn, size)
+
+
+def scan(path: Path) -> Scan:
+    """Every line at once, under a shared lock; exact bytes kept beside each parsed record.
+
+    For what must hold the whole history (the lock, repair); :func:`reading` streams.
+    """
+    with reading(path) as lines:
+        result = _collect(path, lines, 0)
+    return replace(result, size=sum(_length(line) for line in result.lines()))
+
+
+def _length(line: Line) -> int:
+    return len(line.raw) if isinstance(line, Entry) else line.length
 
 
 def parse(path: Path, data: bytes) -> Scan:
     """Split ledger bytes into complete entries, malformed lines and a torn tail."""
-    entries: list[Entry] = []
-    malformed: list[tuple[int, int, bytes]] = []
-    torn: TornLine | None = None
-    offset = 0
-    line_no = 0
-    while offset < len(data):
-        line_no += 1
-        end = data.find(b"\n", offset)
-        if end < 0:
-            torn = TornLine(line=line_no, offset=offset, length=len(data) - offset)
-            break
-        raw = data[offset : end + 1]
-        try:
-            record = LedgerRecord.from_json(json.loads(raw))
-        except (ValueError, ValidationError):
-            malformed.append((line_no, offset, raw))
-        else:
-            entries.append(Entry(line_no=line_no, offset=offset, raw=raw, record=record))
-        offset = end + 1
-    return Scan(
-        path=path,
-        entries=tuple(entries),
-        malformed=tuple(malformed),
-        torn=torn,
-        size=len(data),
-    )
+
+    def lines() -> Iterator[Line]:
+        offset = 0
+        line_no = 0
+        while offset < len(data):
+            line_no += 1
+            end = data.find(b"\n", offset)
+            if end < 0:
+                yield TornLine(line=line_no, offset=offset, length=len(data) - offset)
+                return
+            yield _line(line_no, offset, data[offset : end + 1])
+            offset = end + 1
+
+    return _collect(path, lines(), len(data))
 
 
 def read_records(path: Path) -> list[LedgerRecord]:
@@ -363,11 +470,27 @@ class Skipped:
         return {"line": self.line, "offset": self.offset, "length": self.length, "why": self.why}
 
 
+#: How many skipped lines (or, in verify, problems) a report lists; the rest are counted.
+#: A ledger of a million empty lines must not make a list of a million entries.
+LISTED = 1000
+
+
 @dataclass(frozen=True)
 class ShowResult:
     path: Path
     records: tuple[LedgerRecord, ...]
     skipped: tuple[Skipped, ...] = ()
+    skipped_not_listed: int = 0
+
+
+@dataclass(frozen=True)
+class ShowSummary:
+    """What :func:`show_each` handed on: how many records, and the lines it skipped."""
+
+    path: Path
+    shown: int
+    skipped: tuple[Skipped, ...] = ()
+    skipped_not_listed: int = 0  # skipped lines beyond the first LISTED
 
 
 def show(
@@ -380,21 +503,47 @@ def show(
     """The records that match every filter given, in ledger order, and the lines skipped.
 
     A line that is not a record is never dropped silently: it is listed as skipped, so a
-    reader knows the history shown has a gap.
+    reader knows the history shown has a gap. This holds every matching record; to list a
+    ledger of any length, :func:`show_each` hands them on one at a time.
     """
+    records: list[LedgerRecord] = []
+    summary = show_each(workspace, records.append, plan=plan, image=image, kind=kind)
+    return ShowResult(summary.path, tuple(records), summary.skipped, summary.skipped_not_listed)
+
+
+def show_each(
+    workspace: Workspace,
+    each: Callable[[LedgerRecord], None],
+    *,
+    plan: str | None = None,
+    image: str | None = None,
+    kind: str | None = None,
+) -> ShowSummary:
+    """Hand each record that matches every filter to ``each``, in ledger order, as it is
+    read: memory stays bounded whatever the ledger's length. The filters are checked
+    before the first record is read, so bad input never comes after some output."""
     if kind is not None and kind not in KINDS:
         raise UsageError(f"unknown record kind {kind!r}", hint="one of: " + ", ".join(KINDS))
     if image is not None and image.startswith("sha256:"):
         Digest(image)  # a malformed digest is bad input, not "no match"
-    result = scan(workspace.ledger_path)
-    records = [
-        entry.record
-        for entry in result.entries
-        if (plan is None or entry.record.plan == plan)
-        and (kind is None or entry.record.kind == kind)
-        and (image is None or any(image in text for text in entry.record.identifiers()))
-    ]
-    skipped = [Skipped(line, at, len(raw), "malformed") for line, at, raw in result.malformed]
-    if result.torn is not None:
-        skipped.append(Skipped(result.torn.line, result.torn.offset, result.torn.length, "torn"))
-    return ShowResult(workspace.ledger_path, tuple(records), tuple(skipped))
+    shown = 0
+    skipped: list[Skipped] = []
+    not_listed = 0
+    with reading(workspace.ledger_path) as lines:
+        for line in lines:
+            if isinstance(line, Entry):
+                record = line.record
+                if (
+                    (plan is None or record.plan == plan)
+                    and (kind is None or record.kind == kind)
+                    and (image is None or any(image in text for text in record.identifiers()))
+                ):
+                    each(record)
+                    shown += 1
+            elif len(skipped) >= LISTED:
+                not_listed += 1
+            elif isinstance(line, Malformed):
+                skipped.append(Skipped(line.line, line.offset, line.length, "malformed"))
+            else:
+                skipped.append(Skipped(line.line, line.offset, line.length, "torn"))
+    return ShowSummary(workspace.ledger_path, shown, tuple(skipped), not_listed)

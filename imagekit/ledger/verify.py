@@ -12,7 +12,9 @@ history).
 
 from __future__ import annotations
 
+import heapq
 import json
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Literal
@@ -20,7 +22,7 @@ from typing import Any, ClassVar, Literal
 from imagekit.errors import ReferenceFormatError, UsageError
 from imagekit.evidence import file_digest
 from imagekit.ledger.record import encode_line
-from imagekit.ledger.store import Entry, Scan, evidence_path, scan
+from imagekit.ledger.store import LISTED, Entry, Line, Malformed, Scan, evidence_path, reading
 from imagekit.refs import Digest
 from imagekit.workspace import Workspace
 
@@ -88,11 +90,12 @@ class VerifyReport:
     head_seq: int | None
     problems: tuple[Problem, ...] = field(default_factory=tuple)
     evidence_checked: int = 0
+    problems_not_listed: int = 0  # found beyond the first LISTED, counted only
 
     @property
     def status(self) -> VerifyStatus:
         """``ok`` only when records were there and verified; ``empty`` verifies nothing."""
-        if self.problems:
+        if self.problems or self.problems_not_listed:
             return "broken"
         return "ok" if self.records else "empty"
 
@@ -127,14 +130,20 @@ class VerifyReport:
             "evidence_checked": self.evidence_checked,
             "first_problem": self.first.to_json() if self.first else None,
             "problems": [p.to_json() for p in self.problems],
+            "problems_not_listed": self.problems_not_listed,
         }
 
 
 class _Findings:
-    """Problems as found, each with the file line it sorts by (so the first breaks first)."""
+    """Problems as found, each with the file line it sorts by (so the first breaks first).
+
+    Only the first LISTED (by line) are kept; the rest are counted, so a ledger of a million
+    broken lines is reported in bounded memory, its first problems named.
+    """
 
     def __init__(self) -> None:
-        self._items: list[tuple[int, Problem]] = []
+        self._heap: list[tuple[int, int, Problem | _Pending]] = []  # max-heap by negated order
+        self._count = 0
 
     def add(
         self, kind: ProblemKind, message: str, of: Entry | int | None, *, at: int | None = None
@@ -147,43 +156,116 @@ class _Findings:
         """
         line, seq = (of, None) if not isinstance(of, Entry) else (of.line_no, of.record.seq)
         order = at if at is not None else (line or 0)
-        self._items.append((order, Problem(kind, line, seq, message)))
+        self._keep(order, Problem(kind, line, seq, message))
 
-    def sorted(self) -> tuple[Problem, ...]:
-        return tuple(p for _, p in sorted(self._items, key=lambda item: item[0]))
+    def _keep(self, order: int, item: Problem | _Pending) -> None:
+        self._count += 1
+        entry = (-order, -self._count, item)
+        if len(self._heap) < LISTED:
+            heapq.heappush(self._heap, entry)
+        elif entry > self._heap[0]:
+            heapq.heapreplace(self._heap, entry)
+
+    def pending(self, item: _Pending) -> None:
+        """A problem whose kind is decided once every line was read."""
+        self._keep(item.line, item)
+
+    def sorted(self, seen: _Seqs) -> tuple[tuple[Problem, ...], int]:
+        """The problems kept, in file order, and how many more were found."""
+        kept = sorted(self._heap, key=lambda item: (-item[0], -item[1]))
+        problems = tuple(
+            item.resolve(seen) if isinstance(item, _Pending) else item for _, _, item in kept
+        )
+        return problems, self._count - len(problems)
+
+
+@dataclass(frozen=True)
+class _Pending:
+    """A record whose seq skips ahead: records were deleted, or (when the missing seq comes
+    later in the file) reordered; which one is known only at the end."""
+
+    line: int
+    seq: int
+    where: str
+    expected: int
+    after: int | None
+
+    def resolve(self, seen: _Seqs) -> Problem:
+        if self.expected in seen:
+            return Problem(
+                "reordered",
+                self.line,
+                self.seq,
+                f"{self.where} stands where seq {self.expected} belongs (seq {self.expected} "
+                "comes later in the file): records were reordered",
+            )
+        missing = (
+            f"seq {self.expected}"
+            if self.seq == self.expected + 1
+            else f"seq {self.expected}..{self.seq - 1}"
+        )
+        after = "" if self.after is None else f" after seq {self.after}"
+        return Problem(
+            "deleted", self.line, self.seq, f"{missing} missing before {self.where}: deleted{after}"
+        )
+
+
+class _Seqs:
+    """The sequence numbers seen: a bitmap for those a ledger of up to 2**27 records has (16
+    MiB at most, one bit a record), a set for the others (each one a problem already)."""
+
+    _BITS = 1 << 27
+
+    def __init__(self) -> None:
+        self._bits = bytearray()
+        self._others: set[int] = set()
+
+    def add(self, seq: int) -> None:
+        if 0 <= seq < self._BITS:
+            byte = seq >> 3
+            if byte >= len(self._bits):
+                self._bits.extend(bytes(max(byte + 1 - len(self._bits), len(self._bits))))
+            self._bits[byte] |= 1 << (seq & 7)
+        else:
+            self._others.add(seq)
+
+    def __contains__(self, seq: int) -> bool:
+        if 0 <= seq < self._BITS:
+            byte = seq >> 3
+            return byte < len(self._bits) and bool(self._bits[byte] & (1 << (seq & 7)))
+        return seq in self._others
 
 
 def _where(entry: Entry) -> str:
     return f"record seq {entry.record.seq} (line {entry.line_no})"
 
 
-def _broken_link(entries: tuple[Entry, ...], i: int) -> bool:
-    """Whether entry i names a prev other than the bytes of entry i-1, its seq predecessor."""
-    entry, before = entries[i], entries[i - 1]
+def _broken_link(entry: Entry, before: Entry) -> bool:
+    """Whether ``entry`` names a prev other than the bytes of ``before``, its seq
+    predecessor."""
     return entry.record.seq == before.record.seq + 1 and entry.record.prev != before.digest
 
 
 def _blame_prev(
-    entries: tuple[Entry, ...], i: int, head: HeadClaim | None, found: _Findings
+    entry: Entry, before: Entry, after: Entry | None, head: HeadClaim | None, found: _Findings
 ) -> bool:
-    """Report why entry i does not chain to entry i-1; True when entry i+1 is explained too.
+    """Report why ``entry`` does not chain to ``before``; True when ``after`` is explained too.
 
     Editing any record changes its bytes, so the record after it no longer chains: one break.
     Changing a record's own ``prev`` breaks two links, its own and the next one's, so a break
     followed by another names the record in between. The newest record has no next record:
     only its hash kept elsewhere (a head) tells whether it or the one before it changed.
     """
-    entry, before = entries[i], entries[i - 1]
     rec = entry.record
     what = (
         f"its prev is {rec.prev}, but seq {before.record.seq} (line {before.line_no}) hashes "
         f"to {before.digest}"
     )
-    last = i == len(entries) - 1
-    if not last and _broken_link(entries, i + 1):
+    last = after is None
+    if after is not None and _broken_link(after, entry):
         found.add(
             "edited",
-            f"{_where(entry)} was edited: {what}, and seq {entries[i + 1].record.seq} recorded "
+            f"{_where(entry)} was edited: {what}, and seq {after.record.seq} recorded "
             f"another hash for it",
             entry,
         )
@@ -209,34 +291,51 @@ def _blame_prev(
     return False
 
 
-def _check_chain(entries: tuple[Entry, ...], head: HeadClaim | None, found: _Findings) -> None:
+class _Chain:
     """Sequence numbers and ``prev`` hashes, followed from the actual bytes after a break,
-    so that one edit is reported once, against the record whose bytes changed."""
-    previous: Entry | None = None
-    seen: set[int] = set()
-    all_seqs = {entry.record.seq for entry in entries}
-    explained = False  # this entry's broken prev was already blamed on the one before it
-    for i, entry in enumerate(entries):
+    so that one edit is reported once, against the record whose bytes changed.
+
+    Fed one entry at a time and judging each once the next is known (a one-record window),
+    it holds three records whatever the ledger's length, and the seqs seen as bits.
+    """
+
+    def __init__(self, head: HeadClaim | None, found: _Findings) -> None:
+        self.head = head
+        self.found = found
+        self.seen = _Seqs()
+        self.previous: Entry | None = None
+        self.waiting: Entry | None = None  # read, judged once the next one is known
+        self.explained = False  # the waiting entry's broken prev was blamed on the one before
+
+    def feed(self, entry: Entry) -> None:
+        if self.waiting is not None:
+            self._judge(self.waiting, entry)
+        self.waiting = entry
+
+    def finish(self) -> None:
+        if self.waiting is not None:
+            self._judge(self.waiting, None)
+            self.waiting = None
+
+    def _judge(self, entry: Entry, after: Entry | None) -> None:
         rec = entry.record
+        previous = self.previous
         expected_seq = previous.record.seq + 1 if previous else 1
         where = _where(entry)
-        if rec.seq in seen:
+        found = self.found
+        explained, self.explained = self.explained, False
+        if rec.seq in self.seen:
             found.add("duplicated", f"{where} repeats a sequence number already seen", entry)
-        elif rec.seq > expected_seq and expected_seq in all_seqs:
-            found.add(
-                "reordered",
-                f"{where} stands where seq {expected_seq} belongs (seq {expected_seq} "
-                "comes later in the file): records were reordered",
-                entry,
-            )
         elif rec.seq > expected_seq:
-            missing = (
-                f"seq {expected_seq}"
-                if rec.seq == expected_seq + 1
-                else f"seq {expected_seq}..{rec.seq - 1}"
+            found.pending(
+                _Pending(
+                    entry.line_no,
+                    rec.seq,
+                    where,
+                    expected_seq,
+                    previous.record.seq if previous else None,
+                )
             )
-            after = "" if previous is None else f" after seq {previous.record.seq}"
-            found.add("deleted", f"{missing} missing before {where}: deleted{after}", entry)
         elif rec.seq < expected_seq:
             found.add(
                 "reordered",
@@ -248,62 +347,41 @@ def _check_chain(entries: tuple[Entry, ...], head: HeadClaim | None, found: _Fin
             found.add("edited", f"{where} is the first record but names a previous one", entry)
         elif previous is not None and rec.prev != previous.digest:
             if not explained:
-                explained = _blame_prev(entries, i, head, found)
-                seen.add(rec.seq)
-                previous = entry
-                continue
+                self.explained = _blame_prev(entry, previous, after, self.head, found)
         elif entry.raw != encode_line(json.loads(entry.raw)):
             found.add(
                 "edited",
                 f"{where} is not in the form imagekit writes: it was edited by hand",
                 entry,
             )
-        explained = False
-        seen.add(rec.seq)
-        previous = entry
+        self.seen.add(rec.seq)
+        self.previous = entry
 
 
-def _check_evidence(workspace: Workspace, entries: tuple[Entry, ...], found: _Findings) -> int:
-    """Every recorded evidence file is there with the bytes it had; returns how many."""
-    checked = 0
-    for entry in entries:
-        ref = entry.record.evidence
-        if ref is None:
-            continue
-        checked += 1
-        target = evidence_path(workspace, ref)
-        if not target.is_file():
-            found.add(
-                "evidence-missing",
-                f"evidence {ref.path} of {_where(entry)} is missing",
-                entry,
-            )
-            continue
-        actual = str(file_digest(target))
-        if actual != ref.sha256:
-            found.add(
-                "evidence-changed",
-                f"evidence {ref.path} of {_where(entry)} changed: recorded {ref.sha256}, "
-                f"now {actual}",
-                entry,
-            )
-    return checked
-
-
-def _check_claim(result: Scan, claim: HeadClaim, found: _Findings) -> None:
-    """The head kept elsewhere still names a record of this ledger, with the same bytes."""
-    mismatch = _claim_mismatch(result.entries, claim)
-    if mismatch is not None:
-        message, entry = mismatch
-        found.add("head-mismatch", message, entry)
+def _check_evidence(workspace: Workspace, entry: Entry, found: _Findings) -> bool:
+    """The record's evidence file is there with the bytes it had; True when it names one."""
+    ref = entry.record.evidence
+    if ref is None:
+        return False
+    target = evidence_path(workspace, ref)
+    if not target.is_file():
+        found.add("evidence-missing", f"evidence {ref.path} of {_where(entry)} is missing", entry)
+        return True
+    actual = str(file_digest(target))
+    if actual != ref.sha256:
+        found.add(
+            "evidence-changed",
+            f"evidence {ref.path} of {_where(entry)} changed: recorded {ref.sha256}, now {actual}",
+            entry,
+        )
+    return True
 
 
 def _claim_mismatch(
-    entries: tuple[Entry, ...], claim: HeadClaim
+    last: Entry | None, target: Entry | None, claim: HeadClaim
 ) -> tuple[str, Entry | None] | None:
     """How the ledger no longer fits the claimed head, and the record that shows it; None
-    when it fits."""
-    last = entries[-1] if entries else None
+    when it fits. ``target`` is the last record of the claim's seq, if it has one."""
     counted = f" from {claim.records} records" if claim.records is not None else ""
     if last is None:
         return (
@@ -319,7 +397,6 @@ def _claim_mismatch(
             f"{claim.head}: it was edited, or records were removed from the end",
             last,
         )
-    target = next((e for e in reversed(entries) if e.record.seq == claim.seq), None)
     if target is None:
         return (
             f"{claim.source} was written{counted} with head seq {claim.seq}, which the "
@@ -335,40 +412,63 @@ def _claim_mismatch(
     return None
 
 
+def verify_lines(
+    workspace: Workspace, path: Path, lines: Iterable[Line], *, claim: HeadClaim | None = None
+) -> VerifyReport:
+    """Verify the ledger's lines as they are read, in file order: the chain, every evidence
+    file and the claimed head, holding a few records at a time whatever the length."""
+    found = _Findings()
+    chain = _Chain(claim, found)
+    records = 0
+    evidence_checked = 0
+    last: Entry | None = None
+    target: Entry | None = None  # the last record of the claimed head's seq
+    for line in lines:
+        if isinstance(line, Entry):
+            records += 1
+            chain.feed(line)
+            evidence_checked += _check_evidence(workspace, line, found)
+            last = line
+            if claim is not None and line.record.seq == claim.seq:
+                target = line
+        elif isinstance(line, Malformed):
+            found.add(
+                "malformed",
+                f"line {line.line} is not a ledger record ({line.length} bytes): it was edited "
+                "by hand or written by something else",
+                line.line,
+            )
+        else:
+            found.add(
+                "torn",
+                f"line {line.line} is torn: {line.length} bytes at offset {line.offset} "
+                "without a newline, left by an append that did not finish; "
+                "`imagekit ledger repair` completes it or moves it aside",
+                line.line,
+            )
+    chain.finish()
+    if claim is not None:
+        mismatch = _claim_mismatch(last, target, claim)
+        if mismatch is not None:
+            message, entry = mismatch
+            found.add("head-mismatch", message, entry)
+    problems, not_listed = found.sorted(chain.seen)
+    return VerifyReport(
+        path=path,
+        records=records,
+        head=last.digest if last else None,
+        head_seq=last.record.seq if last else None,
+        problems=problems,
+        problems_not_listed=not_listed,
+        evidence_checked=evidence_checked,
+    )
+
+
 def verify_scan(
     workspace: Workspace, result: Scan, *, claim: HeadClaim | None = None
 ) -> VerifyReport:
     """Verify ledger bytes already read (``scan``): the lock renders from the same bytes."""
-    found = _Findings()
-    for line_no, _offset, raw in result.malformed:
-        found.add(
-            "malformed",
-            f"line {line_no} is not a ledger record ({len(raw)} bytes): it was edited "
-            "by hand or written by something else",
-            line_no,
-        )
-    _check_chain(result.entries, claim, found)
-    evidence_checked = _check_evidence(workspace, result.entries, found)
-    last = result.entries[-1] if result.entries else None
-    if result.torn is not None:
-        torn = result.torn
-        found.add(
-            "torn",
-            f"line {torn.line} is torn: {torn.length} bytes at offset {torn.offset} "
-            "without a newline, left by an append that did not finish; "
-            "`imagekit ledger repair` completes it or moves it aside",
-            torn.line,
-        )
-    if claim is not None:
-        _check_claim(result, claim, found)
-    return VerifyReport(
-        path=result.path,
-        records=len(result.entries),
-        head=last.digest if last else None,
-        head_seq=last.record.seq if last else None,
-        problems=found.sorted(),
-        evidence_checked=evidence_checked,
-    )
+    return verify_lines(workspace, result.path, result.lines(), claim=claim)
 
 
 def verify(
@@ -394,4 +494,5 @@ def verify(
             ) from exc
     if lock is not None:
         claim = read_lock_claim(lock)
-    return verify_scan(workspace, scan(workspace.ledger_path), claim=claim)
+    with reading(workspace.ledger_path) as lines:
+        return verify_lines(workspace, workspace.ledger_path, lines, claim=claim)

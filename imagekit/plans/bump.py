@@ -143,13 +143,19 @@ class Proposal:
         return self.plan_file.diff + "".join(f.diff for f in self.rendered)
 
     def write(self, workspace: Workspace) -> tuple[Path, ...]:
-        """Replace the plan file, then re-render the plan's committed build context."""
-        _replace(self.plan_file.path, self.plan_file.after)
+        """Replace the plan file, then re-render the plan's committed build context.
+
+        A plan file that is a symbolic link is written through to the file it names (the
+        link stays a link: replacing it with a copy would silently fork a shared plan), and
+        that file is what is returned as written.
+        """
+        written = _link_target(self.plan_file.path)
+        _replace(written, self.plan_file.after)
         if not self.rendered:
-            return (self.plan_file.path,)
+            return (written,)
         loaded = load_plan(self.plan_file.path, dockerfiles_dir=workspace.dockerfiles_dir)
         write_rendered(loaded)
-        return (self.plan_file.path, *(f.path for f in self.rendered))
+        return (written, *(f.path for f in self.rendered))
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -172,9 +178,23 @@ def _replace(path: Path, data: bytes) -> None:
     os.replace(tmp, path)
 
 
-def _shown(workspace: Workspace, path: Path) -> str:
+def _link_target(path: Path) -> Path:
+    """The file ``path`` names, through every symbolic link (itself when it is none)."""
     try:
-        return path.resolve().relative_to(workspace.root.resolve()).as_posix()
+        return path.resolve(strict=True)
+    except (OSError, RuntimeError) as exc:  # a loop, or a link whose target went away
+        raise PlanError(
+            f"{path} cannot be followed to a file: {exc}",
+            path=str(path),
+            hint="nothing was written; point the link at the plan file, or replace it with "
+            "the file",
+        ) from exc
+
+
+def _shown(workspace: Workspace, path: Path) -> str:
+    """The path as the project names it (a link as the link, not as its target)."""
+    try:
+        return (path.parent.resolve() / path.name).relative_to(workspace.root.resolve()).as_posix()
     except ValueError:
         return path.name
 
@@ -252,6 +272,11 @@ def propose(workspace: Workspace, loaded: LoadedPlan, digest: Digest) -> Proposa
                 where = _shown(workspace, target)
                 rendered.append(FileChange(target, where, before, data, _diff(where, before, data)))
     notes: list[str] = []
+    if loaded.path.is_symlink():
+        notes.append(
+            f"{shown} is a symbolic link to {_link_target(loaded.path)}: the change is written "
+            "through to that file, and the link is kept"
+        )
     if loaded.base_overridden and loaded.base.name != parse_reference(new_reference).name:
         notes.append(
             f"the digest was read in {loaded.base.name} (the --base override); the plan names "

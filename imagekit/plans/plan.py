@@ -410,22 +410,34 @@ class Overlay(_Step):
         if posixpath.normpath(value) != value or value == "/":
             raise _fail("destination", f"{value!r} must be a normalised file path")
         _check_path_chars(value, "destination")
-        top = value.split("/")[1]
-        if top in _KERNEL_MOUNTS:
-            raise _fail(
-                "destination",
-                f"{value!r} is under /{top}, which the runtime mounts over in every container "
-                f"({_KERNEL_MOUNTS[top]}): a file copied there never shows in a container",
-                "put the file elsewhere (e.g. /usr/local/...) and point to it from there",
-            )
-        if value in _RUNTIME_FILES:
-            raise _fail(
-                "destination",
-                f"{value!r} is a file the runtime mounts over in every container (it writes "
-                "its own): a file copied there never shows in a container",
-                "set it at run time (docker run --dns/--add-host, a Kubernetes pod spec)",
-            )
+        refused = runtime_mounted(value)
+        if refused is not None:
+            raise _fail("destination", f"{value!r} {refused[0]}", refused[1])
         return value
+
+
+def runtime_mounted(path: str) -> tuple[str, str] | None:
+    """Why a file at ``path`` (absolute, normalised) never shows in a container, and what to
+    do instead; None when nothing mounts over it.
+
+    The plan's destination is held to this, and so is the path it resolves to in the base
+    once the base's symbolic links are followed (imagekit.assemble.guard, and the engine's
+    guard step): ``/usr/local/bin -> /proc/self`` must not carry a file into /proc.
+    """
+    top = path.split("/")[1] if path.startswith("/") else path.split("/")[0]
+    if top in _KERNEL_MOUNTS:
+        return (
+            f"is under /{top}, which the runtime mounts over in every container "
+            f"({_KERNEL_MOUNTS[top]}): a file copied there never shows in a container",
+            "put the file elsewhere (e.g. /usr/local/...) and point to it from there",
+        )
+    if path in _RUNTIME_FILES:
+        return (
+            "is a file the runtime mounts over in every container (it writes its own): a "
+            "file copied there never shows in a container",
+            "set it at run time (docker run --dns/--add-host, a Kubernetes pod spec)",
+        )
+    return None
 
 
 def _check_pairs(

@@ -68,6 +68,7 @@ ASSERT_MOUNT = "/tmp/imagekit-assert.py"  # noqa: S108 - a mount point inside th
 PIP_CA_SECRET = "pip_ca"  # noqa: S105 - the id of a secret mount, not a secret
 PIP_INDEX_SECRET = "pip_index"  # noqa: S105 - the id of a secret mount, not a secret
 DRIFT_MARKER = "IMAGEKIT_OVERLAY_DRIFT"
+BLOCKED_MARKER = "IMAGEKIT_OVERLAY_BLOCKED"
 # What the assertion checker prints per check and at the end; CheckerOutput reads them back
 # (the registry builder, imagekit.build.assemble.check, from the container's output).
 ASSERT_PASS_MARKER = "IMAGEKIT_ASSERT_PASS"  # noqa: S105 - a marker, not a password
@@ -234,18 +235,38 @@ def _pip_uninstall(step: PipUninstall) -> str:
     return f"RUN {script}"
 
 
-def _overlay(step: Overlay) -> list[str]:
+# Where a destination may not land once the base's links are followed: the mounts and files
+# the runtime puts over the image (imagekit.plan.runtime_mounted holds the same list).
+_MOUNTED = "/proc|/proc/*|/sys|/sys/*|/dev|/dev/*|/etc/hosts|/etc/hostname|/etc/resolv.conf"
+
+
+def render_overlay(step: Overlay) -> list[str]:
+    """The guard step and the COPY of one overlay.
+
+    The guard first follows the base's links on the destination (``readlink -f``, as COPY
+    follows them) and stops the build with ``IMAGEKIT_OVERLAY_BLOCKED path=... resolves=...``
+    when they carry it under /proc, /sys or /dev or onto a file the runtime writes (the
+    plan's own rules, held for the path as the image resolves it); a base without readlink
+    cannot say, and is refused too. Then it checks what the overlay replaces.
+    """
     path = step.destination
+    resolved = (
+        "command -v readlink >/dev/null || "
+        f'{{ echo "{BLOCKED_MARKER} path=$p resolves=unknown(no-readlink)" >&2; exit 1; }}; '
+        'r=$(readlink -f "$p" 2>/dev/null) || r=; '
+        f'case "$r" in {_MOUNTED}) echo "{BLOCKED_MARKER} path=$p resolves=$r" >&2; exit 1;; '
+        "esac; "
+    )
     if step.replaces.absent:
         guard = (
-            f"set -eu; p={path}; "
+            f"set -eu; p={path}; {resolved}"
             'if [ -e "$p" ] || [ -L "$p" ]; then '
             f'echo "{DRIFT_MARKER} path=$p expected=absent actual=present" >&2; exit 1; fi; '
             'echo "IMAGEKIT_OVERLAY_OK path=$p absent"'
         )
     else:
         guard = (
-            f"set -eu; p={path}; want={step.replaces.sha256}; "
+            f"set -eu; p={path}; want={step.replaces.sha256}; {resolved}"
             'if [ ! -f "$p" ]; then '
             f'echo "{DRIFT_MARKER} path=$p expected=sha256:$want actual=missing" >&2; exit 1; fi; '
             'got=$(sha256sum "$p" | cut -d " " -f 1); '
@@ -339,7 +360,7 @@ def render(loaded: LoadedPlan) -> Rendered:
         elif isinstance(step, PipUninstall):
             lines.append(_pip_uninstall(step))
         elif isinstance(step, Overlay):
-            lines.extend(_overlay(step))
+            lines.extend(render_overlay(step))
             sources.append((step.source, loaded.overlay_dir / step.source))
         elif isinstance(step, Env):
             lines.append("ENV " + " ".join(f"{k}={_quote(v)}" for k, v in step.vars.items()))

@@ -5,16 +5,20 @@ A plan pins its base by digest and keeps the tag the digest was found under
 new CUDA point release. Nothing in the plan changes when that happens, so nobody notices;
 here the base's registry is asked what the tag serves now, in the base's own repository.
 
-The question costs one HEAD request: the registry's ``Docker-Content-Digest`` names the
-document it would serve for the tag, an index staying an index (the digest a user would
-pin, as the registry serves it). Only when that digest is not the pinned one is anything
-read: a plan may pin one platform's manifest of a multi-platform tag, and then the tag's
-index is fetched and that platform's entry decides whether the image the plan builds on
-moved (pinning the index, as `imagekit plans bump` does, makes it one HEAD again).
+The question starts with one HEAD request: the registry's ``Docker-Content-Digest`` names
+the document it would serve for the tag, an index staying an index (the digest a user would
+pin, as the registry serves it). A manifest digest other than the pin is ``moved`` from that
+answer alone (the candidate built on it fetches that digest, checked). Anything else is read
+with a GET of the tag and hashed: "nothing moved" decides that a night builds nothing, so it
+is never HEAD's word alone, and a GET whose bytes hash to another digest than HEAD named (a
+converting proxy, a registry bug, a lie) is a no (:class:`~imagekit.errors.DigestMismatch`,
+exit 1) naming both. A plan may pin one platform's manifest of a multi-platform tag; then
+the index read decides, by that platform's entry, whether the image the plan builds on moved.
 
 The answers are ``current``, ``moved`` (with the digest to pin now) or ``gone`` (the
 registry answers 404 for the tag: a vanished tag is a no, never a pass). A registry that
-cannot be reached raises, and the caller says "could not finish" (exit 3).
+cannot be reached raises, and the caller says "could not finish" (exit 3); one that answered
+with content that is wrong (an index without the plan's platform) raises a CheckFailed (1).
 """
 
 from __future__ import annotations
@@ -24,7 +28,7 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
 
-from imagekit.errors import RegistryNotFound, UsageError
+from imagekit.errors import DigestMismatch, RegistryNotFound, UsageError
 from imagekit.plans.plan import LoadedPlan
 from imagekit.refs import Digest, Reference
 from imagekit.registry import (
@@ -127,18 +131,47 @@ def watch_tag(client: RegistryClient, loaded: LoadedPlan) -> UpstreamTag:
         return answer(
             TagState.GONE, None, None, f"{where} answers 404: the tag is gone ({exc.message})"
         )
-    if head.digest == pinned:
-        return answer(TagState.CURRENT, head.digest, head.media_type, f"{where} serves the pin")
-    # Another digest. A plan that pinned one platform's manifest of a multi-platform tag
-    # still builds on the same image when the index moved for other platforms only.
-    if head.media_type in MANIFEST_TYPES:
+    # Another digest named by a manifest's HEAD: moved. Nothing is trusted from that answer
+    # but the digest, and the candidate built on it fetches that digest, checked.
+    if head.media_type in MANIFEST_TYPES and head.digest != pinned:
         return answer(
             TagState.MOVED,
             head.digest,
             head.media_type,
             f"{where} moved: it serves {head.digest}; the plan pins {pinned}",
         )
-    body, media_type, served = client.get_manifest(where, head.digest)
+    # "Nothing moved" decides that a night builds nothing, so it is never HEAD's word alone:
+    # the tag's own bytes are fetched and hashed (a converting proxy, a registry bug or a lie
+    # can make HEAD name a digest the GET does not serve). An index is read the same way.
+    try:
+        body, media_type, served = client.get_manifest(where, tag)
+    except RegistryNotFound as exc:
+        return answer(
+            TagState.GONE,
+            None,
+            None,
+            f"{where} answers 404 to a GET although its HEAD named {head.digest}: the tag is "
+            f"gone ({exc.message})",
+        )
+    if served != head.digest:
+        raise DigestMismatch(
+            f"{where}: HEAD names {head.digest}, but a GET of the same tag serves bytes that "
+            f"hash to {served}: the registry's answers disagree, so whether the tag moved "
+            "from the pin is not known",
+            expected=str(head.digest),
+            actual=str(served),
+            registry=base.registry,
+            repository=base.repository,
+            hint="a proxy in between may convert manifests; ask the registry directly, and "
+            "pin what `imagekit inspect` reads from the bytes",
+        )
+    if served == pinned:
+        return answer(
+            TagState.CURRENT,
+            served,
+            media_type,
+            f"{where} serves the pin (HEAD, and confirmed by the bytes of a GET)",
+        )
     if media_type in INDEX_TYPES:
         index = parse_manifest(
             body, media_type, registry=base.registry, repository=base.repository,

@@ -20,6 +20,8 @@ import httpx
 
 from imagekit.errors import (
     DigestMismatch,
+    ImageContentError,
+    PlatformNotFound,
     ReferenceFormatError,
     RegistryError,
     RegistryNotFound,
@@ -59,7 +61,7 @@ from imagekit.registry.transport import (
 
 DEFAULT_PLATFORM = Platform("linux", "amd64")
 # The errors that name a registry and repository (see _fault).
-_E = TypeVar("_E", RegistryError, DigestMismatch)
+_E = TypeVar("_E", RegistryError, DigestMismatch, ImageContentError)
 _DIGEST_IN_PATH = re.compile(r"/(?:manifests|blobs)/(sha(?:256|512):[0-9a-f]+)$")
 _CONTENT_RANGE = re.compile(r"bytes (\d+)-(\d+)/(\d+|\*)")
 # Attestation manifests (BuildKit provenance/SBOM) sit in indexes as platform unknown/unknown:
@@ -115,6 +117,15 @@ class ResolvedImage:
             "layers": [layer.to_json() for layer in self.layers],
             "diff_ids": [str(d) for d in self.diff_ids],
         }
+
+
+@dataclass(frozen=True)
+class BlobProbe:
+    """A blob as the registry serves it, without reading it: its size and first bytes."""
+
+    digest: Digest
+    size: int
+    head: bytes
 
 
 @dataclass(frozen=True)
@@ -482,6 +493,50 @@ class RegistryClient:
 
     # ------------------------------------------------------------------ blobs
 
+    def probe_blob(self, ref: Reference, digest: Digest | str, head: int = 16) -> BlobProbe:
+        """The blob's size and first bytes as the registry serves them, with one ranged GET.
+
+        ``Range: bytes=0-N`` is asked for; a 206 names the whole size in its Content-Range,
+        a registry that ignores Range answers 200 with the size in Content-Length, and only
+        the first ``head`` bytes are read either way. A size the answer does not state is a
+        RegistryProtocolError: nothing is assumed.
+        """
+        checked = Digest(str(digest))
+        response = self.request(
+            "GET",
+            ref,
+            f"blobs/{checked}",
+            headers={"Range": f"bytes=0-{head - 1}", "Accept-Encoding": "identity"},
+            stream=True,
+        )
+        try:
+            size: int | None
+            if response.status_code == 206:
+                match = _CONTENT_RANGE.fullmatch(
+                    (response.headers.get("Content-Range") or "").strip()
+                )
+                total = match.group(3) if match and match.group(1) == "0" else "*"
+                size = None if total == "*" else int(total)
+            else:
+                size = content_length(response)
+            if size is None:
+                raise _fault(
+                    RegistryProtocolError,
+                    ref,
+                    f"{ref.name}: blob {checked}: the answer to a ranged GET states no size "
+                    f"(HTTP {response.status_code}, Content-Range "
+                    f"{response.headers.get('Content-Range')!r})",
+                    digest=str(checked),
+                )
+            first = b""
+            for chunk in response.iter_raw():
+                first += chunk
+                if len(first) >= head:
+                    break
+        finally:
+            response.close()
+        return BlobProbe(checked, size, first[:head])
+
     def blob_exists(self, ref: Reference, digest: Digest | str) -> bool:
         """HEAD the blob: True on 200, False on 404; other answers raise."""
         checked = Digest(str(digest))
@@ -644,7 +699,7 @@ class RegistryClient:
             )
             if media_type != entry.media_type:
                 raise _fault(
-                    RegistryProtocolError,
+                    ImageContentError,
                     ref,
                     f"{ref}: index entry {entry.digest} says {entry.media_type}, the manifest "
                     f"is {media_type}",
@@ -652,7 +707,7 @@ class RegistryClient:
                 )
         if media_type not in MANIFEST_TYPES:
             raise _fault(
-                RegistryProtocolError,
+                ImageContentError,
                 ref,
                 f"{ref}: expected an image manifest, got {media_type} (nested indexes are not "
                 "supported)",
@@ -664,7 +719,7 @@ class RegistryClient:
         assert isinstance(manifest, ImageManifest)  # noqa: S101 - parse_manifest's contract
         if manifest.config.mediaType not in CONFIG_TYPES:
             raise _fault(
-                RegistryProtocolError,
+                ImageContentError,
                 ref,
                 f"{ref}: not a container image (config media type {manifest.config.mediaType})",
                 digest=str(digest),
@@ -677,7 +732,7 @@ class RegistryClient:
         own = config.platform()
         if chosen is not None and (chosen.os, chosen.architecture) != (own.os, own.architecture):
             raise _fault(
-                RegistryProtocolError,
+                ImageContentError,
                 ref,
                 f"{ref}: the index says {chosen} but the image config says {own}",
                 digest=str(digest),
@@ -685,7 +740,7 @@ class RegistryClient:
         if chosen is None:
             if platform is not None and not platform.matches(own.os, own.architecture, own.variant):
                 raise _fault(
-                    RegistryNotFound,
+                    PlatformNotFound,
                     ref,
                     f"no matching manifest for {platform} in {ref}: it is a single-platform "
                     f"image for {own}",
@@ -697,7 +752,7 @@ class RegistryClient:
         diff_ids = tuple(config.rootfs.diff_ids)
         if len(diff_ids) != len(layers):
             raise _fault(
-                RegistryProtocolError,
+                ImageContentError,
                 ref,
                 f"{ref}: the manifest has {len(layers)} layers but the config lists "
                 f"{len(diff_ids)} diff_ids",
@@ -754,7 +809,7 @@ def select_platform(
     ]
     if not matches:
         available = ", ".join(sorted({str(e.platform) for e in usable})) or "none"
-        raise RegistryNotFound(
+        raise PlatformNotFound(
             f"no matching manifest for {want} in {where} (available: {available})",
             registry=registry,
             repository=repository,

@@ -29,7 +29,7 @@ from pydantic import (
     ValidationError,
 )
 
-from imagekit.errors import ReferenceFormatError, RegistryProtocolError
+from imagekit.errors import ImageContentError, ReferenceFormatError, RegistryProtocolError
 from imagekit.refs import Digest, Platform
 from imagekit.registry.transport import excerpt
 
@@ -311,7 +311,14 @@ def parse_manifest(
 def parse_config(
     body: bytes, *, registry: str, repository: str | None = None, digest: str | None = None
 ) -> ImageConfig:
-    return _Origin(registry, repository, digest).validated(ImageConfig, body, "image config")
+    """The image config; one that does not validate is the image's own fault (a config is
+    fetched by its digest, so these are the bytes the manifest names): ImageContentError."""
+    try:
+        return _Origin(registry, repository, digest).validated(ImageConfig, body, "image config")
+    except RegistryProtocolError as exc:
+        raise ImageContentError(
+            exc.message, registry=registry, repository=repository, digest=digest, hint=exc.hint
+        ) from exc
 
 
 def _first_error(exc: ValidationError) -> str:

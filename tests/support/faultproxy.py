@@ -12,7 +12,8 @@ only as many times as the rule says, so a test can prove both that the fault fir
 - ``truncate``: forward only ``after`` body bytes with a Content-Length that says so (a clean,
   short answer: no transport error to retry).
 - ``flip``: flip the byte at ``offset`` of the body (same length, other bytes).
-- ``wrong_digest``: replace the Docker-Content-Digest header with another digest.
+- ``wrong_digest``: replace the Docker-Content-Digest header with another digest (``digest``,
+  or one of zeros), as a converting proxy or a lying registry would.
 - ``reset``: forward the request (the registry acts on it), then close the connection
   without an answer, as a relay that dies after an upload chunk went through.
 - ``no_mount``: forward a cross-repository mount request (``POST .../uploads/?mount=&from=``)
@@ -60,6 +61,7 @@ class Fault:
     delay: float = 0.01
     offset: int = 100
     only_full: bool = False  # only requests without a Range header
+    digest: str = WRONG_DIGEST  # wrong_digest: the digest the header names instead
     fired: int = 0
 
     def matches(self, method: str, path: str, headers: Any) -> bool:
@@ -211,7 +213,8 @@ class FaultProxy:
                     if lower in _HOP or lower == "content-length":
                         continue
                     if lower == "docker-content-digest" and kind == "wrong_digest":
-                        value = WRONG_DIGEST
+                        assert fault is not None  # noqa: S101 - kind comes from it
+                        value = fault.digest
                     self.send_header(key, value)
                 if self.command == "HEAD":
                     self.send_header("Content-Length", response.getheader("Content-Length") or "0")

@@ -290,3 +290,24 @@ def test_parsed_refuses_a_value_of_the_wrong_type_and_a_name_the_target_lacks() 
     assert "count='3'" in str(failed.exception)
     assert isinstance(runner.invoke(unknown, []).exception, TypeError)
     assert len(seen) == 1
+
+
+def test_a_streamed_document_ends_with_the_error_met_half_way(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """`ledger show --json` prints its records as it reads them; an error after the first
+    still leaves exactly one JSON document, the error inside it."""
+    from imagekit.cli._common import StreamedDocument, dump_json
+
+    document = StreamedDocument({"ledger": "l.jsonl"}, "records")
+    document.add({"seq": 1})
+    document.add({"seq": 2, "images": {"a": "b"}})
+    dump_json({"error": {"message": "cannot read the ledger", "exit_code": 3}})
+    dump_json({"after": True})  # the stream is closed: a document of its own again
+    first, second = capsys.readouterr().out.split("\n}\n", 1)
+    assert json.loads(first + "}") == {
+        "ledger": "l.jsonl",
+        "records": [{"seq": 1}, {"seq": 2, "images": {"a": "b"}}],
+        "error": {"message": "cannot read the ledger", "exit_code": 3},
+    }
+    assert json.loads(second) == {"after": True}

@@ -166,6 +166,41 @@ def test_mismatch_and_layer_count(tmp_path: Path) -> None:
     assert "layer counts differ: SRC has 2, DST has 1; layer 1" in report.message
 
 
+def test_a_copy_whose_manifest_and_config_disagree_on_the_layer_count_is_a_mismatch(
+    tmp_path: Path,
+) -> None:
+    """DST answered; its manifest names two layers and its config one diffID: the copy is
+    wrong (mismatch, exit 1, named), not a run that could not finish."""
+    memory = Memory()
+    memory.push("src", TARS)
+    one = {"architecture": "amd64", "os": "linux", "rootfs": {"type": "layers", "diff_ids": []}}
+    one["rootfs"]["diff_ids"] = [sha(TARS[0])]  # type: ignore[index]
+    memory.push("dst", TARS, config=json.dumps(one).encode())
+    report = _run(memory, tmp_path)
+    assert report.verdict is Verdict.MISMATCH and report.exit_code == 1
+    assert "resolving DST" in report.message
+    assert "the manifest has 2 layers but the config lists 1 diff_ids" in report.message
+
+
+def test_a_copy_whose_layer_does_not_decompress_is_a_mismatch_naming_it(tmp_path: Path) -> None:
+    """DST's registry served a layer whose bytes hash to its digest but are a cut-off gzip
+    stream: the copy's content is wrong (mismatch, exit 1, the layer named), not a run
+    that could not finish (3)."""
+    memory = Memory()
+    memory.push("src", TARS)
+    memory.push("dst", TARS)
+    manifest = json.loads(memory.manifests[("dst", "1")])
+    cut = memory.blobs[manifest["layers"][1]["digest"]][:-12]
+    memory.blobs[sha(cut)] = cut
+    manifest["layers"][1].update(digest=sha(cut), size=len(cut))
+    body = json.dumps(manifest).encode()
+    memory.manifests[("dst", "1")] = memory.manifests[("dst", sha(body))] = body
+    report = _run(memory, tmp_path)
+    assert report.verdict is Verdict.MISMATCH and report.exit_code == 1, report.message
+    assert f"layer 1 ({sha(cut)}): " in report.message and "truncated gzip" in report.message
+    assert report.layers[1].match is False and report.layers[1].error is None
+
+
 def test_config_differences_paths() -> None:
     a = json.dumps({"config": {"Env": ["A=1"], "Cmd": ["x"]}, "created": "1", "x": 1}).encode()
     b = json.dumps({"config": {"Env": ["A=2"], "Cmd": ["x"]}, "created": "1", "y": 1}).encode()

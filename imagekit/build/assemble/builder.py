@@ -53,6 +53,8 @@ from imagekit.build.record import base_image_details, record_plan_image, record_
 from imagekit.errors import (
     BuildFailed,
     CouldNotFinish,
+    ImageContentError,
+    LayerFormatError,
     PlanError,
     RecordRefused,
     RegistryError,
@@ -60,6 +62,7 @@ from imagekit.errors import (
 )
 from imagekit.evidence import new_run_dir, write_bytes, write_json
 from imagekit.layers import layer_media_type as known_layer_type
+from imagekit.layers import sniff_compression
 from imagekit.ledger import (
     BuildDetails,
     PushDetails,
@@ -424,7 +427,49 @@ def _resolve_base(run: _Run) -> ResolvedImage:
         f"base: manifest {image.manifest_digest} ({image.manifest_media_type}), "
         f"{len(image.layers)} layers, {image.compressed_layer_bytes} bytes compressed"
     )
+    _check_base_descriptors(run, image)
     return image
+
+
+def _check_base_descriptors(run: _Run, image: ResolvedImage) -> None:
+    """Each base layer's descriptor against what the registry serves, on every build.
+
+    The new manifest copies these descriptors, and the guard's index cache (keyed by the
+    digest) answers what a layer holds, never whether a manifest describing it is honest: a
+    size or a compression that is not the blob's would pass into the new image, which
+    containerd then refuses to pull. One ranged GET of a few bytes a layer says both.
+    """
+    for i, desc in enumerate(image.layers):
+        if desc.urls and not run.client.blob_exists(image.reference, desc.digest):
+            continue  # a foreign layer not in this registry: the guard says what it can
+        served = run.client.probe_blob(image.reference, desc.digest)
+        declared = known_layer_type(desc.media_type)
+        problem = None
+        if served.size != desc.size:
+            problem = f"says {desc.size} bytes, the registry serves {served.size}"
+        elif declared is not None:
+            try:
+                actual = sniff_compression(served.head)
+            except LayerFormatError as exc:
+                problem = f"is {desc.media_type}, but {exc.message}"
+            else:
+                if actual != declared[0]:
+                    problem = (
+                        f"says {declared[0]} ({desc.media_type}), the registry serves "
+                        f"{actual} bytes"
+                    )
+        if problem is not None:
+            raise ImageContentError(
+                f"{image.reference}: the descriptor of layer {i} ({desc.digest}) {problem}: "
+                "the base's manifest does not describe its own layer, so it is not copied "
+                "into a new image",
+                registry=image.reference.registry,
+                repository=image.reference.repository,
+                digest=str(image.manifest_digest),
+                hint="build on a base whose manifest is honest (`imagekit inspect` it), or "
+                "ask its publisher to fix the manifest",
+            )
+    run.log(f"base: {len(image.layers)} layer descriptors match what the registry serves")
 
 
 def _guard(

@@ -33,7 +33,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from imagekit.build.assemble.layer import LayerBlob
-from imagekit.errors import RegistryProtocolError
+from imagekit.errors import ImageContentError
 from imagekit.plans.plan import Cmd, Entrypoint, Env, Labels, Overlay, Step
 from imagekit.refs import Digest, Platform
 from imagekit.registry.manifest import (
@@ -73,8 +73,9 @@ def _float(text: str) -> float:
 def load_document(data: bytes, what: str, *, registry: str, repository: str) -> dict[str, Any]:
     """A JSON object with every field kept; refused when ambiguous."""
 
-    def refused(problem: str) -> RegistryProtocolError:
-        return RegistryProtocolError(
+    # Fetched by digest: these are the base's own bytes, so a refusal is about its content.
+    def refused(problem: str) -> ImageContentError:
+        return ImageContentError(
             f"{registry}/{repository}: the base {what} {problem}",
             registry=registry,
             repository=repository,

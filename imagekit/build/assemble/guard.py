@@ -20,6 +20,8 @@ within the image's root, in the folders above the file and in the file itself, s
 ``/lib/x`` where ``/lib -> usr/lib`` checks and writes ``/usr/lib/x``; ``absent`` is checked
 on the path itself, as ``[ -e p ] || [ -L p ]`` does (a dangling link is present). A hard
 link is the file it names: its content is checked, and the overlay replaces this name only.
+The plan's rules about destinations hold for the path as it resolves: a base link that
+carries a destination under /proc, /sys or /dev (or onto /etc/hosts) is refused, ``blocked``.
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ from imagekit.build.assemble.index import IndexStore, LayerIndex, ReadStats
 from imagekit.errors import CouldNotFinish, ImagekitError, RegistryNotFound
 from imagekit.layerdiff import FileEntry
 from imagekit.layers import LayerLimits, layer_media_type
-from imagekit.plans.plan import Overlay, Step
+from imagekit.plans.plan import Overlay, Step, runtime_mounted
 from imagekit.registry import RegistryClient, ResolvedImage
 
 #: As Linux's MAXSYMLINKS: more links than this on one path is a loop.
@@ -333,6 +335,19 @@ def check_overlay(view: BaseView, step: int, overlay: Overlay) -> OverlayCheck:
             step, overlay.destination, expected, found, "blocked", resolution, tuple(notes)
         )
     final = resolution.final
+    refused = runtime_mounted("/" + resolution.path) if resolution.links else None
+    if refused is not None:
+        # The plan's path passed this rule; the base's links carry it where it does not.
+        notes.append(f"/{resolution.path} {refused[0]}; {refused[1]}")
+        return OverlayCheck(
+            step,
+            overlay.destination,
+            expected,
+            f"/{resolution.path}, which {refused[0].split(':')[0]}",
+            "blocked",
+            resolution,
+            tuple(notes),
+        )
     if absent:
         if final.exists:
             kind = final.describe()

@@ -316,3 +316,55 @@ def test_a_build_onto_a_ledger_that_does_not_verify_is_reported_and_not_recorded
     assert Path(document["log"]).is_file()
     assert "torn line" in document["ledger_refused"]["message"]
     assert workspace.ledger_path.read_bytes() == b'{"seq": 1'
+
+
+def test_a_destination_a_base_link_carries_into_proc_is_refused_before_the_copy(
+    engine: Engine,
+    base_image: BaseImage,
+    registry: RunningRegistry,
+    workspace: Workspace,
+    created_refs: list[str],
+    tmp_path: Path,
+) -> None:
+    """The plan writes /opt/tools/new.sh; the base makes /opt/tools a link to /proc/self.
+    COPY would follow it, so the guard step follows it too and stops the build naming where
+    the path resolves: the rule against /proc holds for the path as the image resolves it."""
+    context = tmp_path / "linkbase"
+    context.mkdir()
+    (context / "Dockerfile").write_text(
+        f"FROM {base_image.reference}\nRUN ln -s /proc/self /opt/tools\n"
+    )
+    based = f"{registry.host}/imagekit-test/linkbase:{secrets.token_hex(4)}"
+    created_refs.append(based)
+    env = {**os.environ, "DOCKER_BUILDKIT": "1"}
+    for argv in (
+        ["build", "--network", "host", "-q", "-t", based, str(context)],
+        ["push", "-q", based],
+    ):
+        subprocess.run([engine.client_path, *argv], check=True, capture_output=True, env=env)
+    pinned = subprocess.run(
+        [engine.client_path, "inspect", "--format", "{{index .RepoDigests 0}}", based],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
+    step = {
+        "kind": "overlay",
+        "source": "overlay/imagekit-demo-hello",
+        "destination": "/opt/tools/new.sh",
+        "replaces": {"absent": True},
+    }
+    _write_variant(workspace, "into-proc", {"steps": [step], "assertions": {}})
+    tag = _tag("into-proc", created_refs)
+    with pytest.raises(BuildFailed) as info:
+        build_plan(
+            workspace, "into-proc", BuildOptions(tag=tag, base_override=pinned), engine=engine
+        )
+    err = info.value
+    assert err.exit_code == 1 and err.reason == "destination-blocked", err.message
+    assert "path=/opt/tools/new.sh resolves=/proc/" in err.message
+    assert not engine.client.image.exists(tag)
+    records = read_records(workspace.ledger_path)
+    assert [(r.kind, r.details["reason"]) for r in records] == [
+        ("rejected-build", "destination-blocked")
+    ]

@@ -191,7 +191,7 @@ def proxied(
         yield proxy, "proxied"
 
 
-def test_a_tag_that_did_not_move_costs_only_a_head_request(
+def test_a_tag_that_did_not_move_costs_a_head_confirmed_by_a_get(
     ws: Workspace, bases: Bases, proxied: tuple[FaultProxy, str]
 ) -> None:
     proxy, name = proxied
@@ -200,8 +200,10 @@ def test_a_tag_that_did_not_move_costs_only_a_head_request(
     night = run_nightly(ws, [name], NightOptions(watch_only=True))
     plan = night.plans[0]
     assert plan.status == BASE_CURRENT and night.exit_code == 0, plan.to_json()
+    # HEAD names the pin; the GET's bytes, hashed, confirm it. Nothing else is asked.
     assert [(e.method, e.path, e.status) for e in proxy.log] == [
-        ("HEAD", f"/v2/upstream/bookworm/manifests/{TAG}", 200)
+        ("HEAD", f"/v2/upstream/bookworm/manifests/{TAG}", 200),
+        ("GET", f"/v2/upstream/bookworm/manifests/{TAG}", 200),
     ]
     assert plan.candidate is None and plan.comparison is None
     records = read_records(ws.ledger_path)[before:]
@@ -210,6 +212,33 @@ def test_a_tag_that_did_not_move_costs_only_a_head_request(
     assert info.upstream is not None and info.upstream.state == "current"
     assert info.upstream.served == _digest(bases.v1) == info.upstream.pinned
     assert "(same)" in night.markdown()
+
+
+def test_a_head_that_names_the_pin_while_the_tag_moved_is_never_base_current(
+    ws: Workspace, bases: Bases, proxied: tuple[FaultProxy, str]
+) -> None:
+    """The tag moved to v2; a proxy in front of the real registry makes every HEAD of a
+    manifest name v1, the pin. The GET of the tag serves v2's bytes: the night says so (exit
+    1, both digests named), never base-current, and `plans bump` never says current."""
+    proxy, name = proxied
+    bases.upstream.tag(TAG, bases.v2)
+    pinned, moved = _digest(bases.v1), _digest(bases.v2)
+    proxy.set_faults(
+        Fault("wrong_digest", path="/manifests/", method="HEAD", times=-1, digest=pinned)
+    )
+    try:
+        night = run_nightly(ws, [name], NightOptions(watch_only=True))
+        plan = night.plans[0]
+        assert plan.status != BASE_CURRENT and plan.exit_code == 1, plan.to_json()
+        assert pinned in plan.detail and moved in plan.detail, plan.detail
+        bumped = CliRunner().invoke(
+            plans_command, ["bump", name, "--dry-run", "--json"],
+            env={"IMAGEKIT_ROOT": str(ws.root)},
+        )  # fmt: skip
+        assert bumped.exit_code == 1, bumped.output
+        assert json.loads(bumped.stdout)["error"]["type"] == "DigestMismatch"
+    finally:
+        bases.upstream.tag(TAG, bases.v1)
 
 
 def test_a_503_then_recovery_is_retried(
@@ -221,7 +250,10 @@ def test_a_503_then_recovery_is_retried(
     night = run_nightly(ws, [name], NightOptions(watch_only=True))
     assert night.plans[0].status == BASE_CURRENT, night.plans[0].to_json()
     assert proxy.fired("status") == 2
-    assert [e.status for e in proxy.log] == [503, 503, 200]
+    # Two HEADs refused, the third answered, then the GET that confirms it.
+    assert [(e.method, e.status) for e in proxy.log] == [
+        ("HEAD", 503), ("HEAD", 503), ("HEAD", 200), ("GET", 200),
+    ]  # fmt: skip
 
 
 def test_a_registry_that_stays_down_is_exit_3_never_a_pass(

@@ -179,6 +179,39 @@ def test_a_range_that_cannot_be_compared_skips_the_distribution(tmp_path: Path) 
     assert "PYSEC-OLD" in dep.skip_reason and "'r42'" in dep.skip_reason
 
 
+def _git(*events: dict[str, str]) -> dict[str, Any]:
+    return {"type": "GIT", "repo": "https://example.invalid/g.git", "events": list(events)}
+
+
+@pytest.mark.parametrize("versions", [None, []])
+def test_a_git_range_without_a_versions_list_is_unknown_naming_the_record(
+    tmp_path: Path, versions: list[str] | None
+) -> None:
+    """A GIT range names commits; without the versions list OSV puts beside it, imagekit
+    cannot say whether the installed release is among them: skipped, never clean."""
+    entry: dict[str, Any] = {
+        "package": {"ecosystem": "PyPI", "name": "g"},
+        "ranges": [_git({"introduced": "0"}, {"fixed": "b" * 40})],
+    }
+    if versions is not None:
+        entry["versions"] = versions
+    db = _db(tmp_path, _record("GHSA-git-only-range", [entry]))
+    dep, results = _query(db, "g", "1.0")
+    assert isinstance(dep, SkippedDependency) and results == []
+    assert "GHSA-git-only-range" in dep.skip_reason and "GIT" in dep.skip_reason
+
+
+def test_a_git_range_beside_a_versions_list_is_decided_by_the_list(tmp_path: Path) -> None:
+    entry = {
+        "package": {"ecosystem": "PyPI", "name": "g"},
+        "ranges": [_git({"introduced": "0"}, {"fixed": "b" * 40})],
+        "versions": ["0.9"],
+    }
+    db = _db(tmp_path, _record("GHSA-git-listed", [entry]))
+    assert _ids(db, "g", "1.0") == []
+    assert [i for i, _, _ in _ids(db, "g", "0.9")] == ["GHSA-git-listed"]
+
+
 def test_every_documented_optional_field_is_accepted(tmp_path: Path) -> None:
     full = _record(
         "GHSA-full-full-full",
@@ -298,6 +331,24 @@ def test_what_is_not_an_osv_export_is_refused_naming_the_file(tmp_path: Path) ->
         assert str(path) in info.value.message, name
         assert complaint in info.value.message, (name, info.value.message)
         assert info.value.exit_code == 2
+
+
+@pytest.mark.parametrize("kind", ["a FIFO", "a character device"])
+def test_a_vuln_db_that_is_neither_file_nor_folder_says_what_it_is(
+    tmp_path: Path, kind: str
+) -> None:
+    """A FIFO or a device is there: "no such file" would send the user looking for a typo;
+    it is named for what it is, bad input (2), and never opened (a FIFO would block)."""
+    if kind == "a FIFO":
+        path = tmp_path / "db.fifo"
+        os.mkfifo(path)
+    else:
+        path = Path(os.devnull)
+    with pytest.raises(VulnDatabaseError) as info:
+        load_database(path)
+    assert info.value.message == f"{path}: {kind}, not a file or folder"
+    assert info.value.exit_code == 2
+    assert "no such" not in info.value.message
 
 
 def test_a_record_twice_in_a_folder_is_refused(tmp_path: Path) -> None:

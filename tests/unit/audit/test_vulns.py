@@ -105,6 +105,31 @@ def test_clean_only_when_every_distribution_was_matched(tmp_path: Path) -> None:
     assert odd.not_audited == ("debianish: 1.0-debian is not a PEP 440 version",)
 
 
+def test_an_advisory_with_only_a_git_range_is_unknown_never_clean(tmp_path: Path) -> None:
+    git_only = {
+        "id": "GHSA-only-git-range",
+        "modified": "2026-11-30T08:15:00Z",
+        "affected": [
+            {
+                "package": {"ecosystem": "PyPI", "name": "six"},
+                "ranges": [
+                    {
+                        "type": "GIT",
+                        "repo": "https://example.invalid/six.git",
+                        "events": [{"introduced": "0"}, {"fixed": "c" * 40}],
+                    }
+                ],
+            }
+        ],
+    }
+    db = _db(tmp_path, [*clean_records(NOW - timedelta(days=3)), git_only])
+    result = scan(DEMO, offline=False, database=db, now=NOW)
+    assert result.status == "unknown", result.reason
+    assert len(result.not_audited) == 1
+    assert result.not_audited[0].startswith("six: 1.16.0 could not be matched: ")
+    assert "GHSA-only-git-range" in result.not_audited[0]
+
+
 def test_an_old_or_future_database_is_unknown_never_clean(tmp_path: Path) -> None:
     old = _db(tmp_path, clean_records(NOW - timedelta(days=45)))
     result = scan(DEMO, offline=False, database=old, now=NOW)

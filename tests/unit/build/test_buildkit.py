@@ -170,3 +170,19 @@ def test_the_buildx_path_calls_python_on_whales_with_secrets_host_network_and_pl
     assert kwargs["progress"] == "plain" and kwargs["tags"] == ["imagekit/demo:t"]
     assert "build_args" not in kwargs
     assert log.getvalue().splitlines() == ["#1 [internal] load build definition", "#2 DONE 0.1s"]
+
+
+def test_a_destination_a_link_carries_into_a_kernel_mount_is_destination_blocked() -> None:
+    lines = [
+        line.replace(
+            "IMAGEKIT_OVERLAY_DRIFT path=/usr/lib/x.py expected=sha256:00 actual=sha256:11",
+            "IMAGEKIT_OVERLAY_BLOCKED path=/usr/local/bin/new.sh resolves=/proc/7/new.sh",
+        )
+        for line in DRIFT_LOG
+    ]
+    failure = analyse_failure(lines)
+    assert failure.reason == "destination-blocked"
+    assert failure.message == (
+        "destination refused: path=/usr/local/bin/new.sh resolves=/proc/7/new.sh, under a "
+        "folder or onto a file the runtime mounts over in every container"
+    )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import json
 import shutil
 from pathlib import Path
 
@@ -26,6 +27,7 @@ from imagekit.flows.nightly import (
     _Night,
     audit_rank,
     find_baseline,
+    run_nightly,
 )
 from imagekit.ledger import NightlyDetails, append_record, read_records
 from imagekit.plans.bump import FileChange, Proposal
@@ -198,3 +200,130 @@ def test_a_night_whose_note_the_ledger_refuses_is_never_a_pass(ws: Workspace) ->
     assert (failed.status, failed.exit_code) == (OVERLAY_DRIFT, 1)  # already failing: kept
     assert "the ledger refused the night's note" in failed.detail
     assert ws.ledger_path.read_bytes() == torn  # nothing appended behind the torn line
+
+
+def _watched_plan(ws: Workspace, pinned: str) -> None:
+    from tests.unit.registry.fakes import HOST
+
+    (ws.plans_dir / "watched.yaml").write_text(
+        f"name: watched\nbase:\n  reference: {HOST}/upstream/serving@{pinned}\n"
+        "  found_as: v1\n  platform: linux/amd64\n"
+    )
+
+
+def test_a_tag_moved_to_an_artifact_or_an_index_without_the_platform_is_a_named_no(
+    ws: Workspace,
+) -> None:
+    """The registry answered both times; what it serves is wrong. A night says so with exit 1
+    and the problem named, never 3 ("cannot be reached", "could not finish")."""
+    from tests.unit.registry.fakes import (
+        OCI_INDEX,
+        OCI_MANIFEST,
+        FakeRegistry,
+        dumps,
+        entry,
+        index_of,
+        make_image,
+        sha,
+    )
+
+    repo = "upstream/serving"
+    pinned, arm64 = make_image(b"pinned"), make_image(b"arm", "arm64")
+    empty = b"{}"
+    artifact = dumps(
+        {
+            "schemaVersion": 2,
+            "mediaType": OCI_MANIFEST,
+            "artifactType": "application/vnd.example.sbom+json",
+            "config": {
+                "mediaType": "application/vnd.oci.empty.v1+json",
+                "digest": sha(empty),
+                "size": len(empty),
+            },
+            "layers": [
+                {
+                    "mediaType": "application/vnd.oci.empty.v1+json",
+                    "digest": sha(empty),
+                    "size": len(empty),
+                }
+            ],
+        }
+    )
+    _watched_plan(ws, pinned.manifest_digest)
+    for served, media_type, said in (
+        (artifact, OCI_MANIFEST, "not a container image"),
+        (index_of(entry(arm64, arch="arm64")), OCI_INDEX, "no matching manifest for linux/amd64"),
+    ):
+        fake = FakeRegistry()
+        fake.add_image(repo, pinned)
+        fake.add_image(repo, arm64)
+        fake.blobs[f"/v2/{repo}/blobs/{sha(empty)}"] = empty
+        fake.add_manifest(repo, "v1", served, media_type)
+        fake.add_manifest(repo, sha(served), served, media_type)
+        with fake.client() as client:
+            night = run_nightly(
+                ws, ["watched"], NightOptions(watch_only=True), echo=io.StringIO(), client=client
+            )
+        plan = night.plans[0]
+        assert (plan.exit_code, night.exit_code) == (1, 1), plan.to_json()
+        assert said in plan.detail, plan.detail
+        assert "cannot be reached" not in plan.detail
+
+
+@pytest.mark.parametrize("plans", ["", ",", " , "])
+def test_nightly_plans_naming_no_plan_is_bad_input(ws: Workspace, plans: str) -> None:
+    """`--plans ''` (an unset variable in a script) must not silently run every plan."""
+    from click.testing import CliRunner
+
+    from imagekit.cli.nightly_cmd import command
+
+    shutil.copy2(REPO_ROOT / "manifests" / "demo.yaml", ws.plans_dir / "demo.yaml")
+    result = CliRunner().invoke(
+        command, ["--plans", plans, "--watch-only", "--json"], env={"IMAGEKIT_ROOT": str(ws.root)}
+    )
+    assert result.exit_code == 2, result.output
+    assert json.loads(result.stdout)["error"]["message"] == (
+        "--plans names no plan (it is empty, or only commas and spaces)"
+    )
+    with pytest.raises(UsageError, match="names no plan"):
+        run_nightly(ws, [], NightOptions(watch_only=True), echo=io.StringIO())
+
+
+def test_a_head_that_a_get_contradicts_never_makes_a_night_base_current(ws: Workspace) -> None:
+    """HEAD answers the pin, a GET of the tag serves another manifest: the watch-only night
+    is a no naming both digests, never `base-current`; `plans bump` never says current."""
+    import httpx
+
+    from imagekit.errors import DigestMismatch
+    from imagekit.plans.bump import bump_plan
+    from tests.unit.registry.fakes import OCI_MANIFEST, FakeRegistry, make_image
+
+    repo = "upstream/serving"
+    pinned, other = make_image(b"pinned"), make_image(b"other")
+    _watched_plan(ws, pinned.manifest_digest)
+    fake = FakeRegistry()
+    fake.add_image(repo, pinned)
+    fake.add_image(repo, other)
+
+    def lying(request: httpx.Request) -> httpx.Response:
+        if request.method == "HEAD":
+            return httpx.Response(
+                200,
+                headers={
+                    "Content-Type": OCI_MANIFEST,
+                    "Docker-Content-Digest": pinned.manifest_digest,
+                },
+            )
+        return httpx.Response(200, content=other.manifest, headers={"Content-Type": OCI_MANIFEST})
+
+    fake.overrides[f"/v2/{repo}/manifests/v1"] = lying
+    with fake.client() as client:
+        night = run_nightly(
+            ws, ["watched"], NightOptions(watch_only=True), echo=io.StringIO(), client=client
+        )
+        with pytest.raises(DigestMismatch) as bumped:
+            bump_plan(ws, "watched", client=client, echo=io.StringIO(), write=False)
+    plan = night.plans[0]
+    assert plan.status != BASE_CURRENT and (plan.exit_code, night.exit_code) == (1, 1)
+    assert other.manifest_digest in plan.detail and pinned.manifest_digest in plan.detail
+    assert bumped.value.exit_code == 1

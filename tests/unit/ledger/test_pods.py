@@ -145,6 +145,29 @@ def test_not_a_pod_is_usage_error(ws: Workspace, tmp_path: Path) -> None:
         record_pod(ws, bad, PodOptions(expect=MANIFEST))
 
 
+@pytest.mark.parametrize(
+    ("document", "what"),
+    [
+        ("[]", "a JSON array"),
+        ('[{"kind": "Pod"}]', "a JSON array"),
+        ('"pod"', "a JSON string"),
+        ("3", "a JSON number"),
+        ("null", "JSON null"),
+        ('{"metadata": {}}', "an object without a kind"),
+        ('{"kind": 7}', "an object of kind 7"),
+    ],
+)
+def test_a_document_that_is_not_a_pod_says_what_it_is(
+    ws: Workspace, tmp_path: Path, document: str, what: str
+) -> None:
+    bad = tmp_path / "pods.json"
+    bad.write_text(document)
+    with pytest.raises(UsageError) as info:
+        record_pod(ws, bad, PodOptions(expect=MANIFEST))
+    assert info.value.message == f"{bad} is {what}, not a Pod or a List of pods"
+    assert "None" not in info.value.message
+
+
 def _cli(ws: Workspace, *args: str) -> subprocess.CompletedProcess[str]:
     return run_cli(ws, *args, ledger=ws.ledger_path)
 

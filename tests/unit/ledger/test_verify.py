@@ -7,6 +7,8 @@ import dataclasses
 import json
 import os
 import time
+import tracemalloc
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -14,7 +16,9 @@ import pytest
 from imagekit.errors import ReferenceFormatError, UsageError
 from imagekit.ledger import append_record, line_hash, verify
 from imagekit.ledger.lockfile import write_lock
+from imagekit.ledger.store import LISTED
 from imagekit.workspace import Workspace
+from tests.support.ledger_chain import write_chain
 from tests.unit.ledger.support import ledger_lines, notes, run_cli
 
 # ----------------------------------------------------------------------------- item 1
@@ -147,3 +151,43 @@ def test_a_malformed_head_is_bad_input(ws: Workspace, head: str) -> None:
     shown = run_cli(ws, "ledger", "verify", "--head", head, "--json")
     assert shown.returncode == 2, shown.stdout
     assert json.loads(shown.stdout)["error"]["exit_code"] == 2
+
+
+def _peak(action: Callable[[], object]) -> int:
+    """The most bytes Python held at once while ``action`` ran (allocations, not time)."""
+    tracemalloc.start()
+    try:
+        action()
+        return tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+def test_verify_holds_bounded_memory_whatever_the_ledger_length(tmp_path: Path) -> None:
+    """A ten times longer ledger must not need ten times the memory: verify streams."""
+    peaks = []
+    for count in (500, 5000):
+        ws = Workspace.at(tmp_path / str(count))
+        ws.ledger_path.parent.mkdir(parents=True)
+        write_chain(ws.ledger_path, records=count)
+        report = verify(ws)
+        assert report.ok and report.records == count
+        peaks.append(_peak(lambda ws=ws: verify(ws)))
+    small, large = peaks
+    assert large < small * 2, f"peak {small} bytes for 500 records, {large} for 5000"
+
+
+def test_problems_beyond_the_listed_are_counted_and_the_first_named(ws: Workspace) -> None:
+    """A ledger of many broken lines is reported in bounded memory: the first problems
+    listed in file order, the rest counted, the status broken."""
+    ws.ledger_path.parent.mkdir(parents=True)
+    ws.ledger_path.write_bytes(b"\n" * (LISTED + 5))
+    report = verify(ws)
+    assert report.status == "broken"
+    assert len(report.problems) == LISTED and report.problems_not_listed == 5
+    assert [p.line for p in report.problems[:2]] == [1, 2]
+    assert report.to_json()["problems_not_listed"] == 5
+    said = run_cli(ws, "ledger", "verify", ledger=ws.ledger_path)
+    assert said.returncode == 1
+    assert "BROKEN  and 5 more problems, not listed" in said.stdout
+    assert "ledger broken: first problem at line 1: malformed" in said.stdout

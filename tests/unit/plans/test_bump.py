@@ -98,3 +98,28 @@ def test_to_takes_a_digest_or_a_reference_of_the_same_repository(ws: Workspace) 
         _target_digest(loaded, f"127.0.0.1:5000/other/repo@{NEW}")
     with pytest.raises(UsageError):
         _target_digest(loaded, "latest")
+
+
+def test_a_plan_file_that_is_a_link_is_written_through_to_its_target_and_says_so(
+    ws: Workspace,
+) -> None:
+    """manifests/NAME.yaml may be a link into a shared checkout: the bump edits the file the
+    link names and keeps the link (replacing it with a copy would silently fork the plan)."""
+    shared = ws.root.parent / "shared-plans"
+    shared.mkdir()
+    plan = ws.plans_dir / "demo.yaml"
+    target = shared / "demo.yaml"
+    shutil.move(plan, target)
+    plan.symlink_to(target)
+    loaded = _load(ws)
+    proposal = propose(ws, loaded, NEW)
+    assert any(
+        note == f"manifests/demo.yaml is a symbolic link to {target}: the change is written "
+        "through to that file, and the link is kept"
+        for note in proposal.notes
+    ), proposal.notes
+    written = proposal.write(ws)
+    assert plan.is_symlink() and plan.resolve() == target
+    assert written[0] == target
+    assert _load(ws).plan.base.reference == proposal.new_reference
+    assert target.read_bytes() == proposal.plan_file.after

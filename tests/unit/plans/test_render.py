@@ -24,6 +24,7 @@ from imagekit.plans.render import (
     ASSERTIONS_PASSED_MARKER,
     assertion_checker,
     render,
+    render_overlay,
     render_plans,
     write_rendered,
 )
@@ -308,3 +309,38 @@ def test_an_overlay_mode_and_owner_render_as_copy_flags() -> None:
     assert "COPY --chmod=0750 --chown=12:34 overlay/imagekit-demo-hello " in "\n".join(lines) + " "
     # Without them the COPY line is the one committed for the demo.
     assert render(loaded).dockerfile == (REPO / "dockerfiles" / "demo" / "Dockerfile").read_text()
+
+
+@pytest.mark.parametrize("absent", [True, False])
+def test_the_engine_guard_refuses_a_destination_a_link_carries_into_proc(
+    tmp_path: Path, absent: bool
+) -> None:
+    """The guard step runs the way RUN runs it (``sh -c``), here on a folder whose ``bin`` is
+    a link to /proc/self: COPY would follow it and write under /proc, so the step stops the
+    build with IMAGEKIT_OVERLAY_BLOCKED naming where the path resolves; a plain folder
+    passes on to the usual check."""
+    from imagekit.plans.plan import Overlay
+
+    root = tmp_path / "img"
+    (root / "usr").mkdir(parents=True)
+    (root / "usr" / "bin").symlink_to("/proc/self")
+    (root / "opt").mkdir()
+    for where, blocked in ((root / "usr" / "bin" / "new.sh", True), (root / "opt" / "x", False)):
+        replaces = {"absent": True} if absent else {"sha256": "0" * 64}
+        step = Overlay.model_validate(
+            {"kind": "overlay", "source": "x", "destination": str(where), "replaces": replaces}
+        )
+        lines = render_overlay(step)
+        assert lines[0].startswith("RUN ") and lines[1].startswith("COPY ")
+        done = subprocess.run(
+            ["/bin/sh", "-c", lines[0].removeprefix("RUN ")],  # noqa: S603
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        if blocked:
+            assert done.returncode == 1
+            assert f"IMAGEKIT_OVERLAY_BLOCKED path={where} resolves=/proc/" in done.stderr
+        else:
+            assert "IMAGEKIT_OVERLAY_BLOCKED" not in done.stderr
+            assert (done.returncode == 0) is absent, done.stderr  # absent passes, sha drifts

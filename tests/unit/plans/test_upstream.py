@@ -14,7 +14,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from imagekit.errors import RegistryProtocolError, UsageError
+from imagekit.errors import CheckFailed, DigestMismatch, RegistryProtocolError, UsageError
 from imagekit.plans.plan import LoadedPlan, parse_plan
 from imagekit.plans.upstream import TagState, watch_tag
 from imagekit.refs import parse_reference
@@ -46,15 +46,50 @@ def _methods(fake: FakeRegistry) -> list[str]:
     return [f"{r.method} {r.url.path}" for r in fake.requests]
 
 
-def test_a_tag_that_did_not_move_costs_one_head(tmp_path: Path) -> None:
+def test_a_tag_that_did_not_move_is_confirmed_by_the_manifests_own_bytes(tmp_path: Path) -> None:
     fake = FakeRegistry()
     image = make_image()
     fake.add_image(REPO, image, tag="v1")
     with fake.client() as client:
         up = watch_tag(client, _plan(tmp_path, image.manifest_digest))
     assert up.state is TagState.CURRENT and up.served == image.manifest_digest
-    assert _methods(fake) == [f"HEAD /v2/{REPO}/manifests/v1"]
+    # HEAD says nothing moved; the GET's bytes, hashed, say the same.
+    assert _methods(fake) == [f"HEAD /v2/{REPO}/manifests/v1", f"GET /v2/{REPO}/manifests/v1"]
+    assert "confirmed by the bytes" in up.detail
     assert up.resolved_at.endswith("Z") and up.tag_reference == f"{HOST}/{REPO}:v1"
+
+
+@pytest.mark.parametrize("head_says", ["the pin", "another digest"])
+def test_a_head_that_the_get_contradicts_is_a_no_never_current(
+    tmp_path: Path, head_says: str
+) -> None:
+    """A converting proxy, a registry bug or a lie: HEAD names one digest, a GET of the same
+    tag serves bytes of another. Whether the tag moved is then not known: a no (exit 1)
+    naming both, never "current"."""
+    fake = FakeRegistry()
+    pinned, other = make_image(b"pinned"), make_image(b"other")
+    fake.add_image(REPO, pinned)
+    fake.add_image(REPO, other)
+    announced = pinned if head_says == "the pin" else make_image(b"third")
+    index = index_of(entry(other))  # GET serves an index, so even a moved HEAD reads it
+    served = other.manifest if head_says == "the pin" else index
+    media_type = OCI_MANIFEST if head_says == "the pin" else OCI_INDEX
+
+    def lying(request: httpx.Request) -> httpx.Response:
+        headers = {"Content-Type": media_type, "Docker-Content-Digest": sha(served)}
+        if request.method == "HEAD":
+            headers["Docker-Content-Digest"] = announced.manifest_digest
+            if head_says != "the pin":
+                headers["Content-Type"] = OCI_INDEX
+            return httpx.Response(200, headers=headers)
+        return httpx.Response(200, content=served, headers=headers)
+
+    fake.overrides[f"/v2/{REPO}/manifests/v1"] = lying
+    with fake.client() as client, pytest.raises(DigestMismatch) as info:
+        watch_tag(client, _plan(tmp_path, pinned.manifest_digest))
+    assert info.value.exit_code == 1
+    assert info.value.expected == announced.manifest_digest and info.value.actual == sha(served)
+    assert "HEAD" in info.value.message and "GET" in info.value.message
 
 
 def test_a_moved_manifest_tag_is_named_from_the_head_alone(tmp_path: Path) -> None:
@@ -133,3 +168,19 @@ def test_an_index_that_moved_for_other_platforms_only_keeps_a_platform_pin(
     assert moved.state is TagState.MOVED
     # What to pin now is the index, as the registry serves it, not the platform's manifest.
     assert moved.served == sha(index) and moved.platform_manifest == arm64_new.manifest_digest
+
+
+def test_an_index_without_the_plans_platform_is_a_no_naming_what_it_has(tmp_path: Path) -> None:
+    """The registry answered with an index that lacks the platform: a check said no (1),
+    never "cannot be reached" (3)."""
+    fake = FakeRegistry()
+    amd64, arm64 = make_image(b"a"), make_image(b"b", "arm64")
+    fake.add_image(REPO, arm64)
+    index = index_of(entry(arm64, arch="arm64"))
+    fake.add_manifest(REPO, "v1", index, OCI_INDEX)
+    fake.add_manifest(REPO, sha(index), index, OCI_INDEX)
+    with fake.client() as client, pytest.raises(CheckFailed) as info:
+        watch_tag(client, _plan(tmp_path, amd64.manifest_digest))
+    assert info.value.exit_code == 1
+    assert "no matching manifest for linux/amd64" in info.value.message
+    assert "(available: linux/arm64)" in info.value.message

@@ -13,7 +13,9 @@ import pytest
 
 from imagekit.errors import (
     DigestMismatch,
+    ImageContentError,
     ImagekitError,
+    PlatformNotFound,
     ReferenceFormatError,
     RegistryNotFound,
     RegistryProtocolError,
@@ -157,27 +159,31 @@ def test_index_child_not_matching_its_entry() -> None:
 
 
 @pytest.mark.parametrize(
-    ("change", "match"),
+    ("change", "match", "error"),
     [
         pytest.param(
-            lambda image: {"size": len(image.manifest) - 5}, "limit", id="longer-than-its-size"
+            lambda image: {"size": len(image.manifest) - 5},
+            "limit",
+            RegistryProtocolError,
+            id="longer-than-its-size",
         ),
         pytest.param(
             lambda image: {"mediaType": "application/vnd.docker.distribution.manifest.v2+json"},
             "says",
+            ImageContentError,  # the bytes are the digest's: the image itself disagrees
             id="media-type-differs",
         ),
     ],
 )
 def test_index_child_must_agree_with_its_entry(
-    change: Callable[[Image], dict[str, object]], match: str
+    change: Callable[[Image], dict[str, object]], match: str, error: type[ImagekitError]
 ) -> None:
     amd64 = make_image(b"amd64")
     child = {**entry(amd64), **change(amd64)}
     fake = FakeRegistry()
     fake.add_manifest(REPO, "v1", index_of(child), "application/vnd.oci.image.index.v1+json")
     fake.add_image(REPO, amd64)
-    with fake.client() as client, pytest.raises(RegistryProtocolError, match=match):
+    with fake.client() as client, pytest.raises(error, match=match):
         client.resolve(REF)
 
 
@@ -199,11 +205,12 @@ def test_attestation_entries_never_chosen_and_missing_platform_is_clear() -> Non
     fake.add_image(REPO, arm)
     fake.add_image(REPO, attestation)
     with fake.client() as client:
-        with pytest.raises(RegistryNotFound) as info:
+        with pytest.raises(PlatformNotFound) as info:
             client.resolve(REF)  # default linux/amd64
+        assert info.value.exit_code == 1  # the index answered, without that platform
         assert str(info.value.message).startswith("no matching manifest for linux/amd64 in ")
         assert "(available: linux/arm64/v8)" in info.value.message
-        with pytest.raises(RegistryNotFound):
+        with pytest.raises(PlatformNotFound):
             client.resolve(REF, parse_platform("unknown/unknown"))
         resolved = client.resolve(REF, parse_platform("linux/arm64"))
     assert resolved.manifest_digest == arm.manifest_digest
@@ -216,7 +223,7 @@ def test_single_manifest_checked_against_requested_platform() -> None:
     fake.add_image(REPO, image, tag="v1")
     with fake.client() as client:
         assert str(client.resolve(REF).platform) == "linux/amd64"
-        with pytest.raises(RegistryNotFound, match="no matching manifest for linux/arm64"):
+        with pytest.raises(PlatformNotFound, match="no matching manifest for linux/arm64"):
             client.resolve(REF, parse_platform("linux/arm64"))
 
 
@@ -466,3 +473,63 @@ def test_not_found_names_the_digest() -> None:
         client.get_manifest(REF, digest)
     assert (info.value.registry, info.value.repository, info.value.digest) == (HOST, REPO, digest)
     assert info.value.status == 404
+
+
+def _served(
+    config: bytes, config_type: str = "application/vnd.oci.image.config.v1+json"
+) -> FakeRegistry:
+    layer = gzip.compress(b"x" * 512, mtime=0)
+    manifest = dumps(
+        {
+            "schemaVersion": 2,
+            "mediaType": OCI_MANIFEST,
+            "config": {"mediaType": config_type, "digest": sha(config), "size": len(config)},
+            "layers": [
+                {
+                    "mediaType": "application/vnd.oci.image.layer.v1.tar+gzip",
+                    "digest": sha(layer),
+                    "size": len(layer),
+                }
+            ],
+        }
+    )
+    fake = FakeRegistry()
+    fake.add_manifest(REPO, "v1", manifest, OCI_MANIFEST)
+    fake.blobs[f"/v2/{REPO}/blobs/{sha(config)}"] = config
+    fake.blobs[f"/v2/{REPO}/blobs/{sha(layer)}"] = layer
+    return fake
+
+
+@pytest.mark.parametrize(
+    ("fake", "said"),
+    [
+        pytest.param(
+            _served(b"{}", "application/vnd.oci.empty.v1+json"),
+            "not a container image (config media type application/vnd.oci.empty.v1+json)",
+            id="an OCI artifact",
+        ),
+        pytest.param(_served(b"not json at all"), "malformed image config", id="config not JSON"),
+        pytest.param(
+            _served(
+                dumps(
+                    {
+                        "architecture": "amd64",
+                        "os": "linux",
+                        "rootfs": {"type": "layers", "diff_ids": []},
+                    }
+                )
+            ),
+            "the manifest has 1 layers but the config lists 0 diff_ids",
+            id="manifest and config disagree on the layer count",
+        ),
+    ],
+)
+def test_content_the_registry_served_wrong_is_a_check_that_said_no(
+    fake: FakeRegistry, said: str
+) -> None:
+    """The registry answered; what it served is not a usable image: exit 1, named, never 3
+    (which says something could not be reached or finished)."""
+    with fake.client() as client, pytest.raises(ImageContentError) as info:
+        client.resolve(REF)
+    assert said in info.value.message and info.value.exit_code == 1
+    assert info.value.registry == HOST and info.value.repository == REPO

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from imagekit.errors import RegistryProtocolError
+from imagekit.errors import ImageContentError, RegistryProtocolError
 from imagekit.registry.manifest import (
     DOCKER_MANIFEST,
     DOCKER_MANIFEST_LIST,
@@ -142,7 +142,7 @@ def test_config_keeps_diff_ids_and_ignores_legacy_fields() -> None:
         registry="r",
     )
     assert config.rootfs.diff_ids == (IMAGE.diff_id,)
-    with pytest.raises(RegistryProtocolError):
+    with pytest.raises(ImageContentError):
         parse_config(
             dumps(
                 {

@@ -21,7 +21,7 @@ from click.testing import CliRunner
 
 from imagekit.build.assemble import AssembleOptions, AssembleResult, assemble_plan
 from imagekit.cli.build_cmd import command as build_command
-from imagekit.errors import BuildFailed, PlanError, RegistryError
+from imagekit.errors import BuildFailed, ImageContentError, PlanError, RegistryError
 from imagekit.ledger import read_records
 from imagekit.runtime.engine import Engine
 from imagekit.workspace import Workspace
@@ -414,3 +414,123 @@ def test_a_zstd_base_layer(
     assert any(line.startswith("guard: path=/usr/lib/pkg/mod.py") and line.endswith("(ok)")
                for line in lines)  # fmt: skip
     assert "assertions: none: the plan has no assertions" in lines
+
+
+@pytest.mark.parametrize(
+    ("link", "mount"),
+    [("/proc/self", "proc"), ("../../sys/kernel", "sys"), ("/dev", "dev")],
+)
+def test_a_destination_that_resolves_under_a_kernel_mount_is_refused(
+    writer: Writer,
+    write_plan: PlanWriter,
+    build: Build,
+    workspace: Workspace,
+    link: str,
+    mount: str,
+) -> None:
+    """The plan says /usr/local/bin/new.sh; the base makes /usr/local/bin a link into /proc
+    (or /sys, /dev): the rule against those mounts holds for the path as the image resolves
+    it, so nothing is written under them (the file would never show in a container)."""
+    base = writer.image(
+        f"imagekit-test/into-{mount}",
+        "1",
+        [
+            Blob.gzip([
+                M("usr", "dir"), M("usr/local", "dir"),
+                M("usr/local/bin", "symlink", link=link),
+                M(mount, "dir"),
+            ]),
+        ],
+    )  # fmt: skip
+    write_plan(
+        f"into-{mount}",
+        base.reference,
+        [overlay("new.sh", "/usr/local/bin/new.sh", absent=True)],
+        {"new.sh": b"#!/bin/sh\n"},
+    )
+    with pytest.raises(BuildFailed) as info:
+        build(f"into-{mount}")
+    assert info.value.exit_code == 1 and info.value.reason == "destination-blocked"
+    assert f"is under /{mount}" in info.value.message, info.value.message
+    assert "/usr/local/bin is a symbolic link to" in " ".join(info.value.last_lines)
+    records = read_records(workspace.ledger_path)
+    assert [(r.kind, r.details["reason"]) for r in records] == [
+        ("rejected-build", "destination-blocked")
+    ]
+
+
+@pytest.mark.parametrize(
+    ("lie", "said"),
+    [
+        ({"size": 1}, "says {size} bytes, the registry serves {served}"),
+        (
+            {"mediaType": "application/vnd.oci.image.layer.v1.tar+zstd"},
+            "says zstd (application/vnd.oci.image.layer.v1.tar+zstd), the registry serves gzip "
+            "bytes",
+        ),
+        (
+            {"mediaType": "application/vnd.oci.image.layer.v1.tar"},
+            "says none (application/vnd.oci.image.layer.v1.tar), the registry serves gzip bytes",
+        ),
+    ],
+)
+def test_a_base_whose_manifest_lies_about_a_cached_layer_is_refused(
+    writer: Writer,
+    write_plan: PlanWriter,
+    build: Build,
+    lie: dict[str, Any],
+    said: str,
+) -> None:
+    """The layer's index is in the cache (an honest base with the same layer was built on
+    first): the cache says what the layer holds, never whether a manifest describing it is
+    honest. The descriptor is held to what the registry serves on every build, and a lie is
+    a no (exit 1) before anything is pushed, never copied into the new manifest."""
+    layer = Blob.gzip([M("opt", "dir"), M("opt/a", data=b"a\n")])
+    honest = writer.image("imagekit-test/honest", "1", [layer])
+    write_plan("honest", honest.reference, [overlay("x", "/opt/x", absent=True)], {"x": b"x"})
+    build("honest")  # indexes the layer
+    manifest = json.loads(honest.manifest)
+    descriptor = manifest["layers"][0]
+    served = descriptor["size"]
+    if "size" in lie:
+        descriptor["size"] = served + lie["size"]
+    else:
+        descriptor.update(lie)
+    body = json.dumps(manifest).encode()
+    digest = writer.manifest("imagekit-test/honest", "lying", body, manifest["mediaType"])
+    lying = f"{writer.host}/imagekit-test/honest@{digest}"
+    write_plan("lying", lying, [overlay("x", "/opt/x", absent=True)], {"x": b"x"})
+    with pytest.raises(ImageContentError) as info:
+        build("lying")
+    assert info.value.exit_code == 1
+    assert "layer 0" in info.value.message and layer.digest in info.value.message
+    assert said.format(size=served + 1, served=served) in info.value.message, info.value.message
+
+
+def test_a_base_with_a_truncated_layer_or_a_config_that_is_not_json_is_a_named_no(
+    writer: Writer,
+    write_plan: PlanWriter,
+    workspace: Workspace,
+    registry: RunningRegistry,
+    cache_dir: Path,
+) -> None:
+    """The registry served these bytes and their digests hold; what they are is wrong. Like a
+    wrong diffID, that is a check that said no (exit 1, named), never "could not finish"."""
+    whole = Blob.gzip([M("opt", "dir"), M("opt/a", data=b"a\n" * 4096)])
+    cut = Blob(whole.tar, whole.blob[:-12], whole.media_type)  # the gzip trailer cut off
+    truncated = writer.image("imagekit-test/cut", "1", [cut])
+    not_json = writer.image(
+        "imagekit-test/notjson", "1", [whole], config_bytes=b"<html>not a config</html>"
+    )
+    for name, base, said in (
+        ("cut", truncated, "truncated gzip stream"),
+        ("notjson", not_json, "malformed image config"),
+    ):
+        write_plan(name, base.reference, [overlay("x", "/opt/a", absent=True)], {"x": b"x"})
+        result = CliRunner().invoke(
+            build_command,
+            [name, "--builder", "registry", "--push", f"{registry.host}/imagekit-test/o-{name}"],
+            env={"IMAGEKIT_ROOT": str(workspace.root), "IMAGEKIT_CACHE_DIR": str(cache_dir)},
+        )
+        assert result.exit_code == 1, result.output
+        assert said in result.stderr, result.stderr

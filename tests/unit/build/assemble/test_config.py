@@ -16,7 +16,7 @@ from imagekit.build.assemble.config import (
     load_document,
 )
 from imagekit.build.assemble.layer import LayerBlob
-from imagekit.errors import RegistryProtocolError
+from imagekit.errors import ImageContentError
 from imagekit.plans.plan import Cmd, Entrypoint, Env, Labels, Overlay, Replaces
 from imagekit.refs import Digest, Platform
 
@@ -100,7 +100,7 @@ def test_a_config_without_history_or_config_section() -> None:
     [b'{"a": 1, "a": 2}', b'{"a": NaN}', b'{"a": 1e999}', b"[1]", b"\xff"],
 )
 def test_ambiguous_documents_are_refused(text: bytes) -> None:
-    with pytest.raises(RegistryProtocolError, match="cannot be edited safely|not a JSON object"):
+    with pytest.raises(ImageContentError, match="cannot be edited safely|not a JSON object"):
         load_document(text, "config", registry="r", repository="x")
 
 
