@@ -28,6 +28,8 @@ interrupt is not an error either: imagekit.interrupt.Interrupted (a KeyboardInte
             +-- RegistryNotFound       404 for a manifest or blob
             +-- RegistryProtocolError  HTML, garbage, oversize bodies, schema 1, bad headers
             +-- RetriesExhausted       bounded retries ran out on transient faults
+            |   +-- RateLimited        the registry kept answering 429 (its words, its wait)
+            +-- RegistryTLSError       TLS to the registry failed (CA, client certificate)
         +-- LayerFormatError           a layer blob that cannot be decompressed and hashed
 
 Messages never carry a credential, a token or an Authorization header: the registry layer
@@ -223,6 +225,18 @@ class RegistryProtocolError(RegistryError):
 
 class RetriesExhausted(RegistryError):
     pass
+
+
+class RateLimited(RetriesExhausted):
+    """429 Too Many Requests outlasted the retries, or asked for a longer pause than they
+    allow: the message carries what the registry said and the pause it asked for."""
+
+
+class RegistryTLSError(RegistryError):
+    """A TLS handshake with a registry failed: an unknown CA, a refused client certificate.
+
+    Never retried: the same handshake fails the same way. The hint names the ways to trust
+    the registry (--ca-file, Docker's certs.d, --insecure)."""
 
 
 @dataclass(eq=False, repr=False, kw_only=True)

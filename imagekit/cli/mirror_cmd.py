@@ -131,7 +131,12 @@ def _size_option(name: str, default: int, text: str) -> Callable[[F], F]:
     "GiB of uncompressed tar per layer before it is refused as a decompression bomb.",
 )
 @_size_option("--max-zstd-window", 128, "MiB of zstd window a layer may ask for.")
-@click.option("--workers", type=click.IntRange(min=1), default=None, help="Parallel layers.")
+@click.option(
+    "--workers",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Parallel layer downloads (default: one per core, at most 4).",
+)
 @click.option("--insecure", multiple=True, help="A registry host to reach over plain HTTP.")
 @click.option(
     "--docker-config",

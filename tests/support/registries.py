@@ -96,6 +96,8 @@ class TokenServer:
         self.cert_path = workdir / "token-root.pem"
         self.cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
         self.issued: list[dict[str, Any]] = []  # claims of every token issued (no secrets)
+        # (username, accepted) of every Basic login the issuer was sent (no secrets)
+        self.logins: list[tuple[str, bool]] = []
         server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self.server = server
         self.port = int(server.server_address[1])
@@ -140,7 +142,9 @@ class TokenServer:
                         user, _, pw = base64.b64decode(header[6:]).decode().partition(":")
                     except ValueError:
                         user, pw = "", ""
-                    if (user, pw) != (issuer.username, issuer.password):
+                    accepted = (user, pw) == (issuer.username, issuer.password)
+                    issuer.logins.append((user, accepted))
+                    if not accepted:
                         self._reply(401, {"errors": [{"code": "UNAUTHORIZED"}]})
                         return
                     subject = user
