@@ -13,6 +13,7 @@ refusal beside it.
 
 from __future__ import annotations
 
+import functools
 import inspect
 import json
 import os
@@ -79,6 +80,46 @@ def vuln_options(command: Callable[..., Any]) -> Callable[..., Any]:
     for option in reversed(options):
         command = option(command)
     return command
+
+
+def registry_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    """--insecure HOST and --ca-file PATH, one TLS story for every command that reaches a
+    registry (imagekit.registry.tls): they hold for every registry client the command makes,
+    with Docker's certs.d and $IMAGEKIT_INSECURE_REGISTRIES beside them."""
+    from imagekit.registry.tls import CA_FILE_ENV, CERTS_D_ENV, INSECURE_ENV
+
+    @functools.wraps(command)
+    def with_settings(
+        *args: Any, insecure: tuple[str, ...], ca_file: Path | None, **kw: Any
+    ) -> Any:
+        from imagekit.registry.tls import use_settings
+
+        with use_settings(insecure=insecure, ca_file=ca_file):
+            return command(*args, **kw)
+
+    options = (
+        click.option(
+            "--insecure",
+            multiple=True,
+            metavar="HOST",
+            help="A registry to reach as Docker's insecure-registries are: TLS without "
+            "verifying its certificate, plain HTTP if it speaks no TLS; repeatable "
+            f"[env: {INSECURE_ENV}, comma-separated].",
+        ),
+        click.option(
+            "--ca-file",
+            type=FILE_PATH,
+            envvar=CA_FILE_ENV,
+            metavar="PATH",
+            help="A CA bundle (PEM) to trust for registries, beside the system's and "
+            f"/etc/docker/certs.d/HOST/ca.crt [env: {CA_FILE_ENV}; ${CERTS_D_ENV} moves "
+            "certs.d].",
+        ),
+    )
+    wrapped: Callable[..., Any] = with_settings
+    for option in reversed(options):
+        wrapped = option(wrapped)
+    return wrapped
 
 
 def parsed(target: Callable[..., T], /, *args: object, **given: object) -> T:

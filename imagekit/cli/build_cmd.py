@@ -8,7 +8,7 @@ import click
 
 from imagekit.assemble import BUILDERS, AssembleResult, build_image
 from imagekit.build import BuildOptions, BuildResult
-from imagekit.cli._common import ANY_PATH, json_option, parsed, run
+from imagekit.cli._common import ANY_PATH, json_option, parsed, registry_options, run
 from imagekit.workspace import Workspace
 
 
@@ -67,6 +67,7 @@ def _human(result: object) -> None:
     envvar="IMAGEKIT_PIP_CA",
     help="CA bundle pip trusts inside the build [env IMAGEKIT_PIP_CA; default: the host's].",
 )
+@registry_options
 @json_option
 def command(
     name: str,

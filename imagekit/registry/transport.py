@@ -468,6 +468,18 @@ class Transport:
                 ) from exc
             raise Transient(f"cannot connect to {request.url.netloc.decode()}: {exc}") from exc
         except (httpx.TimeoutException, httpx.NetworkError, httpx.RemoteProtocolError) as exc:
+            cause = exc.__cause__
+            if isinstance(cause, ssl.SSLError) and "ALERT" in str(cause.reason or "").upper():
+                # TLS 1.3 refuses a client certificate (or its absence) after the handshake,
+                # as an alert in place of the answer: the same request gets the same alert.
+                host = netloc(request.url)
+                raise RegistryTLSError(
+                    f"{registry}: {host} refused the TLS session ({cause.reason})",
+                    registry=registry,
+                    url=_public_url(request.url),
+                    hint="it may want a client certificate: put client.cert and client.key in "
+                    f"{self.tls.certs_dir}/{host}/",
+                ) from exc
             raise Transient(
                 f"{request.method} {_public_url(request.url)}: {type(exc).__name__}: {exc}"
             ) from exc
