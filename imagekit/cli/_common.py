@@ -83,18 +83,28 @@ def vuln_options(command: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def registry_options(command: Callable[..., Any]) -> Callable[..., Any]:
-    """--insecure HOST and --ca-file PATH, one TLS story for every command that reaches a
-    registry (imagekit.registry.tls): they hold for every registry client the command makes,
-    with Docker's certs.d and $IMAGEKIT_INSECURE_REGISTRIES beside them."""
+    """--insecure HOST, --ca-file PATH and --registry-mirror URL, one story for every command
+    that reaches a registry (imagekit.registry.tls, imagekit.registry.mirrors): they hold for
+    every registry client the command makes, with Docker's certs.d, the engine's and
+    containerd's mirrors and the IMAGEKIT_* variables beside them; which mirror served a
+    read, and every fallback, is said on stderr."""
     from imagekit.registry.tls import CA_FILE_ENV, CERTS_D_ENV, INSECURE_ENV
 
     @functools.wraps(command)
     def with_settings(
-        *args: Any, insecure: tuple[str, ...], ca_file: Path | None, **kw: Any
+        *args: Any,
+        insecure: tuple[str, ...],
+        ca_file: Path | None,
+        registry_mirror: tuple[str, ...],
+        **kw: Any,
     ) -> Any:
+        from imagekit.registry.mirrors import use_mirrors
         from imagekit.registry.tls import use_settings
 
-        with use_settings(insecure=insecure, ca_file=ca_file):
+        with (
+            use_settings(insecure=insecure, ca_file=ca_file),
+            use_mirrors(registry_mirror, say=echo_err),
+        ):
             return command(*args, **kw)
 
     options = (
@@ -114,6 +124,14 @@ def registry_options(command: Callable[..., Any]) -> Callable[..., Any]:
             help="A CA bundle (PEM) to trust for registries, beside the system's and "
             f"/etc/docker/certs.d/HOST/ca.crt [env: {CA_FILE_ENV}; ${CERTS_D_ENV} moves "
             "certs.d].",
+        ),
+        click.option(
+            "--registry-mirror",
+            multiple=True,
+            metavar="URL",
+            help="A Docker Hub mirror to read docker.io through before registry-1.docker.io; "
+            "repeatable, beside the engine's registry-mirrors and containerd's hosts.toml "
+            "[env: IMAGEKIT_REGISTRY_MIRRORS].",
         ),
     )
     wrapped: Callable[..., Any] = with_settings

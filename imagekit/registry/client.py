@@ -43,6 +43,7 @@ from imagekit.registry.manifest import (
     parse_config,
     parse_manifest,
 )
+from imagekit.registry.mirrors import HUB, hub_mirrors, mirrors_log
 from imagekit.registry.tls import TLSSettings
 from imagekit.registry.transport import (
     MAX_MANIFEST_BYTES,
@@ -153,7 +154,12 @@ class RegistryClient:
         timeout: float = 60.0,
         retry_policy: RetryPolicy | None = None,
         ca_file: Path | None = None,
+        registry_mirrors: Sequence[str] = (),
+        log: Callable[[str], None] | None = None,
     ) -> None:
+        self._mirrors = hub_mirrors(registry_mirrors)
+        self._log = log if log is not None else mirrors_log()
+        self._served_by: set[str] = set()
         policy = retry_policy or RetryPolicy(max_attempts=max_attempts)
         self._transport = Transport(
             transport=transport,
@@ -217,12 +223,61 @@ class RegistryClient:
             registry, repository, scopes, prefix = ref_or_host, None, list(extra_scopes), "/v2/"
         host = api_host(registry)
         origin = httpx.URL(self._transport.base_url(host))
+        relative = not path.startswith(("http://", "https://"))
+        if registry == HUB and repository and relative and method in ("GET", "HEAD"):
+            # Docker Hub's reads go to its mirrors first (imagekit.registry.mirrors).
+            for mirror in self._mirrors:
+                where = mirror.join(path if path.startswith("/") else prefix + path)
+                try:
+                    answer = self._send(
+                        method, where, mirror, registry, repository, scopes,
+                        headers, content, stream, allow_status,
+                    )  # fmt: skip
+                except RegistryError as exc:
+                    self._say(f"{HUB}: mirror {netloc(mirror)} failed ({exc.message}); next")
+                    continue
+                if 200 <= answer.status_code < 300:
+                    if netloc(mirror) not in self._served_by:
+                        self._served_by.add(netloc(mirror))
+                        self._say(f"{HUB}: reading through the mirror {netloc(mirror)}")
+                    return answer
+                answer.close()
+                self._say(
+                    f"{HUB}: mirror {netloc(mirror)} answered HTTP {answer.status_code} for "
+                    f"{method} {public_url(where)}; asking the next"
+                )
+            if self._mirrors:
+                self._say(f"{HUB}: no mirror served {method} {path}; falling back to {host}")
         if path.startswith(("http://", "https://")):
             url = httpx.URL(path)
         elif path.startswith("/"):
             url = origin.join(path)
         else:
             url = origin.join(prefix + path)
+        return self._send(
+            method, url, origin, registry, repository, scopes, headers, content, stream,
+            allow_status,
+        )  # fmt: skip
+
+    def _say(self, text: str) -> None:
+        if self._log is not None:
+            self._log(text)
+
+    def _send(
+        self,
+        method: str,
+        url: httpx.URL,
+        origin: httpx.URL,
+        registry: str,
+        repository: str | None,
+        scopes: Sequence[str],
+        headers: Mapping[str, str] | None,
+        content: Content,
+        stream: bool,
+        allow_status: Sequence[int],
+    ) -> httpx.Response:
+        """:meth:`request` once its URL and the origin that answers for the registry are
+        known (the registry's own, or a mirror's)."""
         what = f"{method} {public_url(url)}"
         own_host = netloc(origin)
 

@@ -231,7 +231,7 @@ _KEPT_BY_COMMAND = [
 ]
 
 
-_REGISTRY_OPTIONS = {"insecure", "ca_file"}
+_REGISTRY_OPTIONS = {"insecure", "ca_file", "registry_mirror"}
 
 
 @pytest.mark.parametrize(
