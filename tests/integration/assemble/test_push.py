@@ -164,3 +164,39 @@ def test_a_push_that_cannot_finish_leaves_no_tag_and_a_rerun_completes_it(
         image = client.resolve(parse_reference(f"{target.host}/imagekit-test/fail:v1"))
     assert str(image.manifest_digest) == result.manifest_digest
     direct.close()
+
+
+def test_a_registry_build_through_a_registry_like_ghcr_harbor_and_nexus_at_once(
+    pushing: Pushing, registry: RunningRegistry
+) -> None:
+    """Issue 24's done case for the registry builder, with its default uploads: mounts
+    refused (Nexus, Harbor), PATCH bodies over 4 MiB refused with 416 (GHCR: the builder
+    used to PATCH 8 MiB chunks), and a session cookie no write may carry (Harbor)."""
+    repo = "imagekit-test/quirks-base"
+    noise = random.Random(repo).randbytes(9 * MiB)  # noqa: S311 - test data
+    base = pushing.writer.image(
+        repo,
+        "1",
+        [
+            Blob.gzip([M("opt", "dir"), M("opt/big.bin", data=noise)]),
+            Blob.gzip([M("etc", "dir"), M("etc/app.conf", data=b"a = 1\n")]),
+        ],
+    )
+    with FaultProxy(registry.host) as proxy:
+        proxy.set_faults(
+            Fault("status", method="POST", path=r"mount=", status=401, times=-1),
+            Fault("chunk_limit", method="PATCH", path=r"/blobs/uploads/", limit=4 * MiB, times=-1),
+            Fault("csrf", method="*", path=r"/", times=-1),
+        )
+        pushing.plan("quirks", base.reference.replace(registry.host, proxy.host))
+        options = AssembleOptions(
+            push=f"{proxy.host}/imagekit-test/quirks", cache_dir=pushing.cache_dir
+        )
+        result = assemble_plan(pushing.workspace, "quirks", options)
+        assert proxy.fired("status") == 2  # both base layers' mounts were refused
+        assert all(e.cookie is None for e in proxy.log)
+    assert result.push.blobs_mounted == 0 and result.push.blobs_uploaded == 4
+    assert result.push.bytes_uploaded > 9 * MiB
+    with RegistryClient() as client:
+        image = client.resolve(parse_reference(f"{registry.host}/{result.tag.partition('/')[2]}"))
+    assert str(image.manifest_digest) == result.manifest_digest
