@@ -116,8 +116,9 @@ class TLSSettings:
     def trust_hint(self, host: str) -> str:
         """What to do about a certificate that could not be verified."""
         return (
-            f"trust the registry's CA with --ca-file PATH or {self.certs_dir}/{host}/ca.crt "
-            f"(${CERTS_D_ENV} moves that folder), or skip verification with --insecure {host}"
+            f"trust the registry's CA (the system trust store, --ca-file PATH or "
+            f"{self.certs_dir}/{host}/ca.crt; ${CERTS_D_ENV} moves that folder), or skip "
+            f"verification with --insecure {host}"
         )
 
 
