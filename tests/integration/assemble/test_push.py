@@ -20,11 +20,13 @@ from imagekit.assemble import AssembleOptions, AssembleResult, assemble_plan
 from imagekit.errors import RetriesExhausted
 from imagekit.refs import parse_reference
 from imagekit.registry import RegistryClient, RetryPolicy
+from imagekit.registry.upload import copy_image
 from imagekit.workspace import Workspace
 from tests.integration.assemble.conftest import PlanWriter
 from tests.support.faultproxy import Fault, FaultProxy
 from tests.support.images import Blob, M, Pushed, Writer
 from tests.support.registries import RunningRegistry
+from tests.support.tls import make_server_certificate
 
 pytestmark = pytest.mark.integration
 
@@ -199,4 +201,33 @@ def test_a_registry_build_through_a_registry_like_ghcr_harbor_and_nexus_at_once(
     assert result.push.bytes_uploaded > 9 * MiB
     with RegistryClient() as client:
         image = client.resolve(parse_reference(f"{registry.host}/{result.tag.partition('/')[2]}"))
+    assert str(image.manifest_digest) == result.manifest_digest
+
+
+def test_a_registry_build_reaches_a_registry_with_its_own_ca_through_certs_d(
+    pushing: Pushing,
+    registry: RunningRegistry,
+    make_registry: Callable[..., RunningRegistry],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The base and the push both on a registry serving TLS with a CA the test made, trusted
+    through Docker's certs.d only (IMAGEKIT_CERTS_D), as `imagekit build --builder
+    registry` would on a machine where `docker push` to it works."""
+    cert = make_server_certificate(tmp_path / "tls")
+    secure = make_registry(tls=cert)
+    folder = tmp_path / "certs.d" / secure.host
+    folder.mkdir(parents=True)
+    (folder / "ca.crt").write_bytes(cert.ca_path.read_bytes())
+    monkeypatch.setenv("IMAGEKIT_CERTS_D", str(tmp_path / "certs.d"))
+    base = pushing.base("tls")
+    there = parse_reference(base.reference.replace(registry.host, secure.host))
+    with RegistryClient() as client:
+        copy_image(client, parse_reference(base.reference), there)
+    pushing.plan("tls", str(there))
+    options = AssembleOptions(push=f"{secure.host}/imagekit-test/tls", cache_dir=pushing.cache_dir)
+    result = assemble_plan(pushing.workspace, "tls", options)
+    assert result.push.blobs_mounted == 2  # the base's layers, within the TLS registry
+    with RegistryClient() as client:
+        image = client.resolve(parse_reference(result.pushed))
     assert str(image.manifest_digest) == result.manifest_digest
