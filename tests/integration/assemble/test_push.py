@@ -15,8 +15,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+import yaml
+from click.testing import CliRunner
 
 from imagekit.assemble import AssembleOptions, AssembleResult, assemble_plan
+from imagekit.cli.nightly_cmd import command as nightly_command
+from imagekit.cli.plans_cmd import command as plans_command
 from imagekit.errors import RetriesExhausted
 from imagekit.refs import parse_reference
 from imagekit.registry import RegistryClient, RetryPolicy
@@ -204,7 +208,7 @@ def test_a_registry_build_through_a_registry_like_ghcr_harbor_and_nexus_at_once(
     assert str(image.manifest_digest) == result.manifest_digest
 
 
-def test_a_registry_build_reaches_a_registry_with_its_own_ca_through_certs_d(
+def test_a_registry_build_bump_and_watch_reach_a_registry_with_its_own_ca_through_certs_d(
     pushing: Pushing,
     registry: RunningRegistry,
     make_registry: Callable[..., RunningRegistry],
@@ -212,8 +216,8 @@ def test_a_registry_build_reaches_a_registry_with_its_own_ca_through_certs_d(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """The base and the push both on a registry serving TLS with a CA the test made, trusted
-    through Docker's certs.d only (IMAGEKIT_CERTS_D), as `imagekit build --builder
-    registry` would on a machine where `docker push` to it works."""
+    through Docker's certs.d only (IMAGEKIT_CERTS_D), as on a machine where `docker push`
+    to it works: the registry builder, then `plans bump` and `nightly --watch-only`."""
     cert = make_server_certificate(tmp_path / "tls")
     secure = make_registry(tls=cert)
     folder = tmp_path / "certs.d" / secure.host
@@ -221,13 +225,24 @@ def test_a_registry_build_reaches_a_registry_with_its_own_ca_through_certs_d(
     (folder / "ca.crt").write_bytes(cert.ca_path.read_bytes())
     monkeypatch.setenv("IMAGEKIT_CERTS_D", str(tmp_path / "certs.d"))
     base = pushing.base("tls")
-    there = parse_reference(base.reference.replace(registry.host, secure.host))
+    tagged = parse_reference(f"{secure.host}/imagekit-test/tls-base:1")
     with RegistryClient() as client:
-        copy_image(client, parse_reference(base.reference), there)
-    pushing.plan("tls", str(there))
+        copied = copy_image(client, parse_reference(base.reference), tagged)
+    pushing.plan("tls", f"{secure.host}/imagekit-test/tls-base@{copied.digest}")
     options = AssembleOptions(push=f"{secure.host}/imagekit-test/tls", cache_dir=pushing.cache_dir)
     result = assemble_plan(pushing.workspace, "tls", options)
     assert result.push.blobs_mounted == 2  # the base's layers, within the TLS registry
     with RegistryClient() as client:
         image = client.resolve(parse_reference(result.pushed))
     assert str(image.manifest_digest) == result.manifest_digest
+    # `plans bump` and `nightly --watch-only` ask the same registry the same way.
+    path = pushing.workspace.plans_dir / "tls.yaml"
+    plan = yaml.safe_load(path.read_text())
+    plan["base"]["found_as"] = "1"
+    path.write_text(yaml.safe_dump(plan, sort_keys=False))
+    bump = CliRunner().invoke(plans_command, ["bump", "tls", "--dry-run", "--json"])
+    assert bump.exit_code == 0, bump.output
+    assert json.loads(bump.stdout)["status"] == "current"
+    night = CliRunner().invoke(nightly_command, ["--plans", "tls", "--watch-only", "--json"])
+    assert night.exit_code == 0, night.output
+    assert json.loads(night.stdout)["plans"][0]["status"] == "base-current"
