@@ -33,6 +33,8 @@ interrupt is not an error either: imagekit.interrupt.Interrupted (a KeyboardInte
             +-- RegistryNotFound       404 for a manifest or blob
             +-- RegistryProtocolError  HTML, garbage, oversize bodies, schema 1, bad headers
             +-- RetriesExhausted       bounded retries ran out on transient faults
+            |   +-- RateLimited        the registry kept answering 429 (its words, its wait)
+            +-- RegistryTLSError       TLS to the registry failed (CA, client certificate)
 
 Messages never carry a credential, a token or an Authorization header: the registry layer
 builds them from the registry, repository and digest alone.
@@ -284,3 +286,15 @@ class RegistryProtocolError(RegistryError):
 
 class RetriesExhausted(RegistryError):
     pass
+
+
+class RateLimited(RetriesExhausted):
+    """429 Too Many Requests outlasted the retries, or asked for a longer pause than they
+    allow: the message carries what the registry said and the pause it asked for."""
+
+
+class RegistryTLSError(RegistryError):
+    """A TLS handshake with a registry failed: an unknown CA, a refused client certificate.
+
+    Never retried: the same handshake fails the same way. The hint names the ways to trust
+    the registry (--ca-file, Docker's certs.d, --insecure)."""

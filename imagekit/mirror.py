@@ -79,6 +79,12 @@ class Progress(Protocol):
     def finish(self, index: int) -> None: ...
 
 
+#: Parallel layer downloads unless told otherwise: one per core would be 64 requests at once
+#: on a large machine, which Docker Hub's and others' rate limits and connection caps
+#: answer with 429 (the Docker CLI pulls 3 layers at once, containerd 3, skopeo 6).
+DEFAULT_DOWNLOADS = 4
+
+
 @dataclass(frozen=True)
 class MirrorOptions:
     platform: Platform | None = None
@@ -86,7 +92,7 @@ class MirrorOptions:
     allow_config_differences: bool = False
     limits: LayerLimits = field(default_factory=LayerLimits)
     policy: MediaTypePolicy = MediaTypePolicy.DETECT
-    # Parallel layer verifications; None means one per core.
+    # Parallel layer verifications; None means one per core, at most DEFAULT_DOWNLOADS.
     workers: int | None = None
     insecure: tuple[str, ...] = ()
     docker_config: Path | None = None
@@ -369,7 +375,7 @@ def verify_images(
     Interrupted, it stops the layers in flight and raises the interrupt carrying the layers
     verified so far (``so_far``); the caller keeps them as partial evidence.
     """
-    workers = options.workers or os.cpu_count() or 1
+    workers = options.workers or min(DEFAULT_DOWNLOADS, os.cpu_count() or 1)
     count = len(dst.layers)
     # Largest first, so one big layer does not start last and run alone.
     order = sorted(range(count), key=lambda i: -dst.layers[i].size)

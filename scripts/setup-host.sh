@@ -17,7 +17,7 @@ as_root() { if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi; }
 
 # 1. Debian packages. Where an engine already answers (a CI runner with Docker's own
 # packages, say), Debian's docker.io is not installed over it: the two conflict.
-packages=(docker-registry skopeo mmdebstrap apache2-utils umoci qemu-user-static binfmt-support arch-test time)
+packages=(docker-registry skopeo mmdebstrap apache2-utils umoci qemu-user-static binfmt-support arch-test time golang-docker-credential-helpers pass)
 if ! docker info >/dev/null 2>&1 && ! /usr/bin/docker info >/dev/null 2>&1; then
   packages=(docker.io "${packages[@]}")
 fi

@@ -13,6 +13,7 @@ refusal beside it.
 
 from __future__ import annotations
 
+import functools
 import inspect
 import json
 import os
@@ -79,6 +80,64 @@ def vuln_options(command: Callable[..., Any]) -> Callable[..., Any]:
     for option in reversed(options):
         command = option(command)
     return command
+
+
+def registry_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    """--insecure HOST, --ca-file PATH and --registry-mirror URL, one story for every command
+    that reaches a registry (imagekit.registry.tls, imagekit.registry.mirrors): they hold for
+    every registry client the command makes, with Docker's certs.d, the engine's and
+    containerd's mirrors and the IMAGEKIT_* variables beside them; which mirror served a
+    read, and every fallback, is said on stderr."""
+    from imagekit.registry.tls import CA_FILE_ENV, CERTS_D_ENV, INSECURE_ENV
+
+    @functools.wraps(command)
+    def with_settings(
+        *args: Any,
+        insecure: tuple[str, ...],
+        ca_file: Path | None,
+        registry_mirror: tuple[str, ...],
+        **kw: Any,
+    ) -> Any:
+        from imagekit.registry.mirrors import use_mirrors
+        from imagekit.registry.tls import use_settings
+
+        with (
+            use_settings(insecure=insecure, ca_file=ca_file),
+            use_mirrors(registry_mirror, say=echo_err),
+        ):
+            return command(*args, **kw)
+
+    options = (
+        click.option(
+            "--insecure",
+            multiple=True,
+            metavar="HOST",
+            help="A registry to reach as Docker's insecure-registries are: TLS without "
+            "verifying its certificate, plain HTTP if it speaks no TLS; repeatable "
+            f"[env: {INSECURE_ENV}, comma-separated].",
+        ),
+        click.option(
+            "--ca-file",
+            type=FILE_PATH,
+            envvar=CA_FILE_ENV,
+            metavar="PATH",
+            help="A CA bundle (PEM) to trust for registries, beside the system's and "
+            f"/etc/docker/certs.d/HOST/ca.crt [env: {CA_FILE_ENV}; ${CERTS_D_ENV} moves "
+            "certs.d].",
+        ),
+        click.option(
+            "--registry-mirror",
+            multiple=True,
+            metavar="URL",
+            help="A Docker Hub mirror to read docker.io through before registry-1.docker.io; "
+            "repeatable, beside the engine's registry-mirrors and containerd's hosts.toml "
+            "[env: IMAGEKIT_REGISTRY_MIRRORS].",
+        ),
+    )
+    wrapped: Callable[..., Any] = with_settings
+    for option in reversed(options):
+        wrapped = option(wrapped)
+    return wrapped
 
 
 def parsed(target: Callable[..., T], /, *args: object, **given: object) -> T:

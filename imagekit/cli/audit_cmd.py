@@ -9,7 +9,7 @@ import click
 from imagekit.audit.runner import DEFAULT_TIMEOUT_S
 from imagekit.audit.stage import AuditRequest, AuditResult, audit
 from imagekit.audit.vulns import FailOn, VulnPolicy, fails
-from imagekit.cli._common import echo_err, json_option, parsed, run, vuln_options
+from imagekit.cli._common import echo_err, json_option, parsed, registry_options, run, vuln_options
 from imagekit.errors import UsageError
 from imagekit.workspace import Workspace
 
@@ -78,6 +78,7 @@ def _human(result: AuditResult) -> None:
     "the audit ends TIMEOUT (exit 3).",
 )
 @vuln_options
+@registry_options
 @json_option
 def command(
     ref: str | None,

@@ -10,7 +10,7 @@ from imagekit.build.assemble import AssembleResult
 from imagekit.build.buildkit import BuildResult
 from imagekit.build.choice import BUILDERS, build_image
 from imagekit.build.options import BuildOptions
-from imagekit.cli._common import ANY_PATH, json_option, parsed, run
+from imagekit.cli._common import ANY_PATH, json_option, parsed, registry_options, run
 from imagekit.workspace import Workspace
 
 
@@ -69,6 +69,7 @@ def _human(result: object) -> None:
     envvar="IMAGEKIT_PIP_CA",
     help="CA bundle pip trusts inside the build [env IMAGEKIT_PIP_CA; default: the host's].",
 )
+@registry_options
 @json_option
 def command(
     name: str,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from imagekit.cli._common import echo_lines, json_option, run, unless_ok
+from imagekit.cli._common import echo_lines, json_option, registry_options, run, unless_ok
 from imagekit.flows.doctor import DoctorReport, run_doctor
 from imagekit.workspace import Workspace
 
@@ -14,6 +14,7 @@ from imagekit.workspace import Workspace
 @click.option("--base", "base_override", help="Use this pinned base instead of the plan's.")
 @click.option("--registry", "registry", help="The registry the image will be pushed to.")
 @click.option("--mirror", "mirror", help="The registry the image will be mirrored to.")
+@registry_options
 @json_option
 def command(
     name: str | None,

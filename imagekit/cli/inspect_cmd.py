@@ -6,7 +6,7 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from imagekit.cli._common import json_option, run
+from imagekit.cli._common import json_option, registry_options, run
 from imagekit.inspect import inspect_image
 from imagekit.registry import ResolvedImage
 
@@ -47,18 +47,12 @@ def _human(image: ResolvedImage) -> None:
     metavar="OS/ARCH[/VARIANT]",
     help="Platform to pick from an index (default linux/amd64).",
 )
-@click.option(
-    "--insecure",
-    "insecure",
-    multiple=True,
-    metavar="HOST[:PORT]",
-    help="Speak plain HTTP to this registry (loopback hosts always are). Repeatable.",
-)
+@registry_options
 @json_option
-def command(reference: str, platform: str | None, insecure: tuple[str, ...], as_json: bool) -> None:
+def command(reference: str, platform: str | None, as_json: bool) -> None:
     """Show what REFERENCE resolves to: index, platform, manifest, config and layers."""
     run(
-        lambda: inspect_image(reference, platform=platform, insecure=insecure),
+        lambda: inspect_image(reference, platform=platform),
         as_json=as_json,
         human=_human,
     )

@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 
 import click
 
-from imagekit.cli._common import DIR_PATH, echo_err, json_option, run
+from imagekit.cli._common import DIR_PATH, echo_err, json_option, registry_options, run
 from imagekit.layers import GiB, LayerLimits, MediaTypePolicy, MiB
 from imagekit.mirror import MirrorOptions, MirrorReport, mirror
 from imagekit.refs import parse_platform
@@ -131,8 +131,13 @@ def _size_option(name: str, default: int, text: str) -> Callable[[F], F]:
     "GiB of uncompressed tar per layer before it is refused as a decompression bomb.",
 )
 @_size_option("--max-zstd-window", 128, "MiB of zstd window a layer may ask for.")
-@click.option("--workers", type=click.IntRange(min=1), default=None, help="Parallel layers.")
-@click.option("--insecure", multiple=True, help="A registry host to reach over plain HTTP.")
+@click.option(
+    "--workers",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Parallel layer downloads (default: one per core, at most 4).",
+)
+@registry_options
 @click.option(
     "--docker-config",
     type=DIR_PATH,
@@ -152,7 +157,6 @@ def command(
     max_layer_size: int,
     max_zstd_window: int,
     workers: int | None,
-    insecure: tuple[str, ...],
     docker_config: Path | None,
     no_record: bool,
     as_json: bool,
@@ -170,7 +174,6 @@ def command(
             ),
             policy=MediaTypePolicy(media_type_policy),
             workers=workers,
-            insecure=insecure,
             docker_config=docker_config,
             record=not no_record,
         )

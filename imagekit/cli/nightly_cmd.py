@@ -7,7 +7,15 @@ from pathlib import Path
 
 import click
 
-from imagekit.cli._common import DIR_PATH, FILE_PATH, echo_lines, json_option, parsed, run
+from imagekit.cli._common import (
+    DIR_PATH,
+    FILE_PATH,
+    echo_lines,
+    json_option,
+    parsed,
+    registry_options,
+    run,
+)
 from imagekit.flows.nightly import NightlyResult, NightOptions, run_nightly
 from imagekit.workspace import Workspace
 
@@ -46,6 +54,7 @@ from imagekit.workspace import Workspace
     is_flag=True,
     help="Apply the plan change of each ready candidate to manifests/NAME.yaml.",
 )
+@registry_options
 @json_option
 def command(
     plans: str | None,

@@ -7,7 +7,14 @@ from pathlib import Path
 import click
 
 from imagekit.audit.vulns import FailOn, VulnPolicy
-from imagekit.cli._common import echo_lines, json_option, parsed, run, vuln_options
+from imagekit.cli._common import (
+    echo_lines,
+    json_option,
+    parsed,
+    registry_options,
+    run,
+    vuln_options,
+)
 from imagekit.flows.pipeline import PipelineOptions, PipelineResult, StageStatus, run_pipeline
 from imagekit.workspace import Workspace
 
@@ -33,6 +40,7 @@ from imagekit.workspace import Workspace
     help="Audit with this profile instead of the plan's (the audit record names it).",
 )
 @vuln_options
+@registry_options
 @json_option
 def command(
     name: str,

@@ -7,7 +7,7 @@ from typing import Any
 
 import click
 
-from imagekit.cli._common import dump_json, json_option, run
+from imagekit.cli._common import dump_json, json_option, registry_options, run
 from imagekit.plans.pin import PinReport, pin_overlays
 from imagekit.plans.plan import (
     LoadedPlan,
@@ -162,6 +162,7 @@ def pin_overlay_cmd(name: str, base: str | None, dry_run: bool, as_json: bool) -
     "--base", "base", help="Ask this pinned base's repository instead of the plan's (REPO@...)."
 )
 @click.option("--dry-run", is_flag=True, help="Print the change; write nothing.")
+@registry_options
 @json_option
 def bump_cmd(name: str, to: str | None, base: str | None, dry_run: bool, as_json: bool) -> None:
     """Move the plan's base to the digest its found_as tag serves now, if its overlays still fit.

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from imagekit.cli._common import echo_err, json_option, parsed, run, unless_ok
+from imagekit.cli._common import echo_err, json_option, parsed, registry_options, run, unless_ok
 from imagekit.pull import ContainerdPullResult, PullResult, final_pull, final_pull_containerd
 from imagekit.runtime.containerd import K8S_NAMESPACE
 from imagekit.workspace import Workspace
@@ -32,6 +32,7 @@ from imagekit.workspace import Workspace
 @click.option(
     "--namespace", help=f"containerd namespace (default: {K8S_NAMESPACE}, the kubelet's)."
 )
+@registry_options
 @json_option
 def command(
     reference: str,

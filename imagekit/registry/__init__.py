@@ -15,14 +15,17 @@ Public API::
         response = client.request("PUT", ref, "manifests/v1", scope_actions=("pull", "push"),
                                   headers=..., content=...)      # auth, retries, errors
 
-- Loopback hosts (127.0.0.0/8, ::1, localhost) use plain HTTP; hosts in ``insecure`` too;
-  everything else HTTPS verified against the system trust store.
+- Loopback hosts (127.0.0.0/8, ::1, localhost) use plain HTTP unless Docker's certs.d has a
+  folder for them; hosts in ``insecure`` TLS without verification, else plain HTTP;
+  everything else HTTPS verified against the system trust store, ``ca_file`` and certs.d
+  (tls: one story for every command, set per process by the CLI).
 - Credentials come from the docker config (``$DOCKER_CONFIG/config.json``: auths,
   credHelpers, credsStore); never logged, never in messages or reprs.
 - Every manifest and blob is checked against its digest and size as it arrives; errors are
   the classes of imagekit.errors (DigestMismatch exits 1, registry errors exit 3).
 
-Modules: transport (httpx, redirects, limits, retries, environment proxies), wire (HTTP/1.1
+Modules: tls (CAs, client certificates, insecure hosts), transport (httpx, redirects,
+limits, retries, environment proxies), wire (HTTP/1.1
 through http.client under httpx: the fast path for blob bodies), auth (WWW-Authenticate,
 tokens), credentials (docker config), manifest (media types, models, Descriptor), client,
 upload (copying blobs and manifests).

@@ -7,6 +7,16 @@ from the docker config when there are any, anonymously otherwise) and send it as
 ``Authorization: Bearer``. Tokens are cached per registry and scope set and thrown away on a
 401, so an expired token is renewed once. Basic challenges get the credentials directly.
 
+Everything here is per host (``host[:port]``), as the Docker CLI keeps logins: the
+challenge a host sent, the tokens its realm issued, the credentials the docker config has
+for it. A registry that redirects its API to another registry with a login of its own
+(lscr.io to ghcr.io) therefore gets the other registry's token from the other registry's
+realm, made from the other registry's credentials; the origin's never leave for it.
+
+A credential helper's answer is kept until a registry or token service refuses it; then the
+helper is asked once more (gcloud's and ACR's tokens expire within the hour, so a long
+mirror or nightly outlives the first answer), and a new secret is used at once.
+
 Credentials and tokens live only in memory, in objects whose repr hides them, and no message
 built here ever contains one.
 """
@@ -192,6 +202,24 @@ class Authenticator:
     def has_credentials(self, registry: str) -> bool:
         return self.credential(registry) is not None
 
+    def challenged(self, host: str) -> bool:
+        """Whether ``host`` has asked us to authenticate (only such hosts get credentials)."""
+        return host in self._challenges
+
+    def renew_credential(self, host: str) -> bool:
+        """Ask the docker config (its helper) again after a refusal; True when the answer
+        changed, so that sending again may help. The host's tokens are forgotten with it."""
+        with self._lock:
+            before = self._cred_cache.get(host)
+            after = self._credentials.lookup(host)
+            self._cred_cache[host] = after
+        if after is None or after == before:
+            return False
+        with self._token_lock:
+            for key in [k for k in self._tokens if k[0] == host]:
+                del self._tokens[key]
+        return True
+
     def authorization(self, registry: str, scopes: Sequence[str]) -> tuple[str | None, bool]:
         """The header value to send now, and whether it was fetched just now.
 
@@ -239,6 +267,17 @@ class Authenticator:
         return True
 
     def _fetch_token(self, registry: str, challenge: Challenge, scopes: Sequence[str]) -> _Token:
+        try:
+            return self._fetch_token_once(registry, challenge, scopes)
+        except RegistryUnauthorized:
+            # The secret may have been rotated since the helper answered: ask it once more.
+            if not self.renew_credential(registry):
+                raise
+            return self._fetch_token_once(registry, challenge, scopes)
+
+    def _fetch_token_once(
+        self, registry: str, challenge: Challenge, scopes: Sequence[str]
+    ) -> _Token:
         realm = challenge.realm
         if not realm:
             raise RegistryProtocolError(

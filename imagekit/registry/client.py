@@ -45,6 +45,8 @@ from imagekit.registry.manifest import (
     parse_config,
     parse_manifest,
 )
+from imagekit.registry.mirrors import HUB, hub_mirrors, mirrors_log
+from imagekit.registry.tls import TLSSettings
 from imagekit.registry.transport import (
     MAX_MANIFEST_BYTES,
     MAX_SMALL_BODY_BYTES,
@@ -54,7 +56,9 @@ from imagekit.registry.transport import (
     Transport,
     api_host,
     content_length,
+    error_detail,
     excerpt,
+    netloc,
     public_url,
     read_limited,
 )
@@ -142,26 +146,16 @@ class ManifestHead:
     from_get: bool
 
 
-def _error_detail(body: bytes) -> str:
-    """``CODE: message`` from a distribution error body, else a short excerpt."""
-    try:
-        document = json.loads(body)
-    except (ValueError, UnicodeDecodeError):
-        return excerpt(body)
-    errors = document.get("errors") if isinstance(document, dict) else None
-    if isinstance(errors, list) and errors and isinstance(errors[0], dict):
-        code, message = errors[0].get("code"), errors[0].get("message")
-        return excerpt(f"{code}: {message}".encode(), 160)
-    return excerpt(body)
-
-
 class RegistryClient:
     """A client for OCI distribution registries.
 
-    Loopback hosts (127.0.0.0/8, ::1, localhost) are spoken to over plain HTTP, as are hosts
-    in ``insecure``; everything else over HTTPS with certificate verification against the
-    system trust store. Credentials come from the docker config (``docker_config`` is its
-    directory, default ``$DOCKER_CONFIG`` or ``~/.docker``). ``transport`` replaces the
+    Loopback hosts (127.0.0.0/8, ::1, localhost) are spoken to over plain HTTP unless
+    Docker's certs.d has a folder for them; hosts in ``insecure`` over TLS without
+    verification, or plain HTTP when they do not speak TLS; everything else over HTTPS
+    verified against the system trust store, ``ca_file`` and certs.d
+    (imagekit.registry.tls; the process's settings and the environment's are added).
+    Credentials come from the docker config (``docker_config`` is its directory, default
+    ``$DOCKER_CONFIG`` or ``~/.docker``). ``transport`` replaces the
     network (tests use httpx.MockTransport).
     """
 
@@ -174,10 +168,19 @@ class RegistryClient:
         max_attempts: int = 5,
         timeout: float = 60.0,
         retry_policy: RetryPolicy | None = None,
+        ca_file: Path | None = None,
+        registry_mirrors: Sequence[str] = (),
+        log: Callable[[str], None] | None = None,
     ) -> None:
+        self._mirrors = hub_mirrors(registry_mirrors)
+        self._log = log if log is not None else mirrors_log()
+        self._served_by: set[str] = set()
         policy = retry_policy or RetryPolicy(max_attempts=max_attempts)
         self._transport = Transport(
-            insecure=insecure, transport=transport, policy=policy, timeout=timeout
+            transport=transport,
+            policy=policy,
+            timeout=timeout,
+            tls=TLSSettings.from_env(insecure=insecure, ca_file=ca_file),
         )
         self._policy = policy
         self._auth = Authenticator(self._transport, CredentialStore(docker_config))
@@ -235,39 +238,107 @@ class RegistryClient:
             registry, repository, scopes, prefix = ref_or_host, None, list(extra_scopes), "/v2/"
         host = api_host(registry)
         origin = httpx.URL(self._transport.base_url(host))
+        relative = not path.startswith(("http://", "https://"))
+        if registry == HUB and repository and relative and method in ("GET", "HEAD"):
+            # Docker Hub's reads go to its mirrors first (imagekit.registry.mirrors).
+            for mirror in self._mirrors:
+                where = mirror.join(path if path.startswith("/") else prefix + path)
+                try:
+                    answer = self._send(
+                        method, where, mirror, registry, repository, scopes,
+                        headers, content, stream, allow_status,
+                    )  # fmt: skip
+                except RegistryError as exc:
+                    self._say(f"{HUB}: mirror {netloc(mirror)} failed ({exc.message}); next")
+                    continue
+                if 200 <= answer.status_code < 300:
+                    if netloc(mirror) not in self._served_by:
+                        self._served_by.add(netloc(mirror))
+                        self._say(f"{HUB}: reading through the mirror {netloc(mirror)}")
+                    return answer
+                answer.close()
+                self._say(
+                    f"{HUB}: mirror {netloc(mirror)} answered HTTP {answer.status_code} for "
+                    f"{method} {public_url(where)}; asking the next"
+                )
+            if self._mirrors:
+                self._say(f"{HUB}: no mirror served {method} {path}; falling back to {host}")
         if path.startswith(("http://", "https://")):
             url = httpx.URL(path)
         elif path.startswith("/"):
             url = origin.join(path)
         else:
             url = origin.join(prefix + path)
-        same_origin = (url.scheme, url.host, url.port) == (origin.scheme, origin.host, origin.port)
+        return self._send(
+            method, url, origin, registry, repository, scopes, headers, content, stream,
+            allow_status,
+        )  # fmt: skip
+
+    def _say(self, text: str) -> None:
+        if self._log is not None:
+            self._log(text)
+
+    def _send(
+        self,
+        method: str,
+        url: httpx.URL,
+        origin: httpx.URL,
+        registry: str,
+        repository: str | None,
+        scopes: Sequence[str],
+        headers: Mapping[str, str] | None,
+        content: Content,
+        stream: bool,
+        allow_status: Sequence[int],
+    ) -> httpx.Response:
+        """:meth:`request` once its URL and the origin that answers for the registry are
+        known (the registry's own, or a mirror's)."""
         what = f"{method} {public_url(url)}"
+        own_host = netloc(origin)
 
         def attempt() -> httpx.Response:
-            # At most three sends: without auth (learning the challenge), with a cached token
-            # (which may have expired), with a token fetched just now. A 401 to a token or
-            # credentials fetched just now is final.
-            for _ in range(3):
-                authorization, fresh = (
-                    self._auth.authorization(registry, scopes) if same_origin else (None, True)
-                )
+            # Logins are per host, as the Docker CLI keeps them: each URL the request visits
+            # (its redirects included) gets the Authorization of its own host's challenge,
+            # made from that host's own credentials; a host that never challenged us (an
+            # object store behind a redirect) gets none. At most five sends: without auth
+            # (learning a challenge), with a cached token (which may have expired), with a
+            # token fetched just now, and the same again for a host a redirect led to. A
+            # 401 to credentials used just now is final, unless the credential helper has
+            # a new secret by now (rotated while we ran).
+            sent: dict[str, tuple[str | None, bool]] = {}
+            renewed: set[str] = set()
+
+            def authorize(target: httpx.URL) -> str | None:
+                host = netloc(target)
+                if host != own_host and not self._auth.challenged(host):
+                    return None
+                value, fresh = self._auth.authorization(host, scopes)
+                sent[host] = (value, fresh)
+                return value
+
+            for sends_left in range(4, -1, -1):
+                sent.clear()
                 response = self._transport.send(
                     method,
                     str(url),
                     registry=registry,
                     headers=headers,
-                    authorization=authorization,
+                    authorization=authorize,
                     content=content,
                 )
-                if (
-                    response.status_code == 401
-                    and same_origin
-                    and not (authorization is not None and fresh)
-                    and self._auth.on_unauthorized(registry, response, scopes)
-                ):
-                    response.close()
-                    continue
+                if response.status_code == 401:
+                    host = netloc(response.request.url)
+                    value, fresh = sent.get(host, (None, True))
+                    if not (value is not None and fresh):
+                        retry = self._auth.on_unauthorized(host, response, scopes)
+                    elif host not in renewed:
+                        renewed.add(host)
+                        retry = self._auth.renew_credential(host)
+                    else:
+                        retry = False
+                    if retry and sends_left:
+                        response.close()
+                        continue
                 ok = 200 <= response.status_code < 300 or response.status_code in allow_status
                 # A HEAD answer has no body but announces the GET body's Content-Length
                 # (RFC 9110, 9.3.2): reading it would refuse every blob over the limit.
@@ -307,7 +378,7 @@ class RegistryClient:
         self, status: int, body: bytes, registry: str, repository: str | None, url: httpx.URL
     ) -> RegistryError:
         where = f"{registry}/{repository}" if repository else registry
-        detail = _error_detail(body) if body else ""
+        detail = error_detail(body) if body else ""
         suffix = f": {detail}" if detail else ""
         login = f"log in with `docker login {registry}` (imagekit reads the docker config)"
         cls: type[RegistryError] = RegistryError
@@ -465,16 +536,23 @@ class RegistryClient:
         serve to ``accept`` (an index stays an index: it is never narrowed to a platform), so
         a tag that did not move costs one HEAD request. A registry whose HEAD names no digest
         (the distribution spec says it SHOULD, not MUST) is asked with a GET, and the digest
-        is then the sha256 of the bytes received. Raises RegistryNotFound when nothing is
-        there (HTTP 404), and the other errors of :meth:`request`.
+        is then the sha256 of the bytes received. Raises RegistryNotFound only when a GET
+        says 404 too: Nexus and Artifactory proxy repositories answer HEAD with 404 for a
+        manifest they have not cached yet and serve the same manifest to a GET, so a HEAD
+        404 alone would call a living tag gone. The other errors are those of
+        :meth:`request`.
         """
         if ":" in tag_or_digest:
             Digest(tag_or_digest)  # refuses a malformed digest before any URL is formed
         elif not is_tag(tag_or_digest):
             raise ReferenceFormatError(f"malformed tag {tag_or_digest!r}")
-        response = self.request(
-            "HEAD", ref, f"manifests/{tag_or_digest}", headers={"Accept": ", ".join(accept)}
-        )
+        try:
+            response = self.request(
+                "HEAD", ref, f"manifests/{tag_or_digest}", headers={"Accept": ", ".join(accept)}
+            )
+        except RegistryNotFound:
+            body, served_type, digest = self.get_manifest(ref, tag_or_digest, accept=accept)
+            return ManifestHead(digest, served_type, len(body), from_get=True)
         header = (response.headers.get("Docker-Content-Digest") or "").strip()
         media_type = (response.headers.get("Content-Type") or "").split(";")[0].strip() or None
         size = content_length(response)

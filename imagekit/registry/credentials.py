@@ -8,6 +8,12 @@ nothing, the ``auths`` entry (base64 ``user:password`` in ``auth``, or ``usernam
 ``password``, or an ``identitytoken``). Docker Hub's entry is keyed
 ``https://index.docker.io/v1/``.
 
+The store is asked once per host and its answer kept until a registry or its token service
+refuses it; then it is asked again (imagekit.registry.auth), so a helper whose secrets
+expire or rotate (gcloud, ACR, docker-credential-pass after ``pass edit``) keeps a long run
+going. tests/integration/registry/test_credential_helpers.py runs Debian's
+docker-credential-pass for both ``credHelpers`` and ``credsStore``.
+
 A Credential never shows its secret: not in repr, str, logs or error messages.
 """
 

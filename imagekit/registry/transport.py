@@ -5,6 +5,16 @@ place that retries (docs/ARCHITECTURE.md, the outside layer): bounded attempts, 
 backoff with jitter, ``Retry-After`` honoured, and only network errors, 408, 429 and 5xx
 retried.
 
+429 Too Many Requests (Docker Hub's pull limit, quotas elsewhere) is retried the way the
+registry asks: ``Retry-After`` when it sends one, else a pause that starts at
+``RetryPolicy.rate_limit_wait`` and doubles; a pause longer than the policy allows ends the
+command at once, with the registry's own words (its error body, its ``RateLimit-*``
+headers) and the pause it asked for, instead of hammering it or hiding why.
+
+Cookies are never kept: Harbor starts a session with a cookie on the first answer and then
+refuses every write that carries it without its CSRF token (403 "CSRF token invalid"), and
+no registry API needs one (the Docker CLI and containerd send none).
+
 Redirects are followed here, by hand, because registries send blob downloads to object stores
 on other hosts (S3, GCS, CDNs) with pre-signed URLs: the registry's ``Authorization`` header
 must never travel with them (moby/moby#21008; containerd strips it the same way), and an
@@ -13,11 +23,14 @@ must never travel with them (moby/moby#21008; containerd strips it the same way)
 
 from __future__ import annotations
 
+import http.cookiejar
 import ipaddress
+import json
 import math
 import random
 import re
 import ssl
+import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -28,7 +41,14 @@ from typing import TypeVar
 import httpx
 import tenacity
 
-from imagekit.errors import RegistryError, RegistryProtocolError, RetriesExhausted
+from imagekit.errors import (
+    RateLimited,
+    RegistryError,
+    RegistryProtocolError,
+    RegistryTLSError,
+    RetriesExhausted,
+)
+from imagekit.registry.tls import TLSSettings
 from imagekit.registry.wire import StdlibTransport
 
 T = TypeVar("T")
@@ -43,6 +63,13 @@ MAX_REDIRECTS = 5
 _DIGITS = re.compile(r"[0-9]{1,19}")
 RETRYABLE_STATUSES = frozenset({408, 429, 500, 502, 503, 504}) | frozenset(range(505, 600))
 
+#: What the caller sends as Authorization to each URL a request visits (its redirects
+#: included): a header value for the request's own origin only, or a function of the URL
+#: (per-host logins: a registry that redirects its API to another registry with its own
+#: login, as lscr.io does to ghcr.io).
+Authorize = str | Callable[[httpx.URL], str | None] | None
+#: Bytes of a retryable answer's body read for its error message (Docker Hub's 429 says why).
+_ERROR_PEEK = 16 * 1024
 #: A request body: bytes, or a callable that yields the body afresh for each attempt (so a
 #: streamed upload can still be retried or re-sent after a 401).
 Content = bytes | Callable[[], Iterable[bytes]] | None
@@ -76,13 +103,62 @@ def excerpt(body: bytes, limit: int = 120) -> str:
     return text[:limit] + ("..." if len(text) > limit else "")
 
 
-class Transient(Exception):
-    """A failure worth another attempt; carries the server's Retry-After when it sent one."""
+def error_detail(body: bytes) -> str:
+    """``CODE: message`` from a distribution error body, else a short excerpt."""
+    try:
+        document = json.loads(body)
+    except (ValueError, UnicodeDecodeError):
+        return excerpt(body)
+    errors = document.get("errors") if isinstance(document, dict) else None
+    if isinstance(errors, list) and errors and isinstance(errors[0], dict):
+        code, message = errors[0].get("code"), errors[0].get("message")
+        return excerpt(f"{code}: {message}".encode(), 160)
+    return excerpt(body)
 
-    def __init__(self, description: str, *, retry_after: float | None = None) -> None:
+
+class Transient(Exception):
+    """A failure worth another attempt; carries the server's Retry-After when it sent one,
+    and for an answered status the status, what the registry said and its rate limits."""
+
+    def __init__(
+        self,
+        description: str,
+        *,
+        retry_after: float | None = None,
+        status: int | None = None,
+        said: str = "",
+        limits: str = "",
+    ) -> None:
         super().__init__(description)
         self.description = description
         self.retry_after = retry_after
+        self.status = status
+        self.said = said
+        self.limits = limits
+
+
+def _limit_value(value: str | None) -> tuple[str, str | None] | None:
+    """``100;w=21600`` (Docker Hub, the IETF RateLimit draft) -> ("100", "21600")."""
+    if not value:
+        return None
+    first, *params = (part.strip() for part in value.split(";"))
+    window = next((p[2:] for p in params if p.startswith("w=") and p[2:].isdigit()), None)
+    return (first, window) if first.isdigit() else None
+
+
+def rate_limits(headers: httpx.Headers) -> str:
+    """The registry's rate-limit headers in words ("100 per 21600 s, 0 left"), or ""."""
+    limit = _limit_value(headers.get("RateLimit-Limit"))
+    remaining = _limit_value(headers.get("RateLimit-Remaining"))
+    reset = headers.get("RateLimit-Reset", "").strip()
+    parts: list[str] = []
+    if limit is not None:
+        parts.append(f"limit {limit[0]}" + (f" per {limit[1]} s" if limit[1] else ""))
+    if remaining is not None:
+        parts.append(f"{remaining[0]} left")
+    if reset.isdigit():
+        parts.append(f"resets in {reset} s")
+    return ", ".join(parts)
 
 
 def parse_retry_after(value: str | None, *, now: datetime | None = None) -> float | None:
@@ -110,6 +186,8 @@ class RetryPolicy:
     max_wait: float = 20.0
     #: A server asking for a longer pause than this gets this long (the attempts stay bounded).
     max_retry_after: float = 60.0
+    #: The first pause after a 429 that named none; it doubles with each attempt.
+    rate_limit_wait: float = 5.0
     sleep: Callable[[float], None] = field(default=time.sleep)
 
     def backoff(self, attempt: int) -> float:
@@ -128,14 +206,33 @@ class RetryPolicy:
     ) -> T:
         """Call ``action`` until it stops raising Transient or the attempts run out."""
 
+        def last(state: tenacity.RetryCallState) -> BaseException | None:
+            return state.outcome.exception() if state.outcome else None
+
+        class TooLong(tenacity.stop.stop_base):
+            def __call__(self, state: tenacity.RetryCallState) -> bool:
+                return too_long(state)
+
+        def too_long(state: tenacity.RetryCallState) -> bool:
+            # A registry asking for a longer pause than we allow will not serve us sooner.
+            exc = last(state)
+            return (
+                isinstance(exc, Transient)
+                and exc.retry_after is not None
+                and exc.retry_after > self.max_retry_after
+            )
+
         def wait(state: tenacity.RetryCallState) -> float:
-            exc = state.outcome.exception() if state.outcome else None
+            exc = last(state)
             if isinstance(exc, Transient) and exc.retry_after is not None:
                 return min(exc.retry_after, self.max_retry_after)
+            if isinstance(exc, Transient) and exc.status == 429:
+                pause = math.ldexp(self.rate_limit_wait, state.attempt_number - 1)
+                return min(self.max_retry_after, max(pause, self.backoff(state.attempt_number)))
             return self.backoff(state.attempt_number)
 
         retrying = tenacity.Retrying(
-            stop=tenacity.stop_after_attempt(max(1, self.max_attempts)),
+            stop=tenacity.stop_after_attempt(max(1, self.max_attempts)) | TooLong(),
             wait=wait,
             retry=tenacity.retry_if_exception_type(Transient),
             sleep=self.sleep,
@@ -144,15 +241,34 @@ class RetryPolicy:
         try:
             return retrying(action)
         except tenacity.RetryError as exc:
-            last = exc.last_attempt.exception()
-            detail = last.description if isinstance(last, Transient) else repr(last)
+            attempts = exc.last_attempt.attempt_number
+            failure = exc.last_attempt.exception()
+            if isinstance(failure, Transient) and failure.status == 429:
+                raise _rate_limited(failure, registry, what, attempts) from exc
+            detail = failure.description if isinstance(failure, Transient) else repr(failure)
             raise RetriesExhausted(
-                f"{what}: gave up after {self.max_attempts} attempts; last: {detail}",
+                f"{what}: gave up after {attempts} attempts; last: {detail}",
                 registry=registry,
                 repository=repository,
                 digest=digest,
                 hint=f"check that {registry} is reachable and healthy, then try again",
             ) from exc
+
+
+def _rate_limited(failure: Transient, registry: str, what: str, attempts: int) -> RateLimited:
+    """One line: who limited us, in its own words and numbers, and what to do about it."""
+    said = f": {failure.said}" if failure.said else ""
+    limits = f" ({failure.limits})" if failure.limits else ""
+    pause = failure.retry_after
+    wait = f"wait {math.ceil(pause)} s (its Retry-After)" if pause else "wait a while"
+    return RateLimited(
+        f"{registry} is rate-limiting us: {what} answered HTTP 429 {attempts} "
+        f"time{'s' if attempts != 1 else ''}{said}{limits}",
+        registry=registry,
+        status=429,
+        hint=f"{wait} and run again; logged-in users get higher limits "
+        f"(`docker login {registry}`); fewer --workers send fewer requests",
+    )
 
 
 def _ssl_context() -> ssl.SSLContext:
@@ -193,23 +309,37 @@ class Transport:
         transport: httpx.BaseTransport | None = None,
         policy: RetryPolicy | None = None,
         timeout: float = 60.0,
+        tls: TLSSettings | None = None,
     ) -> None:
-        self.insecure = frozenset(insecure)
+        self.tls = tls or TLSSettings.from_env(insecure=insecure)
+        self.insecure = self.tls.insecure
         self.policy = policy or RetryPolicy()
+        # Insecure hosts found not to speak TLS at all: plain HTTP from then on.
+        self._plain: set[str] = set()
+        self._plain_lock = threading.Lock()
         self.http = httpx.Client(
-            transport=transport or StdlibTransport(_ssl_context),
+            transport=transport or StdlibTransport(_ssl_context, per_host=self._context_for),
             mounts=_proxy_mounts() if transport is None else None,
             follow_redirects=False,
             timeout=httpx.Timeout(timeout, connect=min(timeout, 15.0)),
             headers={"User-Agent": "imagekit"},
+            cookies=_no_cookies(),
         )
 
     def close(self) -> None:
         self.http.close()
 
+    def _context_for(self, host: str) -> ssl.SSLContext:
+        return self.tls.context(host, verify=host not in self.insecure)
+
     def scheme_for(self, host: str) -> str:
-        """Plain HTTP only for loopback hosts and hosts the user listed as insecure."""
-        return "http" if is_loopback(host) or host in self.insecure else "https"
+        """HTTPS, except: loopback hosts without a certs.d folder, and insecure hosts that
+        turned out not to speak TLS (imagekit.registry.tls)."""
+        if host in self._plain:
+            return "http"
+        if host in self.insecure or self.tls.host_dir(host) is not None:
+            return "https"
+        return "http" if is_loopback(host) else "https"
 
     def base_url(self, host: str) -> str:
         return f"{self.scheme_for(host)}://{host}"
@@ -221,25 +351,41 @@ class Transport:
         *,
         registry: str,
         headers: Mapping[str, str] | None = None,
-        authorization: str | None = None,
+        authorization: Authorize = None,
         content: Content = None,
     ) -> httpx.Response:
         """One attempt: send, follow redirects by hand, raise Transient on retryable faults.
 
-        ``authorization`` goes only to the origin of ``url``; a redirect to another origin
-        drops it. The response is returned with its body unread (the caller closes it).
+        ``authorization`` as a string goes only to the origin of ``url``; a redirect to
+        another origin drops it. As a function it is asked for each URL visited, and decides.
+        The response is returned with its body unread (the caller closes it); its
+        ``request.url`` is where it came from.
         """
         origin = httpx.URL(url)
         current = origin
         for _ in range(MAX_REDIRECTS + 1):
             request_headers = dict(headers or {})
-            if authorization and _same_origin(current, origin):
-                request_headers["Authorization"] = authorization
+            value = (
+                authorization(current)
+                if callable(authorization)
+                else authorization
+                if _same_origin(current, origin)
+                else None
+            )
+            if value:
+                request_headers["Authorization"] = value
             body = content() if callable(content) else content
             request = self.http.build_request(
                 method, current, headers=request_headers, content=body
             )
-            response = self._send_mapped(request, registry=registry)
+            try:
+                response = self._send_mapped(request, registry=registry)
+            except _NotTLS:
+                # An insecure host that does not speak TLS: plain HTTP, as Docker falls back.
+                plain = current.copy_with(scheme="http")
+                origin = plain if _same_origin(current, origin) else origin
+                current = plain
+                continue
             if response.status_code in (301, 302, 303, 307, 308):
                 location = response.headers.get("Location")
                 response.close()
@@ -272,11 +418,14 @@ class Transport:
                 current = target
                 continue
             if response.status_code in RETRYABLE_STATUSES:
+                status = response.status_code
                 retry_after = parse_retry_after(response.headers.get("Retry-After"))
-                response.close()
                 raise Transient(
-                    f"{method} {_public_url(current)} answered {response.status_code}",
-                    retry_after=retry_after if response.status_code in (429, 503) else None,
+                    f"{method} {_public_url(current)} answered {status}",
+                    retry_after=retry_after if status in (429, 503) else None,
+                    status=status,
+                    said=_peek_detail(response),
+                    limits=rate_limits(response.headers),
                 )
             return response
         raise RegistryProtocolError(
@@ -290,18 +439,47 @@ class Transport:
         try:
             return self.http.send(request, stream=True)
         except httpx.ConnectError as exc:
-            if "CERTIFICATE_VERIFY_FAILED" in str(exc) or isinstance(
-                exc.__context__, ssl.SSLCertVerificationError
+            cause = exc.__cause__ or exc.__context__
+            host = netloc(request.url)
+            if request.url.scheme == "https" and host in self.insecure:
+                if isinstance(cause, ssl.SSLError | ConnectionResetError):
+                    with self._plain_lock:
+                        self._plain.add(host)
+                    raise _NotTLS from exc
+            elif isinstance(cause, ssl.SSLCertVerificationError) or (
+                "CERTIFICATE_VERIFY_FAILED" in str(exc)
             ):
-                raise RegistryError(
-                    f"TLS certificate of {request.url.host} could not be verified",
+                reason = getattr(cause, "verify_message", None) or "verification failed"
+                raise RegistryTLSError(
+                    f"{registry}: the TLS certificate of {host} could not be verified ({reason})",
                     registry=registry,
                     url=_public_url(request.url),
-                    hint="install the registry's CA in the system trust store; plain HTTP is "
-                    "only used for loopback hosts and hosts passed as --insecure",
+                    hint=self.tls.trust_hint(host),
+                ) from exc
+            elif isinstance(cause, ssl.SSLError):
+                raise RegistryTLSError(
+                    f"{registry}: the TLS handshake with {host} failed "
+                    f"({getattr(cause, 'reason', None) or cause})",
+                    registry=registry,
+                    url=_public_url(request.url),
+                    hint="check the client certificate in "
+                    f"{self.tls.certs_dir}/{host}/ (client.cert, client.key) and the "
+                    "registry's TLS settings; " + self.tls.trust_hint(host),
                 ) from exc
             raise Transient(f"cannot connect to {request.url.netloc.decode()}: {exc}") from exc
         except (httpx.TimeoutException, httpx.NetworkError, httpx.RemoteProtocolError) as exc:
+            cause = exc.__cause__
+            if isinstance(cause, ssl.SSLError) and "ALERT" in str(cause.reason or "").upper():
+                # TLS 1.3 refuses a client certificate (or its absence) after the handshake,
+                # as an alert in place of the answer: the same request gets the same alert.
+                host = netloc(request.url)
+                raise RegistryTLSError(
+                    f"{registry}: {host} refused the TLS session ({cause.reason})",
+                    registry=registry,
+                    url=_public_url(request.url),
+                    hint="it may want a client certificate: put client.cert and client.key in "
+                    f"{self.tls.certs_dir}/{host}/",
+                ) from exc
             raise Transient(
                 f"{request.method} {_public_url(request.url)}: {type(exc).__name__}: {exc}"
             ) from exc
@@ -311,6 +489,35 @@ class Transport:
                 registry=registry,
                 url=_public_url(request.url),
             ) from exc
+
+
+class _NotTLS(Exception):
+    """An insecure host answered a TLS handshake with something else: try plain HTTP."""
+
+
+def _peek_detail(response: httpx.Response) -> str:
+    """What a retryable answer's body says (``CODE: message``); closes the response."""
+    body = b""
+    try:
+        for chunk in response.iter_bytes():
+            body += chunk
+            if len(body) >= _ERROR_PEEK:
+                break
+    except httpx.HTTPError:
+        pass  # the status says enough
+    finally:
+        response.close()
+    return error_detail(body[:_ERROR_PEEK]) if body.strip() else ""
+
+
+def _no_cookies() -> http.cookiejar.CookieJar:
+    """A cookie jar that keeps nothing (an empty allow-list of domains)."""
+    return http.cookiejar.CookieJar(http.cookiejar.DefaultCookiePolicy(allowed_domains=[]))
+
+
+def netloc(url: httpx.URL) -> str:
+    """``host[:port]`` of a URL, as registries are named in references (IPv6 bracketed)."""
+    return url.netloc.decode("ascii")
 
 
 def _same_origin(a: httpx.URL, b: httpx.URL) -> bool:

@@ -6,13 +6,23 @@ Used by `imagekit mirror --copy`. Every blob goes the cheapest safe way
 1. already there (HEAD 200): nothing to do;
 2. same registry, other repository: a cross-repository mount
    (``POST /v2/<dst>/blobs/uploads/?mount=<digest>&from=<src>``, 201), no bytes moved;
-3. otherwise streamed from SRC (its digest verified as it arrives): one ``PUT`` for small
-   blobs, and for large ones ``PATCH`` chunks of ``chunk_size`` followed by the closing
-   ``PUT ?digest=``. A chunk whose PATCH fails is resumed where the registry's upload status
-   (``GET`` on the upload URL, ``Range: 0-N``) says it stopped, so a dropped connection costs
-   at most one chunk. distribution/distribution refuses the status of a session whose
-   answer was lost (its upload URL signs the offset); there the blob starts over in a new
-   session, at most twice.
+3. otherwise streamed from SRC (its digest verified as it arrives) in one monolithic
+   ``PUT ?digest=`` whose Content-Length is the descriptor's size, the upload every registry
+   takes (containerd pushes this way): GHCR refuses ``PATCH`` bodies over 4 MiB, other
+   registries have limits of their own, and a PUT of known length meets none of them. A
+   registry that refuses it as too large (413, 416) gets chunks instead.
+
+   Chunks (``chunk_size`` given, or after such a refusal) are ``PATCH``es followed by the
+   closing ``PUT ?digest=``: never smaller than the registry's ``OCI-Chunk-Min-Length``
+   (distribution-spec, "Pushing a blob in chunks"), halved on each 416 down to that minimum
+   (or 64 KiB) before the copy gives up naming what the registry said. A chunk whose PATCH
+   fails is resumed where the registry's upload status (``GET`` on the upload URL,
+   ``Range: 0-N``) says it stopped, so a dropped connection costs at most one chunk.
+   distribution/distribution refuses the status of a session whose answer was lost (its
+   upload URL signs the offset); there the blob starts over in a new session, at most twice.
+
+   A mount the registry refuses outright (401 or 403: Harbor and Nexus do, for a source
+   repository the token may not read) is not the end of the copy: the blob is uploaded.
 
 Manifests are PUT as the exact bytes SRC served, so every digest is preserved; an index is
 copied with all its children (attestation manifests included), children first. Memory stays
@@ -45,7 +55,7 @@ from typing import Any
 
 import httpx
 
-from imagekit.errors import RegistryError, RegistryProtocolError
+from imagekit.errors import RegistryError, RegistryProtocolError, RegistryUnauthorized
 from imagekit.interrupt import Stop, wait_all
 from imagekit.refs import Digest, Reference
 from imagekit.registry.client import RegistryClient
@@ -60,6 +70,14 @@ from imagekit.registry.manifest import (
 MiB = 1 << 20
 PUSH = ("pull", "push")
 _RANGE = re.compile(r"(?:bytes=)?0-(\d+)")
+#: Blobs up to this size are read into memory and PUT as bytes (a re-send costs no
+#: download); larger ones are streamed from their source.
+SMALL_BLOB = 4 * MiB
+#: The chunk size after a registry refused a monolithic PUT as too large.
+DEFAULT_CHUNK = 16 * MiB
+#: Chunks are never halved below this (nor below the registry's OCI-Chunk-Min-Length).
+MIN_CHUNK = 64 * 1024
+_TOO_LARGE = (413, 416)
 
 
 @dataclass(frozen=True)
@@ -100,6 +118,14 @@ class CopyResult:
         return {**document, "digest": str(self.digest)}
 
 
+class _TooLarge(Exception):
+    """The registry refused a request body as too large (413, 416)."""
+
+    def __init__(self, cause: RegistryError) -> None:
+        super().__init__(cause.message)
+        self.cause = cause
+
+
 class _LostUpload(Exception):
     """An upload session that cannot be continued; the blob is sent again in a new one."""
 
@@ -116,7 +142,7 @@ class _Copier:
         dst: Reference,
         result: CopyResult,
         *,
-        chunk_size: int,
+        chunk_size: int | None,
         workers: int,
         log: Callable[[str], None] | None,
     ) -> None:
@@ -155,21 +181,31 @@ class _Copier:
             and origin.registry == self.dst.registry
             and origin.repository != self.dst.repository
         ):
-            response = self.client.request(
-                "POST",
-                self.dst,
-                f"blobs/uploads/?mount={digest}&from={origin.repository}",
-                scope_actions=PUSH,
-                extra_scopes=(f"repository:{origin.repository}:pull",),
-                content=b"",
-                allow_status=(201, 202),
-            )
-            if response.status_code == 201:
-                self.count("blobs_mounted")
-                self.say(f"mounted {digest.short} from {origin.repository}")
-                return
-            location = response.headers.get("Location")  # 202: an upload session instead
-            self.say(f"{self.dst.registry} did not mount {digest.short}; uploading it")
+            try:
+                response = self.client.request(
+                    "POST",
+                    self.dst,
+                    f"blobs/uploads/?mount={digest}&from={origin.repository}",
+                    scope_actions=PUSH,
+                    extra_scopes=(f"repository:{origin.repository}:pull",),
+                    content=b"",
+                    allow_status=(201, 202),
+                )
+            except RegistryUnauthorized as exc:
+                # Harbor and Nexus refuse a mount from a repository the token may not read
+                # with 401 or 403; an upload may still be allowed (ggcr and containers/image
+                # fall back the same way).
+                self.say(
+                    f"{self.dst.registry} refused to mount {digest.short} from "
+                    f"{origin.repository} (HTTP {exc.status}); uploading it"
+                )
+            else:
+                if response.status_code == 201:
+                    self.count("blobs_mounted")
+                    self.say(f"mounted {digest.short} from {origin.repository}")
+                    return
+                location = response.headers.get("Location")  # 202: an upload session instead
+                self.say(f"{self.dst.registry} did not mount {digest.short}; uploading it")
         if not source.distributable:
             if location is not None:
                 self._cancel(location, digest)
@@ -177,17 +213,29 @@ class _Copier:
             self.say(f"not uploaded: {digest.short} is a non-distributable layer")
             return
         session: list[str] = [location] if location else []  # the session's newest URL
+        min_length = 0
+        chunked = self.chunk_size is not None and desc.size > self.chunk_size
         try:
             for attempt in range(3):
                 if not session:
-                    session.append(self._start_upload())
+                    started, min_length = self._start_upload()
+                    session.append(started)
                 try:
-                    if desc.size <= self.chunk_size:
-                        # verified as it arrives; a retried PUT re-sends these bytes
-                        data = b"".join(self._pieces(source))
-                        self._put(session[-1], digest, data)
+                    if chunked:
+                        self._chunked(session, source, min_length)
                     else:
-                        self._chunked(session, source)
+                        try:
+                            self._monolithic(session[-1], source)
+                        except _TooLarge as exc:
+                            self.say(
+                                f"{self.dst.registry} refused {digest.short} in one PUT "
+                                f"({exc.cause.message}); sending it in chunks"
+                            )
+                            self._cancel(session.pop(), digest)
+                            chunked = True
+                            started, min_length = self._start_upload()
+                            session.append(started)
+                            self._chunked(session, source, min_length)
                     session.clear()  # complete: nothing to cancel
                     break
                 except _LostUpload as exc:
@@ -233,11 +281,44 @@ class _Copier:
         else:
             self.say(f"cancelled the upload session of {digest.short}")
 
-    def _start_upload(self) -> str:
+    def _start_upload(self) -> tuple[str, int]:
+        """A new upload session: its URL, and the registry's OCI-Chunk-Min-Length (or 0)."""
         response = self.client.request(
             "POST", self.dst, "blobs/uploads/", scope_actions=PUSH, content=b""
         )
-        return self._location(response)
+        minimum = response.headers.get("OCI-Chunk-Min-Length", "").strip()
+        return self._location(response), int(minimum) if minimum.isdigit() else 0
+
+    def _monolithic(self, location: str, source: BlobSource) -> None:
+        """The whole blob in one PUT of known length: bytes when small, else streamed."""
+        desc = source.descriptor
+        url = httpx.URL(location).copy_merge_params({"digest": str(desc.digest)})
+        content: bytes | Callable[[], Iterable[bytes]]
+        if desc.size <= SMALL_BLOB:
+            content = b"".join(self._pieces(source))  # verified as it arrives
+        else:
+
+            def content() -> Iterable[bytes]:
+                return self._pieces(source)  # afresh for each send (a retry, a 401)
+
+        try:
+            self.client.request(
+                "PUT",
+                self.dst,
+                str(url),
+                scope_actions=PUSH,
+                headers={
+                    "Content-Type": "application/octet-stream",
+                    "Content-Length": str(desc.size),
+                },
+                content=content,
+            )
+        except RegistryProtocolError:
+            raise
+        except RegistryError as exc:
+            if exc.status in _TOO_LARGE:
+                raise _TooLarge(exc) from exc
+            raise _LostUpload(exc) from exc
 
     def _location(self, response: httpx.Response) -> str:
         location = response.headers.get("Location")
@@ -260,34 +341,60 @@ class _Copier:
             content=data,
         )
 
-    def _chunks(self, source: BlobSource) -> Generator[bytes, None, None]:
-        """The blob regrouped into chunk_size pieces (one piece in memory at a time)."""
+    def _chunked(self, session: list[str], source: BlobSource, min_length: int) -> None:
+        """PATCH every chunk, then the closing PUT; ``session[-1]`` follows the upload URL.
+
+        Chunks are at least the registry's minimum length (the last one excepted) and are
+        halved after each 416, down to that minimum (or MIN_CHUNK): GHCR answers 416
+        "request body is too large" to chunks over its 4 MiB. One chunk is in memory.
+        """
+        size = max(self.chunk_size or DEFAULT_CHUNK, min_length)
+        floor = max(min_length, MIN_CHUNK)
+        offset = 0
         buffer = bytearray()
         pieces = self._pieces(source)
+        exhausted = False
         try:
-            for piece in pieces:
-                buffer += piece
-                while len(buffer) >= self.chunk_size:
-                    yield bytes(buffer[: self.chunk_size])
-                    del buffer[: self.chunk_size]
-        finally:
-            pieces.close()
-        if buffer:
-            yield bytes(buffer)
-
-    def _chunked(self, session: list[str], source: BlobSource) -> None:
-        """PATCH every chunk, then the closing PUT; ``session[-1]`` follows the upload URL."""
-        offset = 0
-        chunks = self._chunks(source)
-        try:
-            for chunk in chunks:
-                session.append(self._patch(session[-1], offset, chunk))
+            while True:
+                while not exhausted and len(buffer) < size:
+                    piece = next(pieces, None)
+                    if piece is None:
+                        exhausted = True
+                    else:
+                        buffer += piece
+                if not buffer:
+                    break
+                chunk = bytes(buffer[:size])
+                try:
+                    session.append(self._patch(session[-1], offset, chunk))
+                except _TooLarge as exc:
+                    if size <= floor:
+                        raise self._no_chunk_fits(floor, exc.cause) from exc
+                    size = max(floor, size // 2)
+                    self.say(
+                        f"{self.dst.registry} refused a chunk of {len(chunk)} bytes "
+                        f"({exc.cause.message}); sending {size}-byte chunks"
+                    )
+                    continue
                 offset += len(chunk)
+                del buffer[: len(chunk)]
         finally:
             # A failed chunk leaves SRC's download open; close it now, not at some later
             # garbage collection (the traceback keeps the generator alive).
-            chunks.close()
+            pieces.close()
         self._put(session[-1], source.descriptor.digest, b"")
+
+    def _no_chunk_fits(self, floor: int, cause: RegistryError) -> RegistryError:
+        return RegistryError(
+            f"{self.dst.registry} refused upload chunks down to {floor} bytes "
+            f"(HTTP {cause.status}): {cause.message}",
+            registry=self.dst.registry,
+            repository=self.dst.repository,
+            status=cause.status,
+            url=cause.url,
+            hint="no chunk size this registry takes is left to try; check the request body "
+            "limits of the registry and of any proxy in front of it",
+        )
 
     def _patch(self, location: str, offset: int, chunk: bytes) -> str:
         """PATCH one chunk; after a failure, resume it where the registry says it stopped."""
@@ -309,6 +416,8 @@ class _Copier:
                 )
                 return self._location(response)
             except RegistryError as exc:
+                if exc.status in _TOO_LARGE:
+                    raise _TooLarge(exc) from exc
                 if attempt == 2 or isinstance(exc, RegistryProtocolError):
                     raise _LostUpload(exc) from exc
                 self.count("chunk_resumes")
@@ -394,7 +503,7 @@ def copy_image(
     src: Reference,
     dst: Reference,
     *,
-    chunk_size: int = 16 * MiB,
+    chunk_size: int | None = None,
     workers: int = 4,
     log: Callable[[str], None] | None = None,
 ) -> CopyResult:
@@ -425,7 +534,7 @@ def push_manifest(
     *,
     tag: str | None = None,
     result: CopyResult | None = None,
-    chunk_size: int = 16 * MiB,
+    chunk_size: int | None = None,
     workers: int = 4,
     log: Callable[[str], None] | None = None,
 ) -> CopyResult:

@@ -154,10 +154,17 @@ class _Body(httpx.SyncByteStream):
 class StdlibTransport(httpx.BaseTransport):
     """An httpx transport that speaks HTTP/1.1 through ``http.client``."""
 
-    def __init__(self, ssl_context: ssl.SSLContext | Callable[[], ssl.SSLContext]) -> None:
+    def __init__(
+        self,
+        ssl_context: ssl.SSLContext | Callable[[], ssl.SSLContext],
+        *,
+        per_host: Callable[[str], ssl.SSLContext] | None = None,
+    ) -> None:
         """``ssl_context`` may be a factory, called on the first https connection: loading
         the system's CA bundle takes about 50 ms, which plain-HTTP (loopback) registries
-        need not pay."""
+        need not pay. ``per_host``, when given, gives the context for ``host[:port]``
+        instead (its own CAs and client certificate: imagekit.registry.tls)."""
+        self._per_host = per_host
         self._ssl_source = ssl_context
         self._ssl_context = ssl_context if isinstance(ssl_context, ssl.SSLContext) else None
         self._idle: dict[Origin, list[http.client.HTTPConnection]] = {}
@@ -208,8 +215,14 @@ class StdlibTransport(httpx.BaseTransport):
         scheme, host, port = origin
         conn: http.client.HTTPConnection
         if scheme == "https":
+            named = f"[{host}]" if ":" in host else host
+            context = (
+                self._per_host(named if port == 443 else f"{named}:{port}")
+                if self._per_host is not None
+                else self._tls()
+            )
             conn = http.client.HTTPSConnection(
-                host, port, timeout=timeouts["connect"], context=self._tls()
+                host, port, timeout=timeouts["connect"], context=context
             )
         else:
             conn = http.client.HTTPConnection(host, port, timeout=timeouts["connect"])

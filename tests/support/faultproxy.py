@@ -25,6 +25,24 @@ only as many times as the rule says, so a test can prove both that the fault fir
   the request from the registry on its own standing (``offsite_authorization``, as a
   pre-signed URL would), and the log says which Authorization header arrived there.
 
+The quirks of the public registries (tests/integration/registry/test_quirks.py), each the
+way that registry behaves, in front of the real one:
+
+- ``status`` with ``body`` and ``headers``: Docker Hub's 429 TOOMANYREQUESTS with its
+  ``RateLimit-*`` headers; Nexus's and Artifactory's HEAD 404 for a manifest a GET serves;
+  Harbor's and Nexus's 401/403 to a cross-repository mount (``path=r"mount="``).
+- ``chunk_limit``: GHCR's 416 "request body is too large" to a PATCH of more than ``limit``
+  bytes; the registry never sees it.
+- ``header``: add ``headers`` to the answer (``OCI-Chunk-Min-Length`` on a POST that opens
+  an upload).
+- ``csrf``: Harbor's session cookie: every answer sets one, and a write (POST, PUT, PATCH,
+  DELETE) that sends a Cookie back is refused 403 "CSRF token invalid".
+- ``redirect`` with ``target``: answer 307 to the same path on another origin (lscr.io
+  sends its whole API to ghcr.io, a registry with its own login).
+
+``method="*"`` matches every method. ``proxy.max_in_flight`` is the most requests whose
+``METHOD path`` matches ``proxy.count_in_flight`` (a regex) that were in flight at once.
+
 ``after`` and ``offset`` move to the middle of a body shorter than them, so a fault that
 fired (counted in ``Fault.fired``) always changed something.
 
@@ -48,9 +66,20 @@ WRONG_DIGEST = "sha256:" + "0" * 64
 OFFSITE_HOST = "localhost"  # the name a ``redirect`` sends the client to; ours is 127.0.0.1
 
 
+GHCR_TOO_LARGE = (
+    b'{"errors":[{"code":"SIZE_INVALID","message":"request body is too large, max size is '
+    b'4.00MiB"}]}'
+)
+HARBOR_CSRF = b'{"errors":[{"code":"FORBIDDEN","message":"CSRF token invalid"}]}'
+_WRITES = {"POST", "PUT", "PATCH", "DELETE"}
+_ANSWERED = {"status", "redirect", "chunk_limit", "csrf"}  # answered here, never forwarded
+
+
 @dataclass
 class Fault:
-    kind: str  # drop | status | drip | truncate | flip | wrong_digest | reset | redirect | no_mount
+    # drop | status | drip | truncate | flip | wrong_digest | reset | redirect | no_mount |
+    # chunk_limit | header | csrf
+    kind: str
     path: str = r"/blobs/sha256:"  # regex searched in the request path
     method: str = "GET"
     times: int = 1  # how many matching requests get the fault; -1: all of them
@@ -62,6 +91,10 @@ class Fault:
     offset: int = 100
     only_full: bool = False  # only requests without a Range header
     digest: str = WRONG_DIGEST  # wrong_digest: the digest the header names instead
+    body: bytes = b""  # status: the answer's body
+    headers: dict[str, str] = field(default_factory=dict)  # status, header: added headers
+    limit: int = 4 * 1024 * 1024  # chunk_limit: the largest PATCH body taken
+    target: str | None = None  # redirect: host:port of the other origin
     fired: int = 0
 
     def matches(self, method: str, path: str, headers: Any) -> bool:
@@ -69,7 +102,11 @@ class Fault:
             return False
         if self.only_full and headers.get("Range"):
             return False
-        return method == self.method and re.search(self.path, path) is not None
+        if self.kind == "chunk_limit" and int(headers.get("Content-Length") or 0) <= self.limit:
+            return False
+        if self.kind == "csrf" and not (method in _WRITES and headers.get("Cookie")):
+            return False
+        return self.method in ("*", method) and re.search(self.path, path) is not None
 
 
 @dataclass(frozen=True)
@@ -83,6 +120,8 @@ class Exchange:
     range: str | None  # the Range header that arrived
     authorization: str | None  # the Authorization header that arrived
     offsite: bool = False  # it arrived at the "object store" a ``redirect`` points to
+    length: int = 0  # the request body's Content-Length
+    cookie: str | None = None  # the Cookie header that arrived
 
 
 @dataclass
@@ -92,6 +131,9 @@ class FaultProxy:
     #: What the "object store" uses to read from the registry (its own standing, not ours).
     offsite_authorization: str | None = None
     log: list[Exchange] = field(default_factory=list)
+    count_in_flight: str = r"^GET .*/blobs/sha256:"
+    max_in_flight: int = 0
+    _in_flight: int = 0
     _server: ThreadingHTTPServer | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -119,6 +161,17 @@ class FaultProxy:
                     return fault
         return None
 
+    def _sets_cookie(self) -> bool:
+        """Harbor's session: every answer sets a cookie while a ``csrf`` rule is on."""
+        with self._lock:
+            return any(f.kind == "csrf" for f in self.faults)
+
+    def _flight(self, request: str, delta: int) -> None:
+        if re.search(self.count_in_flight, request):
+            with self._lock:
+                self._in_flight += delta
+                self.max_in_flight = max(self.max_in_flight, self._in_flight)
+
     def start(self) -> FaultProxy:
         proxy = self
 
@@ -138,14 +191,27 @@ class FaultProxy:
                         self.headers.get("Range"),
                         self.headers.get("Authorization"),
                         offsite,
+                        int(self.headers.get("Content-Length") or 0),
+                        self.headers.get("Cookie"),
                     )
                 )
 
             def _handle(self) -> None:
+                request = f"{self.command} {self.path}"
+                proxy._flight(request, 1)
+                try:
+                    self._handle_counted()
+                finally:
+                    proxy._flight(request, -1)
+
+            def _handle_counted(self) -> None:
                 offsite = self.headers.get("Host", "").startswith(f"{OFFSITE_HOST}:")
                 # The object store has no faults (a redirect there would send it back again).
                 fault = None if offsite else proxy._pick(self.command, self.path, self.headers)
-                if fault is not None and fault.kind in ("status", "redirect"):
+                if fault is not None and fault.kind in _ANSWERED:
+                    length = int(self.headers.get("Content-Length") or 0)
+                    if length:
+                        self.rfile.read(length)
                     self._answer(fault)
                     return
                 length = int(self.headers.get("Content-Length") or 0)
@@ -182,19 +248,32 @@ class FaultProxy:
                     upstream.close()
 
             def _answer(self, fault: Fault) -> None:
-                """Answer on the registry's behalf without asking it: ``status``, ``redirect``."""
-                status = 307 if fault.kind == "redirect" else fault.status
+                """Answer on the registry's behalf without asking it: ``status``, ``redirect``,
+                ``chunk_limit``, ``csrf``."""
+                status, body = {
+                    "redirect": (307, b""),
+                    "chunk_limit": (416, GHCR_TOO_LARGE),
+                    "csrf": (403, HARBOR_CSRF),
+                }.get(fault.kind, (fault.status, fault.body))
                 self._record(status, fault, False)
                 self.send_response(status)
-                if fault.kind == "redirect":
+                if fault.kind == "redirect" and fault.target is not None:
+                    self.send_header("Location", f"http://{fault.target}{self.path}")
+                elif fault.kind == "redirect":
                     location = f"http://{OFFSITE_HOST}:{proxy.port}{self.path}"
                     self.send_header("Location", f"{location}?X-Signature=presigned")
                 if fault.retry_after is not None:
                     self.send_header("Retry-After", fault.retry_after)
-                self.send_header("Content-Length", "0")
+                for key, value in fault.headers.items():
+                    self.send_header(key, value)
+                if body:
+                    self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
                 self.send_header("Connection", "close")
                 self.end_headers()
                 self.close_connection = True
+                if body and self.command != "HEAD":
+                    self.wfile.write(body)
 
             def _reply(
                 self, response: http.client.HTTPResponse, data: bytes, fault: Fault | None
@@ -216,6 +295,11 @@ class FaultProxy:
                         assert fault is not None  # noqa: S101 - kind comes from it
                         value = fault.digest
                     self.send_header(key, value)
+                if fault is not None and kind == "header":
+                    for key, value in fault.headers.items():
+                        self.send_header(key, value)
+                if proxy._sets_cookie():
+                    self.send_header("Set-Cookie", "sid=harbor-session; Path=/; HttpOnly")
                 if self.command == "HEAD":
                     self.send_header("Content-Length", response.getheader("Content-Length") or "0")
                 else:
@@ -236,9 +320,10 @@ class FaultProxy:
                     return
                 if fault is not None and kind == "drip":
                     for start in range(0, len(data), fault.piece):
+                        if start:
+                            time.sleep(fault.delay)
                         self.wfile.write(data[start : start + fault.piece])
                         self.wfile.flush()
-                        time.sleep(fault.delay)
                     return
                 self.wfile.write(data)
 

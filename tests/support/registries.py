@@ -14,6 +14,7 @@ import json
 import secrets
 import shutil
 import socket
+import ssl
 import subprocess
 import threading
 import time
@@ -27,6 +28,7 @@ from typing import Any
 from urllib.parse import parse_qs, urlparse
 
 from tests.support.daemons import start_logged, stop_process
+from tests.support.tls import ServerCertificate
 
 REGISTRY_BINARY = shutil.which("docker-registry") or "/usr/bin/docker-registry"
 SERVICE = "imagekit-test-registry"
@@ -50,10 +52,11 @@ class RunningRegistry:
     process: subprocess.Popen[bytes] | None = field(default=None, repr=False)
     token_server: TokenServer | None = field(default=None, repr=False)
     log_path: Path | None = None
+    tls: ServerCertificate | None = None
 
     @property
     def url(self) -> str:
-        return f"http://{self.host}"
+        return f"{'https' if self.tls else 'http'}://{self.host}"
 
     def docker_auth_entry(self) -> dict[str, Any]:
         """The ~/.docker/config.json `auths` entry for this registry's credentials."""
@@ -96,6 +99,8 @@ class TokenServer:
         self.cert_path = workdir / "token-root.pem"
         self.cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
         self.issued: list[dict[str, Any]] = []  # claims of every token issued (no secrets)
+        # (username, accepted) of every Basic login the issuer was sent (no secrets)
+        self.logins: list[tuple[str, bool]] = []
         server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self.server = server
         self.port = int(server.server_address[1])
@@ -140,7 +145,9 @@ class TokenServer:
                         user, _, pw = base64.b64decode(header[6:]).decode().partition(":")
                     except ValueError:
                         user, pw = "", ""
-                    if (user, pw) != (issuer.username, issuer.password):
+                    accepted = (user, pw) == (issuer.username, issuer.password)
+                    issuer.logins.append((user, accepted))
+                    if not accepted:
                         self._reply(401, {"errors": [{"code": "UNAUTHORIZED"}]})
                         return
                     subject = user
@@ -170,7 +177,14 @@ class TokenServer:
         self.server.server_close()
 
 
-def _config(storage: Path, port: int, auth: dict[str, Any] | None, allow_urls: bool = False) -> str:
+def _config(
+    storage: Path,
+    port: int,
+    auth: dict[str, Any] | None,
+    allow_urls: bool = False,
+    tls: ServerCertificate | None = None,
+    client_ca: Path | None = None,
+) -> str:
     config: dict[str, Any] = {
         "version": 0.1,
         "log": {"level": "warn", "accesslog": {"disabled": True}},
@@ -183,6 +197,10 @@ def _config(storage: Path, port: int, auth: dict[str, Any] | None, allow_urls: b
     }
     if auth:
         config["auth"] = auth
+    if tls is not None:
+        config["http"]["tls"] = {"certificate": str(tls.chain_path), "key": str(tls.key_path)}
+        if client_ca is not None:  # then every client must show a certificate it signed
+            config["http"]["tls"]["clientcas"] = [str(client_ca)]
     if allow_urls:
         # Manifests naming foreign layers by URL are refused unless an allow list is set
         # (distribution's validation.manifests.urls).
@@ -197,12 +215,20 @@ def _wait_ready(registry: RunningRegistry, timeout: float = 20.0) -> None:
         if registry.process.poll() is not None:
             log = registry.log_path.read_text() if registry.log_path else ""
             raise RuntimeError(f"docker-registry exited early: {log[-2000:]}")
+        context = registry.tls.client_context() if registry.tls else None
         try:
-            with urllib.request.urlopen(f"{registry.url}/v2/", timeout=2):  # noqa: S310
+            with urllib.request.urlopen(  # noqa: S310 - our own registry on loopback
+                f"{registry.url}/v2/", timeout=2, context=context
+            ):
                 return
         except urllib.error.HTTPError as exc:
             if exc.code == 401:
                 return
+        except urllib.error.URLError as exc:
+            if isinstance(exc.reason, ssl.SSLError):
+                return  # it answers TLS, and wants a client certificate we did not show
+        except ssl.SSLError:
+            return  # the same, said after the handshake (TLS 1.3)
         except OSError:
             pass
         time.sleep(0.1)
@@ -217,10 +243,14 @@ def start_registry(
     password: str | None = None,
     port: int | None = None,
     allow_urls: bool = False,
+    tls: ServerCertificate | None = None,
+    client_ca: Path | None = None,
 ) -> RunningRegistry:
     """Start a real registry on a free 127.0.0.1 port; the caller stops it.
 
-    ``allow_urls`` lets it accept manifests whose foreign layers carry URLs."""
+    ``allow_urls`` lets it accept manifests whose foreign layers carry URLs; ``tls`` makes
+    it serve HTTPS with that certificate (tests/support/tls.py) instead of plain HTTP, and
+    ``client_ca`` makes it require client certificates that CA signed."""
     if auth not in ("none", "basic", "token"):
         raise ValueError(f"unknown registry auth {auth!r}")
     workdir.mkdir(parents=True, exist_ok=True)
@@ -249,7 +279,7 @@ def start_registry(
     for _ in range(3):
         chosen = port or free_port()
         config_path = workdir / "config.yml"
-        config_path.write_text(_config(workdir, chosen, auth_config, allow_urls))
+        config_path.write_text(_config(workdir, chosen, auth_config, allow_urls, tls, client_ca))
         log_path = workdir / "registry.log"
         process = start_logged([REGISTRY_BINARY, "serve", str(config_path)], log_path)
         registry = RunningRegistry(
@@ -262,6 +292,7 @@ def start_registry(
             process=process,
             token_server=token_server,
             log_path=log_path,
+            tls=tls,
         )
         try:
             _wait_ready(registry)

@@ -42,14 +42,57 @@ def _name(common_name: str) -> x509.Name:
     return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
 
 
-def make_server_certificate(
-    directory: Path, hosts: tuple[str, ...] = ("127.0.0.1", "localhost")
-) -> ServerCertificate:
-    """Write a new CA and a server certificate for ``hosts`` (IPs or DNS names) under
-    ``directory``."""
+@dataclass(frozen=True)
+class ClientCertificate:
+    """PEM files: the CA a server must trust for client certificates, and one it signed."""
+
+    ca_path: Path
+    cert_path: Path
+    key_path: Path
+
+
+def make_client_certificate(directory: Path, name: str = "imagekit-client") -> ClientCertificate:
+    """Write a new client CA and a client certificate (clientAuth) it signed under
+    ``directory``, for a registry that asks for one (distribution's http.tls.clientcas)."""
     now = datetime.now(UTC)
+    ca_key, ca, ca_ski = _make_ca("imagekit test client CA", now)
+    key = ec.generate_private_key(ec.SECP256R1())
+    leaf = (
+        x509.CertificateBuilder()
+        .subject_name(_name(name))
+        .issuer_name(ca.subject)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - timedelta(minutes=5))
+        .not_valid_after(now + timedelta(days=2))
+        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.CLIENT_AUTH]), critical=False)
+        .add_extension(
+            x509.AuthorityKeyIdentifier.from_issuer_subject_key_identifier(ca_ski),
+            critical=False,
+        )
+        .sign(ca_key, hashes.SHA256())
+    )
+    directory.mkdir(parents=True, exist_ok=True)
+    pem = serialization.Encoding.PEM
+    made = ClientCertificate(
+        ca_path=directory / "client-ca.pem",
+        cert_path=directory / "client.cert",
+        key_path=directory / "client.key",
+    )
+    made.ca_path.write_bytes(ca.public_bytes(pem))
+    made.cert_path.write_bytes(leaf.public_bytes(pem))
+    made.key_path.write_bytes(
+        key.private_bytes(pem, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+    )
+    return made
+
+
+def _make_ca(
+    common_name: str, now: datetime
+) -> tuple[ec.EllipticCurvePrivateKey, x509.Certificate, x509.SubjectKeyIdentifier]:
     ca_key = ec.generate_private_key(ec.SECP256R1())
-    ca_name = _name("imagekit test CA")
+    ca_name = _name(common_name)
     ca_ski = x509.SubjectKeyIdentifier.from_public_key(ca_key.public_key())
     ca = (
         x509.CertificateBuilder()
@@ -77,6 +120,17 @@ def make_server_certificate(
         .add_extension(ca_ski, critical=False)
         .sign(ca_key, hashes.SHA256())
     )
+    return ca_key, ca, ca_ski
+
+
+def make_server_certificate(
+    directory: Path, hosts: tuple[str, ...] = ("127.0.0.1", "localhost")
+) -> ServerCertificate:
+    """Write a new CA and a server certificate for ``hosts`` (IPs or DNS names) under
+    ``directory``."""
+    now = datetime.now(UTC)
+    ca_key, ca, ca_ski = _make_ca("imagekit test CA", now)
+    ca_name = ca.subject
     key = ec.generate_private_key(ec.SECP256R1())
     names: list[x509.GeneralName] = []
     for host in hosts:

@@ -236,6 +236,71 @@ _KEPT_BY_COMMAND = [
 ]
 
 
+_REGISTRY_OPTIONS = {"insecure", "ca_file", "registry_mirror"}
+
+
+@pytest.mark.parametrize(
+    ("module", "sub"),
+    [
+        ("build_cmd", None),
+        ("pull_cmd", None),
+        ("audit_cmd", None),
+        ("mirror_cmd", None),
+        ("inspect_cmd", None),
+        ("nightly_cmd", None),
+        ("plans_cmd", "bump"),
+        ("pipeline_cmd", None),
+        ("doctor_cmd", None),
+    ],
+)
+def test_every_command_that_reaches_a_registry_takes_the_same_tls_options(
+    module: str, sub: str | None
+) -> None:
+    """One TLS story (issue 24): --insecure and --ca-file, spelt alike everywhere."""
+    import importlib
+
+    command = importlib.import_module(f"imagekit.cli.{module}").command
+    if sub is not None:
+        assert isinstance(command, click.Group)
+        command = command.commands[sub]
+    options = {param.name: param for param in command.params}
+    assert _REGISTRY_OPTIONS <= set(options)
+    insecure = options["insecure"]
+    assert isinstance(insecure, click.Option) and insecure.multiple
+    assert insecure.opts == ["--insecure"] and options["ca_file"].opts == ["--ca-file"]
+
+
+def test_the_tls_options_hold_for_every_client_the_command_makes(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """What --insecure and --ca-file set reaches a RegistryClient made deep in a stage."""
+    from imagekit.cli import inspect_cmd
+    from imagekit.registry import RegistryClient
+
+    monkeypatch.delenv("IMAGEKIT_INSECURE_REGISTRIES", raising=False)
+    ca = tmp_path / "ca.pem"
+    ca.write_text("")
+    seen: dict[str, object] = {}
+
+    def fake_inspect(reference: str, platform: str | None = None) -> None:
+        with RegistryClient() as client:
+            tls = client._transport.tls  # noqa: SLF001 - what the stage's client got
+            seen.update(insecure=tls.insecure, ca_file=tls.ca_file)
+        raise SystemExit(0)
+
+    monkeypatch.setattr(inspect_cmd, "inspect_image", fake_inspect)
+    monkeypatch.setenv("IMAGEKIT_INSECURE_REGISTRIES", "env.example:5000, other.example")
+    CliRunner().invoke(
+        main, ["inspect", "--insecure", "reg.example:5000", "--ca-file", str(ca), "r.example/x:1"]
+    )
+    assert seen == {
+        "insecure": frozenset({"reg.example:5000", "env.example:5000", "other.example"}),
+        "ca_file": ca,
+    }
+    with RegistryClient() as after:  # the settings end with the command
+        assert after._transport.tls.ca_file is None  # noqa: SLF001
+
+
 @pytest.mark.parametrize(("module", "sub", "target", "kept"), _KEPT_BY_COMMAND)
 def test_every_option_a_command_hands_on_is_taken_by_its_stage(
     module: str, sub: str | None, target: str, kept: set[str]
@@ -250,6 +315,7 @@ def test_every_option_a_command_hands_on_is_taken_by_its_stage(
     where, _, attribute = target.partition(":")
     taken = set(inspect.signature(getattr(importlib.import_module(where), attribute)).parameters)
     options = {param.name for param in command.params if param.name is not None}
+    options -= _REGISTRY_OPTIONS  # held by cli._common.registry_options for the process
     assert options - taken == kept
     assert not kept & taken, "an option kept by the command shadows a stage parameter"
 

@@ -91,8 +91,10 @@ _SPOOL = 32 * MiB
 class AssembleOptions:
     """What a caller may choose about one registry build; the plan decides the rest.
 
-    ``chunk_size`` and ``workers`` bound memory while blobs are streamed between registries
-    (one chunk, and its copy, per worker); ``cache_dir`` moves the layer-index cache.
+    ``workers`` bounds memory while blobs are streamed between registries (one piece per
+    worker); ``chunk_size`` None sends each blob in one PUT of known length, which every
+    registry takes (GHCR refuses PATCH chunks over 4 MiB), a number sends PATCH chunks of
+    at most that size (imagekit.registry.upload); ``cache_dir`` moves the layer-index cache.
     """
 
     push: str | None = None
@@ -100,7 +102,7 @@ class AssembleOptions:
     base_override: str | None = None
     index: bool = False
     assertions: bool = True
-    chunk_size: int = 8 * MiB
+    chunk_size: int | None = None
     workers: int = 2
     cache_dir: Path | None = None
 

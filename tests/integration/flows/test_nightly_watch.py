@@ -256,6 +256,26 @@ def test_a_503_then_recovery_is_retried(
     ]  # fmt: skip
 
 
+def test_a_watch_through_a_registry_like_nexus_hub_and_harbor_still_says_current(
+    ws: Workspace, bases: Bases, proxied: tuple[FaultProxy, str]
+) -> None:
+    """Issue 24's done case for `nightly --watch-only`: a HEAD answered 404 (a Nexus or
+    Artifactory proxy that has not cached the manifest yet) is confirmed by a GET, through
+    a 429 and a session cookie, and the tag that did not move is current, not gone."""
+    proxy, name = proxied
+    bases.upstream.tag(TAG, bases.v1)
+    proxy.set_faults(
+        Fault("status", path="/manifests/", method="HEAD", status=404, times=-1),
+        Fault("status", path="/manifests/", method="GET", status=429, retry_after="0", times=1),
+        Fault("csrf", method="*", path=r"/", times=-1),
+    )
+    night = run_nightly(ws, [name], NightOptions(watch_only=True))
+    plan = night.plans[0]
+    assert plan.status == BASE_CURRENT and night.exit_code == 0, plan.to_json()
+    assert [(e.method, e.status) for e in proxy.log] == [("HEAD", 404), ("GET", 429), ("GET", 200)]
+    assert all(e.cookie is None for e in proxy.log)
+
+
 def test_a_registry_that_stays_down_is_exit_3_never_a_pass(
     ws: Workspace, proxied: tuple[FaultProxy, str]
 ) -> None:

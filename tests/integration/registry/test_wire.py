@@ -28,7 +28,7 @@ from typing import Any, Literal
 import httpx
 import pytest
 
-from imagekit.errors import CouldNotFinish, RegistryError
+from imagekit.errors import CouldNotFinish, RegistryError, RegistryTLSError
 from imagekit.registry.transport import Transport
 from imagekit.registry.wire import READ_BYTES, StdlibTransport
 from tests.support.registries import RunningRegistry, free_port
@@ -593,12 +593,16 @@ def test_transport_maps_untrusted_tls_to_registry_error(
     finally:
         transport.close()
     error = caught.value
-    assert type(error) is RegistryError  # final: not retried, not a RetriesExhausted
-    assert error.message == "TLS certificate of 127.0.0.1 could not be verified"
+    assert type(error) is RegistryTLSError  # final: not retried, not a RetriesExhausted
+    assert error.message == (
+        f"{host}: the TLS certificate of {host} could not be verified "
+        "(self-signed certificate in certificate chain)"
+    )
     assert error.exit_code == CouldNotFinish.exit_code == 3
     assert error.registry == host
     assert error.url == f"https://{host}/v2/"
     assert error.hint is not None and "trust store" in error.hint
+    assert "--ca-file" in error.hint and f"--insecure {host}" in error.hint
     assert isinstance(error.__cause__, httpx.ConnectError)
     assert server.requests == []
 

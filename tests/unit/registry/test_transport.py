@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import json
+import ssl
 from datetime import UTC, datetime, timedelta
 from email.utils import format_datetime
 from pathlib import Path
@@ -11,7 +12,13 @@ from pathlib import Path
 import httpx
 import pytest
 
-from imagekit.errors import RegistryError, RegistryNotFound, RegistryProtocolError, RetriesExhausted
+from imagekit.errors import (
+    RateLimited,
+    RegistryError,
+    RegistryNotFound,
+    RegistryProtocolError,
+    RetriesExhausted,
+)
 from imagekit.refs import parse_reference
 from imagekit.registry import RegistryClient, RetryPolicy
 from imagekit.registry.transport import is_loopback, parse_retry_after
@@ -38,22 +45,35 @@ def test_loopback_detection(host: str, loop: bool) -> None:
     assert is_loopback(host) is loop
 
 
-def test_https_unless_loopback_or_insecure() -> None:
+def test_https_unless_loopback_and_insecure_falls_back_to_plain_http_as_docker_does(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """--insecure HOST: TLS without verification first; plain HTTP only for a host that
+    does not speak TLS (its answer to the handshake is no TLS), and from then on."""
+    monkeypatch.delenv("IMAGEKIT_INSECURE_REGISTRIES", raising=False)
     seen: list[str] = []
 
     def handler(request: httpx.Request) -> httpx.Response:
         seen.append(str(request.url))
+        if request.url.host == "plain" and request.url.scheme == "https":
+            raise httpx.ConnectError("no TLS here") from ssl.SSLError(1, "WRONG_VERSION_NUMBER")
         return httpx.Response(
             200, json={}, headers={"Docker-Distribution-API-Version": "registry/2.0"}
         )
 
-    with RegistryClient(insecure=("myreg:5000",), transport=httpx.MockTransport(handler)) as client:
+    insecure = ("myreg:5000", "plain:5000")
+    with RegistryClient(insecure=insecure, transport=httpx.MockTransport(handler)) as client:
         client.ping("127.0.0.1:5000")
         client.ping("myreg:5000")
+        client.ping("plain:5000")
+        client.ping("plain:5000")
         client.ping("other.example:5000")
     assert seen == [
         "http://127.0.0.1:5000/v2/",
-        "http://myreg:5000/v2/",
+        "https://myreg:5000/v2/",
+        "https://plain:5000/v2/",
+        "http://plain:5000/v2/",
+        "http://plain:5000/v2/",
         "https://other.example:5000/v2/",
     ]
 
@@ -90,7 +110,9 @@ def test_retry_after_is_honoured(status: int) -> None:
     assert sleeps == [3.0]
 
 
-def test_retry_after_is_capped() -> None:
+def test_a_retry_after_beyond_the_cap_ends_at_once_saying_how_long_to_wait() -> None:
+    """Waiting the capped pause and asking again only spends the attempts (and the quota):
+    the registry said when it serves us again, so the user is told that, at once."""
     calls = 0
 
     def handler(request: httpx.Request) -> httpx.Response:
@@ -104,11 +126,13 @@ def test_retry_after_is_capped() -> None:
         RegistryClient(
             transport=StreamingMock(handler), retry_policy=policy, insecure=(HOST,)
         ) as client,
-        pytest.raises(RetriesExhausted),
+        pytest.raises(RateLimited) as caught,
     ):
         client.ping(HOST)
-    assert sleeps == [5]
-    assert calls == 2
+    assert sleeps == []
+    assert calls == 1
+    assert caught.value.exit_code == 3
+    assert "wait 86400 s" in (caught.value.hint or "")
 
 
 @pytest.mark.parametrize("status", [408, 500, 502, 504])

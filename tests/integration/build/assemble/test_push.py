@@ -15,16 +15,22 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+import yaml
+from click.testing import CliRunner
 
 from imagekit.build.assemble import AssembleOptions, AssembleResult, assemble_plan
+from imagekit.cli.nightly_cmd import command as nightly_command
+from imagekit.cli.plans_cmd import command as plans_command
 from imagekit.errors import RetriesExhausted
 from imagekit.refs import parse_reference
 from imagekit.registry import RegistryClient, RetryPolicy
+from imagekit.registry.upload import copy_image
 from imagekit.workspace import Workspace
 from tests.integration.build.assemble.conftest import PlanWriter
 from tests.support.faultproxy import Fault, FaultProxy
 from tests.support.images import Blob, M, Pushed, Writer
 from tests.support.registries import RunningRegistry
+from tests.support.tls import make_server_certificate
 
 pytestmark = pytest.mark.integration
 
@@ -164,3 +170,79 @@ def test_a_push_that_cannot_finish_leaves_no_tag_and_a_rerun_completes_it(
         image = client.resolve(parse_reference(f"{target.host}/imagekit-test/fail:v1"))
     assert str(image.manifest_digest) == result.manifest_digest
     direct.close()
+
+
+def test_a_registry_build_through_a_registry_like_ghcr_harbor_and_nexus_at_once(
+    pushing: Pushing, registry: RunningRegistry
+) -> None:
+    """Issue 24's done case for the registry builder, with its default uploads: mounts
+    refused (Nexus, Harbor), PATCH bodies over 4 MiB refused with 416 (GHCR: the builder
+    used to PATCH 8 MiB chunks), and a session cookie no write may carry (Harbor)."""
+    repo = "imagekit-test/quirks-base"
+    noise = random.Random(repo).randbytes(9 * MiB)  # noqa: S311 - test data
+    base = pushing.writer.image(
+        repo,
+        "1",
+        [
+            Blob.gzip([M("opt", "dir"), M("opt/big.bin", data=noise)]),
+            Blob.gzip([M("etc", "dir"), M("etc/app.conf", data=b"a = 1\n")]),
+        ],
+    )
+    with FaultProxy(registry.host) as proxy:
+        proxy.set_faults(
+            Fault("status", method="POST", path=r"mount=", status=401, times=-1),
+            Fault("chunk_limit", method="PATCH", path=r"/blobs/uploads/", limit=4 * MiB, times=-1),
+            Fault("csrf", method="*", path=r"/", times=-1),
+        )
+        pushing.plan("quirks", base.reference.replace(registry.host, proxy.host))
+        options = AssembleOptions(
+            push=f"{proxy.host}/imagekit-test/quirks", cache_dir=pushing.cache_dir
+        )
+        result = assemble_plan(pushing.workspace, "quirks", options)
+        assert proxy.fired("status") == 2  # both base layers' mounts were refused
+        assert all(e.cookie is None for e in proxy.log)
+    assert result.push.blobs_mounted == 0 and result.push.blobs_uploaded == 4
+    assert result.push.bytes_uploaded > 9 * MiB
+    with RegistryClient() as client:
+        image = client.resolve(parse_reference(f"{registry.host}/{result.tag.partition('/')[2]}"))
+    assert str(image.manifest_digest) == result.manifest_digest
+
+
+def test_a_registry_build_bump_and_watch_reach_a_registry_with_its_own_ca_through_certs_d(
+    pushing: Pushing,
+    registry: RunningRegistry,
+    make_registry: Callable[..., RunningRegistry],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The base and the push both on a registry serving TLS with a CA the test made, trusted
+    through Docker's certs.d only (IMAGEKIT_CERTS_D), as on a machine where `docker push`
+    to it works: the registry builder, then `plans bump` and `nightly --watch-only`."""
+    cert = make_server_certificate(tmp_path / "tls")
+    secure = make_registry(tls=cert)
+    folder = tmp_path / "certs.d" / secure.host
+    folder.mkdir(parents=True)
+    (folder / "ca.crt").write_bytes(cert.ca_path.read_bytes())
+    monkeypatch.setenv("IMAGEKIT_CERTS_D", str(tmp_path / "certs.d"))
+    base = pushing.base("tls")
+    tagged = parse_reference(f"{secure.host}/imagekit-test/tls-base:1")
+    with RegistryClient() as client:
+        copied = copy_image(client, parse_reference(base.reference), tagged)
+    pushing.plan("tls", f"{secure.host}/imagekit-test/tls-base@{copied.digest}")
+    options = AssembleOptions(push=f"{secure.host}/imagekit-test/tls", cache_dir=pushing.cache_dir)
+    result = assemble_plan(pushing.workspace, "tls", options)
+    assert result.push.blobs_mounted == 2  # the base's layers, within the TLS registry
+    with RegistryClient() as client:
+        image = client.resolve(parse_reference(result.pushed))
+    assert str(image.manifest_digest) == result.manifest_digest
+    # `plans bump` and `nightly --watch-only` ask the same registry the same way.
+    path = pushing.workspace.plans_dir / "tls.yaml"
+    plan = yaml.safe_load(path.read_text())
+    plan["base"]["found_as"] = "1"
+    path.write_text(yaml.safe_dump(plan, sort_keys=False))
+    bump = CliRunner().invoke(plans_command, ["bump", "tls", "--dry-run", "--json"])
+    assert bump.exit_code == 0, bump.output
+    assert json.loads(bump.stdout)["status"] == "current"
+    night = CliRunner().invoke(nightly_command, ["--plans", "tls", "--watch-only", "--json"])
+    assert night.exit_code == 0, night.output
+    assert json.loads(night.stdout)["plans"][0]["status"] == "base-current"

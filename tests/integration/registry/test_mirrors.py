@@ -1,0 +1,127 @@
+"""Docker Hub mirrors: the engine's registry-mirrors (daemon.json), containerd's hosts.toml and
+--registry-mirror, each a real registry on loopback holding a docker.io image, read first;
+a failing mirror is said and the next one asked, and registry-1.docker.io is the last.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from imagekit.errors import RegistryError
+from imagekit.refs import parse_reference
+from imagekit.registry import RegistryClient, RetryPolicy
+from tests.support.oci_layout import Layer, LayoutWriter, make_tar, push_layout
+from tests.support.registries import RunningRegistry
+
+pytestmark = pytest.mark.integration
+HUB_REF = "docker.io/library/imagekit-mirror-test:1"
+_ENVS = (
+    "IMAGEKIT_REGISTRY_MIRRORS",
+    "IMAGEKIT_DOCKER_DAEMON_JSON",
+    "IMAGEKIT_CONTAINERD_CERTS_D",
+)
+
+
+@pytest.fixture(scope="module")
+def hub_mirror(
+    make_registry: Callable[..., RunningRegistry], tmp_path_factory: pytest.TempPathFactory
+) -> RunningRegistry:
+    """A registry holding what Docker Hub would serve as library/imagekit-mirror-test:1."""
+    mirror = make_registry()
+    tmp = tmp_path_factory.mktemp("hub-mirror")
+    writer = LayoutWriter(tmp)
+    writer.index([writer.image([Layer.gzip(make_tar(800))])])
+    push_layout(tmp, f"{mirror.host}/library/imagekit-mirror-test:1")
+    return mirror
+
+
+@pytest.fixture
+def no_mirrors(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
+    """No mirror configured anywhere (the machine's own files are not read)."""
+    for name in _ENVS:
+        monkeypatch.delenv(name, raising=False)
+    env = {
+        "IMAGEKIT_DOCKER_DAEMON_JSON": str(tmp_path / "none.json"),
+        "IMAGEKIT_CONTAINERD_CERTS_D": str(tmp_path / "none"),
+    }
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    return env
+
+
+def test_the_engines_registry_mirrors_serve_docker_io_and_the_output_says_so(
+    hub_mirror: RunningRegistry, no_mirrors: dict[str, str], tmp_path: Path
+) -> None:
+    daemon = tmp_path / "daemon.json"
+    daemon.write_text(json.dumps({"registry-mirrors": [f"http://{hub_mirror.host}"]}))
+    env = {
+        **{k: v for k, v in os.environ.items() if k not in _ENVS},
+        **no_mirrors,
+        "IMAGEKIT_DOCKER_DAEMON_JSON": str(daemon),
+    }
+    done = subprocess.run(
+        [sys.executable, "-m", "imagekit", "inspect", "--json", HUB_REF],
+        capture_output=True, text=True, timeout=120, check=False, env=env,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["reference"] == HUB_REF
+    assert f"docker.io: reading through the mirror {hub_mirror.host}" in done.stderr
+
+
+def test_containerds_hosts_toml_names_a_mirror(
+    hub_mirror: RunningRegistry,
+    no_mirrors: dict[str, str],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    hosts = tmp_path / "certs.d" / "docker.io" / "hosts.toml"
+    hosts.parent.mkdir(parents=True)
+    hosts.write_text(
+        'server = "https://registry-1.docker.io"\n\n'
+        f'[host."http://{hub_mirror.host}"]\n  capabilities = ["pull", "resolve"]\n'
+    )
+    monkeypatch.setenv("IMAGEKIT_CONTAINERD_CERTS_D", str(tmp_path / "certs.d"))
+    said: list[str] = []
+    with RegistryClient(log=said.append) as client:
+        image = client.resolve(parse_reference(HUB_REF))
+    assert len(image.layers) == 1
+    assert said == [f"docker.io: reading through the mirror {hub_mirror.host}"]
+
+
+def test_a_failing_mirror_is_said_and_the_next_one_asked(
+    hub_mirror: RunningRegistry, no_mirrors: dict[str, str]
+) -> None:
+    said: list[str] = []
+    policy = RetryPolicy(max_attempts=2, initial_wait=0.01)
+    mirrors = ("http://127.0.0.1:1", f"http://{hub_mirror.host}")
+    with RegistryClient(registry_mirrors=mirrors, retry_policy=policy, log=said.append) as c:
+        image = c.resolve(parse_reference(HUB_REF))
+    assert len(image.layers) == 1
+    assert said[0].startswith("docker.io: mirror 127.0.0.1:1 failed (")
+    assert f"docker.io: reading through the mirror {hub_mirror.host}" in said
+
+
+def test_an_image_no_mirror_has_falls_back_to_docker_hub_and_says_so(
+    hub_mirror: RunningRegistry, no_mirrors: dict[str, str]
+) -> None:
+    """Here Docker Hub is out of reach, so the fallback ends in an error naming it."""
+    said: list[str] = []
+    policy = RetryPolicy(max_attempts=1, initial_wait=0.01)
+    mirrors = (f"http://{hub_mirror.host}",)
+    with (
+        RegistryClient(registry_mirrors=mirrors, retry_policy=policy, log=said.append) as c,
+        pytest.raises(RegistryError) as caught,
+    ):
+        c.resolve(parse_reference("docker.io/library/imagekit-not-mirrored:1"))
+    assert said[0].startswith(f"docker.io: mirror {hub_mirror.host} failed (")
+    assert "not found (HTTP 404)" in said[0]
+    assert said[1].startswith("docker.io: no mirror served GET ")
+    assert said[1].endswith("falling back to registry-1.docker.io")
+    assert "registry-1.docker.io" in caught.value.message

@@ -1,0 +1,59 @@
+"""Where Docker Hub mirrors are found: flags, environment, daemon.json, hosts.toml."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from imagekit.registry.mirrors import hub_mirrors, use_mirrors
+
+
+@pytest.fixture
+def files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.delenv("IMAGEKIT_REGISTRY_MIRRORS", raising=False)
+    monkeypatch.setenv("IMAGEKIT_DOCKER_DAEMON_JSON", str(tmp_path / "daemon.json"))
+    monkeypatch.setenv("IMAGEKIT_CONTAINERD_CERTS_D", str(tmp_path / "certs.d"))
+    return tmp_path
+
+
+def test_no_mirror_anywhere_is_none(files: Path) -> None:
+    assert hub_mirrors() == ()
+
+
+def test_every_source_in_order_without_duplicates_or_hub_itself(
+    files: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (files / "daemon.json").write_text(
+        json.dumps({"registry-mirrors": ["https://engine.example/", "https://flag.example"]})
+    )
+    hosts = files / "certs.d" / "docker.io" / "hosts.toml"
+    hosts.parent.mkdir(parents=True)
+    hosts.write_text(
+        'server = "https://registry-1.docker.io"\n'
+        '[host."https://containerd.example"]\n  capabilities = ["pull", "resolve"]\n'
+        '[host."https://push-only.example"]\n  capabilities = ["push"]\n'
+        '[host."http://10.0.0.5:5000"]\n'
+    )
+    monkeypatch.setenv("IMAGEKIT_REGISTRY_MIRRORS", "env.example, https://registry-1.docker.io")
+    with use_mirrors(["http://cli.example:5000"]):
+        found = [str(url) for url in hub_mirrors(["https://flag.example"])]
+    assert found == [
+        "https://flag.example/",
+        "http://cli.example:5000/",
+        "https://env.example/",
+        "https://engine.example/",
+        "https://containerd.example/",
+        "http://10.0.0.5:5000/",
+    ]
+    # The command's own mirrors end with the command.
+    assert "http://cli.example:5000/" not in [str(url) for url in hub_mirrors()]
+
+
+def test_broken_files_are_no_mirrors(files: Path) -> None:
+    (files / "daemon.json").write_text("{not json")
+    hosts = files / "certs.d" / "docker.io" / "hosts.toml"
+    hosts.parent.mkdir(parents=True)
+    hosts.write_text("[host.\n")
+    assert hub_mirrors() == ()
