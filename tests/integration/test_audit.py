@@ -99,6 +99,10 @@ def test_healthy_image_is_cpu_pass(
     av = _check(result, "av-roundtrip")
     assert av.status == "PASS"
     assert "AV_ROUNDTRIP_PASS 8" in av.stdout
+    # The base has Debian's numpy: frames go in as loaders make them, and the check says so.
+    assert av.data["path"] == "numpy"
+    assert "VideoFrame.from_ndarray" in av.proves
+    assert "through numpy" in av.reason
     assert _check(result, "pip-check").stdout.strip() == "No broken requirements found."
     assert _check(result, "torch").status == "SKIPPED"  # absent and not required by generic
     # The container really was locked down as the probe saw it.
