@@ -124,6 +124,10 @@ def test_healthy_image_is_cpu_pass(
         ("vulnerability-scan", "skipped"),
     ]
     assert records[0].evidence is not None
+    # The record keeps the key versions read (the lock's prepared_versions), absent as None.
+    recorded = records[0].info.report.versions
+    assert recorded == _check(result, "versions").data["versions"]
+    assert recorded["av"] and recorded["numpy"] and recorded["torch"] is None
 
 
 def test_gpu_cli_is_deferred_with_raw_failure_kept(
