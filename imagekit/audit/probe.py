@@ -62,7 +62,7 @@ _PROVES = {
     "torch": "torch's version, its CUDA version and the GPU arches its binaries were compiled "
     "for (read from the build's arch flags, no GPU needed) cover the required arches.",
     "av-roundtrip": "PyAV encodes 8 frames of 64x64 MPEG-4 into an in-memory MP4 and decodes "
-    "8 frames of width 64 back.",
+    "8 frames of width 64 back.",  # the check says which frame path it took in its own text
     "model-sources": "The engine package ships the model source files the profile names.",
     "cli": "The command parses its arguments and its help lists the required flags.",
 }
@@ -266,7 +266,13 @@ def run_inner(name: str, kind: str, spec: dict[str, Any], timeout_s: float) -> d
         line for line in text.splitlines() if not line.startswith(RESULT_MARKER)
     ).encode("utf-8")
     return check_result(
-        name, kind, str(found["status"]), str(found["reason"]), proc, found.get("data")
+        name,
+        kind,
+        str(found["status"]),
+        str(found["reason"]),
+        proc,
+        found.get("data"),
+        found.get("proves"),  # a check that chose its path says which one it tested
     )
 
 
@@ -365,8 +371,35 @@ def check_pip(spec: dict[str, Any], timeout_s: float) -> dict[str, Any]:
     return check_result("pip-check", "pip-check", FAIL, reason, proc, data)
 
 
+HELP_ALL = "--help=all"
+# How a CLI refuses `--help=all`: argparse's help action takes no value ("ignored explicit
+# argument 'all'"), argparse without such an option, click, optparse. Only these count as a
+# refusal; any other failure of `--help=all` stays a failure.
+_HELP_ALL_REFUSED = re.compile(
+    r"ignored explicit argument '?all'?"
+    r"|unrecognized arguments?:.*--help=all"
+    r"|no such option:? '?--help"
+    r"|(unknown|unrecognized) option:? '?--help=all"
+    r"|option '?--help'? does not take a value"
+)
+
+
+def _plain_help(command: list[str]) -> list[str]:
+    """The command asking for `--help` where it asked for `--help=all` (inside a -c too)."""
+    return [part.replace(HELP_ALL, "--help") for part in command]
+
+
+def _flag_listed(flag: str, text: str) -> bool:
+    return re.search(r"(?<![\w-])" + re.escape(flag) + r"(?![\w-])", text) is not None
+
+
 def check_cli(probe: dict[str, Any], default_timeout: float) -> dict[str, Any]:
-    """A CLI probe, with its declared environmental failure and fallback if it has one."""
+    """A CLI probe, with its declared environmental failure and fallback if it has one.
+
+    A command that asks for `--help=all` (vLLM's whole help; plain `--help` prints only the
+    groups) falls back to `--help` only when the CLI refuses `--help=all` itself, and the
+    check then says in its scope that the help it read was the plain one.
+    """
     name = "cli:" + str(probe["name"])
     timeout_s = float(probe.get("timeout_s") or default_timeout)
     flags = [str(f) for f in probe.get("flags", [])]
@@ -374,6 +407,7 @@ def check_cli(probe: dict[str, Any], default_timeout: float) -> dict[str, Any]:
         " ".join(probe["command"]),
         ", ".join(flags) or "no particular flag",
     )
+    refusals: list[dict[str, Any]] = []
 
     def attempt(
         command: list[str], env: dict[str, str], want: list[str]
@@ -387,33 +421,68 @@ def check_cli(probe: dict[str, Any], default_timeout: float) -> dict[str, Any]:
         text = decode(proc["stdout"])[0] + "\n" + decode(proc["stderr"])[0]
         if proc["exit_code"] != 0:
             return proc, FAIL, "exited %s" % proc["exit_code"]
-        missing = [
-            f for f in want if not re.search(r"(?<![\w-])" + re.escape(f) + r"(?![\w-])", text)
-        ]
+        missing = [f for f in want if not _flag_listed(f, text)]
         if missing:
             return proc, FAIL, "help does not list " + ", ".join(missing)
         return proc, None, "help lists " + (", ".join(want) or "(no flags required)")
 
-    proc, failure, reason = attempt(list(probe["command"]), dict(probe.get("env") or {}), flags)
+    def attempt_help(
+        command: list[str], env: dict[str, str], want: list[str]
+    ) -> tuple[dict[str, Any], str | None, str]:
+        """attempt(), retried with `--help` when (and only when) `--help=all` is refused."""
+        proc, failure, reason = attempt(command, env, want)
+        if failure != FAIL or proc["exit_code"] in (0, None):
+            return proc, failure, reason
+        if not any(HELP_ALL in part for part in command):
+            return proc, failure, reason
+        text = decode(proc["stdout"])[0] + "\n" + decode(proc["stderr"])[0]
+        if not _HELP_ALL_REFUSED.search(text):
+            return proc, failure, reason
+        refused = render_output(proc)
+        refused["reason"] = reason
+        refusals.append(refused)
+        proc, failure, reason = attempt(_plain_help(command), env, want)
+        return proc, failure, "`--help=all` refused, read `--help`: " + reason
+
+    def scoped(data: dict[str, Any]) -> tuple[dict[str, Any], str]:
+        data["help_read"] = (
+            "--help"
+            if refusals
+            else (HELP_ALL if any(HELP_ALL in part for part in probe["command"]) else "as given")
+        )
+        if not refusals:
+            return data, proves
+        data["help_all_refused"] = refusals
+        return data, proves + (
+            " The CLI refused `--help=all` (its output is kept), so the help read is plain "
+            "`--help`'s, which may list fewer flags than the whole help."
+        )
+
+    proc, failure, reason = attempt_help(
+        list(probe["command"]), dict(probe.get("env") or {}), flags
+    )
     if failure is None:
-        return check_result(name, "cli", PASS, reason, proc, {"flags": flags}, proves)
+        data, scope = scoped({"flags": flags})
+        return check_result(name, "cli", PASS, reason, proc, data, scope)
     envfail = probe.get("environmental_failure")
     text = decode(proc["stdout"])[0] + "\n" + decode(proc["stderr"])[0]
     if failure == FAIL and envfail and re.search(str(envfail["pattern"]), text):
         fallback = envfail["fallback"]
         fb_flags = [str(f) for f in fallback.get("flags") or flags]
-        fb_proc, fb_failure, fb_reason = attempt(
+        fb_proc, fb_failure, fb_reason = attempt_help(
             list(fallback["command"]), dict(fallback.get("env") or {}), fb_flags
         )
         raw = render_output(proc)
         raw["reason"] = reason
-        data = {
-            "flags": fb_flags,
-            "environmental_failure_pattern": envfail["pattern"],
-            "environmental_failure_note": envfail.get("note", ""),
-            "raw_failure": raw,
-            "fallback_reason": fb_reason,
-        }
+        data, scope = scoped(
+            {
+                "flags": fb_flags,
+                "environmental_failure_pattern": envfail["pattern"],
+                "environmental_failure_note": envfail.get("note", ""),
+                "raw_failure": raw,
+                "fallback_reason": fb_reason,
+            }
+        )
         if fb_failure is None:
             status, why = (
                 DEFERRED,
@@ -430,19 +499,19 @@ def check_cli(probe: dict[str, Any], default_timeout: float) -> dict[str, Any]:
                     % (envfail["pattern"], fb_reason)
                 ),
             )
-        return check_result(name, "cli", status, why, fb_proc, data, proves)
-    return check_result(name, "cli", failure, reason, proc, {"flags": flags}, proves)
+        return check_result(name, "cli", status, why, fb_proc, data, scope)
+    data, scope = scoped({"flags": flags})
+    return check_result(name, "cli", failure, reason, proc, data, scope)
 
 
 # --------------------------------------------------------------------------- inner checks
 
 
-def emit(status: str, reason: str, data: dict[str, Any]) -> None:
-    sys.stdout.write(
-        RESULT_MARKER
-        + json.dumps({"status": status, "reason": reason, "data": data}, ensure_ascii=True)
-        + "\n"
-    )
+def emit(status: str, reason: str, data: dict[str, Any], proves: str | None = None) -> None:
+    result: dict[str, Any] = {"status": status, "reason": reason, "data": data}
+    if proves is not None:
+        result["proves"] = proves
+    sys.stdout.write(RESULT_MARKER + json.dumps(result, ensure_ascii=True) + "\n")
     sys.stdout.flush()
 
 
@@ -805,7 +874,37 @@ def inner_torch(spec: dict[str, Any]) -> None:
         )
 
 
+_AV_FRAMES, _AV_SIZE, _AV_TOLERANCE = 8, 64, 24
+
+
+def _av_frames_numpy(av: Any, numpy: Any) -> list[Any]:
+    """The frames as video loaders hand them to PyAV: RGB numpy arrays, from_ndarray."""
+    frames = []
+    for i in range(_AV_FRAMES):
+        array = numpy.full((_AV_SIZE, _AV_SIZE, 3), (i * 30) % 256, dtype=numpy.uint8)
+        frames.append(av.VideoFrame.from_ndarray(array, format="rgb24"))
+    return frames
+
+
+def _av_frames_planes(av: Any) -> list[Any]:
+    """The frames written plane by plane as raw bytes (no numpy needed)."""
+    frames = []
+    for i in range(_AV_FRAMES):
+        frame = av.VideoFrame(_AV_SIZE, _AV_SIZE, "yuv420p")
+        for index, plane in enumerate(frame.planes):
+            plane.update(bytes([(i * 30 + index * 60) % 256]) * plane.buffer_size)
+        frames.append(frame)
+    return frames
+
+
 def inner_av(spec: dict[str, Any]) -> None:
+    """Encode 8 frames to an in-memory MP4 and decode them back.
+
+    Where numpy is installed the frames go in as loaders make them (numpy arrays through
+    VideoFrame.from_ndarray) and come back as arrays (to_ndarray), each frame's grey level
+    compared with the one written; without numpy they are raw plane bytes. The check's scope
+    (``proves``) names the path it took.
+    """
     import importlib.util
 
     if importlib.util.find_spec("av") is None:
@@ -815,18 +914,37 @@ def inner_av(spec: dict[str, Any]) -> None:
 
     import av  # type: ignore[import-not-found,unused-ignore]
 
+    numpy: Any = None
+    if importlib.util.find_spec("numpy") is not None:
+        import importlib
+
+        numpy = importlib.import_module("numpy")  # loaders' path; a broken numpy fails here
+    if numpy is not None:
+        path = "numpy"
+        proves = (
+            "PyAV encodes 8 frames of 64x64 made from numpy arrays (VideoFrame.from_ndarray, "
+            "rgb24, as video loaders hand them over) as MPEG-4 into an in-memory MP4, decodes "
+            "8 frames of width 64 back as numpy arrays (to_ndarray) with each frame's grey "
+            "level within %d of the one written." % _AV_TOLERANCE
+        )
+        frames_in = _av_frames_numpy(av, numpy)
+    else:
+        path = "raw-planes"
+        proves = (
+            "PyAV encodes 8 frames of 64x64 written as raw yuv420p plane bytes (numpy is not "
+            "installed, so the loaders' numpy path, VideoFrame.from_ndarray, was not tested) "
+            "as MPEG-4 into an in-memory MP4 and decodes 8 frames of width 64 back."
+        )
+        frames_in = _av_frames_planes(av)
     buf = io.BytesIO()
     out = av.open(buf, mode="w", format="mp4")
-    stream = out.add_stream("mpeg4", rate=8)
-    stream.width = 64
-    stream.height = 64
+    stream = out.add_stream("mpeg4", rate=_AV_FRAMES)
+    stream.width = _AV_SIZE
+    stream.height = _AV_SIZE
     stream.pix_fmt = "yuv420p"
-    for i in range(8):
-        frame = av.VideoFrame(64, 64, "yuv420p")
-        for index, plane in enumerate(frame.planes):
-            plane.update(bytes([(i * 30 + index * 60) % 256]) * plane.buffer_size)
+    for i, frame in enumerate(frames_in):
         frame.pts = i
-        frame.time_base = fractions.Fraction(1, 8)
+        frame.time_base = fractions.Fraction(1, _AV_FRAMES)
         for packet in stream.encode(frame):
             out.mux(packet)
     for packet in stream.encode():
@@ -838,22 +956,55 @@ def inner_av(spec: dict[str, Any]) -> None:
     frames = list(inp.decode(video=0))
     inp.close()
     widths = sorted({f.width for f in frames})
-    data = {
+    data: dict[str, Any] = {
         "av_version": str(av.__version__),
+        "path": path,
+        "numpy_version": str(numpy.__version__) if numpy is not None else None,
         "mp4_bytes": size,
         "frames": len(frames),
         "widths": widths,
     }
-    if len(frames) == 8 and widths == [64]:
+    problems = []
+    if len(frames) != _AV_FRAMES or widths != [_AV_SIZE]:
+        problems.append(
+            "decoded %d frames of widths %s, expected %d of width %d"
+            % (len(frames), widths, _AV_FRAMES, _AV_SIZE)
+        )
+    if numpy is not None:
+        levels = []
+        shapes = set()
+        for frame in frames:
+            array = frame.to_ndarray(format="rgb24")
+            shapes.add(tuple(int(n) for n in array.shape))
+            levels.append(int(round(float(array.mean()))))
+        data["shapes"] = sorted(list(s) for s in shapes)
+        data["grey_levels"] = levels
+        wanted = [(i * 30) % 256 for i in range(_AV_FRAMES)]
+        off = [
+            "frame %d: %d for %d" % (i, levels[i], wanted[i])
+            for i in range(min(len(levels), len(wanted)))  # zip(strict=) is 3.10+
+            if abs(levels[i] - wanted[i]) > _AV_TOLERANCE
+        ]
+        if shapes != {(_AV_SIZE, _AV_SIZE, 3)}:
+            problems.append("to_ndarray gave shapes %s, expected (64, 64, 3)" % sorted(shapes))
+        if off and not problems:
+            problems.append("decoded grey levels differ from those written: " + ", ".join(off))
+    how = (
+        "through numpy %s (from_ndarray/to_ndarray)" % numpy.__version__
+        if numpy is not None
+        else "raw plane bytes, numpy not installed"
+    )
+    if not problems:
         print("AV_ROUNDTRIP_PASS %d" % len(frames))
-        emit(PASS, "AV_ROUNDTRIP_PASS 8 (PyAV %s, %d-byte MP4)" % (av.__version__, size), data)
+        emit(
+            PASS,
+            "AV_ROUNDTRIP_PASS 8 (PyAV %s, %d-byte MP4, %s)" % (av.__version__, size, how),
+            data,
+            proves,
+        )
     else:
         print("AV_ROUNDTRIP_FAIL %d" % len(frames))
-        emit(
-            FAIL,
-            "decoded %d frames of widths %s, expected 8 of width 64" % (len(frames), widths),
-            data,
-        )
+        emit(FAIL, "; ".join(problems) + " (" + how + ")", data, proves)
 
 
 def inner_model_sources(spec: dict[str, Any]) -> None:

@@ -27,6 +27,33 @@ CheckKind = Literal[
 ]  # fmt: skip
 _ARCH = re.compile(r"(sm|compute)_\d+[a-z]?")
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+_FLAG = re.compile(r"--?[A-Za-z0-9][A-Za-z0-9_.-]*")
+
+
+def _once(values: list[str], what: str) -> list[str]:
+    """The list as given, refused when it names one thing twice (a copy-paste slip that would
+    otherwise read as two requirements where there is one)."""
+    twice = [v for v in dict.fromkeys(values) if values.count(v) > 1]
+    if twice:
+        raise ValueError(f"names {what}{' ' if what else ''}{', '.join(twice)} twice")
+    return values
+
+
+def _flags(values: list[str]) -> list[str]:
+    bad = [f for f in values if not _FLAG.fullmatch(f)]
+    if bad:
+        raise ValueError(f"a flag is spelt as on the command line (--num-prompts), got {bad}")
+    return _once(values, "the flag")
+
+
+def _pattern(value: str) -> str:
+    if not value.strip():
+        raise ValueError("is empty: give the text (a regular expression) to match")
+    try:
+        re.compile(value)
+    except re.error as exc:
+        raise ValueError(f"pattern is not a regular expression: {exc}") from exc
+    return value
 
 
 class _Model(BaseModel):
@@ -40,6 +67,11 @@ class Fallback(_Model):
     env: dict[str, str] = Field(default_factory=dict)
     flags: list[str] | None = None
 
+    @field_validator("flags")
+    @classmethod
+    def _flags(cls, value: list[str] | None) -> list[str] | None:
+        return None if value is None else _flags(value)
+
 
 class EnvironmentalFailure(_Model):
     """A failure known to come from the environment (no GPU), not from the image."""
@@ -51,11 +83,7 @@ class EnvironmentalFailure(_Model):
     @field_validator("pattern")
     @classmethod
     def _compiles(cls, value: str) -> str:
-        try:
-            re.compile(value)
-        except re.error as exc:
-            raise ValueError(f"pattern is not a regular expression: {exc}") from exc
-        return value
+        return _pattern(value)
 
 
 class CliProbe(_Model):
@@ -73,6 +101,11 @@ class CliProbe(_Model):
             raise ValueError("a CLI probe name is letters, digits, '.', '_' and '-'")
         return value
 
+    @field_validator("flags")
+    @classmethod
+    def _flags(cls, value: list[str]) -> list[str]:
+        return _flags(value)
+
 
 class TorchRequirement(_Model):
     required: bool = False
@@ -85,12 +118,19 @@ class TorchRequirement(_Model):
         bad = [a for a in value if not _ARCH.fullmatch(a)]
         if bad:
             raise ValueError(f"arches look like sm_90 or compute_90, got {bad}")
-        return value
+        return _once(value, "the arch")
 
 
 class ModelSource(_Model):
-    package: str
+    package: str = Field(min_length=1)
     glob: str = Field(min_length=1)
+
+    @field_validator("glob")
+    @classmethod
+    def _glob(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("is empty: give the file name pattern (*minimax*m3*.py)")
+        return value
 
 
 class Profile(_Model):
@@ -106,6 +146,17 @@ class Profile(_Model):
     cli: list[CliProbe] = Field(default_factory=list)
     model_sources: list[ModelSource] = Field(default_factory=list)
     timeouts: dict[CheckKind, float] = Field(default_factory=dict)
+
+    @field_validator("distributions", "required_distributions", "modules")
+    @classmethod
+    def _listed_once(cls, value: list[str]) -> list[str]:
+        return _once(value, "")
+
+    @field_validator("cli")
+    @classmethod
+    def _probes_once(cls, value: list[CliProbe]) -> list[CliProbe]:
+        _once([p.name for p in value], "the CLI probe")
+        return value
 
     @field_validator("timeouts")
     @classmethod
@@ -142,11 +193,29 @@ def _parse(text: str, origin: str) -> Profile:
         return Profile.model_validate(data)
     except ValidationError as exc:
         first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"]) or "(top)"
         raise ProfileError(
-            f"{origin}: {where}: {first['msg']}",
-            hint="see the built-in profiles (`generic`, `sglang`, `vllm`) for the keys",
+            f"{origin}: {_where(first['loc'])}: {_message(first)}",
+            hint="see the built-in profiles (`generic`, `sglang`, `vllm`) and docs/profiles.md "
+            "for the keys",
         ) from exc
+
+
+def _where(loc: tuple[int | str, ...]) -> str:
+    """A field's place as the YAML reads: cli[1].flags[3]."""
+    text = ""
+    for part in loc:
+        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else str(part))
+    return text or "(top)"
+
+
+def _message(error: Any) -> str:
+    kind = error["type"]
+    if kind == "extra_forbidden":
+        return "unknown key (a misspelling would skip a check silently, so it is refused)"
+    if kind in ("string_too_short", "too_short") and not error.get("input"):
+        return "is empty"
+    msg = str(error["msg"])
+    return msg.removeprefix("Value error, ")
 
 
 def load_profile(name_or_file: str) -> Profile:

@@ -258,6 +258,16 @@ def _scan_scope(result: AuditResult) -> str:
     )
 
 
+def _key_versions(result: AuditResult) -> dict[str, dict[str, str | None]]:
+    """The key versions the probe read (``versions=`` for the record), nothing when it read
+    none: the lock's prepared_versions come from here, an absent distribution as None."""
+    check = result.report.check("versions")
+    found = check.data.get("versions") if check is not None else None
+    if not isinstance(found, dict):
+        return {}
+    return {"versions": {str(k): None if v is None else str(v) for k, v in found.items()}}
+
+
 def _record(workspace: Workspace, result: AuditResult, vulns_path: Path) -> tuple[int, ...]:
     """Append the audit and vulnerability-scan records, of one plan and image; their seqs."""
     images = {"image": result.image.requested} if result.image is not None else {}
@@ -291,6 +301,7 @@ def _record(workspace: Workspace, result: AuditResult, vulns_path: Path) -> tupl
             failing=list(result.verdict.failing),
             deferred=list(result.verdict.deferred),
             skipped=list(result.verdict.skipped),
+            **_key_versions(result),
         ),
     )
     audit_seq = append(

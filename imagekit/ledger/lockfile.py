@@ -4,9 +4,10 @@ The ledger is the history; the lock is the answer to "what is accepted now, and 
 proved about it?", in the shape of the public MiniMax-M3 image lock: per plan, the upstream
 base (source tag, index digest, platform, manifest and config digests, compressed layer bytes,
 layer digests), the base content verification verdict and its sentence, the prepared image's
-manifest and config digests, the CPU audit status, the destination status, the final pull
-(and the newest engine and containerd final pulls side by side), and the rejected attempts
-kept as investigations.
+manifest and config digests, the CPU audit status, the prepared image's key versions
+(``prepared_versions``, from that audit's record; null for a distribution it found absent),
+the destination status, the final pull (and the newest engine and containerd final pulls side
+by side), and the rejected attempts kept as investigations.
 
 Only records that concern the current prepared image count for it: an audit of an earlier
 build is not an audit of this one, so a plan whose newest build was never audited says
@@ -26,6 +27,7 @@ from typing import Any, ClassVar
 from imagekit.errors import LedgerBroken
 from imagekit.evidence import utc_stamp
 from imagekit.ledger.record import (
+    AuditDetails,
     AuditedImageDetails,
     BuildDetails,
     FinalPullDetails,
@@ -207,6 +209,22 @@ def _status_of(candidates: list[Entry], kind: str, ids: set[str]) -> Any:
     return found
 
 
+def _prepared_versions(candidates: list[Entry], ids: set[str]) -> Any:
+    """The key distributions' versions in the prepared image, as the lock's prepared_versions.
+
+    Read from the same record the lock's ``audit`` names (the newest audit of this image): a
+    version is the installed one, None a distribution the probe looked for and did not find.
+    An audit written before audits recorded versions, or none at all, is ``not-recorded``.
+    """
+    entry = _latest(e for e in candidates if e.record.kind == "audit" and _concerns(e.record, ids))
+    if entry is None or not ids:
+        return NOT_RECORDED
+    info: AuditDetails = entry.record.info
+    if info.report is None or info.report.versions is None:
+        return NOT_RECORDED
+    return dict(sorted(info.report.versions.items()))
+
+
 def _investigations(entries: list[Entry], current: int | None) -> list[dict[str, Any]]:
     """Rejected and failed attempts and superseded builds: kept in the lock, never hidden."""
     found = []
@@ -263,6 +281,7 @@ def _render_plan(entries: list[Entry], unplanned: list[Entry]) -> dict[str, Any]
         _latest(e for e in mirrors if ids and _concerns(e.record, ids))
     )
     section["audit"] = _status_of(candidates, "audit", ids)
+    section["prepared_versions"] = _prepared_versions(candidates, ids)
     section["vulnerability_scan"] = _status_of(candidates, "vulnerability-scan", ids)
     pull = _latest(
         e for e in candidates if e.record.kind == "final-pull" and _concerns(e.record, ids)

@@ -179,6 +179,11 @@ class AuditSummary(RecordDetails):
     failing: list[str] | None = None
     deferred: list[str] | None = None
     skipped: list[str] | None = None
+    versions: dict[str, str | None] | None = Field(
+        default=None,
+        description="the profile's key distributions as the versions check read them, None "
+        "for one that is not installed (the image lock's prepared_versions)",
+    )
 
 
 class TagResolution(RecordDetails):

@@ -99,6 +99,10 @@ def test_healthy_image_is_cpu_pass(
     av = _check(result, "av-roundtrip")
     assert av.status == "PASS"
     assert "AV_ROUNDTRIP_PASS 8" in av.stdout
+    # The base has Debian's numpy: frames go in as loaders make them, and the check says so.
+    assert av.data["path"] == "numpy"
+    assert "VideoFrame.from_ndarray" in av.proves
+    assert "through numpy" in av.reason
     assert _check(result, "pip-check").stdout.strip() == "No broken requirements found."
     assert _check(result, "torch").status == "SKIPPED"  # absent and not required by generic
     # The container really was locked down as the probe saw it.
@@ -120,6 +124,10 @@ def test_healthy_image_is_cpu_pass(
         ("vulnerability-scan", "skipped"),
     ]
     assert records[0].evidence is not None
+    # The record keeps the key versions read (the lock's prepared_versions), absent as None.
+    recorded = records[0].info.report.versions
+    assert recorded == _check(result, "versions").data["versions"]
+    assert recorded["av"] and recorded["numpy"] and recorded["torch"] is None
 
 
 def test_gpu_cli_is_deferred_with_raw_failure_kept(

@@ -5,8 +5,10 @@ registry; the plans m3-cu13, m3-vllm and h3-spark then run over them with ``--ba
 the same stages `make seeds` chains. Every assertion here is a sentence of a report: the two
 pip check lines, nixl's entry point, pygobject without pycairo, no PyAV, the CPU-only torch
 failing sm_90, the rejected first attempt that removed nixl, the deferred GPU CLI with its
-raw failure kept, AV_ROUNDTRIP_PASS 8 with PyAV 16.1.0, the arm64 index and the cut-short
-digest. Images the tests pull or build are removed at the end.
+raw failure kept (both vLLM commands read with --help=all, the benchmark client's flags
+required: a client lacking two is incomplete, naming them), AV_ROUNDTRIP_PASS 8 with PyAV
+16.1.0 through numpy, the image lock's versions, the arm64 index and the cut-short digest.
+Images the tests pull or build are removed at the end.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
+from imagekit.audit.profiles import load_profile
 from imagekit.audit.report import CheckResult
 from imagekit.audit.stage import AuditRequest, AuditResult, audit
 from imagekit.build.buildkit import build_plan
@@ -31,6 +34,7 @@ from imagekit.build.options import BuildOptions
 from imagekit.cli.plans_cmd import command as plans_command
 from imagekit.errors import BuildRejected
 from imagekit.ledger import read_records
+from imagekit.ledger.lockfile import write_lock
 from imagekit.refs import parse_platform, parse_reference
 from imagekit.registry import RegistryClient
 from imagekit.runtime.engine import Engine
@@ -175,12 +179,45 @@ def test_the_rejected_first_attempt_removing_nixl_passes_pip_check_and_fails_fin
 
 # --------------------------------------------------------------------------- m3-vllm
 
+LOCK_VERSIONS = (
+    "vllm", "torch", "transformers", "flashinfer-python", "av", "decord", "nixl", "nixl-cu12",
+    "nixl-cu13", "cuda-python", "cuda-bindings", "cuda-pathfinder", "numpy", "pillow",
+    "setuptools",
+)  # fmt: skip
+BENCH_FLAGS = (
+    "--random-input-len", "--random-output-len", "--num-prompts", "--num-warmups",
+    "--save-detailed", "--request-id-prefix", "--ignore-eos", "--metric-percentiles",
+    "--metadata",
+)  # fmt: skip
+
+
+def _older_bench_client(engine: Engine, image: str, tmp_path: Path, made: list[str]) -> str:
+    """``image`` with the stand-in reinstalled by pip from a variant wheel whose benchmark
+    client lacks --num-warmups and --request-id-prefix (offline, --network host)."""
+    context = tmp_path / "older-bench"
+    replicas.vllm_standin_variant(context, ("--num-warmups", "--request-id-prefix"))
+    (context / "Dockerfile").write_text(
+        f"FROM {image}\n"
+        "COPY vllm-*.whl /tmp/\n"
+        "RUN python3 -m pip install --no-index --no-deps --force-reinstall --no-cache-dir "
+        "--break-system-packages --disable-pip-version-check --root-user-action=ignore "
+        "/tmp/vllm-*.whl && rm /tmp/vllm-*.whl\n"
+    )
+    tag = f"imagekit-test/m3-vllm-older-bench:{os.getpid()}"
+    made.append(tag)
+    subprocess.run(
+        [engine.client_path, "build", "--network", "host", "-t", tag, str(context)],
+        check=True, capture_output=True, timeout=300,
+    )  # fmt: skip
+    return tag
+
 
 def test_m3_vllm_on_its_replica_ends_deferred_with_the_raw_failure_and_pyav_16_1_0(
     engine: Engine,
     seed_replica: Callable[[str], replicas.PublishedReplica],
     workspace: Workspace,
     make_registry: Callable[..., RunningRegistry],
+    tmp_path: Path,
 ) -> None:
     base = seed_replica("vllm")
     profile = str(PROFILES / "vllm-replica.yaml")
@@ -191,7 +228,18 @@ def test_m3_vllm_on_its_replica_ends_deferred_with_the_raw_failure_and_pyav_16_1
     raw = (found.evidence_dir / "probe-stdout.raw").read_text()
     assert "requires pycairo, which is not installed." in raw
     assert "not installed" in _check(found, "av-roundtrip").reason  # no PyAV
-    assert _check(found, "versions").data["versions"]["av"] is None
+    versions = _check(found, "versions").data["versions"]
+    assert set(LOCK_VERSIONS) <= set(versions)  # every one named, absent ones as None
+    assert versions["av"] is None and versions["decord"] is None and versions["torch"] is None
+    assert versions["vllm"] == "0.0.0+imagekit.standin" and versions["numpy"] == "2.4.6"
+    for name in ("cli:serve-help", "cli:bench-serve-help"):
+        cli = _check(found, name)
+        assert cli.status == "DEFERRED", cli.reason
+        assert cli.data["help_read"] == "--help=all"
+        assert (
+            cli.data["flags"]
+            == [p.flags for p in load_profile(profile).cli if f"cli:{p.name}" == name][0]
+        )
 
     with removing(engine, force=True) as made:
         result = pipeline_into_fresh_registries(
@@ -203,7 +251,15 @@ def test_m3_vllm_on_its_replica_ends_deferred_with_the_raw_failure_and_pyav_16_1
         report = json.loads((workspace.root / str(stages["audit"].evidence)).read_text())
         checks = {c["name"]: c for c in report["checks"]}
         assert checks["pip-check"]["reason"] == "No broken requirements found."
-        assert "AV_ROUNDTRIP_PASS 8 (PyAV 16.1.0," in checks["av-roundtrip"]["reason"]
+        av = checks["av-roundtrip"]
+        assert "AV_ROUNDTRIP_PASS 8 (PyAV 16.1.0," in av["reason"]
+        # Through numpy, as video loaders hand frames over, and the check says so.
+        assert "through numpy 2.4.6" in av["reason"]
+        assert "VideoFrame.from_ndarray" in av["proves"]
+        assert av["data"]["path"] == "numpy" and av["data"]["frames"] == 8
+        bench = checks["cli:bench-serve-help"]
+        assert bench["status"] == "DEFERRED"
+        assert all(flag in bench["reason"] for flag in BENCH_FLAGS), bench["reason"]
         serve = checks["cli:serve-help"]
         assert serve["status"] == "DEFERRED"
         assert "Failed to infer device type" in serve["data"]["raw_failure"]["stderr"]
@@ -221,6 +277,24 @@ def test_m3_vllm_on_its_replica_ends_deferred_with_the_raw_failure_and_pyav_16_1
         assert stages["final-pull"].detail.startswith("verified")
         kinds = [r.kind for r in read_records(workspace.ledger_path)]
         assert kinds[-4:] == ["vulnerability-scan", "push", "mirror-verify", "final-pull"]
+        # `ledger lock` gives the prepared image's versions from the audit record alone.
+        lock = write_lock(workspace, None).document["images"]["m3-vllm"]
+        prepared = lock["prepared_versions"]
+        assert prepared == dict(sorted(checks["versions"]["data"]["versions"].items()))
+        assert prepared["av"] == "16.1.0" and prepared["numpy"] == "2.4.6"
+        assert prepared["decord"] is None and set(LOCK_VERSIONS) <= set(prepared)
+
+        # The same image with an older benchmark client, lacking two of the flags the
+        # field's benchmark passes: no longer deferred, incomplete, the two flags named.
+        variant = _older_bench_client(engine, stages["build"].data["tag"], tmp_path, made)
+        older = audit(workspace, AuditRequest(ref=variant, profile=profile, offline=True))
+        assert older.verdict.status == "CPU_CHECK_INCOMPLETE"
+        assert older.verdict.failing == ("cli:bench-serve-help",), older.verdict.sentence
+        reason = _check(older, "cli:bench-serve-help").reason
+        assert reason.endswith("help does not list --num-warmups, --request-id-prefix"), reason
+        assert "--num-warmups, --request-id-prefix" in older.verdict.sentence
+        assert _check(older, "cli:serve-help").status == "DEFERRED"
+        assert _check(older, "record").status == "PASS"  # a proper install, not a patch
 
 
 # --------------------------------------------------------------------------- h3-spark

@@ -138,9 +138,11 @@ REPLICAS: dict[str, Replica] = {
                 "imagekit seed replica of docker.io/vllm/vllm-openai:minimax-m3 as the "
                 "MiniMax-M3 report found it: Debian's python3-gi, python3-software-properties "
                 "and software-properties-common installed (pygobject without pycairo), no "
-                "PyAV. The `vllm` serving CLI in it is a STAND-IN written by imagekit (the "
-                "real vllm wheel drags several GB of CUDA torch): it fails with 'Failed to "
-                "infer device type' without a GPU and parses its arguments with CpuPlatform."
+                "PyAV, numpy 2.4.6. The `vllm` serving CLI in it is a STAND-IN written by "
+                "imagekit (the real vllm wheel drags several GB of CUDA torch): it fails with "
+                "'Failed to infer device type' without a GPU, parses its arguments with "
+                "CpuPlatform, prints grouped help for --help and every flag for --help=all, "
+                "and requires numpy as the real wheel does."
             ),
             packages=(
                 "python3",
@@ -149,6 +151,7 @@ REPLICAS: dict[str, Replica] = {
                 "python3-software-properties",
                 "software-properties-common",
             ),
+            resolve=("numpy==2.4.6",),  # the real vllm wheel requires numpy
             standins=("vllm-standin",),
         ),
         Replica(
@@ -256,11 +259,7 @@ def wheelhouse(replica: Replica) -> Path:
             # Built from a copy: an in-tree build would leave build/ and egg-info behind.
             source = partial / "src" / project
             shutil.copytree(PACKAGES_DIR / project, source)
-            subprocess.run(
-                [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps",
-                 "--disable-pip-version-check", "--wheel-dir", str(exact_dir), str(source)],
-                check=True, capture_output=True,
-            )  # fmt: skip
+            _build_wheel(source, exact_dir)
             shutil.rmtree(partial / "src")
         # An exact pin replaces whatever version the resolver chose for that distribution
         # (pillow 12.2.0 over the 11.x moviepy's requirement resolves to).
@@ -278,6 +277,44 @@ def wheelhouse(replica: Replica) -> Path:
     finally:
         shutil.rmtree(partial, ignore_errors=True)
     return target
+
+
+def _build_wheel(source: Path, dest: Path) -> Path:
+    """A stand-in project's wheel, built from a copy (an in-tree build leaves build/ and
+    egg-info behind); the one wheel written to ``dest``."""
+    before = set(dest.glob("*.whl"))
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps",
+         "--disable-pip-version-check", "--wheel-dir", str(dest), str(source)],
+        check=True, capture_output=True,
+    )  # fmt: skip
+    (made,) = set(dest.glob("*.whl")) - before
+    return made
+
+
+STANDIN_VARIANT_VERSION = "0.0.0+imagekit.standin.olderbench"
+
+
+def vllm_standin_variant(dest: Path, without: Sequence[str]) -> Path:
+    """A wheel of the vllm stand-in whose `vllm bench serve` lacks the flags ``without``, as an
+    older benchmark client would; its own version, so it installs over the replica's with a
+    RECORD of its own (the audit sees a consistent install lacking the flags, nothing else)."""
+    with tempfile.TemporaryDirectory(prefix="vllm-standin-variant-") as tmp:
+        source = Path(tmp) / "vllm-standin"
+        shutil.copytree(PACKAGES_DIR / "vllm-standin", source)
+        (source / "vllm" / "_standin_variant.py").write_text(
+            f'"""STAND-IN variant: an older benchmark client (not vLLM)."""\n\n'
+            f"WITHOUT_BENCH_FLAGS = {tuple(without)!r}\n"
+        )
+        project = source / "pyproject.toml"
+        text = project.read_text()
+        project.write_text(
+            text.replace(
+                'version = "0.0.0+imagekit.standin"', f'version = "{STANDIN_VARIANT_VERSION}"'
+            )
+        )
+        dest.mkdir(parents=True, exist_ok=True)
+        return _build_wheel(source, dest)
 
 
 def _install_script(replica: Replica) -> str:

@@ -225,13 +225,20 @@ def test_probe_runs_on_old_interpreters(python: str | None) -> None:
     """Images ship old interpreters: the probe must keep to what Python 3.8 has."""
     if python is None:
         pytest.skip("no Python 3.8 or 3.9 on this machine to run the probe with")
+    # The help fallback's code path too: a CLI refusing --help=all, read with --help.
+    old_cli = {
+        "name": "old",
+        "command": ["{python}", "-c", ARGPARSE_CLI, "--help=all"],
+        "flags": ["--num-prompts"],
+    }
     proc = subprocess.run(
-        [python, str(PROBE), "--spec-json", json.dumps(spec(modules=["json"]))],
+        [python, str(PROBE), "--spec-json", json.dumps(spec(modules=["json"], cli=[old_cli]))],
         capture_output=True,
         timeout=120,
         check=True,
     )
     checks = {c["name"]: c["status"] for c in json.loads(proc.stdout)["checks"]}
+    assert checks["cli:old"] == "PASS"
     assert checks["find-spec"] == "PASS"
     assert checks["versions"] == "PASS"
     assert checks["pip-check"] in ("PASS", "FAIL")  # whatever that interpreter's pip says
@@ -264,3 +271,149 @@ def test_record_hashes_written_in_hex_match_the_same_bytes(tmp_path: Path) -> No
     assert [e["path"] for e in record["data"]["differ"] if e["distribution"] == "hexpkg"] == [
         "hexpkg/__init__.py"
     ]
+
+
+# --------------------------------------------------------------------------- help and video
+
+ARGPARSE_CLI = (
+    "import argparse, sys; p = argparse.ArgumentParser(prog='old');"
+    " p.add_argument('--num-prompts'); p.parse_args(sys.argv[1:])"
+)
+
+
+def test_a_cli_that_refuses_help_all_is_read_with_help_and_says_so() -> None:
+    cli = {"name": "old", "command": ["{python}", "-c", ARGPARSE_CLI, "--help=all"]}
+    checks = run_probe(spec(cli=[{**cli, "flags": ["--num-prompts"]}]))
+    old = checks["cli:old"]
+    assert old["status"] == "PASS"
+    assert old["command"][-1] == "--help"
+    assert old["reason"] == "`--help=all` refused, read `--help`: help lists --num-prompts"
+    assert "refused `--help=all`" in old["proves"]
+    assert old["data"]["help_read"] == "--help"
+    (refused,) = old["data"]["help_all_refused"]
+    assert "ignored explicit argument 'all'" in refused["stderr"]
+    assert refused["exit_code"] == 2
+
+
+def test_a_cli_that_takes_help_all_is_not_read_with_help() -> None:
+    grouped = (
+        "import sys; print('--num-prompts' if sys.argv[1] == '--help=all' else 'Config Groups')"
+    )
+    cli = {"name": "new", "command": ["{python}", "-c", grouped, "--help=all"]}
+    new = run_probe(spec(cli=[{**cli, "flags": ["--num-prompts"]}]))["cli:new"]
+    assert new["status"] == "PASS"
+    assert new["data"]["help_read"] == "--help=all"
+    assert "help_all_refused" not in new["data"]
+    assert "refused" not in new["proves"]
+
+
+def test_any_other_failure_of_help_all_is_not_retried_with_help() -> None:
+    gpu = "import sys; sys.exit('Failed to infer device type') if '--help=all' in sys.argv else 0"
+    cli = {"name": "gpu", "command": ["{python}", "-c", gpu, "--help=all"], "flags": []}
+    gpu_check = run_probe(spec(cli=[cli]))["cli:gpu"]
+    assert gpu_check["status"] == "FAIL"
+    assert gpu_check["command"][-1] == "--help=all"
+    assert "help_all_refused" not in gpu_check["data"]
+
+
+STANDIN = Path(__file__).resolve().parents[2] / "support" / "replica_pkgs" / "vllm-standin"
+
+
+def _standin_env(tmp_path: Path, without: tuple[str, ...] = ()) -> dict[str, str]:
+    """PATH with a `vllm` command running the replica's stand-in CLI (a variant lacking the
+    benchmark flags ``without`` when given); no GPU device is visible, as in an audit."""
+    import os
+    import shutil
+
+    package = tmp_path / "standin"
+    shutil.copytree(STANDIN, package)
+    (package / "vllm" / "_standin_variant.py").write_text(f"WITHOUT_BENCH_FLAGS = {without!r}\n")
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    script = bin_dir / "vllm"
+    script.write_text(
+        f"#!{sys.executable}\nimport sys\nfrom vllm.entrypoints.cli.main import main\n"
+        "sys.exit(main())\n"
+    )
+    script.chmod(0o755)
+    return {
+        **os.environ,
+        "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}",
+        "PYTHONPATH": str(package),
+        "CUDA_VISIBLE_DEVICES": "",
+    }
+
+
+def _vllm_cli() -> list[dict[str, Any]]:
+    from imagekit.audit.profiles import load_profile
+
+    return [p.model_dump(mode="json") for p in load_profile("vllm").cli]
+
+
+def test_the_vllm_profile_on_the_stand_in_is_deferred_reading_help_all(tmp_path: Path) -> None:
+    checks = run_probe(spec(cli=_vllm_cli()), env=_standin_env(tmp_path))
+    for name in ("cli:serve-help", "cli:bench-serve-help"):
+        assert checks[name]["status"] == "DEFERRED", checks[name]["reason"]
+        assert checks[name]["data"]["help_read"] == "--help=all"
+        raw = checks[name]["data"]["raw_failure"]
+        assert "Failed to infer device type" in raw["stderr"]
+    bench = checks["cli:bench-serve-help"]
+    assert "--request-id-prefix" in bench["stdout"]
+    assert "fallback passed: help lists --base-url" in bench["reason"]
+
+
+def test_the_stand_in_s_plain_help_is_grouped_so_plain_help_misses_the_flags(
+    tmp_path: Path,
+) -> None:
+    """Why `--help=all`: the profile before issue 27 read `bench serve --help`."""
+    plain = [
+        {**probe, "command": [p.replace("--help=all", "--help") for p in probe["command"]]}
+        for probe in _vllm_cli()
+    ]
+    for each in plain:
+        fallback = each["environmental_failure"]["fallback"]
+        fallback["command"] = [p.replace("--help=all", "--help") for p in fallback["command"]]
+    checks = run_probe(spec(cli=plain), env=_standin_env(tmp_path))
+    bench = checks["cli:bench-serve-help"]
+    assert bench["status"] == "FAIL"
+    assert "Config Groups" in bench["stdout"]
+    assert "help does not list --base-url" in bench["reason"]
+
+
+def test_a_bench_client_lacking_two_flags_fails_naming_them(tmp_path: Path) -> None:
+    env = _standin_env(tmp_path, without=("--num-warmups", "--request-id-prefix"))
+    checks = run_probe(spec(cli=_vllm_cli()), env=env)
+    assert checks["cli:serve-help"]["status"] == "DEFERRED"
+    bench = checks["cli:bench-serve-help"]
+    assert bench["status"] == "FAIL"
+    assert bench["reason"].endswith("help does not list --num-warmups, --request-id-prefix")
+
+
+@pytest.mark.parametrize("numpy_present", [True, False])
+def test_the_av_roundtrip_goes_through_numpy_when_it_is_there(
+    numpy_present: bool, tmp_path: Path
+) -> None:
+    """Where this interpreter has PyAV (the replicas' images do; the integration tests audit
+    them): with numpy, frames are made as loaders make them; without, raw planes, said so."""
+    import os
+
+    pytest.importorskip("av")
+    if numpy_present:
+        pytest.importorskip("numpy")
+    env = dict(os.environ)
+    if not numpy_present:
+        hidden = tmp_path / "hide"
+        hidden.mkdir()
+        # importlib.util.find_spec answers None for a module whose sys.modules entry is None.
+        (hidden / "sitecustomize.py").write_text("import sys\nsys.modules['numpy'] = None\n")
+        env["PYTHONPATH"] = str(hidden)
+    checks = run_probe(spec(video=True), env=env)
+    av_check = checks["av-roundtrip"]
+    assert av_check["status"] == "PASS", av_check["reason"]
+    if numpy_present:
+        assert av_check["data"]["path"] == "numpy"
+        assert "VideoFrame.from_ndarray" in av_check["proves"]
+        assert "through numpy" in av_check["reason"]
+    else:
+        assert av_check["data"]["path"] == "raw-planes"
+        assert "numpy is not installed" in av_check["proves"]

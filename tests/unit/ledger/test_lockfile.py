@@ -226,3 +226,42 @@ def test_a_lock_is_refused_unless_the_ledger_verifies(
     assert refused.value.exit_code == 1
     assert "does not verify" in refused.value.message or "empty" in refused.value.message
     assert not out.exists() and list(out.parent.glob(".*.tmp")) == []
+
+
+FIELD_VERSIONS = {
+    "vllm": "0.11.0",
+    "torch": "2.9.0",
+    "transformers": "4.57.1",
+    "flashinfer-python": "0.4.1",
+    "av": "16.1.0",
+    "decord": None,
+    "nixl": None,
+    "nixl-cu12": None,
+    "nixl-cu13": None,
+    "cuda-python": None,
+    "cuda-bindings": "12.9.2",
+    "cuda-pathfinder": "1.3.0",
+    "numpy": "2.2.6",
+    "pillow": "11.3.0",
+    "setuptools": "80.9.0",
+}
+
+
+def test_lock_gives_prepared_versions_from_the_current_image_s_audit(ws: Workspace) -> None:
+    _history(ws)
+    assert render_lock(ws)["images"]["m3"]["prepared_versions"] == NOT_RECORDED  # no audit yet
+    audit = {"profile": "vllm", "report": {"checks": {"versions": "PASS"}}}
+    Rec("audit", "m3", {"image": PUSHED}, "CPU_PASS", "older audit", audit).append(ws)
+    # An audit recorded before audits kept versions says nothing about them.
+    assert render_lock(ws)["images"]["m3"]["prepared_versions"] == NOT_RECORDED
+    audit["report"] = {"checks": {"versions": "PASS"}, "versions": FIELD_VERSIONS}
+    Rec("audit", "m3", {"image": PUSHED}, "CPU_PASS", "CPU checks", audit).append(ws)
+    older = {"profile": "vllm", "report": {"versions": {**FIELD_VERSIONS, "vllm": "0.1.0"}}}
+    Rec("audit", "m3", {"image": OLD_ID}, "CPU_PASS", "earlier build", older).append(ws)
+    lock = render_lock(ws)
+    versions = lock["images"]["m3"]["prepared_versions"]
+    assert versions == FIELD_VERSIONS  # the current image's, not the earlier build's
+    assert list(versions) == sorted(FIELD_VERSIONS)
+    assert versions["decord"] is None  # looked for, absent: recorded as absent
+    assert lock["images"]["m3"]["audit"]["record_seq"] == len(HISTORY) + 2
+    assert '"decord": null' in encode_lock(lock).decode()
