@@ -39,7 +39,12 @@ from tests.support import replicas
 from tests.support.engine_refs import pipeline_into_fresh_registries, removing
 from tests.support.registries import RunningRegistry, free_port
 
-pytestmark = pytest.mark.integration
+# The first test that asks for a replica pays, on a fresh machine, the build of all three
+# (measured 10 min side by side on the shared 2-core machine at load 12: the CUDA torch's
+# 2.7 GB of wheels and 5.5 GB root filesystem, the arm64 one under qemu) and the engine's
+# first pull of the 3.1 GB CUDA base: more than the suite's 900 s per test (it timed out
+# there once). A warm run's slowest test takes about 150 s.
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(2400)]
 
 PROFILES = Path(__file__).resolve().parents[1] / "support" / "replica_profiles"
 REPO = Path(__file__).resolve().parents[2]
