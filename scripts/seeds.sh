@@ -54,7 +54,7 @@ start_all
 export IMAGEKIT_LEDGER=$state/ledger.jsonl
 export IMAGEKIT_EVIDENCE_DIR=$state/evidence
 run=$state/runs/$(date -u +%Y%m%dT%H%M%SZ)
-log "replica bases are built when missing (on a fresh machine about 5 minutes, most of it the arm64 replica under qemu and the CUDA torch)"
+log "replica bases are built when missing (on a fresh machine 7 to 10 minutes, most of it the CUDA torch's root filesystem and the arm64 replica under qemu)"
 set +e
 "$python" -m tests.support.seeds --bases "127.0.0.1:$bases_port" \
   --registry "127.0.0.1:$registry_port" --mirror "127.0.0.1:$mirror_port" \
