@@ -7,9 +7,9 @@
 #      R 127.0.0.1:5111 is the push target, M 127.0.0.1:5112 the mirror;
 #   2. `python -m tests.support.seeds`: replica bases pushed to B (built when missing, cached
 #      under ~/.cache/imagekit/replicas), each base audited, each plan's chain run with
-#      imagekit's own commands, `imagekit ledger verify`, the table;
-#   3. HEAVY=1 (make seeds HEAVY=1) uses the replica with the real CUDA torch 2.14.1 (about
-#      5.5 GB installed, from the wheels on disk) for m3-cu13 instead of the CPU build.
+#      imagekit's own commands, `imagekit ledger verify`, the table. m3-cu13's replica
+#      carries the real CUDA 13 torch 2.11.0 from the package index (about 2.7 GB of
+#      wheels, 5.5 GB installed), whose compiled arch list the audits read without a GPU.
 #
 # The ledger and the evidence go under .seeds/ (IMAGEKIT_LEDGER, IMAGEKIT_EVIDENCE_DIR), never
 # into the project's own. `scripts/seeds.sh --stop` (make clean-seeds) stops the registries;
@@ -53,14 +53,12 @@ start_all
 
 export IMAGEKIT_LEDGER=$state/ledger.jsonl
 export IMAGEKIT_EVIDENCE_DIR=$state/evidence
-run=$state/runs/$(date -u +%Y%m%dT%H%M%SZ)$([ "${HEAVY:-0}" = 1 ] && echo -heavy || true)
-heavy=()
-[ "${HEAVY:-0}" = 1 ] && heavy=(--heavy)
-log "replica bases are built when missing (on a fresh machine about 7 minutes; HEAVY=1 adds the CUDA torch)"
+run=$state/runs/$(date -u +%Y%m%dT%H%M%SZ)
+log "replica bases are built when missing (on a fresh machine 7 to 10 minutes, most of it the CUDA torch's root filesystem and the arm64 replica under qemu)"
 set +e
 "$python" -m tests.support.seeds --bases "127.0.0.1:$bases_port" \
   --registry "127.0.0.1:$registry_port" --mirror "127.0.0.1:$mirror_port" \
-  --out "$run" "${heavy[@]}"
+  --out "$run"
 status=$?
 set -e
 cat <<INFO

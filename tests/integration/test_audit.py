@@ -210,12 +210,55 @@ def test_each_planted_defect_is_reported_and_a_hung_check_times_out(
     modules = whole["find-spec"]["data"]["modules"]
     assert modules["fixture_front"]["found"] and not modules["fixture_back"]["found"]
     assert [e["path"] for e in whole["record"]["data"]["differ"]] == ["tamperpkg/core.py"]
-    # No torch at all; a real CPU-only torch failing sm_90 is tests/integration/test_seeds.py's.
+    # No torch at all; a CPU-only torch failing sm_90 is
+    # test_a_cpu_only_torch_is_refused_when_the_profile_requires_sm_90's.
     assert "torch is not installed but the profile requires it" in whole["torch"]["reason"]
     assert "not installed" in whole["av-roundtrip"]["reason"]
     # The hung check was killed at its own limit while the others finished on their own.
     assert 5 <= whole["cli:bench-help"]["duration_s"] < 30
     assert all(c["duration_s"] < 60 for n, c in whole.items() if n != "cli:bench-help")
+
+
+@pytest.fixture(scope="module")
+def cpu_torch_image(engine: Engine, images: AuditImages) -> Iterator[str]:
+    """The healthy image with imagekit's STAND-IN for a CPU-only torch build installed."""
+    tag = f"imagekit-test/audit-cpu-torch:{secrets.token_hex(4)}"
+    try:
+        _build(engine, "Dockerfile.cpu-torch", tag, {"HEALTHY": images.healthy})
+        yield tag
+    finally:
+        if engine.client.image.exists(tag):
+            engine.client.image.remove(tag, force=True)
+
+
+def test_a_cpu_only_torch_is_refused_when_the_profile_requires_sm_90(
+    engine: Engine, cpu_torch_image: str, workspace: Workspace
+) -> None:
+    """The "CPU-only build" refusal, in a real locked-down container.
+
+    The torch there is a labelled stand-in (tests/fixtures/audit/pkgs/torch-cpu-standin): the
+    package index of these machines has no CPU build for x86_64. The real CUDA build passing
+    the same requirement is tests/integration/test_seeds.py's.
+    """
+    request = AuditRequest(
+        ref=cpu_torch_image, profile=str(FIXTURES / "profile-cpu-torch.yaml"), offline=True
+    )
+    result = audit(workspace, request, engine=engine)
+
+    assert result.verdict.failing == ("torch",), result.verdict.sentence
+    assert result.exit_code == 1
+    torch = _check(result, "torch")
+    assert torch.status == "FAIL"
+    assert torch.reason == (
+        "torch 2.13.0+cpu.standin is a CPU-only build (torch.version.cuda is None): required "
+        "arch(es) sm_90 cannot be present"
+    )
+    assert torch.data["cuda"] is None and torch.data["arch_list"] == []
+    assert torch.data["arch_list_source"] == "torch.cuda.get_arch_list()"
+    # Installed by pip like any distribution: the stand-in's own RECORD holds.
+    assert _check(result, "record").status == "PASS"
+    versions = _check(result, "versions").data["versions"]
+    assert versions["torch"] == "2.13.0+cpu.standin"
 
 
 def test_overlaid_file_is_named_as_expected_not_as_tampering(

@@ -6,10 +6,13 @@ reports found inside one of them, from real parts only:
 
 - ``sglang-cu13`` (for m3-cu13): Debian bookworm's python3 with the real wheels nixl 1.2.0
   and nixl-cu13 1.2.0 (not nixl-cu12), moviepy 2.2.1 with pillow 12.2.0, PyAV, and the real
-  CPU build of torch 2.13.0, so that `pip check` prints exactly the report's two lines and
-  torch fails an sm_90 requirement as a CPU-only build. ``sglang-cu13-heavy`` is the same
-  with the real CUDA build torch 2.14.1 (about 5.5 GB installed; opt-in, `make seeds HEAVY=1`).
-  sglang itself is not installed: its wheel pulls several GB of CUDA dependencies.
+  CUDA 13 build of torch 2.11.0 (2.11.0+cu130, the upstream image's torch, the only x86_64
+  torch build the package index has) with the NVIDIA wheels it requires, so that `pip check`
+  prints exactly the report's two lines and torch's compiled arch list, read in a zero-GPU
+  container, holds sm_90. About 2.7 GB of wheels, 5.5 GB installed; cached, so only a new
+  machine pays for it. sglang itself is not installed: its own CUDA dependencies would add
+  several GB more. (The audit's refusal of a CPU-only torch is tested on a labelled stand-in,
+  tests/fixtures/audit/pkgs/torch-cpu-standin: no CPU build is on the index.)
 - ``vllm`` (for m3-vllm): Debian's python3-gi, python3-software-properties and
   software-properties-common (so pygobject requires the missing pycairo), no PyAV, and
   imagekit's stand-in for the vLLM serving CLI (replica_pkgs/vllm-standin, the one stand-in
@@ -20,8 +23,8 @@ reports found inside one of them, from real parts only:
   original under /usr/local/lib/python3.11/dist-packages. Published as upstream publishes: an
   image index with the arm64 image and an attestation-style unknown/unknown entry.
 
-Wheels are fetched by the host's pip (``pip download``, which reaches the package index and
-the wheels on disk through the host's own configuration); the pip inside a rootfs installs
+Wheels are fetched by the host's pip (``pip download``, which reaches the package index
+through the host's own configuration); the pip inside a rootfs installs
 them with ``--no-index --no-deps``, so the set installed is exactly the set downloaded. Each
 piece (wheel folder, rootfs tarball, OCI layout) is cached under the shared imagekit cache,
 keyed by its inputs and built under a per-replica lock, like the base image fixture. A
@@ -115,20 +118,10 @@ REPLICAS: dict[str, Replica] = {
             upstream=SGLANG_UPSTREAM,
             description=_SGLANG_TEXT.format(
                 upstream=SGLANG_UPSTREAM,
-                torch="the real CPU build of torch 2.13.0 (the upstream image has a CUDA 13 "
-                "build; see the sglang-cu13-heavy replica)",
+                torch="the real CUDA 13 build of torch 2.11.0 (2.11.0+cu130, the torch of the "
+                "upstream image) with the NVIDIA wheels it requires",
             ),
-            resolve=("torch==2.13.0", *_SGLANG_RESOLVE),
-            exact=_SGLANG_EXACT,
-        ),
-        Replica(
-            name="sglang-cu13-heavy",
-            upstream=SGLANG_UPSTREAM,
-            description=_SGLANG_TEXT.format(
-                upstream=SGLANG_UPSTREAM,
-                torch="the real CUDA 13 build of torch 2.14.1 with its NVIDIA wheels",
-            ),
-            resolve=("torch==2.14.1", *_SGLANG_RESOLVE),
+            resolve=("torch==2.11.0", *_SGLANG_RESOLVE),
             exact=_SGLANG_EXACT,
         ),
         Replica(
@@ -496,7 +489,7 @@ def build(name: str) -> LayoutInfo:
         return layout(replica)
 
 
-#: The replicas the seed plans run on by default (the heavy one is opt-in).
+#: The replicas the seed plans run on.
 SEED_REPLICAS = ("sglang-cu13", "vllm", "h3")
 
 

@@ -48,11 +48,10 @@ class SeedPlan:
     name: str
     replica: str
     profile: str
-    heavy_replica: str | None = None
 
 
 SEEDS = (
-    SeedPlan("m3-cu13", "sglang-cu13", "sglang-replica.yaml", heavy_replica="sglang-cu13-heavy"),
+    SeedPlan("m3-cu13", "sglang-cu13", "sglang-replica.yaml"),
     SeedPlan("m3-vllm", "vllm", "vllm-replica.yaml"),
     SeedPlan("h3-spark", "h3", "h3-replica.yaml"),
 )
@@ -175,7 +174,7 @@ def _read_json(path: str | None) -> Any:
         return None
 
 
-def seed_m3_cu13(seed: SeedPlan, base: str, registry: str, mirror: str, heavy: bool) -> Row:
+def seed_m3_cu13(seed: SeedPlan, base: str, registry: str, mirror: str) -> Row:
     row = Row(seed.name, base=base)
     base_audit = audit_base(seed, base, row)
     pip = _check(base_audit, "pip-check").get("stdout", "")
@@ -200,36 +199,31 @@ def seed_m3_cu13(seed: SeedPlan, base: str, registry: str, mirror: str, heavy: b
         "see: a real finding on the real wheels, not a replica artefact"
     )
     in_build = "in the build: pip check 'No broken requirements found.', find_spec('nixl') found"
-    if heavy:
-        arches = " ".join(torch_data.get("arch_list", []))
-        row.expected = failing == {"record"} and nixl_clash and torch.get("status") == "PASS"
-        row.proves = (
-            f"base: the report's two pip check lines, kept raw. Built ({in_build}): torch "
-            f"{torch_data.get('version')} CUDA {torch_data.get('cuda')} compiled for {arches} "
-            "(read in a zero-GPU container), sm_90 present; "
-            + clash
-            + ", so the image is not pushed. No GPU ran: nothing here is a GPU acceptance."
-        )
-    else:
-        cpu_only = "CPU-only build" in str(torch.get("reason", ""))
-        row.expected = (
-            failing == {"torch", "record"} and cpu_only and nixl_clash and len(base_lines) == 2
-        )
-        row.proves = (
-            f"base: the report's two pip check lines, kept raw. Built ({in_build}): torch "
-            "fails as a CPU-only build (torch.version.cuda None), the replica's honest limit "
-            "(`make seeds HEAVY=1` runs the real CUDA build); "
-            + clash
-            + ". Every other CPU check passes; the image is not pushed (fail-closed)."
-        )
+    arches = torch_data.get("arch_list") or []
+    row.expected = (
+        failing == {"record"}
+        and nixl_clash
+        and torch.get("status") == "PASS"
+        and "sm_90" in arches
+        and len(base_lines) == 2
+    )
+    row.proves = (
+        f"base: the report's two pip check lines, kept raw. Built ({in_build}): torch "
+        f"{torch_data.get('version')} CUDA {torch_data.get('cuda')} compiled for "
+        f"{' '.join(arches)} (read in a zero-GPU container), sm_90 present; "
+        + clash
+        + ", so the image is not pushed (fail-closed). No GPU ran: nothing here is a GPU "
+        "acceptance."
+    )
     if not row.expected:
         row.why_not = (
-            f"base pip check {base_lines}; built failing {sorted(failing)}; record {overwritten}"
+            f"base pip check {base_lines}; built failing {sorted(failing)}; torch "
+            f"{torch.get('status')} {arches}; record {overwritten}"
         )
     return row
 
 
-def seed_m3_vllm(seed: SeedPlan, base: str, registry: str, mirror: str, heavy: bool) -> Row:
+def seed_m3_vllm(seed: SeedPlan, base: str, registry: str, mirror: str) -> Row:
     row = Row(seed.name, base=base)
     base_audit = audit_base(seed, base, row)
     result = run_pipeline(seed, base, registry, mirror, row)
@@ -301,7 +295,7 @@ def _h3_chain(seed: SeedPlan, base: str, registry: str, mirror: str, row: Row) -
     return code == 0
 
 
-def seed_h3_spark(seed: SeedPlan, base: str, registry: str, mirror: str, heavy: bool) -> Row:
+def seed_h3_spark(seed: SeedPlan, base: str, registry: str, mirror: str) -> Row:
     row = Row(seed.name, base=base)
     base_audit = audit_base(seed, base, row)
     bare, _, bare_err = imagekit("plans", "validate", seed.name)
@@ -369,28 +363,25 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--bases", required=True, help="registry B for the replica bases")
     parser.add_argument("--registry", required=True, help="registry R (push target)")
     parser.add_argument("--mirror", required=True, help="registry M (mirror)")
-    parser.add_argument("--heavy", action="store_true", help="the CUDA torch replica")
     parser.add_argument("--out", required=True, type=Path, help="folder for this run's files")
     args = parser.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
-    names = [s.heavy_replica if args.heavy and s.heavy_replica else s.replica for s in SEEDS]
     try:
-        replicas.build_all(names)  # those not cached yet are made side by side
+        replicas.build_all([s.replica for s in SEEDS])  # those not cached yet are made side by side
     except replicas.ReplicaError as exc:
         sys.stderr.write(f"seeds: error: {exc}\n")
         return 3
     rows: list[Row] = []
     for seed in SEEDS:
         started = time.monotonic()
-        name = seed.heavy_replica if args.heavy and seed.heavy_replica else seed.replica
-        sys.stderr.write(f"seeds: {seed.name}: replica {name} -> {args.bases}\n")
+        sys.stderr.write(f"seeds: {seed.name}: replica {seed.replica} -> {args.bases}\n")
         try:
-            published = replicas.push(name, args.bases)
+            published = replicas.push(seed.replica, args.bases)
         except replicas.ReplicaError as exc:
             sys.stderr.write(f"seeds: error: {exc}\n")
             return 3
         before = _last_seq()
-        row = RUNNERS[seed.name](seed, published.reference, args.registry, args.mirror, args.heavy)
+        row = RUNNERS[seed.name](seed, published.reference, args.registry, args.mirror)
         # Every record this plan's commands appended, read back from the ledger itself.
         added = [r for r in _records() if r.seq > before]
         row.ledger = [r.seq for r in added]
@@ -401,33 +392,30 @@ def main(argv: list[str] | None = None) -> int:
         sys.stderr.write(f"seeds: {seed.name}: done in {row.seconds} s\n")
         rows.append(row)
     verify, ledger, _ = imagekit("ledger", "verify")
-    # The heavy base (6.4 GB unpacked) is not kept in the engine; the cached layout stays.
-    heavy_bases = [
-        r.base for r, s in zip(rows, SEEDS, strict=True) if args.heavy and s.heavy_replica
-    ]
-    untag([t for r in rows for t in r.run_tags] + heavy_bases)
+    # The CUDA torch base (about 6 GB unpacked) is not kept in the engine; its cached layout
+    # stays, and a rerun pushes and pulls it again.
+    torch_bases = [r.base for r in rows if r.plan == "m3-cu13"]
+    untag([t for r in rows for t in r.run_tags] + torch_bases)
     lines = table(rows)
     summary = {
         "finished": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
-        "heavy": args.heavy,
         "ledger": os.environ.get("IMAGEKIT_LEDGER"),
         "ledger_verify": {"exit_code": verify, "report": ledger},
         "rows": [{k: v for k, v in r.__dict__.items() if k != "run_tags"} for r in rows],
     }
     (args.out / "summary.json").write_text(json.dumps(summary, indent=2, default=str) + "\n")
     (args.out / "table.txt").write_text("\n".join(lines) + "\n")
-    if args.heavy:
-        # The CUDA build's compiled arch list, read in a zero-GPU container, for evidence/.
-        cu13 = next(r for r in rows if r.plan == "m3-cu13")
-        base_torch = _check(cu13.raw.get("base_audit") or {}, "torch")
-        heavy = {
-            "replica": "sglang-cu13-heavy",
-            "base": cu13.base,
-            "base_torch_check": {k: base_torch.get(k) for k in ("status", "reason", "data")},
-            "built_torch_check": cu13.raw.get("torch"),
-            "container": (cu13.raw.get("base_audit") or {}).get("probe", {}),
-        }
-        (args.out / "heavy-torch.json").write_text(json.dumps(heavy, indent=2) + "\n")
+    # The CUDA build's compiled arch list, read in a zero-GPU container, for evidence/.
+    cu13, cu13_seed = next((r, s) for r, s in zip(rows, SEEDS, strict=True) if s.name == "m3-cu13")
+    base_torch = _check(cu13.raw.get("base_audit") or {}, "torch")
+    torch = {
+        "replica": cu13_seed.replica,
+        "base": cu13.base,
+        "base_torch_check": {k: base_torch.get(k) for k in ("status", "reason", "data")},
+        "built_torch_check": cu13.raw.get("torch"),
+        "container": (cu13.raw.get("base_audit") or {}).get("probe", {}),
+    }
+    (args.out / "torch.json").write_text(json.dumps(torch, indent=2) + "\n")
     print("\n".join(lines))
     for r in rows:
         text = f"{r.plan} ({r.seconds} s): ledger {', '.join(r.records) or 'no records'}"

@@ -149,8 +149,8 @@ def test_a_deferred_cli_whose_fallback_fails_is_a_fail() -> None:
 def test_cpu_only_torch_fails_when_sm_90_is_required(tmp_path: Path) -> None:
     """The probe's CPU-only branch: version.cuda None and no arch flags.
 
-    A module with only those facts, made here; the real CPU wheel (torch 2.13.0+cpu) is
-    audited in tests/integration/test_seeds.py.
+    A module with only those facts, made here; the same refusal in a real container is
+    tests/integration/test_audit.py's (a labelled stand-in: no CPU build is on the index).
     """
     pkg = tmp_path / "torch"
     (pkg / "cuda").mkdir(parents=True)
