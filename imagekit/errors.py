@@ -14,6 +14,8 @@ interrupt is not an error either: imagekit.interrupt.Interrupted (a KeyboardInte
     |   |   +-- BaseDigestTruncated    a plan whose base digest is cut short: builds need --base
     |   +-- ProfileError               an audit profile that is missing or malformed
     |   +-- VulnDatabaseError          an offline vulnerability database that is not an OSV export
+    |   +-- KeyFileError               a key file that cannot be used (names the file)
+    |   +-- PolicyError                a verification policy file that is missing or malformed
     +-- CheckFailed                    exit 1: a check ran and said no
     |   +-- DigestMismatch             bytes whose digest differs from the one asked for
     |   +-- BuildRejected              a build whose step or assertion failed
@@ -29,6 +31,7 @@ interrupt is not an error either: imagekit.interrupt.Interrupted (a KeyboardInte
             +-- RegistryProtocolError  HTML, garbage, oversize bodies, schema 1, bad headers
             +-- RetriesExhausted       bounded retries ran out on transient faults
         +-- LayerFormatError           a layer blob that cannot be decompressed and hashed
+        +-- NotAttested                a stage finished but its attestation was not stored
 
 Messages never carry a credential, a token or an Authorization header: the registry layer
 builds them from the registry, repository and digest alone.
@@ -126,6 +129,22 @@ class ProfileError(UsageError):
 @dataclass(eq=False, repr=False, kw_only=True)
 class VulnDatabaseError(UsageError):
     """An offline vulnerability database (--vuln-db) that cannot be used; names the file."""
+
+    path: str
+
+
+@dataclass(eq=False, repr=False, kw_only=True)
+class KeyFileError(UsageError):
+    """A signing or verification key that cannot be used: unreadable, the wrong password,
+    not ECDSA P-256, or a public key where a private one is needed. Names the file, never
+    the password or the key's bytes."""
+
+    path: str
+
+
+@dataclass(eq=False, repr=False, kw_only=True)
+class PolicyError(UsageError):
+    """A verification policy file (imagekit verify --policy) that cannot be used."""
 
     path: str
 
@@ -231,3 +250,17 @@ class LayerFormatError(CouldNotFinish):
     compression, a truncated or corrupt stream, a zstd window or a size over the limit."""
 
     digest: str | None = None
+
+
+@dataclass(eq=False, repr=False, kw_only=True)
+class NotAttested(CouldNotFinish):
+    """A stage reached its verdict and kept its evidence and record, but its attestation
+    could not be stored in the registry (a refused or failed push). Carries the stage's
+    result, as RecordRefused does, so the command still reports the verdict."""
+
+    reference: str
+    cause: str
+    result: object | None = dataclasses.field(default=None, init=False)
+
+    def fields(self) -> dict[str, Any]:
+        return {**super().fields(), "attested": False}

@@ -15,7 +15,7 @@ PACKAGE = Path(__file__).resolve().parents[2] / "imagekit"
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("foundations", ("errors", "interrupt", "refs", "workspace", "evidence", "layers", "__init__")),
     ("outside world", ("registry", "engine", "containerd", "cri")),
-    ("records", ("ledger",)),
+    ("records", ("ledger", "attest")),
     (
         "stages",
         (
