@@ -258,7 +258,6 @@ class NotAttested(CouldNotFinish):
     could not be stored in the registry (a refused or failed push). Carries the stage's
     result, as RecordRefused does, so the command still reports the verdict."""
 
-    reference: str
     cause: str
     result: object | None = dataclasses.field(default=None, init=False)
 

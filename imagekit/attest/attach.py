@@ -17,7 +17,8 @@ from imagekit.attest.cosign_tags import att_tag, attach_attestation
 from imagekit.attest.dsse import DSSE_MEDIA_TYPE, sign_envelope
 from imagekit.attest.signer import Signer
 from imagekit.attest.statement import Subject, make_statement
-from imagekit.refs import Digest, Reference
+from imagekit.errors import NotAttested, RegistryError
+from imagekit.refs import Digest, Platform, Reference
 from imagekit.registry.client import RegistryClient
 from imagekit.registry.manifest import OCI_MANIFEST, Descriptor
 from imagekit.registry.referrers import push_referrer
@@ -87,3 +88,67 @@ def attest(
     return Attestation(
         predicate_type, Digest.of_bytes(envelope), tuple(subjects), signer.key_id, tuple(stored)
     )
+
+
+@dataclass(frozen=True)
+class AttestOutcome:
+    """What a stage's attestation came to: stored (with its digest) or not, and why not.
+
+    A stage that was asked to attest and could not keeps its verdict, evidence and record;
+    the record says "not attested" with this reason and the command ends exit 3.
+    """
+
+    attestation: Attestation | None
+    problem: str | None = None
+
+    @property
+    def ledger_value(self) -> str:
+        if self.attestation is not None:
+            return str(self.attestation.envelope_digest)
+        return f"not attested: {self.problem}"
+
+    def raise_unless_stored(self, result: object) -> None:
+        """Raise NotAttested (exit 3) carrying the stage's RESULT when nothing was stored."""
+        if self.attestation is None:
+            error = NotAttested(
+                f"not attested: {self.problem}",
+                cause=self.problem or "",
+                hint="the verdict, its evidence and its record are kept; attest again once "
+                "the registry takes pushes",
+            )
+            error.result = result
+            raise error
+
+    def to_json(self) -> dict[str, Any]:
+        if self.attestation is not None:
+            return {"attested": True, **self.attestation.to_json()}
+        return {"attested": False, "problem": self.problem}
+
+
+def attest_reference(
+    signer: Signer,
+    reference: Reference,
+    predicate_type: str,
+    predicate: dict[str, Any],
+    *,
+    platform: Platform | None = None,
+    client: RegistryClient | None = None,
+) -> AttestOutcome:
+    """Attest the image REFERENCE names (pinned or tagged) in its registry: the subjects are
+    its manifest digest and, where it is an index, the index digest too. A registry that
+    does not answer or refuses the push is an outcome, not an exception: the caller records
+    it and ends exit 3."""
+    own = client is None
+    client = client or RegistryClient()
+    try:
+        resolved = client.resolve(reference, platform)
+        subjects = [resolved.manifest_digest]
+        if resolved.index_digest is not None:
+            subjects.append(resolved.index_digest)
+        repo = Reference(reference.registry, reference.repository)
+        return AttestOutcome(attest(client, repo, subjects, predicate_type, predicate, signer))
+    except RegistryError as exc:
+        return AttestOutcome(None, exc.message)
+    finally:
+        if own:
+            client.close()

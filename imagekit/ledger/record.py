@@ -202,6 +202,11 @@ class AuditedImageDetails(RecordDetails):
 
 class AuditDetails(AuditedImageDetails):
     report: AuditSummary | None = None
+    attestation: str | None = Field(
+        default=None,
+        description="with --sign-key: the signed attestation's envelope digest, or "
+        "'not attested: WHY' when the registry did not take it",
+    )
 
 
 class VulnerabilitySummary(RecordDetails):

@@ -170,7 +170,13 @@ class TokenServer:
         self.server.server_close()
 
 
-def _config(storage: Path, port: int, auth: dict[str, Any] | None, allow_urls: bool = False) -> str:
+def _config(
+    storage: Path,
+    port: int,
+    auth: dict[str, Any] | None,
+    allow_urls: bool = False,
+    readonly: bool = False,
+) -> str:
     config: dict[str, Any] = {
         "version": 0.1,
         "log": {"level": "warn", "accesslog": {"disabled": True}},
@@ -187,6 +193,9 @@ def _config(storage: Path, port: int, auth: dict[str, Any] | None, allow_urls: b
         # Manifests naming foreign layers by URL are refused unless an allow list is set
         # (distribution's validation.manifests.urls).
         config["validation"] = {"manifests": {"urls": {"allow": ["^https?://"]}}}
+    if readonly:
+        # The registry's own read-only mode: pulls served, every push refused.
+        config["storage"]["maintenance"] = {"readonly": {"enabled": True}}
     return json.dumps(config)  # JSON is YAML
 
 
@@ -217,10 +226,14 @@ def start_registry(
     password: str | None = None,
     port: int | None = None,
     allow_urls: bool = False,
+    readonly: bool = False,
+    storage_of: Path | None = None,
 ) -> RunningRegistry:
     """Start a real registry on a free 127.0.0.1 port; the caller stops it.
 
-    ``allow_urls`` lets it accept manifests whose foreign layers carry URLs."""
+    ``allow_urls`` lets it accept manifests whose foreign layers carry URLs; ``readonly``
+    refuses every push (distribution's maintenance mode); ``storage_of`` serves another
+    registry's storage folder (its workdir) instead of a new one."""
     if auth not in ("none", "basic", "token"):
         raise ValueError(f"unknown registry auth {auth!r}")
     workdir.mkdir(parents=True, exist_ok=True)
@@ -249,7 +262,9 @@ def start_registry(
     for _ in range(3):
         chosen = port or free_port()
         config_path = workdir / "config.yml"
-        config_path.write_text(_config(workdir, chosen, auth_config, allow_urls))
+        config_path.write_text(
+            _config(storage_of or workdir, chosen, auth_config, allow_urls, readonly)
+        )
         log_path = workdir / "registry.log"
         process = start_logged([REGISTRY_BINARY, "serve", str(config_path)], log_path)
         registry = RunningRegistry(

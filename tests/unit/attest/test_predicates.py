@@ -1,0 +1,12 @@
+"""The committed JSON schemas are the models' own: neither drifts from the other."""
+
+from __future__ import annotations
+
+from imagekit.attest.predicates import AUDIT_V1, SCHEMAS, AuditPredicate, schema_text
+
+
+def test_the_committed_audit_schema_is_the_model_s() -> None:
+    committed = (SCHEMAS / "audit-v1.schema.json").read_text()
+    assert committed == schema_text(AuditPredicate, AUDIT_V1), (
+        "regenerate imagekit/attest/schemas/audit-v1.schema.json from AuditPredicate"
+    )
