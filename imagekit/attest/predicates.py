@@ -16,6 +16,8 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 AUDIT_V1 = "https://imagekit.dev/attestation/audit/v1"
+SLSA_PROVENANCE_V1 = "https://slsa.dev/provenance/v1"
+POLICY_V1 = "https://imagekit.dev/policy/v1"
 SCHEMAS = Path(__file__).with_name("schemas")
 
 

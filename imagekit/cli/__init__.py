@@ -32,6 +32,7 @@ _COMMAND_MODULES: dict[str, str] = {
     "pipeline": "imagekit.cli.pipeline_cmd",
     "nightly": "imagekit.cli.nightly_cmd",
     "keys": "imagekit.cli.keys_cmd",
+    "verify": "imagekit.cli.verify_cmd",
 }
 
 

@@ -10,3 +10,11 @@ def test_the_committed_audit_schema_is_the_model_s() -> None:
     assert committed == schema_text(AuditPredicate, AUDIT_V1), (
         "regenerate imagekit/attest/schemas/audit-v1.schema.json from AuditPredicate"
     )
+
+
+def test_the_committed_policy_schema_is_the_model_s() -> None:
+    from imagekit.attest.policy import Policy
+    from imagekit.attest.predicates import POLICY_V1
+
+    committed = (SCHEMAS / "policy-v1.schema.json").read_text()
+    assert committed == schema_text(Policy, POLICY_V1)
