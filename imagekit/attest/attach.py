@@ -9,6 +9,7 @@ both times. The writer is imagekit's own registry client.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -70,12 +71,13 @@ def attest(
         tuple(Subject(repo.name, digest) for digest in subjects), predicate_type, predicate
     )
     envelope = sign_envelope(statement, signer)
-    stored: list[str] = []
-    for subject in subjects:
-        attach_attestation(client, repo, subject, envelope, predicate_type)
-        stored.append(f"{repo.name}:{att_tag(subject)}")
     created = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-    for subject in subjects:
+
+    def cosign_form(subject: Digest) -> str:
+        attach_attestation(client, repo, subject, envelope, predicate_type)
+        return f"{repo.name}:{att_tag(subject)}"
+
+    def referrer_form(subject: Digest) -> str:
         pushed = push_referrer(
             client,
             repo,
@@ -84,7 +86,13 @@ def attest(
             [(DSSE_MEDIA_TYPE, envelope, {PREDICATE_TYPE_ANNOTATION: predicate_type})],
             annotations={PREDICATE_TYPE_ANNOTATION: predicate_type, CREATED_ANNOTATION: created},
         )
-        stored.append(f"referrer {pushed.reference} ({pushed.indexed_by})")
+        return f"referrer {pushed.reference} ({pushed.indexed_by})"
+
+    # The forms are independent tags: written side by side, each its own read-merge-put.
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        futures = [pool.submit(cosign_form, s) for s in subjects]
+        futures += [pool.submit(referrer_form, s) for s in subjects]
+        stored = [future.result() for future in futures]
     return Attestation(
         predicate_type, Digest.of_bytes(envelope), tuple(subjects), signer.key_id, tuple(stored)
     )

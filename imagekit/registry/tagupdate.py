@@ -80,7 +80,7 @@ def update_tag(
     merge: Callable[[TagDocument | None], Merged],
     holds: Callable[[TagDocument], bool],
     attempts: int = 10,
-    settle_s: float = 0.3,
+    settle_s: float = 0.1,
 ) -> TagUpdate:
     """Add an entry to TAG: ``merge`` makes the new document from the current one (None when
     the tag is new), ``holds`` says whether a document has our entry. Raises RegistryError

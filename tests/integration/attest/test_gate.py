@@ -278,3 +278,33 @@ def test_bad_input_and_an_unreachable_registry(
         main, ["verify", "127.0.0.1:1/x@sha256:" + "a" * 64, "--key", str(a.public)]
     )
     assert result.exit_code == 3, result.output
+
+
+def test_a_layer_that_is_not_a_dsse_envelope_is_skipped_and_named(
+    make_image: Callable[[str], Pushed],
+    keys: tuple[KeyPairFiles, KeyPairFiles],
+    registry: RunningRegistry,
+) -> None:
+    a, _ = keys
+    image = parse_reference(make_image("gate/junk").reference)
+    assert image.digest is not None
+    _attest(image, a, audit_predicate("CPU_CHECK_INCOMPLETE"))
+    repo = image.repository
+    junk = b'{"status":"CPU_PASS","note":"unsigned, not an envelope"}'
+    with Writer(registry.host) as writer:
+        manifest = json.loads(writer.get_manifest(repo, att_tag(image.digest)).content)
+        manifest["layers"].append(
+            {
+                "mediaType": "application/vnd.dsse.envelope.v1+json",
+                "digest": writer.blob(repo, junk),
+                "size": len(junk),
+                "annotations": {"predicateType": AUDIT_V1},
+            }
+        )
+        writer.manifest(repo, att_tag(image.digest), json.dumps(manifest).encode(), OCI_MANIFEST)
+    code, document = _verify(str(image), "--key", str(a.public))
+    assert code == 1  # the one signed audit says CPU_CHECK_INCOMPLETE; the junk is not trusted
+    assert [s["reason"] for s in document["skipped"]] == [
+        "not a DSSE envelope (payload: Field required)"
+    ]
+    assert document["skipped"][0]["layer"] == manifest["layers"][-1]["digest"]
