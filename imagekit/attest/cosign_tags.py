@@ -64,7 +64,7 @@ def _layers(document: TagDocument | None) -> list[dict[str, Any]]:
     return [layer for layer in layers or [] if isinstance(layer, dict) and "digest" in layer]
 
 
-def _manifest(layers: list[dict[str, Any]]) -> tuple[bytes, bytes]:
+def layers_manifest(layers: list[dict[str, Any]]) -> tuple[bytes, bytes]:
     """The config's and the manifest's bytes for these layers, as cosign shapes them."""
     config = {
         "architecture": "",
@@ -115,7 +115,7 @@ def _append(
 
     def merge(document: TagDocument | None) -> Merged:
         layers = [*_layers(document), entry]
-        config_bytes, body = _manifest(layers)
+        config_bytes, body = layers_manifest(layers)
         config_digest = Digest.of_bytes(config_bytes)
         if config_digest not in pushed_configs:
             push_blobs(

@@ -21,8 +21,15 @@ from pydantic import ValidationError
 
 from imagekit.attest.collect import Collected, Skipped, VerifiedAttestation, collect
 from imagekit.attest.keys import PublicKey, load_public_key
+from imagekit.attest.mirror_binding import BINDING_VERDICTS
 from imagekit.attest.policy import DEFAULT_POLICY, Policy, age_seconds, load_policy
-from imagekit.attest.predicates import AUDIT_V1, SLSA_PROVENANCE_V1, AuditPredicate
+from imagekit.attest.predicates import (
+    AUDIT_V1,
+    MIRROR_V1,
+    SLSA_PROVENANCE_V1,
+    AuditPredicate,
+    MirrorPredicate,
+)
 from imagekit.errors import UsageError
 from imagekit.refs import Digest, Reference, parse_reference
 from imagekit.registry.client import RegistryClient
@@ -54,6 +61,7 @@ class GateResult:
     skipped: tuple[Skipped, ...]
     source: str
     keys: tuple[str, ...]
+    binding: str | None = None  # "content-identical to SRC@DIGEST (attestation ...)"
 
     @property
     def ok(self) -> bool:
@@ -61,9 +69,15 @@ class GateResult:
 
     @property
     def scope(self) -> str:
+        through = (
+            f"; through a signed mirror binding: {self.binding}, the source's attestations "
+            "count for this digest"
+            if self.binding
+            else ""
+        )
         return (
             f"decided from the registry alone: {len(self.verified)} attestation(s) in "
-            f"{self.source} signed by {len(self.keys)} key(s) given and naming {self.digest}; "
+            f"{self.source} signed by {len(self.keys)} key(s) given{through}; "
             "no ledger, no engine; a signed claim is trusted as far as its key"
         )
 
@@ -78,6 +92,7 @@ class GateResult:
             "attestations": [a.to_json() for a in self.verified],
             "skipped": [s.to_json() for s in self.skipped],
             "keys": list(self.keys),
+            "binding": self.binding,
         }
 
 
@@ -222,6 +237,7 @@ def verify_image(
             digest = client.head_manifest(ref, ref.identifier).digest
         repo = Reference(ref.registry, ref.repository)
         collected = collect(client, repo, digest, keys)
+        binding, collected = _through_binding(client, collected, digest, keys)
     now = now or datetime.now(UTC)
     requirements = (
         _audit_requirement(policy, collected, now)
@@ -237,4 +253,41 @@ def verify_image(
         skipped=collected.skipped,
         source=collected.source,
         keys=tuple(key.source for key in keys),
+        binding=binding,
     )
+
+
+def _through_binding(
+    client: RegistryClient, collected: Collected, digest: Digest, keys: tuple[PublicKey, ...]
+) -> tuple[str | None, Collected]:
+    """Where a signed mirror attestation binds DIGEST to a source (identical or
+    content-identical), the source's attestations join this digest's: the mirror holds the
+    same content. Only the first binding found is followed, one level deep."""
+    for attestation in collected.verified:
+        if attestation.predicate_type != MIRROR_V1:
+            continue
+        try:
+            binding = MirrorPredicate.model_validate(attestation.statement.predicate)
+        except ValidationError:
+            continue
+        if binding.verdict not in BINDING_VERDICTS:
+            continue
+        if str(digest) not in (
+            binding.destination.manifest_digest,
+            binding.destination.index_digest,
+        ):
+            continue
+        source = parse_reference(binding.source.reference)
+        source_digest = Digest(binding.source.index_digest or binding.source.manifest_digest)
+        theirs = collect(client, Reference(source.registry, source.repository), source_digest, keys)
+        said = (
+            f"{binding.verdict} to {source.name}@{source_digest} "
+            f"(attestation {attestation.envelope_digest.short})"
+        )
+        merged = Collected(
+            f"{collected.source} and {theirs.source}",
+            collected.verified + theirs.verified,
+            collected.skipped + theirs.skipped,
+        )
+        return said, merged
+    return None, collected

@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field
 AUDIT_V1 = "https://imagekit.dev/attestation/audit/v1"
 SLSA_PROVENANCE_V1 = "https://slsa.dev/provenance/v1"
 POLICY_V1 = "https://imagekit.dev/policy/v1"
+MIRROR_V1 = "https://imagekit.dev/attestation/mirror-verification/v1"
 SCHEMAS = Path(__file__).with_name("schemas")
 
 
@@ -64,6 +65,27 @@ class AuditPredicate(_Model):
         description="file name -> sha256 digest of the raw evidence kept by the auditor"
     )
     audited_at: str = Field(description="RFC 3339 UTC time the audit finished")
+    imagekit_version: str
+
+
+class MirroredImage(_Model):
+    reference: str
+    manifest_digest: str
+    index_digest: str | None = None
+    config_digest: str
+    platform: str | None = None
+
+
+class MirrorPredicate(_Model):
+    """What `imagekit mirror` proved: DST (the subject) holds SRC's content."""
+
+    source: MirroredImage
+    destination: MirroredImage
+    verdict: str = Field(description="identical or content-identical (only these attest)")
+    message: str
+    diff_ids: list[str] = Field(description="the diffIDs of DST's layers, each hashed here")
+    scope: str
+    verified_at: str = Field(description="RFC 3339 UTC")
     imagekit_version: str
 
 

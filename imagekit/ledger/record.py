@@ -247,6 +247,11 @@ class MirrorDetails(RecordDetails):
     compressed_digests_equal: bool | None = None
     layers: int | None = None
     copied: bool | None = None
+    attestation: str | None = Field(
+        default=None,
+        description="with --sign-key: the binding attestation's envelope digest, or "
+        "'not attested: WHY'",
+    )
 
 
 class PullCheck(RecordDetails):

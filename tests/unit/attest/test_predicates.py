@@ -18,3 +18,10 @@ def test_the_committed_policy_schema_is_the_model_s() -> None:
 
     committed = (SCHEMAS / "policy-v1.schema.json").read_text()
     assert committed == schema_text(Policy, POLICY_V1)
+
+
+def test_the_committed_mirror_schema_is_the_model_s() -> None:
+    from imagekit.attest.predicates import MIRROR_V1, MirrorPredicate
+
+    committed = (SCHEMAS / "mirror-verification-v1.schema.json").read_text()
+    assert committed == schema_text(MirrorPredicate, MIRROR_V1)
