@@ -46,6 +46,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol, TextIO
 
+from imagekit.attest.attach import AttestOutcome
+from imagekit.attest.signer import KeyFileSigner, Signer
 from imagekit.engine import Engine, connect, docker_error_text, engine_errors
 from imagekit.errors import (
     BuildRejected,
@@ -64,6 +66,7 @@ from imagekit.ledger import (
     append_record,
 )
 from imagekit.plan import LoadedPlan, load_named_plan
+from imagekit.provenance import attest_build
 from imagekit.refs import Digest, Reference, parse_reference
 from imagekit.registry import RegistryClient, ResolvedImage
 from imagekit.render import (
@@ -104,6 +107,7 @@ class BuildOptions:
     builder: str = "engine"
     index: bool = False  # registry builder: push an index holding the manifest too
     assertions: bool = True  # registry builder: false accepts the image unchecked
+    sign_key: Path | None = None  # with push: sign SLSA v1 provenance beside the image
 
 
 @dataclass(frozen=True)
@@ -120,6 +124,7 @@ class BuildResult:
     pushed: str | None = None
     manifest_digest: str | None = None
     ledger: list[int] = field(default_factory=list)
+    attestation: AttestOutcome | None = None  # with --sign-key: stored, or why not
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -135,6 +140,7 @@ class BuildResult:
             "pushed": self.pushed,
             "manifest_digest": self.manifest_digest,
             "ledger_seq": self.ledger,
+            **({"attestation": self.attestation.to_json()} if self.attestation else {}),
         }
 
 
@@ -410,6 +416,7 @@ def build_plan(
     loaded = load_named_plan(workspace, name, base_override=options.base_override)
     if options.push is not None:
         check_push_repo(options.push)
+    signer = _signer(options)  # a key that cannot sign is refused before the build
     rendered = render(loaded)
     ca = _ca_bundle(options)
     index_url = options.index_url or os.environ.get("PIP_INDEX_URL") or None
@@ -469,11 +476,45 @@ def build_plan(
         return result
     pushed, manifest = push_image(engine, tag, options.push, log_path)
     result = replace(result, pushed=pushed, manifest_digest=manifest)
+    outcome = None
+    if signer is not None:
+        outcome = attest_build(
+            signer,
+            loaded,
+            rendered,
+            pushed=pushed,
+            builder=builder,
+            image_id=image_id,
+            log=log_path,
+            run_id=run_dir.name,
+        )
+        result = replace(result, attestation=outcome)
     with RecordRefused.keeping(result):
         push_seq = record_push(
-            workspace, tag, pushed, manifest, log_path, plan=loaded.name, image_id=image_id
+            workspace,
+            tag,
+            pushed,
+            manifest,
+            log_path,
+            plan=loaded.name,
+            image_id=image_id,
+            attestation=outcome.ledger_value if outcome else None,
         )
-    return replace(result, ledger=[seq, push_seq])
+    result = replace(result, ledger=[seq, push_seq])
+    if outcome is not None:
+        outcome.raise_unless_stored(result)
+    return result
+
+
+def _signer(options: BuildOptions) -> Signer | None:
+    if options.sign_key is None:
+        return None
+    if options.push is None:
+        raise UsageError(
+            "--sign-key attests the pushed image; give --push REPO too",
+            hint="imagekit build NAME --push REPO --sign-key FILE",
+        )
+    return KeyFileSigner.from_file(options.sign_key)
 
 
 def push_and_record(
@@ -506,6 +547,7 @@ def record_push(
     *,
     plan: str,
     image_id: str,
+    attestation: str | None = None,
 ) -> int:
     """Append the push record of ``tag`` pushed as ``pushed``; returns its seq."""
     return _record(
@@ -516,7 +558,11 @@ def record_push(
         status="pushed",
         scope=f"the engine pushed {tag} and the registry named the manifest {manifest}",
         evidence=log_path,
-        details=PushDetails(manifest_digest=manifest, config_digest=image_id),
+        details=PushDetails(
+            manifest_digest=manifest,
+            config_digest=image_id,
+            **({"attestation": attestation} if attestation is not None else {}),
+        ),
     )
 
 

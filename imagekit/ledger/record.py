@@ -164,6 +164,11 @@ class CopyDetails(RecordDetails):
 
 
 class PushDetails(RecordDetails):
+    attestation: str | None = Field(
+        default=None,
+        description="with --sign-key: the SLSA v1 provenance's envelope digest, or "
+        "'not attested: WHY'",
+    )
     manifest_digest: str | None = None
     config_digest: str | None = None
     index_digest: str | None = Field(default=None, description="`build --index`: the tag's")

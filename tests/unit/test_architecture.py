@@ -31,6 +31,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "pin",
             "upstream",
             "bump",
+            "provenance",
         ),
     ),
     ("flows", ("flows",)),
