@@ -19,6 +19,8 @@ AUDIT_V1 = "https://imagekit.dev/attestation/audit/v1"
 SLSA_PROVENANCE_V1 = "https://slsa.dev/provenance/v1"
 POLICY_V1 = "https://imagekit.dev/policy/v1"
 MIRROR_V1 = "https://imagekit.dev/attestation/mirror-verification/v1"
+#: cosign's vulnerability scan predicate (`cosign verify-attestation --type vuln`).
+COSIGN_VULN_V1 = "https://cosign.sigstore.dev/attestation/vuln/v1"
 SCHEMAS = Path(__file__).with_name("schemas")
 
 

@@ -7,11 +7,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from imagekit import __version__
 from imagekit.attest.attach import AttestOutcome, attest_reference
 from imagekit.attest.predicates import (
     AUDIT_V1,
+    COSIGN_VULN_V1,
     AuditCheck,
     AuditPredicate,
     AuditVulnerabilities,
@@ -21,6 +23,7 @@ from imagekit.audit.report import AuditVerdict, ProbeReport
 from imagekit.audit.runner import EngineImage
 from imagekit.audit.vulns import VulnScan
 from imagekit.refs import Digest, Reference
+from imagekit.registry.client import RegistryClient
 
 
 @dataclass(frozen=True)
@@ -75,17 +78,66 @@ def audit_predicate(result: AuditFacts, evidence_files: tuple[Path, ...]) -> Aud
     )
 
 
+def vuln_predicate(result: AuditFacts, finished: str) -> dict[str, Any]:
+    """cosign's vulnerability predicate (its "Vulnerability Scan Record" specification):
+    the scanner (pip-audit through imagekit's audit, against OSV), the database, and the
+    result (imagekit's scan document, findings with their fixed versions)."""
+    vulns = result.vulns
+    database = vulns.database or {}
+    document = vulns.to_json()
+    document.pop("stdout", None)
+    document.pop("stderr", None)
+    return {
+        "invocation": {
+            "parameters": {"profile": result.profile, "plan": result.plan},
+            "uri": "",
+            "event_id": "",
+            "builder.id": "imagekit audit",
+        },
+        "scanner": {
+            "uri": "pkg:pypi/pip-audit",
+            "version": __version__,
+            "db": {
+                "uri": str(database.get("name") or vulns.source),
+                "version": str(database.get("digest") or ""),
+            },
+            "result": document,
+        },
+        "metadata": {"scanStartedOn": finished, "scanFinishedOn": finished},
+    }
+
+
 def attest_audit(
     signer: Signer, result: AuditFacts, evidence_files: tuple[Path, ...]
-) -> AttestOutcome:
-    """Sign and store the audit's attestation for the image audited (never raises for a
-    registry fault: the outcome says "not attested" and why)."""
+) -> tuple[AttestOutcome, AttestOutcome]:
+    """Sign and store the audit's attestation and the vulnerability scan's (cosign's vuln
+    predicate) for the image audited; never raises for a registry fault: each outcome says
+    "not attested" and why."""
     image = result.image
     digest = image.manifest_digest if image is not None else None
     if image is None or image.reference is None or digest is None:
-        return AttestOutcome(None, "the audited image has no registry digest to attest")
+        none = AttestOutcome(None, "the audited image has no registry digest to attest")
+        return none, none
     if not image.pulled and not image.repo_digests:
-        return AttestOutcome(None, "the audited image is only in the local engine")
+        local = AttestOutcome(None, "the audited image is only in the local engine")
+        return local, local
     pinned = Reference(image.reference.registry, image.reference.repository, None, digest)
-    predicate = audit_predicate(result, evidence_files).model_dump(mode="json")
-    return attest_reference(signer, pinned, AUDIT_V1, predicate, platform=image.platform)
+    audit = audit_predicate(result, evidence_files)
+    with RegistryClient() as client:
+        audited = attest_reference(
+            signer,
+            pinned,
+            AUDIT_V1,
+            audit.model_dump(mode="json"),
+            platform=image.platform,
+            client=client,
+        )
+        scanned = attest_reference(
+            signer,
+            pinned,
+            COSIGN_VULN_V1,
+            vuln_predicate(result, audit.audited_at),
+            platform=image.platform,
+            client=client,
+        )
+    return audited, scanned

@@ -90,6 +90,7 @@ class AuditResult:
     probe_note: str | None = None
     fail_on: FailOn = "findings"
     attestation: AttestOutcome | None = None  # with --sign-key: stored, or why not
+    vuln_attestation: AttestOutcome | None = None  # cosign's vuln predicate, the same
 
     @property
     def exit_code(self) -> int:
@@ -151,6 +152,11 @@ class AuditResult:
             },
             "ledger": {"seqs": list(self.ledger_seqs)},
             **({"attestation": self.attestation.to_json()} if self.attestation else {}),
+            **(
+                {"vuln_attestation": self.vuln_attestation.to_json()}
+                if self.vuln_attestation
+                else {}
+            ),
         }
 
 
@@ -254,7 +260,10 @@ def _scan_scope(result: AuditResult) -> str:
 
 
 def _record(
-    workspace: Workspace, result: AuditResult, vulns_path: Path, attested: str | None = None
+    workspace: Workspace,
+    result: AuditResult,
+    vulns_path: Path,
+    attested: tuple[AttestOutcome, AttestOutcome] | None = None,
 ) -> tuple[int, ...]:
     """Append the audit and vulnerability-scan records, of one plan and image; their seqs."""
     images = {"image": result.image.requested} if result.image is not None else {}
@@ -280,7 +289,7 @@ def _record(
         ).seq
 
     audit_details = AuditDetails(
-        **({"attestation": attested} if attested is not None else {}),
+        **({"attestation": attested[0].ledger_value} if attested is not None else {}),
         profile=result.profile,
         image_id=image_id,
         **resolved,
@@ -296,6 +305,7 @@ def _record(
     )
     database = result.vulns.database
     scan_details = VulnerabilityScanDetails(
+        **({"attestation": attested[1].ledger_value} if attested is not None else {}),
         profile=result.profile,
         image_id=image_id,
         report=VulnerabilitySummary(
@@ -420,12 +430,13 @@ def audit(
             result.vulns,
         )
         outcome = attest_audit(signer, facts, evidence_files)
-        result = replace(result, attestation=outcome)
+        result = replace(result, attestation=outcome[0], vuln_attestation=outcome[1])
     with RecordRefused.keeping(result):  # refused, the verdict and its evidence still stand
-        seqs = _record(workspace, result, vulns_path, outcome.ledger_value if outcome else None)
+        seqs = _record(workspace, result, vulns_path, outcome)
     result = replace(result, ledger_seqs=seqs)
     if outcome is not None:
-        outcome.raise_unless_stored(result)
+        outcome[0].raise_unless_stored(result)
+        outcome[1].raise_unless_stored(result)
     return result
 
 

@@ -49,6 +49,8 @@ def _human(result: AuditResult) -> None:
                 click.echo(f"  {where}")
         else:
             click.echo(f"NOT ATTESTED: {result.attestation.problem}")
+    if result.vuln_attestation is not None and result.vuln_attestation.attestation is not None:
+        click.echo(f"attested: {result.vuln_attestation.attestation.envelope_digest} (vuln)")
 
 
 @click.command("audit")

@@ -244,6 +244,11 @@ class VulnerabilityDatabase(RecordDetails):
 class VulnerabilityScanDetails(AuditedImageDetails):
     report: VulnerabilitySummary | None = None
     database: VulnerabilityDatabase | None = None
+    attestation: str | None = Field(
+        default=None,
+        description="with --sign-key: the cosign vuln attestation's envelope digest, or "
+        "'not attested: WHY'",
+    )
 
 
 class MirrorDetails(RecordDetails):

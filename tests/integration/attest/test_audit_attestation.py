@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from imagekit.attest.keys import generate_key_pair
-from imagekit.attest.predicates import AUDIT_V1
+from imagekit.attest.predicates import AUDIT_V1, COSIGN_VULN_V1
 from imagekit.audit.stage import AuditRequest, audit
 from imagekit.engine import Engine
 from imagekit.errors import NotAttested
@@ -45,6 +45,16 @@ def test_an_audit_attests_its_verdict_and_cosign_accepts_it(
     assert predicate["status"] == result.verdict.status
     assert predicate["evidence"]["audit-report.json"].startswith("sha256:")
     assert statement["subject"][0]["digest"]["sha256"] == base_image.digest.split(":")[1]
+    # the vulnerability scan, as cosign's own vuln predicate, on its own record
+    assert result.vuln_attestation is not None and result.vuln_attestation.attestation
+    scan_record = next(r for r in _records(workspace) if r["kind"] == "vulnerability-scan")
+    vuln_digest = str(result.vuln_attestation.attestation.envelope_digest)
+    assert scan_record["details"]["attestation"] == vuln_digest  # type: ignore[index]
+    vuln = cosign_verify_attestation(base_image.reference, pair.public, "vuln")
+    assert vuln.returncode == 0, vuln.stderr
+    scan = json.loads(base64.b64decode(json.loads(vuln.stdout.splitlines()[0])["payload"]))
+    assert scan["predicateType"] == COSIGN_VULN_V1
+    assert scan["predicate"]["scanner"]["result"]["status"] == result.vulns.status
 
 
 def test_a_registry_that_refuses_the_push_is_exit_3_and_the_record_says_not_attested(
