@@ -19,6 +19,7 @@ AUDIT_V1 = "https://imagekit.dev/attestation/audit/v1"
 SLSA_PROVENANCE_V1 = "https://slsa.dev/provenance/v1"
 POLICY_V1 = "https://imagekit.dev/policy/v1"
 MIRROR_V1 = "https://imagekit.dev/attestation/mirror-verification/v1"
+FINAL_PULL_V1 = "https://imagekit.dev/attestation/final-pull/v1"
 #: cosign's vulnerability scan predicate (`cosign verify-attestation --type vuln`).
 COSIGN_VULN_V1 = "https://cosign.sigstore.dev/attestation/vuln/v1"
 SCHEMAS = Path(__file__).with_name("schemas")
@@ -88,6 +89,24 @@ class MirrorPredicate(_Model):
     diff_ids: list[str] = Field(description="the diffIDs of DST's layers, each hashed here")
     scope: str
     verified_at: str = Field(description="RFC 3339 UTC")
+    imagekit_version: str
+
+
+class FinalPullPredicate(_Model):
+    """What a final pull proved on a target: which runtime and store hold which image ID."""
+
+    status: str = Field(description="verified (only verified pulls attest)")
+    scope: str
+    runtime: str = Field(description="engine or containerd")
+    node: str = Field(description="the target's label (--where, default the host name)")
+    image_id: str | None = None
+    store: str | None = Field(
+        default=None, description="the engine's image store, or the containerd snapshotter"
+    )
+    namespace: str | None = Field(default=None, description="containerd's namespace")
+    runtime_version: str | None = None
+    checks: list[dict[str, Any]]
+    pulled_at: str = Field(description="RFC 3339 UTC")
     imagekit_version: str
 
 

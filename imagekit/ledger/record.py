@@ -292,6 +292,11 @@ class FinalPullDetails(RecordDetails):
     source: Literal["engine", "containerd", "pod"] | None = None
     image_id: str | None = None
     image_id_means: str | None = None
+    attestation: str | None = Field(
+        default=None,
+        description="with --sign-key: the final-pull attestation's envelope digest, or "
+        "'not attested: WHY'",
+    )
     expected_manifest_digest: str | None = None
     expected_config_digest: str | None = None
     where: str | None = None

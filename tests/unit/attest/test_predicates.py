@@ -25,3 +25,10 @@ def test_the_committed_mirror_schema_is_the_model_s() -> None:
 
     committed = (SCHEMAS / "mirror-verification-v1.schema.json").read_text()
     assert committed == schema_text(MirrorPredicate, MIRROR_V1)
+
+
+def test_the_committed_final_pull_schema_is_the_model_s() -> None:
+    from imagekit.attest.predicates import FINAL_PULL_V1, FinalPullPredicate
+
+    committed = (SCHEMAS / "final-pull-v1.schema.json").read_text()
+    assert committed == schema_text(FinalPullPredicate, FINAL_PULL_V1)
