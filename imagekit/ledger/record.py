@@ -212,6 +212,10 @@ class AuditDetails(AuditedImageDetails):
         description="with --sign-key: the signed attestation's envelope digest, or "
         "'not attested: WHY' when the registry did not take it",
     )
+    imported: str | None = Field(
+        default=None,
+        description="`ledger sync`: imported from a signed attestation, and with which key",
+    )
 
 
 class VulnerabilitySummary(RecordDetails):
@@ -249,6 +253,10 @@ class VulnerabilityScanDetails(AuditedImageDetails):
         description="with --sign-key: the cosign vuln attestation's envelope digest, or "
         "'not attested: WHY'",
     )
+    imported: str | None = Field(
+        default=None,
+        description="`ledger sync`: imported from a signed attestation, and with which key",
+    )
 
 
 class MirrorDetails(RecordDetails):
@@ -261,6 +269,10 @@ class MirrorDetails(RecordDetails):
         default=None,
         description="with --sign-key: the binding attestation's envelope digest, or "
         "'not attested: WHY'",
+    )
+    imported: str | None = Field(
+        default=None,
+        description="`ledger sync`: imported from a signed attestation, and with which key",
     )
 
 
@@ -296,6 +308,10 @@ class FinalPullDetails(RecordDetails):
         default=None,
         description="with --sign-key: the final-pull attestation's envelope digest, or "
         "'not attested: WHY'",
+    )
+    imported: str | None = Field(
+        default=None,
+        description="`ledger sync`: imported from a signed attestation, and with which key",
     )
     expected_manifest_digest: str | None = None
     expected_config_digest: str | None = None
