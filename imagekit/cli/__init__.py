@@ -33,6 +33,7 @@ _COMMAND_MODULES: dict[str, str] = {
     "nightly": "imagekit.cli.nightly_cmd",
     "keys": "imagekit.cli.keys_cmd",
     "verify": "imagekit.cli.verify_cmd",
+    "sbom": "imagekit.cli.sbom_cmd",
 }
 
 

@@ -32,6 +32,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "upstream",
             "bump",
             "provenance",
+            "sbom",
         ),
     ),
     ("flows", ("flows",)),
