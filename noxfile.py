@@ -41,6 +41,7 @@ BENCHMARKS = {
     "osv": "bench.osv",
     "assemble": "bench.assemble",
     "ledger": "bench.ledger",
+    "attest": "bench.attest",
 }
 
 
@@ -55,3 +56,4 @@ def bench(session: nox.Session) -> None:
     session.run(PY, "-m", BENCHMARKS["osv"])
     session.run(PY, "-m", BENCHMARKS["assemble"])
     session.run(PY, "-m", BENCHMARKS["ledger"])
+    session.run(PY, "-m", BENCHMARKS["attest"])

@@ -14,6 +14,8 @@ interrupt is not an error either: imagekit.interrupt.Interrupted (a KeyboardInte
     |   |   +-- BaseDigestTruncated    a plan whose base digest is cut short: builds need --base
     |   +-- ProfileError               an audit profile that is missing or malformed
     |   +-- VulnDatabaseError          an offline vulnerability database that is not an OSV export
+    |   +-- KeyFileError               a key file that cannot be used (names the file)
+    |   +-- PolicyError                a verification policy file that is missing or malformed
     +-- CheckFailed                    exit 1: a check ran and said no
     |   +-- DigestMismatch             bytes whose digest differs from the one asked for
     |   +-- ImageContentError          the registry answered; what it served is not a usable image
@@ -29,12 +31,13 @@ interrupt is not an error either: imagekit.interrupt.Interrupted (a KeyboardInte
         +-- ContainerdError            a call to containerd (through ctr) failed
         |   +-- ContainerdUnavailable  containerd did not answer, or has no working CRI plugin
         +-- RegistryError              a registry answered badly (carries registry/repo/digest)
-            +-- RegistryUnauthorized   401/403 without usable credentials
-            +-- RegistryNotFound       404 for a manifest or blob
-            +-- RegistryProtocolError  HTML, garbage, oversize bodies, schema 1, bad headers
-            +-- RetriesExhausted       bounded retries ran out on transient faults
-            |   +-- RateLimited        the registry kept answering 429 (its words, its wait)
-            +-- RegistryTLSError       TLS to the registry failed (CA, client certificate)
+        |   +-- RegistryUnauthorized   401/403 without usable credentials
+        |   +-- RegistryNotFound       404 for a manifest or blob
+        |   +-- RegistryProtocolError  HTML, garbage, oversize bodies, schema 1, bad headers
+        |   +-- RetriesExhausted       bounded retries ran out on transient faults
+        |   |   +-- RateLimited        the registry kept answering 429 (its words, its wait)
+        |   +-- RegistryTLSError       TLS to the registry failed (CA, client certificate)
+        +-- NotAttested                a stage finished but its attestation was not stored
 
 Messages never carry a credential, a token or an Authorization header: the registry layer
 builds them from the registry, repository and digest alone.
@@ -133,6 +136,22 @@ class ProfileError(UsageError):
 @dataclass(eq=False, repr=False, kw_only=True)
 class VulnDatabaseError(UsageError):
     """An offline vulnerability database (--vuln-db) that cannot be used; names the file."""
+
+    path: str
+
+
+@dataclass(eq=False, repr=False, kw_only=True)
+class KeyFileError(UsageError):
+    """A signing or verification key that cannot be used: unreadable, the wrong password,
+    not ECDSA P-256, or a public key where a private one is needed. Names the file, never
+    the password or the key's bytes."""
+
+    path: str
+
+
+@dataclass(eq=False, repr=False, kw_only=True)
+class PolicyError(UsageError):
+    """A verification policy file (imagekit verify --policy) that cannot be used."""
 
     path: str
 
@@ -298,3 +317,16 @@ class RegistryTLSError(RegistryError):
 
     Never retried: the same handshake fails the same way. The hint names the ways to trust
     the registry (--ca-file, Docker's certs.d, --insecure)."""
+
+
+@dataclass(eq=False, repr=False, kw_only=True)
+class NotAttested(CouldNotFinish):
+    """A stage reached its verdict and kept its evidence and record, but its attestation
+    could not be stored in the registry (a refused or failed push). Carries the stage's
+    result, as RecordRefused does, so the command still reports the verdict."""
+
+    cause: str
+    result: object | None = dataclasses.field(default=None, init=False)
+
+    def fields(self) -> dict[str, Any]:
+        return {**super().fields(), "attested": False}

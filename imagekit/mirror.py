@@ -39,6 +39,10 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any, Protocol
 
+from imagekit.attest.attach import AttestOutcome
+from imagekit.attest.carry import carry_attachments
+from imagekit.attest.mirror_binding import BINDING_VERDICTS, attest_mirror
+from imagekit.attest.signer import KeyFileSigner, Signer
 from imagekit.errors import CheckFailed, ImagekitError, UsageError
 from imagekit.evidence import new_run_dir, write_json
 from imagekit.interrupt import Stop, interrupted, wait_all
@@ -99,6 +103,8 @@ class MirrorOptions:
     record: bool = True
     # The plan the image belongs to, for the ledger record (`imagekit pipeline` sets it).
     plan: str | None = None
+    # Sign a positive verdict as an attestation on DST binding it to SRC (imagekit/attest).
+    sign_key: Path | None = None
 
 
 @dataclass(frozen=True)
@@ -157,6 +163,7 @@ class MirrorReport:
     seconds: float | None = None
     evidence: Path | None = None
     error: dict[str, Any] | None = None
+    attestation: dict[str, Any] | None = None  # with --sign-key: stored, or why not
     ledger_seqs: tuple[int, ...] = ()  # the mirror-verify record, when one was appended
 
     @property
@@ -191,6 +198,7 @@ class MirrorReport:
             "seconds": self.seconds,
             "evidence": str(self.evidence) if self.evidence else None,
             "error": self.error,
+            **({"attestation": self.attestation} if self.attestation else {}),
         }
 
 
@@ -507,6 +515,7 @@ def mirror(
             "--copy needs DST by tag (a digest names content that does not exist yet)",
             hint="give DST as registry/repo:tag",
         )
+    signer = KeyFileSigner.from_file(options.sign_key) if options.sign_key else None
     started = time.monotonic()
     own_client = client is None
     client = client or RegistryClient(
@@ -525,6 +534,9 @@ def mirror(
                 step = "copying SRC to DST"
                 copied = copy_image(client, src_ref, dst_ref, log=log)
                 copy_summary = copied.to_json()
+                step = "copying SRC's attestations, signatures and referrers"
+                subjects = [src.manifest_digest, *([src.index_digest] if src.index_digest else [])]
+                copy_summary["attachments"] = carry_attachments(client, src_ref, dst_ref, subjects)
                 step = "resolving DST"
                 dst = client.resolve(dst_ref, options.platform)
             else:
@@ -550,7 +562,7 @@ def mirror(
         if own_client:
             client.close()
     report = _with(report, copy=copy_summary, seconds=round(time.monotonic() - started, 3))
-    return _save(report, workspace, src_ref, dst_ref, options)
+    return _save(report, workspace, src_ref, dst_ref, options, signer)
 
 
 def _verified(so_far: dict[str, Any]) -> str:
@@ -600,6 +612,7 @@ def _save(
     src_ref: Reference,
     dst_ref: Reference,
     options: MirrorOptions,
+    signer: Signer | None = None,
 ) -> MirrorReport:
     """Write the report under evidence/mirror/<DST>/<run>/ and append the ledger record.
 
@@ -612,11 +625,37 @@ def _save(
     path = run_dir / "mirror-report.json"
     report = _with(report, evidence=path)
     write_json(path, report.to_json())
+    outcome = None
+    if signer is not None and report.source and report.destination:
+        outcome = attest_mirror(
+            signer,
+            source=report.source,
+            destination=report.destination,
+            verdict=str(report.verdict),
+            message=report.message,
+            diff_ids=[layer.actual_diff_id or "" for layer in report.layers],
+            scope=_scope(report, options),
+            platform=options.platform,
+            insecure=options.insecure,
+        )
+        report = _with(report, attestation=outcome.to_json())
     if options.record:
         with RecordRefused.keeping(report):
-            seq = _record(report, workspace, src_ref, dst_ref, options, path)
+            seq = _record(report, workspace, src_ref, dst_ref, options, path, outcome)
         report = _with(report, ledger_seqs=(seq,))
+    if outcome is not None and str(report.verdict) in BINDING_VERDICTS:
+        outcome.raise_unless_stored(report)  # a refused push: exit 3, the verdict kept
     return report
+
+
+def _scope(report: MirrorReport, options: MirrorOptions) -> str:
+    platform = (report.destination or report.source or {}).get("platform") or (
+        str(options.platform) if options.platform else "default platform"
+    )
+    return (
+        f"diffIDs of every layer of {platform}, DST blobs streamed and hashed; "
+        "SRC judged by its config"
+    )
 
 
 def _record(
@@ -626,6 +665,7 @@ def _record(
     dst_ref: Reference,
     options: MirrorOptions,
     path: Path,
+    outcome: AttestOutcome | None = None,
 ) -> int:
     from imagekit.ledger import MirrorDetails, append_record
 
@@ -633,17 +673,13 @@ def _record(
         "source": _pinned(report.source, src_ref),
         "destination": _pinned(report.destination, dst_ref),
     }
-    platform = (report.destination or report.source or {}).get("platform") or (
-        str(options.platform) if options.platform else "default platform"
-    )
     return append_record(
         workspace,
         "mirror-verify",
         plan=options.plan,
         images=images,
         status=str(report.verdict),
-        scope=f"diffIDs of every layer of {platform}, DST blobs streamed and hashed; "
-        "SRC judged by its config",
+        scope=_scope(report, options),
         evidence=path,
         details=MirrorDetails(
             message=report.message,
@@ -651,6 +687,7 @@ def _record(
             compressed_digests_equal=report.compressed_digests_equal,
             layers=len(report.layers),
             copied=report.copy is not None,
+            **({"attestation": outcome.ledger_value} if outcome is not None else {}),
         ),
     ).seq
 

@@ -31,6 +31,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, TypeVar
 
+from imagekit.attest.final_pull import attest_final_pull
+from imagekit.attest.signer import KeyFileSigner, Signer
 from imagekit.errors import ContainerdError, RecordRefused, ReferenceFormatError, UsageError
 from imagekit.evidence import new_run_dir, write_bytes, write_json
 from imagekit.ledger import (
@@ -265,6 +267,7 @@ def _recorded(
     run_dir: Path,
     document: dict[str, Any],
     details: FinalPullDetails,
+    signer: Signer | None = None,
 ) -> _Result:
     """The result with its evidence (``document``, as pull.json in ``run_dir``) and its
     final-pull record: status and scope sentence from the result, never edited.
@@ -274,6 +277,10 @@ def _recorded(
     """
     evidence = run_dir / "pull.json"
     write_json(evidence, document)
+    outcome = None
+    if signer is not None:  # before the record, so that the record names the attestation
+        outcome = attest_final_pull(signer, result.reference, result.expected_digest, document)
+        details = details.model_copy(update={"attestation": outcome.ledger_value})
     with RecordRefused.keeping(replace(result, evidence=evidence)):
         saved = append_record(
             workspace,
@@ -285,7 +292,21 @@ def _recorded(
             evidence=evidence,
             details=details,
         )
-    return replace(result, evidence=evidence, record=saved)
+    result = replace(result, evidence=evidence, record=saved)
+    if outcome is not None and result.ok:
+        outcome.raise_unless_stored(result)  # a refused push: exit 3, the pull and record kept
+    return result
+
+
+def _signer(sign_key: Path | None, record: bool) -> Signer | None:
+    if sign_key is None:
+        return None
+    if not record:
+        raise UsageError(
+            "--sign-key attests the pull beside its record; give --record too",
+            hint="imagekit pull REF --record --sign-key FILE",
+        )
+    return KeyFileSigner.from_file(sign_key)
 
 
 def final_pull(
@@ -298,6 +319,7 @@ def final_pull(
     where: str | None = None,
     engine: Engine | None = None,
     registry: RegistryClient | None = None,
+    sign_key: Path | None = None,
 ) -> PullResult:
     """Pull through the engine, check image ID and RepoDigests, optionally record the result.
 
@@ -305,6 +327,7 @@ def final_pull(
     exception: the record of a failed final pull is exactly what the ledger must keep.
     """
     ref, expected = _target(reference, expect_digest)
+    signer = _signer(sign_key, record)
     engine = engine or connect()
     resolved = _resolve(registry, ref)
     pull_name = str(ref)
@@ -374,6 +397,7 @@ def final_pull(
             where=result.where,
             checks=[c.record() for c in checks],
         ),
+        signer,
     )
 
 
@@ -556,6 +580,7 @@ def final_pull_containerd(
     snapshotter: str = ctrd.DEFAULT_SNAPSHOTTER,
     containerd: ctrd.Containerd | None = None,
     registry: RegistryClient | None = None,
+    sign_key: Path | None = None,
 ) -> ContainerdPullResult:
     """Pull through containerd as a node does, read back what the CRI plugin will report.
 
@@ -563,6 +588,7 @@ def final_pull_containerd(
     a containerd that does not answer raises ContainerdUnavailable (exit 3).
     """
     ref, expected = _target(reference, expect_digest)
+    signer = _signer(sign_key, record)
     store = containerd or ctrd.connect(address, namespace=namespace, snapshotter=snapshotter)
     name = str(ref)
     pulled = store.pull(name, plain_http=is_loopback(ref.registry))
@@ -649,4 +675,5 @@ def final_pull_containerd(
             expected_config_digest=str(resolved.config_digest),
             **{key: document[key] for key in keys},
         ),
+        signer,
     )

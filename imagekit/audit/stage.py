@@ -15,6 +15,9 @@ from pathlib import Path
 from typing import Any
 
 from imagekit import evidence
+from imagekit.attest.attach import AttestOutcome
+from imagekit.attest.signer import KeyFileSigner, Signer
+from imagekit.audit.attestation import AuditFacts, attest_audit
 from imagekit.audit.profiles import Profile, load_profile, probe_spec
 from imagekit.audit.report import (
     HOST_SCOPE,
@@ -35,7 +38,7 @@ from imagekit.audit.runner import (
 )
 from imagekit.audit.runner import run_on_host as _run_on_host
 from imagekit.audit.vulns import FailOn, Finding, VulnPolicy, VulnScan, fails, scan
-from imagekit.errors import CouldNotFinish, RecordRefused
+from imagekit.errors import CouldNotFinish, RecordRefused, UsageError
 from imagekit.ledger import (
     AuditDetails,
     AuditedImageDetails,
@@ -66,6 +69,7 @@ class AuditRequest:
     platform: str | None = None  # os/arch to pull; default: the plan's base platform
     timeout_s: float = DEFAULT_TIMEOUT_S  # the whole probe run's wall-clock limit
     vulns: VulnPolicy = field(default_factory=VulnPolicy)  # database, its age, --fail-on
+    sign_key: Path | None = None  # attest the verdict in the image's registry (imagekit/attest)
 
 
 @dataclass(frozen=True)
@@ -86,6 +90,8 @@ class AuditResult:
     # How python3 ended when that is not the usual exit 0 ("python3 exited 1 after ...").
     probe_note: str | None = None
     fail_on: FailOn = "findings"
+    attestation: AttestOutcome | None = None  # with --sign-key: stored, or why not
+    vuln_attestation: AttestOutcome | None = None  # cosign's vuln predicate, the same
 
     @property
     def exit_code(self) -> int:
@@ -156,6 +162,12 @@ class AuditResult:
                 "summary": str(self.summary_path),
             },
             "ledger": {"seqs": list(self.ledger_seqs)},
+            **({"attestation": self.attestation.to_json()} if self.attestation else {}),
+            **(
+                {"vuln_attestation": self.vuln_attestation.to_json()}
+                if self.vuln_attestation
+                else {}
+            ),
         }
 
 
@@ -268,7 +280,12 @@ def _key_versions(result: AuditResult) -> dict[str, dict[str, str | None]]:
     return {"versions": {str(k): None if v is None else str(v) for k, v in found.items()}}
 
 
-def _record(workspace: Workspace, result: AuditResult, vulns_path: Path) -> tuple[int, ...]:
+def _record(
+    workspace: Workspace,
+    result: AuditResult,
+    vulns_path: Path,
+    attested: tuple[AttestOutcome, AttestOutcome] | None = None,
+) -> tuple[int, ...]:
     """Append the audit and vulnerability-scan records, of one plan and image; their seqs."""
     images = {"image": result.image.requested} if result.image is not None else {}
     image_id = result.image.image_id if result.image else None
@@ -293,6 +310,7 @@ def _record(workspace: Workspace, result: AuditResult, vulns_path: Path) -> tupl
         ).seq
 
     audit_details = AuditDetails(
+        **({"attestation": attested[0].ledger_value} if attested is not None else {}),
         profile=result.profile,
         image_id=image_id,
         **resolved,
@@ -309,6 +327,7 @@ def _record(workspace: Workspace, result: AuditResult, vulns_path: Path) -> tupl
     )
     database = result.vulns.database
     scan_details = VulnerabilityScanDetails(
+        **({"attestation": attested[1].ledger_value} if attested is not None else {}),
         profile=result.profile,
         image_id=image_id,
         report=VulnerabilitySummary(
@@ -332,6 +351,7 @@ def audit(
     workspace: Workspace, request: AuditRequest, *, engine: Engine | None = None
 ) -> AuditResult:
     """Audit an image (or this host), write the evidence, append the ledger records."""
+    signer = _signer(request)  # bad input (a key that cannot sign) refused before anything runs
     database = None
     if request.vulns.database is not None:  # bad input: refused before anything runs
         from imagekit.audit.osv import load_database  # pip-audit's modules, only when used
@@ -419,6 +439,35 @@ def audit(
     whole["probe_command"] = list(run.command)
     evidence.write_json(result.report_path, whole)
     evidence.write_bytes(result.summary_path, _summary_markdown(result.to_json()).encode("utf-8"))
+    outcome = None
+    if signer is not None:
+        evidence_files = (result.report_path, vulns_path, result.summary_path)
+        facts = AuditFacts(
+            result.image,
+            result.verdict,
+            result.scope,
+            result.profile,
+            result.plan,
+            result.report,
+            result.vulns,
+        )
+        outcome = attest_audit(signer, facts, evidence_files)
+        result = replace(result, attestation=outcome[0], vuln_attestation=outcome[1])
     with RecordRefused.keeping(result):  # refused, the verdict and its evidence still stand
-        seqs = _record(workspace, result, vulns_path)
-    return replace(result, ledger_seqs=seqs)
+        seqs = _record(workspace, result, vulns_path, outcome)
+    result = replace(result, ledger_seqs=seqs)
+    if outcome is not None:
+        outcome[0].raise_unless_stored(result)
+        outcome[1].raise_unless_stored(result)
+    return result
+
+
+def _signer(request: AuditRequest) -> Signer | None:
+    if request.sign_key is None:
+        return None
+    if request.host:
+        raise UsageError(
+            "--sign-key attests an image in a registry; a --host audit has none",
+            hint="drop --sign-key, or audit an image",
+        )
+    return KeyFileSigner.from_file(request.sign_key)

@@ -46,6 +46,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, ClassVar, Protocol, TextIO
 
+from imagekit.attest.attach import AttestOutcome
+from imagekit.attest.signer import KeyFileSigner, Signer
 from imagekit.build.options import BuildOptions
 from imagekit.build.push import check_push_repo, push_image
 from imagekit.build.record import read_base_details, record_plan_image, record_push, record_rejected
@@ -69,6 +71,7 @@ from imagekit.plans.render import (
     Rendered,
     render,
 )
+from imagekit.provenance import attest_build
 from imagekit.refs import Digest, Reference
 from imagekit.registry import RegistryClient
 from imagekit.runtime.engine import Engine, connect, docker_error_text
@@ -101,6 +104,7 @@ class BuildResult:
     pushed: str | None = None
     manifest_digest: str | None = None
     ledger: list[int] = field(default_factory=list)
+    attestation: AttestOutcome | None = None  # with --sign-key: stored, or why not
 
     # A build that returns succeeded: a failed one raises (BuildFailed, RecordRefused ...).
     ok: ClassVar[bool] = True
@@ -134,6 +138,7 @@ class BuildResult:
             "pushed": self.pushed,
             "manifest_digest": self.manifest_digest,
             "ledger_seq": self.ledger,
+            **({"attestation": self.attestation.to_json()} if self.attestation else {}),
         }
 
 
@@ -391,6 +396,7 @@ def build_plan(
     loaded = load_named_plan(workspace, name, base_override=options.base_override)
     if options.push is not None:
         check_push_repo(options.push)
+    signer = _signer(options)  # a key that cannot sign is refused before the build
     rendered = render(loaded)
     ca = _ca_bundle(options)
     index_url = options.index_url or os.environ.get("PIP_INDEX_URL") or None
@@ -450,11 +456,45 @@ def build_plan(
         return result
     pushed, manifest = push_image(engine, tag, options.push, log_path)
     result = replace(result, pushed=pushed, manifest_digest=manifest)
+    outcome = None
+    if signer is not None:
+        outcome = attest_build(
+            signer,
+            loaded,
+            rendered,
+            pushed=pushed,
+            builder=builder,
+            image_id=image_id,
+            log=log_path,
+            run_id=run_dir.name,
+        )
+        result = replace(result, attestation=outcome)
     with RecordRefused.keeping(result):
         push_seq = record_push(
-            workspace, tag, pushed, manifest, log_path, plan=loaded.name, image_id=image_id
+            workspace,
+            tag,
+            pushed,
+            manifest,
+            log_path,
+            plan=loaded.name,
+            image_id=image_id,
+            attestation=outcome.ledger_value if outcome else None,
         )
-    return replace(result, ledger=[seq, push_seq])
+    result = replace(result, ledger=[seq, push_seq])
+    if outcome is not None:
+        outcome.raise_unless_stored(result)
+    return result
+
+
+def _signer(options: BuildOptions) -> Signer | None:
+    if options.sign_key is None:
+        return None
+    if options.push is None:
+        raise UsageError(
+            "--sign-key attests the pushed image; give --push REPO too",
+            hint="imagekit build NAME --push REPO --sign-key FILE",
+        )
+    return KeyFileSigner.from_file(options.sign_key)
 
 
 def _run_build(

@@ -72,6 +72,12 @@ def build_image(
             "build step and keeps no build cache",
             hint="drop it, or add --builder engine",
         )
+    if options.sign_key is not None:  # fail closed: never a silent "not attested"
+        raise UsageError(
+            "--sign-key is not supported by the registry builder yet (SLSA provenance is "
+            "written for engine builds)",
+            hint="add --builder engine, or attest the image with `imagekit audit --sign-key`",
+        )
     return assemble_plan(
         workspace,
         name,

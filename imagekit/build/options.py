@@ -26,3 +26,4 @@ class BuildOptions:
     builder: str = "engine"
     index: bool = False  # registry builder: push an index holding the manifest too
     assertions: bool = True  # registry builder: false accepts the image unchecked
+    sign_key: Path | None = None  # with push: sign SLSA v1 provenance beside the image

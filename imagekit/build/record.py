@@ -68,7 +68,7 @@ def record_rejected(
     """A failed attempt stays on record; a later success is a new record beside it.
 
     Both builders call this: the engine path with BuildKit's failure, the registry builder
-    (imagekit.assemble) with its guard report or assertion run in ``details``.
+    (imagekit.build.assemble) with its guard report or assertion run in ``details``.
     """
     return record_plan_image(
         workspace,
@@ -94,6 +94,7 @@ def record_push(
     *,
     plan: str,
     image_id: str,
+    attestation: str | None = None,
 ) -> int:
     """Append the push record of ``tag`` pushed as ``pushed``; returns its seq."""
     return _record(
@@ -104,7 +105,11 @@ def record_push(
         status="pushed",
         scope=f"the engine pushed {tag} and the registry named the manifest {manifest}",
         evidence=log_path,
-        details=PushDetails(manifest_digest=manifest, config_digest=image_id),
+        details=PushDetails(
+            manifest_digest=manifest,
+            config_digest=image_id,
+            **({"attestation": attestation} if attestation is not None else {}),
+        ),
     )
 
 

@@ -31,6 +31,9 @@ _COMMAND_MODULES: dict[str, str] = {
     "doctor": "imagekit.cli.doctor_cmd",
     "pipeline": "imagekit.cli.pipeline_cmd",
     "nightly": "imagekit.cli.nightly_cmd",
+    "keys": "imagekit.cli.keys_cmd",
+    "verify": "imagekit.cli.verify_cmd",
+    "sbom": "imagekit.cli.sbom_cmd",
 }
 
 

@@ -29,7 +29,7 @@ from typing import Any, Literal, Protocol, TypeVar, Union, cast, overload
 
 import click
 
-from imagekit.errors import CRASH_EXIT_CODE, ImagekitError, RecordRefused
+from imagekit.errors import CRASH_EXIT_CODE, ImagekitError, NotAttested, RecordRefused
 from imagekit.interrupt import Interrupted, interrupted
 
 T = TypeVar("T")
@@ -318,7 +318,7 @@ def run(
         to_json = _own_document
     try:
         result = action()
-    except RecordRefused as exc:
+    except (RecordRefused, NotAttested) as exc:
         if exc.result is None:
             _error(exc, as_json)
         # The stage finished and attached its own result (RecordRefused.keeping); flows that
@@ -327,7 +327,8 @@ def run(
         if as_json:
             document = to_json(kept)
             if isinstance(document, dict):
-                document = {**document, "ledger_refused": exc.to_json()}
+                key = "ledger_refused" if isinstance(exc, RecordRefused) else "not_attested"
+                document = {**document, key: exc.to_json()}
             dump_json(document)
         else:
             human(kept)

@@ -41,6 +41,16 @@ def _human(result: AuditResult) -> None:
     if fails(result.vulns, result.fail_on):
         click.echo(f"  --fail-on {result.fail_on}: the findings fail the audit")
     click.echo(f"evidence: {result.evidence_dir}")
+    if result.attestation is not None:
+        stored = result.attestation.attestation
+        if stored is not None:
+            click.echo(f"attested: {stored.envelope_digest} ({stored.predicate_type})")
+            for where in stored.stored:
+                click.echo(f"  {where}")
+        else:
+            click.echo(f"NOT ATTESTED: {result.attestation.problem}")
+    if result.vuln_attestation is not None and result.vuln_attestation.attestation is not None:
+        click.echo(f"attested: {result.vuln_attestation.attestation.envelope_digest} (vuln)")
 
 
 @click.command("audit")
@@ -77,6 +87,15 @@ def _human(result: AuditResult) -> None:
     help="Wall-clock limit of the whole probe run; past it the container is removed and "
     "the audit ends TIMEOUT (exit 3).",
 )
+@click.option(
+    "--sign-key",
+    type=click.Path(path_type=Path, dir_okay=False),
+    envvar="IMAGEKIT_SIGNING_KEY",
+    metavar="FILE",
+    help="Sign the verdict as an in-toto attestation and store it beside the image in its "
+    "registry (cosign's .att tag and an OCI referrer); a registry that refuses it is exit 3, "
+    "the verdict and its record kept. Env: IMAGEKIT_SIGNING_KEY.",
+)
 @vuln_options
 @registry_options
 @json_option
@@ -92,6 +111,7 @@ def command(
     vuln_db: Path | None,
     max_age: int,
     fail_on: FailOn,
+    sign_key: Path | None,
     as_json: bool,
 ) -> None:
     """Run the CPU-only probe in REF (no network, no GPU) and report CPU_PASS,

@@ -70,6 +70,14 @@ def _human(result: object) -> None:
     help="CA bundle pip trusts inside the build [env IMAGEKIT_PIP_CA; default: the host's].",
 )
 @registry_options
+@click.option(
+    "--sign-key",
+    type=click.Path(path_type=Path, dir_okay=False),
+    envvar="IMAGEKIT_SIGNING_KEY",
+    metavar="FILE",
+    help="With --push (engine builder): sign SLSA v1 provenance and store it beside the "
+    "pushed image. Env: IMAGEKIT_SIGNING_KEY.",
+)
 @json_option
 def command(
     name: str,
@@ -82,6 +90,7 @@ def command(
     base_override: str | None,
     index_url: str | None,
     ca_bundle: Path | None,
+    sign_key: Path | None,
     as_json: bool,
 ) -> None:
     """Build a plan; the log streams to stderr and into evidence/."""

@@ -154,6 +154,48 @@ def repair_cmd(ledger: Path | None, as_json: bool) -> None:
     )
 
 
+@command.command("sync")
+@click.option(
+    "--key",
+    "key_paths",
+    multiple=True,
+    required=True,
+    type=click.Path(path_type=Path, dir_okay=False),
+    metavar="PUB",
+    help="A public key whose attestations are imported. Repeatable.",
+)
+@click.option("--plans", "plans", multiple=True, metavar="NAME", help="Only these plans' images.")
+@click.option("--insecure", multiple=True, metavar="HOST[:PORT]", help="Plain-HTTP registry.")
+@ledger_option
+@json_option
+def sync_cmd(
+    key_paths: tuple[Path, ...],
+    plans: tuple[str, ...],
+    insecure: tuple[str, ...],
+    ledger: Path | None,
+    as_json: bool,
+) -> None:
+    """Append the signed attestations attached to the ledger's images that it lacks (a
+    final pull on a node, an audit on a CI runner), each verified and marked as imported."""
+    from imagekit.ledger.sync import SyncResult, sync_ledger
+
+    def human(result: SyncResult) -> None:
+        for item in result.imported:
+            click.echo(f"imported seq {item.seq} {item.kind} {item.image} ({item.key})")
+        click.echo(
+            f"{len(result.imported)} imported, {result.already} already in the ledger, "
+            f"{len(result.images)} image(s) read"
+        )
+        for line in result.skipped:
+            click.echo(f"skipped {line}")
+
+    run(
+        lambda: sync_ledger(_workspace(ledger), key_paths, plans, insecure=insecure),
+        as_json=as_json,
+        human=human,
+    )
+
+
 @command.command("lock")
 @click.option(
     "-o",

@@ -92,6 +92,11 @@ def _human(report: MirrorReport) -> None:
     click.echo(f"{report.verdict}: {report.message}")
     if report.evidence:
         click.echo(f"evidence: {report.evidence}")
+    if report.attestation is not None:
+        if report.attestation.get("attested"):
+            click.echo(f"attested: {report.attestation['envelope_digest']} (binding DST to SRC)")
+        else:
+            click.echo(f"NOT ATTESTED: {report.attestation.get('problem')}")
 
 
 def _size_option(name: str, default: int, text: str) -> Callable[[F], F]:
@@ -145,6 +150,15 @@ def _size_option(name: str, default: int, text: str) -> Callable[[F], F]:
     help="Directory of the docker config.json with credentials (default $DOCKER_CONFIG).",
 )
 @click.option("--no-record", is_flag=True, help="Do not append a ledger record.")
+@click.option(
+    "--sign-key",
+    type=click.Path(path_type=Path, dir_okay=False),
+    envvar="IMAGEKIT_SIGNING_KEY",
+    metavar="FILE",
+    help="On identical or content-identical, sign an attestation on DST binding its digest "
+    "to SRC's (`imagekit verify DST` then accepts it on SRC's attestations). Env: "
+    "IMAGEKIT_SIGNING_KEY.",
+)
 @json_option
 def command(
     source: str,
@@ -159,6 +173,7 @@ def command(
     workers: int | None,
     docker_config: Path | None,
     no_record: bool,
+    sign_key: Path | None,
     as_json: bool,
 ) -> None:
     """Prove DST holds the same content as SRC, layer by layer by diffID."""
@@ -176,6 +191,7 @@ def command(
             workers=workers,
             docker_config=docker_config,
             record=not no_record,
+            sign_key=sign_key,
         )
         if not as_json and sys.stderr.isatty():
             with _Bars() as bars:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import click
 
 from imagekit.cli._common import echo_err, json_option, parsed, registry_options, run, unless_ok
@@ -33,6 +35,14 @@ from imagekit.workspace import Workspace
     "--namespace", help=f"containerd namespace (default: {K8S_NAMESPACE}, the kubelet's)."
 )
 @registry_options
+@click.option(
+    "--sign-key",
+    type=click.Path(path_type=Path, dir_okay=False),
+    envvar="IMAGEKIT_SIGNING_KEY",
+    metavar="FILE",
+    help="With --record: sign the verified pull (runtime, store, image ID, namespace, node) "
+    "and store it beside the image. Env: IMAGEKIT_SIGNING_KEY.",
+)
 @json_option
 def command(
     reference: str,
@@ -43,6 +53,7 @@ def command(
     runtime: str,
     address: str | None,
     namespace: str | None,
+    sign_key: Path | None,
     as_json: bool,
 ) -> None:
     """Pull by digest, check the store's image ID against the registry, record what it holds."""

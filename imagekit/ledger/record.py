@@ -164,6 +164,11 @@ class CopyDetails(RecordDetails):
 
 
 class PushDetails(RecordDetails):
+    attestation: str | None = Field(
+        default=None,
+        description="with --sign-key: the SLSA v1 provenance's envelope digest, or "
+        "'not attested: WHY'",
+    )
     manifest_digest: str | None = None
     config_digest: str | None = None
     index_digest: str | None = Field(default=None, description="`build --index`: the tag's")
@@ -207,6 +212,15 @@ class AuditedImageDetails(RecordDetails):
 
 class AuditDetails(AuditedImageDetails):
     report: AuditSummary | None = None
+    attestation: str | None = Field(
+        default=None,
+        description="with --sign-key: the signed attestation's envelope digest, or "
+        "'not attested: WHY' when the registry did not take it",
+    )
+    imported: str | None = Field(
+        default=None,
+        description="`ledger sync`: imported from a signed attestation, and with which key",
+    )
 
 
 class VulnerabilitySummary(RecordDetails):
@@ -239,6 +253,15 @@ class VulnerabilityDatabase(RecordDetails):
 class VulnerabilityScanDetails(AuditedImageDetails):
     report: VulnerabilitySummary | None = None
     database: VulnerabilityDatabase | None = None
+    attestation: str | None = Field(
+        default=None,
+        description="with --sign-key: the cosign vuln attestation's envelope digest, or "
+        "'not attested: WHY'",
+    )
+    imported: str | None = Field(
+        default=None,
+        description="`ledger sync`: imported from a signed attestation, and with which key",
+    )
 
 
 class MirrorDetails(RecordDetails):
@@ -247,6 +270,15 @@ class MirrorDetails(RecordDetails):
     compressed_digests_equal: bool | None = None
     layers: int | None = None
     copied: bool | None = None
+    attestation: str | None = Field(
+        default=None,
+        description="with --sign-key: the binding attestation's envelope digest, or "
+        "'not attested: WHY'",
+    )
+    imported: str | None = Field(
+        default=None,
+        description="`ledger sync`: imported from a signed attestation, and with which key",
+    )
 
 
 class PullCheck(RecordDetails):
@@ -277,6 +309,15 @@ class FinalPullDetails(RecordDetails):
     source: Literal["engine", "containerd", "pod"] | None = None
     image_id: str | None = None
     image_id_means: str | None = None
+    attestation: str | None = Field(
+        default=None,
+        description="with --sign-key: the final-pull attestation's envelope digest, or "
+        "'not attested: WHY'",
+    )
+    imported: str | None = Field(
+        default=None,
+        description="`ledger sync`: imported from a signed attestation, and with which key",
+    )
     expected_manifest_digest: str | None = None
     expected_config_digest: str | None = None
     where: str | None = None

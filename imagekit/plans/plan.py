@@ -421,7 +421,7 @@ def runtime_mounted(path: str) -> tuple[str, str] | None:
     do instead; None when nothing mounts over it.
 
     The plan's destination is held to this, and so is the path it resolves to in the base
-    once the base's symbolic links are followed (imagekit.assemble.guard, and the engine's
+    once the base's symbolic links are followed (imagekit.build.assemble.guard, and the engine's
     guard step): ``/usr/local/bin -> /proc/self`` must not carry a file into /proc.
     """
     top = path.split("/")[1] if path.startswith("/") else path.split("/")[0]

@@ -236,7 +236,7 @@ def _pip_uninstall(step: PipUninstall) -> str:
 
 
 # Where a destination may not land once the base's links are followed: the mounts and files
-# the runtime puts over the image (imagekit.plan.runtime_mounted holds the same list).
+# the runtime puts over the image (imagekit.plans.plan.runtime_mounted holds the same list).
 _MOUNTED = "/proc|/proc/*|/sys|/sys/*|/dev|/dev/*|/etc/hosts|/etc/hostname|/etc/resolv.conf"
 
 

@@ -525,6 +525,31 @@ def copy_image(
     return result
 
 
+def push_blobs(
+    client: RegistryClient,
+    dst: Reference,
+    blobs: Sequence[BlobSource],
+    *,
+    workers: int = 4,
+    log: Callable[[str], None] | None = None,
+) -> CopyResult:
+    """Make sure DST's repository holds these blobs (there already, mounted or uploaded).
+
+    For writers that must put their blobs in place well before a manifest (a tag that other
+    writers update too: the window between reading the tag and writing it stays short).
+    """
+    result = CopyResult(
+        source="(held here)", destination=str(dst), digest=Digest.of_bytes(b""), media_type=""
+    )
+    pusher = _Copier(client, dst, dst, result, chunk_size=16 * MiB, workers=workers, log=log)
+    with ThreadPoolExecutor(max_workers=max(1, min(workers, len(blobs)))) as pool:
+        futures = [pool.submit(pusher.push, blob) for blob in blobs]
+        wait_all(futures, pusher.stop)
+        for future in futures:
+            future.result()
+    return result
+
+
 def push_manifest(
     client: RegistryClient,
     dst: Reference,

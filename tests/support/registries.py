@@ -184,6 +184,7 @@ def _config(
     allow_urls: bool = False,
     tls: ServerCertificate | None = None,
     client_ca: Path | None = None,
+    readonly: bool = False,
 ) -> str:
     config: dict[str, Any] = {
         "version": 0.1,
@@ -205,6 +206,9 @@ def _config(
         # Manifests naming foreign layers by URL are refused unless an allow list is set
         # (distribution's validation.manifests.urls).
         config["validation"] = {"manifests": {"urls": {"allow": ["^https?://"]}}}
+    if readonly:
+        # The registry's own read-only mode: pulls served, every push refused.
+        config["storage"]["maintenance"] = {"readonly": {"enabled": True}}
     return json.dumps(config)  # JSON is YAML
 
 
@@ -245,12 +249,16 @@ def start_registry(
     allow_urls: bool = False,
     tls: ServerCertificate | None = None,
     client_ca: Path | None = None,
+    readonly: bool = False,
+    storage_of: Path | None = None,
 ) -> RunningRegistry:
     """Start a real registry on a free 127.0.0.1 port; the caller stops it.
 
     ``allow_urls`` lets it accept manifests whose foreign layers carry URLs; ``tls`` makes
     it serve HTTPS with that certificate (tests/support/tls.py) instead of plain HTTP, and
-    ``client_ca`` makes it require client certificates that CA signed."""
+    ``client_ca`` makes it require client certificates that CA signed; ``readonly`` refuses
+    every push (distribution's maintenance mode); ``storage_of`` serves another registry's
+    storage folder (its workdir) instead of a new one."""
     if auth not in ("none", "basic", "token"):
         raise ValueError(f"unknown registry auth {auth!r}")
     workdir.mkdir(parents=True, exist_ok=True)
@@ -279,7 +287,11 @@ def start_registry(
     for _ in range(3):
         chosen = port or free_port()
         config_path = workdir / "config.yml"
-        config_path.write_text(_config(workdir, chosen, auth_config, allow_urls, tls, client_ca))
+        config_path.write_text(
+            _config(
+                storage_of or workdir, chosen, auth_config, allow_urls, tls, client_ca, readonly
+            )
+        )
         log_path = workdir / "registry.log"
         process = start_logged([REGISTRY_BINARY, "serve", str(config_path)], log_path)
         registry = RunningRegistry(

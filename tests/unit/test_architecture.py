@@ -18,8 +18,21 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
         ("errors", "interrupt", "refs", "workspace", "evidence", "layers", "version", "result"),
     ),
     ("outside world", ("registry", "runtime")),
-    ("records", ("ledger",)),
-    ("stages", ("plans", "build", "audit", "mirror", "pull", "inspect", "layerdiff")),
+    ("records", ("ledger", "attest")),
+    (
+        "stages",
+        (
+            "plans",
+            "build",
+            "audit",
+            "mirror",
+            "pull",
+            "inspect",
+            "layerdiff",
+            "provenance",
+            "sbom",
+        ),
+    ),
     ("flows", ("flows",)),
     ("cli", ("cli", "__main__")),
     # The package face hands out the public names lazily (imagekit/__init__.py); only its

@@ -1,0 +1,293 @@
+"""The gate: does the registry hold signed proof that this image meets the policy?
+
+`imagekit verify REF --key PUB` decides from the registry alone (no ledger, no engine): it
+resolves REF to the digest it names, reads that digest's attestations (cosign's ``.att``
+tag, as cosign reads it), keeps those signed by one of the keys and naming this digest as
+their subject (imagekit.attest.collect), and holds each requirement of the policy against
+them. Every requirement that does not hold is named with why; an attestation that was not
+trusted is named with why it was skipped. The claims are trusted as far as the keys are:
+the gate proves who signed what about which digest, not that the signer was right.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from imagekit.attest.collect import Collected, Skipped, VerifiedAttestation, collect
+from imagekit.attest.keys import PublicKey, load_public_key
+from imagekit.attest.mirror_binding import BINDING_VERDICTS
+from imagekit.attest.policy import DEFAULT_POLICY, Policy, age_seconds, load_policy
+from imagekit.attest.predicates import (
+    AUDIT_V1,
+    MIRROR_V1,
+    SLSA_PROVENANCE_V1,
+    AuditPredicate,
+    MirrorPredicate,
+)
+from imagekit.errors import UsageError
+from imagekit.refs import Digest, Reference, parse_reference
+from imagekit.registry.client import RegistryClient
+
+
+@dataclass(frozen=True)
+class Requirement:
+    name: str
+    held: bool
+    why: str
+    attestation: Digest | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "requirement": self.name,
+            "held": self.held,
+            "why": self.why,
+            "attestation": str(self.attestation) if self.attestation else None,
+        }
+
+
+@dataclass(frozen=True)
+class GateResult:
+    reference: str
+    digest: Digest
+    policy: str
+    requirements: tuple[Requirement, ...]
+    verified: tuple[VerifiedAttestation, ...]
+    skipped: tuple[Skipped, ...]
+    source: str
+    keys: tuple[str, ...]
+    binding: str | None = None  # "content-identical to SRC@DIGEST (attestation ...)"
+
+    @property
+    def ok(self) -> bool:
+        return bool(self.requirements) and all(r.held for r in self.requirements)
+
+    @property
+    def scope(self) -> str:
+        through = (
+            f"; through a signed mirror binding: {self.binding}, the source's attestations "
+            "count for this digest"
+            if self.binding
+            else ""
+        )
+        return (
+            f"decided from the registry alone: {len(self.verified)} attestation(s) in "
+            f"{self.source} signed by {len(self.keys)} key(s) given{through}; "
+            "no ledger, no engine; a signed claim is trusted as far as its key"
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "reference": self.reference,
+            "digest": str(self.digest),
+            "ok": self.ok,
+            "policy": self.policy,
+            "scope": self.scope,
+            "requirements": [r.to_json() for r in self.requirements],
+            "attestations": [a.to_json() for a in self.verified],
+            "skipped": [s.to_json() for s in self.skipped],
+            "keys": list(self.keys),
+            "binding": self.binding,
+        }
+
+
+def _audits(collected: Collected) -> list[tuple[VerifiedAttestation, AuditPredicate | None]]:
+    found: list[tuple[VerifiedAttestation, AuditPredicate | None]] = []
+    for attestation in collected.verified:
+        if attestation.predicate_type != AUDIT_V1:
+            continue
+        predicate: AuditPredicate | None
+        try:
+            predicate = AuditPredicate.model_validate(attestation.statement.predicate)
+        except ValidationError:
+            predicate = None
+        found.append((attestation, predicate))
+    return found
+
+
+def _age_s(predicate: AuditPredicate, now: datetime) -> float | None:
+    try:
+        at = datetime.strptime(predicate.audited_at, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
+    except ValueError:
+        return None
+    return (now - at).total_seconds()
+
+
+def _newest_audit(
+    collected: Collected,
+) -> tuple[VerifiedAttestation | None, AuditPredicate | None, list[str]]:
+    """The newest signed audit of this digest (by its signed audited_at): a later audit
+    supersedes an earlier one, so a pass followed by a failure is a failure."""
+    newest: tuple[VerifiedAttestation, AuditPredicate] | None = None
+    unreadable = []
+    for attestation, predicate in _audits(collected):
+        if predicate is None:
+            unreadable.append(f"{attestation.envelope_digest.short}: not an imagekit audit/v1")
+            continue
+        if newest is None or predicate.audited_at >= newest[1].audited_at:
+            newest = (attestation, predicate)
+    if newest is None:
+        return None, None, unreadable
+    return newest[0], newest[1], unreadable
+
+
+def _audit_requirement(policy: Policy, collected: Collected, now: datetime) -> list[Requirement]:
+    rule = policy.audit
+    if rule is None:
+        return []
+    name = f"audit status in {{{', '.join(rule.status)}}}"
+    if rule.platform:
+        name += f" on {rule.platform}"
+    if rule.max_age:
+        name += f", at most {rule.max_age} old"
+    attestation, predicate, unreadable = _newest_audit(collected)
+    if attestation is None or predicate is None:
+        why = "no audit attestation signed by the keys given for this digest"
+        return [Requirement(name, False, "; ".join([why, *unreadable]))]
+    problems = []
+    if predicate.status not in rule.status:
+        problems.append(f"status {predicate.status}")
+    if rule.platform and predicate.platform != rule.platform:
+        problems.append(f"platform {predicate.platform}")
+    age = _age_s(predicate, now)
+    if rule.max_age and (age is None or age > age_seconds(rule.max_age)):
+        problems.append(f"audited at {predicate.audited_at}, older than {rule.max_age}")
+    where = attestation.envelope_digest
+    if problems:
+        return [
+            Requirement(
+                name, False, f"the newest audit {where.short}: {', '.join(problems)}", where
+            )
+        ]
+    return [Requirement(name, True, f"{predicate.status} ({predicate.scope})", where)]
+
+
+def _vulnerability_requirement(policy: Policy, collected: Collected) -> list[Requirement]:
+    rule = policy.vulnerabilities
+    if rule is None:
+        return []
+    name = f"vulnerabilities: {rule}"
+    attestation, predicate, _ = _newest_audit(collected)
+    if attestation is None or predicate is None:
+        return [Requirement(name, False, "no signed vulnerability scan for this digest")]
+    vulns = predicate.vulnerabilities
+    where = attestation.envelope_digest
+    if vulns.status in ("unknown", "skipped"):
+        return [Requirement(name, False, f"the scan was {vulns.status} ({vulns.reason})", where)]
+    count = vulns.findings if rule == "none" else vulns.fixable
+    said = f"{vulns.findings} finding(s), {vulns.fixable} fixable"
+    if count:
+        return [Requirement(name, False, f"{said} ({', '.join(vulns.finding_ids)})", where)]
+    return [Requirement(name, True, f"{vulns.status}: {said}", where)]
+
+
+def _provenance_requirement(policy: Policy, collected: Collected) -> list[Requirement]:
+    rule = policy.provenance
+    if rule is None:
+        return []
+    parts = [f"plan {rule.plan}" if rule.plan else "", f"base {rule.base}" if rule.base else ""]
+    name = "provenance from " + " on ".join(p for p in parts if p)
+    reasons = []
+    for attestation in collected.verified:
+        if attestation.predicate_type != SLSA_PROVENANCE_V1:
+            continue
+        definition = attestation.statement.predicate.get("buildDefinition") or {}
+        parameters = definition.get("externalParameters") or {}
+        plan = (parameters.get("plan") or {}).get("name")
+        bases = {
+            f"sha256:{dep.get('digest', {}).get('sha256')}"
+            for dep in definition.get("resolvedDependencies") or []
+            if isinstance(dep, dict)
+        }
+        problems = []
+        if rule.plan and plan != rule.plan:
+            problems.append(f"plan {plan}")
+        if rule.base and rule.base not in bases:
+            problems.append("another base")
+        if not problems:
+            return [Requirement(name, True, "SLSA v1 provenance", attestation.envelope_digest)]
+        reasons.append(f"{attestation.envelope_digest.short}: {', '.join(problems)}")
+    return [Requirement(name, False, "; ".join(reasons) or "no signed SLSA v1 provenance")]
+
+
+def verify_image(
+    reference: str,
+    key_paths: Sequence[Path],
+    policy_path: Path | None = None,
+    *,
+    insecure: Sequence[str] = (),
+    now: datetime | None = None,
+) -> GateResult:
+    """Hold the image REFERENCE names to the policy, from the attestations in its registry."""
+    if not key_paths:
+        raise UsageError("give at least one --key PUB", hint="imagekit verify REF --key cosign.pub")
+    keys: tuple[PublicKey, ...] = tuple(load_public_key(path) for path in key_paths)
+    policy = load_policy(policy_path) if policy_path is not None else DEFAULT_POLICY
+    ref = parse_reference(reference)
+    with RegistryClient(insecure=insecure) as client:
+        if ref.digest is not None:
+            digest = ref.digest
+            client.head_manifest(ref, str(digest))  # there, or RegistryNotFound (exit 3)
+        else:
+            digest = client.head_manifest(ref, ref.identifier).digest
+        repo = Reference(ref.registry, ref.repository)
+        collected = collect(client, repo, digest, keys)
+        binding, collected = _through_binding(client, collected, digest, keys)
+    now = now or datetime.now(UTC)
+    requirements = (
+        _audit_requirement(policy, collected, now)
+        + _vulnerability_requirement(policy, collected)
+        + _provenance_requirement(policy, collected)
+    )
+    return GateResult(
+        reference=str(ref),
+        digest=digest,
+        policy=str(policy_path) if policy_path else "default (an audit that passed)",
+        requirements=tuple(requirements),
+        verified=collected.verified,
+        skipped=collected.skipped,
+        source=collected.source,
+        keys=tuple(key.source for key in keys),
+        binding=binding,
+    )
+
+
+def _through_binding(
+    client: RegistryClient, collected: Collected, digest: Digest, keys: tuple[PublicKey, ...]
+) -> tuple[str | None, Collected]:
+    """Where a signed mirror attestation binds DIGEST to a source (identical or
+    content-identical), the source's attestations join this digest's: the mirror holds the
+    same content. Only the first binding found is followed, one level deep."""
+    for attestation in collected.verified:
+        if attestation.predicate_type != MIRROR_V1:
+            continue
+        try:
+            binding = MirrorPredicate.model_validate(attestation.statement.predicate)
+        except ValidationError:
+            continue
+        if binding.verdict not in BINDING_VERDICTS:
+            continue
+        if str(digest) not in (
+            binding.destination.manifest_digest,
+            binding.destination.index_digest,
+        ):
+            continue
+        source = parse_reference(binding.source.reference)
+        source_digest = Digest(binding.source.index_digest or binding.source.manifest_digest)
+        theirs = collect(client, Reference(source.registry, source.repository), source_digest, keys)
+        said = (
+            f"{binding.verdict} to {source.name}@{source_digest} "
+            f"(attestation {attestation.envelope_digest.short})"
+        )
+        merged = Collected(
+            f"{collected.source} and {theirs.source}",
+            collected.verified + theirs.verified,
+            collected.skipped + theirs.skipped,
+        )
+        return said, merged
+    return None, collected

@@ -1,0 +1,92 @@
+"""in-toto Statements v1 (https://github.com/in-toto/attestation/blob/main/spec/v1/statement.md).
+
+A statement binds a predicate (what was proved) to subjects (image manifests, by sha256).
+Written with sorted keys and no whitespace so the same facts make the same bytes; read back
+through a strict model, and the subject digests are what the gate compares, never the
+names.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from imagekit.errors import ReferenceFormatError
+from imagekit.refs import Digest
+
+STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
+# cosign itself still writes v0.1 statements; both are read.
+STATEMENT_TYPES = frozenset({STATEMENT_TYPE, "https://in-toto.io/Statement/v0.1"})
+
+
+class StatementError(ValueError):
+    """A payload that is not an in-toto statement."""
+
+
+class _Subject(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    name: str = ""
+    digest: dict[str, str]
+
+
+class _StatementModel(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+    type_: str = Field(alias="_type")
+    subject: tuple[_Subject, ...]
+    predicateType: str
+    predicate: dict[str, Any] = Field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Subject:
+    name: str
+    digest: Digest
+
+
+@dataclass(frozen=True)
+class Statement:
+    subjects: tuple[Subject, ...]
+    predicate_type: str
+    predicate: dict[str, Any]
+
+    def names(self, digest: Digest) -> bool:
+        """Whether DIGEST is one of the subjects (only sha256 subjects count)."""
+        return any(s.digest == digest for s in self.subjects)
+
+
+def make_statement(
+    subjects: tuple[Subject, ...], predicate_type: str, predicate: dict[str, Any]
+) -> bytes:
+    document = {
+        "_type": STATEMENT_TYPE,
+        "subject": [
+            {"name": s.name, "digest": {s.digest.algorithm: s.digest.hex}} for s in subjects
+        ],
+        "predicateType": predicate_type,
+        "predicate": predicate,
+    }
+    return json.dumps(document, separators=(",", ":"), sort_keys=True).encode()
+
+
+def parse_statement(payload: bytes) -> Statement:
+    try:
+        model = _StatementModel.model_validate_json(payload)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(part) for part in first["loc"]) or "document"
+        raise StatementError(f"not an in-toto statement ({where}: {first['msg']})") from None
+    if model.type_ not in STATEMENT_TYPES:
+        raise StatementError(f"unknown statement type {model.type_!r}")
+    subjects = []
+    for subject in model.subject:
+        value = subject.digest.get("sha256")
+        if value is None:
+            continue
+        try:
+            subjects.append(Subject(subject.name, Digest(f"sha256:{value}")))
+        except ReferenceFormatError:
+            continue  # not a digest: it names nothing this gate compares
+    return Statement(tuple(subjects), model.predicateType, dict(model.predicate))

@@ -1,0 +1,143 @@
+"""The audit's attestation: what the audit proved, as a signed in-toto statement about the
+image, stored beside it in its registry (imagekit/attest). Called at the audit's end, before
+its ledger record, so the record carries the attestation's digest (or "not attested")."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from imagekit.attest.attach import AttestOutcome, attest_reference
+from imagekit.attest.predicates import (
+    AUDIT_V1,
+    COSIGN_VULN_V1,
+    AuditCheck,
+    AuditPredicate,
+    AuditVulnerabilities,
+)
+from imagekit.attest.signer import Signer
+from imagekit.audit.report import AuditVerdict, ProbeReport
+from imagekit.audit.runner import EngineImage
+from imagekit.audit.vulns import VulnScan
+from imagekit.refs import Digest, Reference
+from imagekit.registry.client import RegistryClient
+from imagekit.version import __version__
+
+
+@dataclass(frozen=True)
+class AuditFacts:
+    """What the audit decided, as the attestation needs it (the stage's result, without
+    importing the stage)."""
+
+    image: EngineImage | None
+    verdict: AuditVerdict
+    scope: str
+    profile: str
+    plan: str | None
+    report: ProbeReport
+    vulns: VulnScan
+
+
+def audit_predicate(result: AuditFacts, evidence_files: tuple[Path, ...]) -> AuditPredicate:
+    vulns = result.vulns
+    platform = result.image.platform if result.image is not None else None
+    return AuditPredicate(
+        status=result.verdict.status,
+        status_sentence=result.verdict.sentence,
+        scope=result.scope,
+        profile=result.profile,
+        plan=result.plan,
+        platform=str(platform) if platform is not None else None,
+        emulated="qemu-user" in result.scope,
+        image_id=result.image.image_id if result.image is not None else None,
+        checks=[
+            AuditCheck(name=c.name, status=c.status, kind=c.kind, proves=c.proves)
+            for c in result.report.checks
+        ],
+        failing=list(result.verdict.failing),
+        deferred=list(result.verdict.deferred),
+        skipped=list(result.verdict.skipped),
+        vulnerabilities=AuditVulnerabilities(
+            status=vulns.status,
+            reason=vulns.reason,
+            audited=vulns.audited,
+            findings=len(vulns.findings),
+            fixable=sum(1 for f in vulns.findings if f.fix_versions),
+            finding_ids=sorted({f.id for f in vulns.findings}),
+            database=dict(vulns.database) if vulns.database else None,
+        ),
+        evidence={
+            path.name: str(Digest.of_bytes(path.read_bytes()))
+            for path in evidence_files
+            if path.is_file()
+        },
+        audited_at=datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        imagekit_version=__version__,
+    )
+
+
+def vuln_predicate(result: AuditFacts, finished: str) -> dict[str, Any]:
+    """cosign's vulnerability predicate (its "Vulnerability Scan Record" specification):
+    the scanner (pip-audit through imagekit's audit, against OSV), the database, and the
+    result (imagekit's scan document, findings with their fixed versions)."""
+    vulns = result.vulns
+    database = vulns.database or {}
+    document = vulns.to_json()
+    document.pop("stdout", None)
+    document.pop("stderr", None)
+    return {
+        "invocation": {
+            "parameters": {"profile": result.profile, "plan": result.plan},
+            "uri": "",
+            "event_id": "",
+            "builder.id": "imagekit audit",
+        },
+        "scanner": {
+            "uri": "pkg:pypi/pip-audit",
+            "version": __version__,
+            "db": {
+                "uri": str(database.get("name") or vulns.source),
+                "version": str(database.get("digest") or ""),
+            },
+            "result": document,
+        },
+        "metadata": {"scanStartedOn": finished, "scanFinishedOn": finished},
+    }
+
+
+def attest_audit(
+    signer: Signer, result: AuditFacts, evidence_files: tuple[Path, ...]
+) -> tuple[AttestOutcome, AttestOutcome]:
+    """Sign and store the audit's attestation and the vulnerability scan's (cosign's vuln
+    predicate) for the image audited; never raises for a registry fault: each outcome says
+    "not attested" and why."""
+    image = result.image
+    digest = image.manifest_digest if image is not None else None
+    if image is None or image.reference is None or digest is None:
+        none = AttestOutcome(None, "the audited image has no registry digest to attest")
+        return none, none
+    if not image.pulled and not image.repo_digests:
+        local = AttestOutcome(None, "the audited image is only in the local engine")
+        return local, local
+    pinned = Reference(image.reference.registry, image.reference.repository, None, digest)
+    audit = audit_predicate(result, evidence_files)
+    with RegistryClient() as client:
+        audited = attest_reference(
+            signer,
+            pinned,
+            AUDIT_V1,
+            audit.model_dump(mode="json"),
+            platform=image.platform,
+            client=client,
+        )
+        scanned = attest_reference(
+            signer,
+            pinned,
+            COSIGN_VULN_V1,
+            vuln_predicate(result, audit.audited_at),
+            platform=image.platform,
+            client=client,
+        )
+    return audited, scanned

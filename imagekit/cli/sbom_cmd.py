@@ -1,0 +1,52 @@
+"""`imagekit sbom REF`: the image's CycloneDX 1.6 SBOM, read from its layers."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from imagekit.cli._common import json_option, run
+from imagekit.sbom import Sbom, sbom_of
+
+
+@click.command("sbom")
+@click.argument("reference")
+@click.option(
+    "--output",
+    "-o",
+    type=click.Path(path_type=Path, dir_okay=False),
+    help="Write the CycloneDX JSON here (default: stdout, unless --json).",
+)
+@click.option("--insecure", multiple=True, metavar="HOST[:PORT]", help="Plain-HTTP registry.")
+@click.option(
+    "--sign-key",
+    type=click.Path(path_type=Path, dir_okay=False),
+    envvar="IMAGEKIT_SIGNING_KEY",
+    metavar="FILE",
+    help="Sign the SBOM as an attestation beside the image (cosign --type cyclonedx).",
+)
+@json_option
+def command(
+    reference: str,
+    output: Path | None,
+    insecure: tuple[str, ...],
+    sign_key: Path | None,
+    as_json: bool,
+) -> None:
+    """List REFERENCE's Debian packages and Python distributions (CycloneDX 1.6, each with
+    its purl and the diffID of its layer) without running the image."""
+
+    def human(result: Sbom) -> None:
+        if output is None:
+            click.echo(result.document.decode())
+        else:
+            click.echo(f"{len(result.components)} components: {output}")
+
+    def action() -> Sbom:
+        result = sbom_of(reference, insecure=insecure, sign_key=sign_key)
+        if output is not None:
+            output.write_bytes(result.document)
+        return result
+
+    run(action, as_json=as_json, human=human)

@@ -1,0 +1,67 @@
+"""`imagekit verify REF --key PUB`: does the registry hold signed proof that REF passes?"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from imagekit.attest.gate import GateResult, verify_image
+from imagekit.cli._common import json_option, run, unless_ok
+
+
+def _human(result: GateResult) -> None:
+    click.echo(f"{result.reference}: {'ACCEPTED' if result.ok else 'REFUSED'}")
+    click.echo(f"  digest: {result.digest}")
+    click.echo(f"  policy: {result.policy}")
+    click.echo(f"  scope: {result.scope}")
+    for requirement in result.requirements:
+        mark = "HOLDS" if requirement.held else "FAILS"
+        click.echo(f"  {mark:<6} {requirement.name}: {requirement.why}")
+    for skipped in result.skipped:
+        click.echo(f"  SKIPPED {skipped.layer}: {skipped.reason}")
+
+
+@click.command("verify")
+@click.argument("reference")
+@click.option(
+    "--key",
+    "key_paths",
+    multiple=True,
+    required=True,
+    type=click.Path(path_type=Path, dir_okay=False),
+    metavar="PUB",
+    help="A public key (PEM, ECDSA P-256) whose signatures are trusted. Repeatable.",
+)
+@click.option(
+    "--policy",
+    "policy_path",
+    type=click.Path(path_type=Path, dir_okay=False),
+    metavar="FILE",
+    help="A policy YAML (imagekit/attest/schemas/policy-v1.schema.json); default: an audit "
+    "attestation with CPU_PASS or CPU_PASS_GPU_CLI_DEFERRED.",
+)
+@click.option(
+    "--insecure",
+    multiple=True,
+    metavar="HOST[:PORT]",
+    help="Speak plain HTTP to this registry (loopback hosts always are). Repeatable.",
+)
+@json_option
+def command(
+    reference: str,
+    key_paths: tuple[Path, ...],
+    policy_path: Path | None,
+    insecure: tuple[str, ...],
+    as_json: bool,
+) -> None:
+    """Decide from the registry alone (no ledger, no engine) whether REFERENCE's digest holds
+    signed attestations that meet the policy. Exit 0 it does, 1 a requirement fails (each
+    named), 2 bad input (a key or policy that cannot be used), 3 the registry did not
+    answer."""
+    run(
+        lambda: verify_image(reference, key_paths, policy_path, insecure=insecure),
+        as_json=as_json,
+        human=_human,
+        exit_code=unless_ok,
+    )

@@ -1,0 +1,26 @@
+"""Images to attest: small ones written straight into the session's loopback registry."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable
+
+import pytest
+
+from tests.support.images import Blob, M, Pushed, Writer
+from tests.support.registries import RunningRegistry
+
+_counter = itertools.count()
+
+
+@pytest.fixture
+def make_image(registry: RunningRegistry) -> Callable[[str], Pushed]:
+    """``make_image(REPO)``: a new one-layer image in REPO (a new digest each call)."""
+
+    def make(repo: str) -> Pushed:
+        number = next(_counter)
+        layer = Blob.gzip([M(f"file{number}.txt", data=f"content {number} {repo}".encode())])
+        with Writer(registry.host) as writer:
+            return writer.image(repo, f"v{number}", [layer])
+
+    return make

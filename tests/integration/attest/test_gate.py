@@ -1,0 +1,310 @@
+"""`imagekit verify` decides from the registry alone, as cosign does: what both accept, and
+every tamper case (a payload byte changed, the subject swapped, another key's signature,
+the .att tag deleted, an attestation moved onto another image) refused by both."""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from imagekit.attest.attach import attest
+from imagekit.attest.cosign_tags import att_tag
+from imagekit.attest.keys import KeyPairFiles, generate_key_pair
+from imagekit.attest.predicates import (
+    AUDIT_V1,
+    SLSA_PROVENANCE_V1,
+    AuditPredicate,
+    AuditVulnerabilities,
+)
+from imagekit.attest.signer import KeyFileSigner
+from imagekit.cli import main
+from imagekit.refs import Digest, Reference, parse_reference
+from imagekit.registry import RegistryClient
+from tests.support.gotools import cosign_verify_attestation
+from tests.support.images import Pushed, Writer
+from tests.support.media_types import OCI_MANIFEST
+from tests.support.registries import RunningRegistry
+
+
+def audit_predicate(
+    status: str = "CPU_PASS", *, findings: int = 0, fixable: int = 0, age: timedelta = timedelta()
+) -> dict[str, Any]:
+    return AuditPredicate(
+        status=status,
+        status_sentence=f"{status} (test)",
+        scope="CPU-only checks, no weights loaded, no GPU test",
+        profile="generic",
+        platform="linux/amd64",
+        emulated=False,
+        checks=[],
+        failing=[],
+        deferred=[],
+        skipped=[],
+        vulnerabilities=AuditVulnerabilities(
+            status="findings" if findings else "clean",
+            findings=findings,
+            fixable=fixable,
+            finding_ids=[f"PYSEC-{n}" for n in range(findings)],
+        ),
+        evidence={},
+        audited_at=(datetime.now(UTC) - age).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        imagekit_version="test",
+    ).model_dump(mode="json")
+
+
+@pytest.fixture
+def keys(tmp_path: Path) -> tuple[KeyPairFiles, KeyPairFiles]:
+    return generate_key_pair(tmp_path / "a"), generate_key_pair(tmp_path / "b")
+
+
+def _attest(
+    image: Reference, pair: KeyPairFiles, predicate: dict[str, Any], kind: str = AUDIT_V1
+) -> None:
+    assert image.digest is not None
+    with RegistryClient() as client:
+        attest(
+            client, image, [image.digest], kind, predicate, KeyFileSigner.from_file(pair.private)
+        )
+
+
+def _verify(reference: str, *args: str) -> tuple[int, dict[str, Any]]:
+    result = CliRunner().invoke(main, ["verify", "--json", reference, *args])
+    return result.exit_code, json.loads(result.stdout)
+
+
+def _both_refuse(image: Reference, public: Path) -> dict[str, Any]:
+    cosign = cosign_verify_attestation(str(image), public, AUDIT_V1)
+    assert cosign.returncode != 0, cosign.stdout
+    code, document = _verify(str(image), "--key", str(public))
+    assert code == 1, document
+    assert document["ok"] is False
+    return document
+
+
+def _rewrite_att(
+    registry: RunningRegistry, image: Reference, target: Digest, edit: Callable[[bytes], bytes]
+) -> None:
+    """As a tamperer with push rights would: change the envelope blob, and point the .att
+    tag of TARGET at a manifest naming the changed blob."""
+    assert image.digest is not None
+    repo = image.repository
+    with Writer(registry.host) as writer:
+        manifest = json.loads(writer.get_manifest(repo, att_tag(image.digest)).content)
+        layer = manifest["layers"][0]
+        data = edit(writer.get_blob(repo, layer["digest"]))
+        layer["digest"] = writer.blob(repo, data)
+        layer["size"] = len(data)
+        config = json.loads(writer.get_blob(repo, manifest["config"]["digest"]))
+        config["rootfs"]["diff_ids"] = [layer["digest"]]
+        config_bytes = json.dumps(config).encode()
+        manifest["config"]["digest"] = writer.blob(repo, config_bytes)
+        manifest["config"]["size"] = len(config_bytes)
+        writer.manifest(repo, att_tag(target), json.dumps(manifest).encode(), OCI_MANIFEST)
+
+
+def _edit_payload(change: Callable[[bytes], bytes]) -> Callable[[bytes], bytes]:
+    def edit(data: bytes) -> bytes:
+        envelope = json.loads(data)
+        payload = change(base64.b64decode(envelope["payload"]))
+        envelope["payload"] = base64.b64encode(payload).decode()
+        return json.dumps(envelope).encode()
+
+    return edit
+
+
+def test_both_accept_a_passing_audit_and_imagekit_names_what_it_proved(
+    make_image: Callable[[str], Pushed], keys: tuple[KeyPairFiles, KeyPairFiles]
+) -> None:
+    a, b = keys
+    image = parse_reference(make_image("gate/ok").reference)
+    _attest(image, a, audit_predicate())
+    assert cosign_verify_attestation(str(image), a.public, AUDIT_V1).returncode == 0
+    code, document = _verify(str(image), "--key", str(b.public), "--key", str(a.public))
+    assert code == 0, document
+    assert document["requirements"][0]["held"] is True
+    assert "registry alone" in document["scope"]
+    assert document["attestations"][0]["key"] == str(a.public)
+
+
+def test_a_failing_audit_an_old_one_and_a_policy_name_every_requirement(
+    make_image: Callable[[str], Pushed], keys: tuple[KeyPairFiles, KeyPairFiles], tmp_path: Path
+) -> None:
+    a, _ = keys
+    image = parse_reference(make_image("gate/policy").reference)
+    _attest(image, a, audit_predicate("CPU_CHECK_INCOMPLETE", age=timedelta(days=10)))
+    code, document = _verify(str(image), "--key", str(a.public))
+    assert code == 1 and "status CPU_CHECK_INCOMPLETE" in document["requirements"][0]["why"]
+    _attest(image, a, audit_predicate(findings=2, fixable=1, age=timedelta(days=3)))
+    assert image.digest is not None
+    _attest(
+        image,
+        a,
+        {
+            "buildDefinition": {
+                "externalParameters": {"plan": {"name": "demo"}},
+                "resolvedDependencies": [{"digest": {"sha256": "ab" * 32}}],
+            }
+        },
+        SLSA_PROVENANCE_V1,
+    )
+    policy = tmp_path / "policy.yaml"
+    policy.write_text(
+        "version: 1\naudit:\n  status: [CPU_PASS]\n  max_age: 1d\n"
+        "vulnerabilities: none-fixable\nprovenance:\n  plan: demo\n  base: sha256:"
+        + "ab" * 32
+        + "\n"
+    )
+    code, document = _verify(str(image), "--key", str(a.public), "--policy", str(policy))
+    assert code == 1
+    assert [r["held"] for r in document["requirements"]] == [False, False, True], document
+    assert "older than 1d" in document["requirements"][0]["why"]
+    assert "2 finding(s), 1 fixable" in document["requirements"][1]["why"]
+    policy.write_text(
+        "version: 1\naudit:\n  status: [CPU_PASS]\n  max_age: 7d\nprovenance:\n  plan: demo\n"
+    )
+    assert _verify(str(image), "--key", str(a.public), "--policy", str(policy))[0] == 0
+    policy.write_text("version: 1\naudit:\n  statuz: [CPU_PASS]\n")
+    result = CliRunner().invoke(
+        main, ["verify", str(image), "--key", str(a.public), "--policy", str(policy)]
+    )
+    assert result.exit_code == 2 and "policy.yaml: audit.statuz" in result.stderr
+
+
+def test_a_payload_byte_changed_is_refused_by_both(
+    make_image: Callable[[str], Pushed],
+    keys: tuple[KeyPairFiles, KeyPairFiles],
+    registry: RunningRegistry,
+) -> None:
+    a, _ = keys
+    image = parse_reference(make_image("gate/byte").reference)
+    assert image.digest is not None
+    _attest(image, a, audit_predicate("CPU_CHECK_INCOMPLETE"))
+    _rewrite_att(
+        registry,
+        image,
+        image.digest,
+        _edit_payload(
+            lambda p: p.replace(b"CPU_CHECK_INCOMPLETE", b"CPU_PASS_CHECK_INCOMPL", 1).replace(
+                b'"status":"CPU_PASS_CHECK_INCOMPL"', b'"status":"CPU_PASS"        ', 1
+            )
+        ),
+    )
+    document = _both_refuse(image, a.public)
+    assert "not signed by any of the keys" in document["skipped"][0]["reason"]
+
+
+def test_a_swapped_subject_is_refused_by_both(
+    make_image: Callable[[str], Pushed],
+    keys: tuple[KeyPairFiles, KeyPairFiles],
+    registry: RunningRegistry,
+) -> None:
+    a, _ = keys
+    other = parse_reference(make_image("gate/swap").reference)
+    image = parse_reference(make_image("gate/swap").reference)
+    assert image.digest is not None and other.digest is not None
+    _attest(other, a, audit_predicate())
+    # the other image's passing statement, its subject swapped for this image's digest
+    _rewrite_att(
+        registry,
+        other,
+        image.digest,
+        _edit_payload(lambda p: p.replace(other.digest.hex.encode(), image.digest.hex.encode())),
+    )  # type: ignore[union-attr]
+    document = _both_refuse(image, a.public)
+    assert "not signed by any of the keys" in document["skipped"][0]["reason"]
+
+
+def test_another_key_s_signature_is_refused_by_both(
+    make_image: Callable[[str], Pushed], keys: tuple[KeyPairFiles, KeyPairFiles]
+) -> None:
+    a, b = keys
+    image = parse_reference(make_image("gate/key").reference)
+    _attest(image, b, audit_predicate())
+    document = _both_refuse(image, a.public)
+    assert document["skipped"][0]["reason"] == "not signed by any of the keys given"
+
+
+def test_a_deleted_att_tag_is_refused_by_both(
+    make_image: Callable[[str], Pushed],
+    keys: tuple[KeyPairFiles, KeyPairFiles],
+    registry: RunningRegistry,
+) -> None:
+    a, _ = keys
+    image = parse_reference(make_image("gate/deleted").reference)
+    assert image.digest is not None
+    _attest(image, a, audit_predicate())
+    assert _verify(str(image), "--key", str(a.public))[0] == 0
+    with Writer(registry.host) as writer:
+        answer = writer.get_manifest(image.repository, att_tag(image.digest))
+        deleted = writer.http.delete(
+            f"/v2/{image.repository}/manifests/{answer.headers['Docker-Content-Digest']}"
+        )
+        assert deleted.status_code == 202
+    document = _both_refuse(image, a.public)
+    assert "no audit attestation" in document["requirements"][0]["why"]
+
+
+def test_an_attestation_moved_onto_another_image_is_refused_by_both(
+    make_image: Callable[[str], Pushed],
+    keys: tuple[KeyPairFiles, KeyPairFiles],
+    registry: RunningRegistry,
+) -> None:
+    a, _ = keys
+    audited = parse_reference(make_image("gate/moved").reference)
+    image = parse_reference(make_image("gate/moved").reference)
+    assert image.digest is not None
+    _attest(audited, a, audit_predicate())
+    _rewrite_att(registry, audited, image.digest, lambda data: data)  # the same signed bytes
+    document = _both_refuse(image, a.public)
+    assert "not about this image" in document["skipped"][0]["reason"]
+
+
+def test_bad_input_and_an_unreachable_registry(
+    tmp_path: Path, keys: tuple[KeyPairFiles, KeyPairFiles]
+) -> None:
+    a, _ = keys
+    result = CliRunner().invoke(
+        main, ["verify", "127.0.0.1:1/x@sha256:" + "a" * 64, "--key", str(a.private)]
+    )
+    assert result.exit_code == 2 and "is a private key" in result.stderr
+    result = CliRunner().invoke(
+        main, ["verify", "127.0.0.1:1/x@sha256:" + "a" * 64, "--key", str(a.public)]
+    )
+    assert result.exit_code == 3, result.output
+
+
+def test_a_layer_that_is_not_a_dsse_envelope_is_skipped_and_named(
+    make_image: Callable[[str], Pushed],
+    keys: tuple[KeyPairFiles, KeyPairFiles],
+    registry: RunningRegistry,
+) -> None:
+    a, _ = keys
+    image = parse_reference(make_image("gate/junk").reference)
+    assert image.digest is not None
+    _attest(image, a, audit_predicate("CPU_CHECK_INCOMPLETE"))
+    repo = image.repository
+    junk = b'{"status":"CPU_PASS","note":"unsigned, not an envelope"}'
+    with Writer(registry.host) as writer:
+        manifest = json.loads(writer.get_manifest(repo, att_tag(image.digest)).content)
+        manifest["layers"].append(
+            {
+                "mediaType": "application/vnd.dsse.envelope.v1+json",
+                "digest": writer.blob(repo, junk),
+                "size": len(junk),
+                "annotations": {"predicateType": AUDIT_V1},
+            }
+        )
+        writer.manifest(repo, att_tag(image.digest), json.dumps(manifest).encode(), OCI_MANIFEST)
+    code, document = _verify(str(image), "--key", str(a.public))
+    assert code == 1  # the one signed audit says CPU_CHECK_INCOMPLETE; the junk is not trusted
+    assert [s["reason"] for s in document["skipped"]] == [
+        "not a DSSE envelope (payload: Field required)"
+    ]
+    assert document["skipped"][0]["layer"] == manifest["layers"][-1]["digest"]

@@ -1,0 +1,110 @@
+"""Mirrors carry the proof: `mirror --copy` copies the .att/.sig tags and the referrers with
+the image; a content-identical mirror (another manifest digest, the same config and diffIDs)
+gets a signed binding to its source, and `imagekit verify MIRROR@DIGEST` accepts it on the
+source's attestations through that binding, saying so in its scope."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from imagekit.attest.attach import attest
+from imagekit.attest.cosign_tags import attach_signature
+from imagekit.attest.keys import KeyPairFiles, generate_key_pair
+from imagekit.attest.predicates import AUDIT_V1, MIRROR_V1
+from imagekit.attest.signer import KeyFileSigner
+from imagekit.cli import main
+from imagekit.mirror import MirrorOptions, mirror
+from imagekit.refs import parse_reference
+from imagekit.registry import RegistryClient
+from imagekit.workspace import Workspace
+from tests.integration.attest.test_gate import audit_predicate
+from tests.support.gotools import cosign_verify, cosign_verify_attestation, run_tool
+from tests.support.images import Blob, M, Pushed, Writer
+from tests.support.registries import RunningRegistry
+
+MEMBERS = [M("app/model.txt", data=b"weights, not really " * 2000)]
+
+
+@pytest.fixture
+def source(registry: RunningRegistry, tmp_path: Path) -> tuple[Pushed, KeyPairFiles]:
+    pair = generate_key_pair(tmp_path / "mirror")
+    with Writer(registry.host) as writer:
+        image = writer.image("mirror/src", "v1", [Blob.gzip(MEMBERS)])
+    ref = parse_reference(image.reference)
+    assert ref.digest is not None
+    signer = KeyFileSigner.from_file(pair.private)
+    with RegistryClient() as client:
+        attest(client, ref, [ref.digest], AUDIT_V1, audit_predicate(), signer)
+        attach_signature(client, ref, ref.digest, signer)
+    return image, pair
+
+
+def _verify(reference: str, public: Path) -> tuple[int, dict[str, object]]:
+    result = CliRunner().invoke(main, ["verify", "--json", reference, "--key", str(public)])
+    return result.exit_code, json.loads(result.stdout)
+
+
+def test_mirror_copy_carries_attestations_signatures_and_referrers(
+    source: tuple[Pushed, KeyPairFiles], registry: RunningRegistry, workspace: Workspace
+) -> None:
+    image, pair = source
+    report = mirror(
+        image.reference,
+        f"{registry.host}/mirror/copied:v1",
+        options=MirrorOptions(copy=True, sign_key=pair.private),
+        workspace=workspace,
+    )
+    assert str(report.verdict) == "identical"
+    assert report.copy is not None
+    assert report.copy["attachments"] == {"attestations": 1, "signatures": 1, "referrers": 1}
+    copied = f"{registry.host}/mirror/copied@{image.digest}"
+    assert cosign_verify_attestation(copied, pair.public, AUDIT_V1).returncode == 0
+    assert cosign_verify(copied, pair.public).returncode == 0
+    listed = run_tool("oras", "discover", "--plain-http", "--format", "json", copied)
+    assert listed.returncode == 0, listed.stderr
+    document = json.loads(listed.stdout)
+    found = document.get("referrers") or document.get("manifests") or []
+    # the source's audit and the mirror's own binding
+    assert len(found) == 2
+    code, verdict = _verify(copied, pair.public)
+    assert code == 0, verdict
+    # the mirror's binding attestation is there too, and the ledger record names it
+    assert report.attestation is not None and report.attestation["attested"] is True
+    record = json.loads(workspace.ledger_path.read_text().splitlines()[-1])
+    assert record["details"]["attestation"] == report.attestation["envelope_digest"]
+
+
+def test_a_content_identical_mirror_is_verified_through_its_binding(
+    source: tuple[Pushed, KeyPairFiles], registry: RunningRegistry, workspace: Workspace
+) -> None:
+    image, pair = source
+    with Writer(registry.host) as writer:
+        recompressed = writer.image(
+            "mirror/recompressed", "v1", [Blob.zstd(MEMBERS)], config_bytes=image.config
+        )
+    assert recompressed.digest != image.digest
+    mirrored = recompressed.reference
+    # before the binding: no attestation on the mirror's digest
+    code, before = _verify(mirrored, pair.public)
+    assert code == 1, before
+    report = mirror(
+        image.reference,
+        mirrored,
+        options=MirrorOptions(sign_key=pair.private),
+        workspace=workspace,
+    )
+    assert str(report.verdict) == "content-identical"
+    code, after = _verify(mirrored, pair.public)
+    assert code == 0, after
+    assert "through a signed mirror binding: content-identical to" in str(after["scope"])
+    assert str(after["binding"]).startswith(f"content-identical to {registry.host}/mirror/src@")
+    # cosign verifies the binding itself on the mirror's digest
+    assert cosign_verify_attestation(mirrored, pair.public, MIRROR_V1).returncode == 0
+    # another key's binding does not count
+    other = generate_key_pair(workspace.root / "other")
+    code, refused = _verify(mirrored, other.public)
+    assert code == 1 and refused["binding"] is None

@@ -1,0 +1,100 @@
+"""Key files: imagekit's pair, encrypted or not; bad input is exit 2 naming the file."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import ec, rsa
+
+from imagekit.attest.keys import generate_key_pair, load_private_key, load_public_key
+from imagekit.attest.signer import KeyFileSigner, verify_signature
+from imagekit.cli import main
+from imagekit.errors import KeyFileError
+
+
+def test_an_unencrypted_pair_signs_and_verifies(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("IMAGEKIT_KEY_PASSWORD", raising=False)
+    pair = generate_key_pair(tmp_path / "k")
+    assert not pair.encrypted
+    assert b"BEGIN PRIVATE KEY" in pair.private.read_bytes()
+    assert pair.private.stat().st_mode & 0o777 == 0o600
+    signer = KeyFileSigner.from_file(pair.private)
+    public = load_public_key(pair.public)
+    assert signer.key_id == public.key_id == pair.key_id
+    signature = signer.sign(b"payload")
+    assert verify_signature(public, b"payload", signature)
+    assert not verify_signature(public, b"payloaD", signature)
+
+
+def test_an_encrypted_pair_needs_its_password(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("IMAGEKIT_KEY_PASSWORD", "correct horse")
+    pair = generate_key_pair(tmp_path / "k")
+    assert pair.encrypted and b"ENCRYPTED PRIVATE KEY" in pair.private.read_bytes()
+    assert load_private_key(pair.private).curve.name == "secp256r1"
+    monkeypatch.setenv("IMAGEKIT_KEY_PASSWORD", "wrong")
+    with pytest.raises(KeyFileError, match="wrong password") as caught:
+        load_private_key(pair.private)
+    assert caught.value.path == str(pair.private) and caught.value.exit_code == 2
+    assert "wrong" not in caught.value.diagnostics().replace("wrong password", "")
+    monkeypatch.delenv("IMAGEKIT_KEY_PASSWORD")
+    with pytest.raises(KeyFileError, match="is not set"):
+        load_private_key(pair.private)
+
+
+def test_keys_are_never_overwritten(tmp_path: Path) -> None:
+    generate_key_pair(tmp_path / "k")
+    before = (tmp_path / "k.key").read_bytes()
+    with pytest.raises(KeyFileError, match="never overwrites"):
+        generate_key_pair(tmp_path / "k")
+    assert (tmp_path / "k.key").read_bytes() == before
+
+
+def test_a_public_key_given_to_sign_is_refused(tmp_path: Path) -> None:
+    pair = generate_key_pair(tmp_path / "k")
+    with pytest.raises(KeyFileError, match="is a public key") as caught:
+        load_private_key(pair.public)
+    assert caught.value.exit_code == 2
+
+
+def test_a_public_key_that_is_not_p256_is_refused(tmp_path: Path) -> None:
+    rsa_path = tmp_path / "rsa.pub"
+    rsa_key = rsa.generate_private_key(public_exponent=65537, key_size=2048).public_key()
+    rsa_path.write_bytes(
+        rsa_key.public_bytes(
+            serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
+        )
+    )
+    p384_path = tmp_path / "p384.pub"
+    p384 = ec.generate_private_key(ec.SECP384R1()).public_key()
+    p384_path.write_bytes(
+        p384.public_bytes(
+            serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
+        )
+    )
+    for path in (rsa_path, p384_path):
+        with pytest.raises(KeyFileError, match="not an ECDSA P-256 public key") as caught:
+            load_public_key(path)
+        assert caught.value.path == str(path)
+    garbage = tmp_path / "garbage.pub"
+    garbage.write_text("hello")
+    with pytest.raises(KeyFileError, match="not a PEM public key"):
+        load_public_key(garbage)
+
+
+def test_keys_generate_command(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("IMAGEKIT_KEY_PASSWORD", "pw")
+    result = CliRunner().invoke(main, ["keys", "generate", "--json", str(tmp_path / "demo")])
+    assert result.exit_code == 0, result.output
+    document = json.loads(result.stdout)
+    assert document["encrypted"] is True and document["key_id"].startswith("sha256:")
+    assert "pw" not in result.output.replace(str(tmp_path), "")
+    again = CliRunner().invoke(main, ["keys", "generate", str(tmp_path / "demo")])
+    assert again.exit_code == 2 and "demo.key" in again.stderr
