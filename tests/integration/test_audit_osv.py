@@ -84,8 +84,9 @@ SUBJECTS = [
             ("pip", "23.0.1"): ("PYSEC-2023-228", DEBIAN_SITE),
             ("setuptools", "66.1.1"): ("CVE-2024-6345", DEBIAN_SITE),
         },
-        # Debian's python3 packages the three removals left, av 16.1.0, the vllm stand-in.
-        distributions=18,
+        # Debian's python3 packages the three removals left, av 16.1.0, the vllm stand-in
+        # and numpy, which the stand-in declares as the real vllm wheel does.
+        distributions=19,
         status="CPU_PASS_GPU_CLI_DEFERRED",
         profile=str(REPO_ROOT / "tests" / "support" / "replica_profiles" / "vllm-replica.yaml"),
     ),

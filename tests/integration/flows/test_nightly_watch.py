@@ -272,7 +272,14 @@ def test_a_watch_through_a_registry_like_nexus_hub_and_harbor_still_says_current
     night = run_nightly(ws, [name], NightOptions(watch_only=True))
     plan = night.plans[0]
     assert plan.status == BASE_CURRENT and night.exit_code == 0, plan.to_json()
-    assert [(e.method, e.status) for e in proxy.log] == [("HEAD", 404), ("GET", 429), ("GET", 200)]
+    # HEAD 404 confirmed by a GET (after its 429), then the watch's own GET whose bytes
+    # confirm that nothing moved (issue 25's item 3).
+    assert [(e.method, e.status) for e in proxy.log] == [
+        ("HEAD", 404),
+        ("GET", 429),
+        ("GET", 200),
+        ("GET", 200),
+    ]
     assert all(e.cookie is None for e in proxy.log)
 
 

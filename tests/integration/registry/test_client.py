@@ -14,6 +14,7 @@ import pytest
 
 from imagekit.errors import (
     DigestMismatch,
+    PlatformNotFound,
     ReferenceFormatError,
     RegistryNotFound,
     RegistryUnauthorized,
@@ -87,9 +88,10 @@ def test_resolve_other_platform_and_missing_platform(
         arm = client.resolve(ref, parse_platform("linux/arm64"))
         assert arm.manifest_digest == layout.images["linux/arm64/v8"].manifest_digest
         assert str(arm.platform) == "linux/arm64/v8"
-        with pytest.raises(RegistryNotFound) as info:
+        # The registry answered; the index lacks the platform: a named no (exit 1), not a 404.
+        with pytest.raises(PlatformNotFound) as info:
             client.resolve(ref, parse_platform("linux/s390x"))
-        with pytest.raises(RegistryNotFound):
+        with pytest.raises(PlatformNotFound):
             client.resolve(ref, parse_platform("unknown/unknown"))
     assert info.value.message == (
         f"no matching manifest for linux/s390x in {ref} (available: linux/amd64, linux/arm64/v8)"
