@@ -103,7 +103,8 @@ def test_sigkill_mid_append_leaves_a_torn_line_that_repair_moves_aside(
     torn_seen = False
     complete_before = b""
     for attempt in range(12):
-        proc = _spawn(0, 2, start, blob=32 * 1024 * 1024)
+        # Large enough to be caught mid-write, under the 16 MiB a ledger line may be.
+        proc = _spawn(0, 2, start, blob=12 * 1024 * 1024)
         deadline = time.monotonic() + 60
         while proc.poll() is None and time.monotonic() < deadline:
             if _ends_torn(path):
