@@ -10,18 +10,20 @@ step and its last lines; its log and a ``rejected-build`` ledger record stay.
 
 Two ways into BuildKit, chosen by imagekit.runtime.engine.connect():
 
-- a client with buildx: python-on-whales' ``docker.buildx.build`` with a real secret mount
-  (``--secret id=pip_ca,src=BUNDLE``) and streamed plain progress;
-- a client without buildx (Debian's 20.10 client here): ``docker build`` with
-  ``DOCKER_BUILDKIT=1``. python-on-whales 0.81's ``legacy_build`` cannot pass ``--secret``,
-  ``--progress`` or ``--iidfile`` and, when not quiet, prints the log on stdout and looks for
-  the classic builder's "Successfully built" line, which BuildKit never prints. So the command
-  is assembled from the client's own ``docker_cmd`` and run by :func:`_stream_client`: the
-  same client, the same exception type, and the same secret mount in the same Dockerfile as
-  with buildx (the bundle is never in the context). python-on-whales' own streaming helper
-  leaves the client running when the reader stops; ours stops it (SIGTERM, which makes the
-  client cancel the build), so an interrupted build leaves no client behind and its
-  temporary context is removed on the way out.
+- a client with buildx: ``docker buildx build`` on the engine's own docker-driver builder
+  (named, never the one `docker buildx use` selected), ``--network=host``, a real secret mount
+  (``--secret id=pip_ca,src=BUNDLE``), ``--load`` and ``--iidfile``;
+- a client without buildx (Debian's 20.10 client; or $IMAGEKIT_DOCKER_BUILDX=0): ``docker
+  build`` with ``DOCKER_BUILDKIT=1``. python-on-whales 0.81's ``legacy_build`` cannot pass
+  ``--secret``, ``--progress`` or ``--iidfile`` and, when not quiet, prints the log on stdout
+  and looks for the classic builder's "Successfully built" line, which BuildKit never prints.
+
+Both commands are assembled from the client's own ``docker_cmd`` and run by
+:func:`_stream_client`: the same client, the same exception type, and the same secret mount
+in the same Dockerfile (the bundle is never in the context). python-on-whales' own streaming
+helper leaves the client running when the reader stops; ours stops it (SIGTERM, which makes
+the client cancel the build), so an interrupted build leaves no client behind and its
+temporary context is removed on the way out.
 
 A build that succeeds onto a ledger whose end does not verify keeps its result: the refusal
 (RecordRefused) carries it, and nothing is pushed (a push of an unrecorded build would be the
@@ -355,26 +357,29 @@ def _stream_client(cmd: list[str], *, env: dict[str, str]) -> Iterator[bytes]:
 
 
 def _buildx_build(engine: Engine, call: _BuildCall) -> str:
-    # Most users' clients have buildx, so this is the path they take. It cannot run on our
-    # machines: neither Debian 12 nor the package index ships the buildx plugin (or a
-    # standalone BuildKit), so no test here can drive a real buildx.
-    # tests/unit/build/test_buildkit.py pins the call it makes to python-on-whales'
-    # documented `buildx.build` instead.
-    stream = engine.client.buildx.build(
-        call.context,
-        tags=[call.tag],
-        network="host",
-        platforms=[call.platform],
-        secrets=call.secrets(),
-        cache=not call.no_cache,
-        load=True,
-        progress="plain",
-        stream_logs=True,
-    )
-    assert isinstance(stream, Iterator)  # noqa: S101 - stream_logs=True returns an iterator
-    for line in stream:
-        call.tee.write(line if line.endswith("\n") else line + "\n")
-    return str(engine.client.image.inspect(call.tag).id)
+    """``docker buildx build`` on the engine's own docker-driver builder, loaded into it.
+
+    The command is assembled here and run by :func:`_stream_client`, as the legacy one is:
+    python-on-whales' ``buildx.build(stream_logs=True)`` leaves the client running when
+    imagekit stops (it is only stopped by its next write into a closed pipe), so a terminated
+    build went on in the engine, and an identical build started next shared its steps and
+    printed none of their output (found on the first real run, buildx 0.38 on the 20.10
+    engine's BuildKit 0.8). The image ID comes from --iidfile, as the legacy build's does.
+    """
+    iidfile = call.context.parent / "iid"
+    cmd: list[Any] = [*engine.client.client_config.docker_cmd, "buildx", "build"]
+    if engine.buildx_builder:
+        cmd += ["--builder", engine.buildx_builder]
+    cmd += ["--progress=plain", "--network=host", f"--platform={call.platform}", "--load"]
+    cmd += [f"--iidfile={iidfile}", "--tag", call.tag]
+    for secret in call.secrets():
+        cmd += ["--secret", secret]
+    if call.no_cache:
+        cmd.append("--no-cache")
+    cmd.append(str(call.context))
+    for line in _stream_client([str(c) for c in cmd], env={}):
+        call.tee.write(line.decode("utf-8", errors="replace"))
+    return iidfile.read_text().strip()
 
 
 def build_plan(

@@ -173,6 +173,8 @@ def check_buildkit(engine: DockerEngine | None) -> PreflightCheck:
         )
     argv = [engine.client_path]
     argv += ["buildx", "build"] if engine.has_buildx else ["build"]
+    if engine.has_buildx and engine.buildx_builder:
+        argv += ["--builder", engine.buildx_builder]  # the builder a build would use
     env = dict(os.environ, DOCKER_BUILDKIT="1")
     with tempfile.TemporaryDirectory(prefix="imagekit-doctor-") as tmp:
         argv += ["--output", f"type=local,dest={tmp}/out", "-"]

@@ -1,10 +1,14 @@
 """The local Docker engine, reached through python-on-whales, and its one error boundary.
 
-The docker client first on PATH may lack buildx (as on our machines, where a 28.x client has
-no buildx plugin and refuses BuildKit for `docker build`), while Debian's 20.10 client at
-/usr/bin/docker builds through the engine's BuildKit with DOCKER_BUILDKIT=1. So the client is
-chosen here once: the first client that has buildx, else a client that can do a BuildKit
-legacy build. Every python-on-whales exception is translated to EngineUnavailable here.
+The docker client first on PATH may lack buildx (a 28.x client without the plugin refuses
+BuildKit for `docker build`), while Debian's 20.10 client at /usr/bin/docker builds through
+the engine's BuildKit with DOCKER_BUILDKIT=1. So the client is chosen here once: the first
+client that has buildx, else a client that can do a BuildKit legacy build. $IMAGEKIT_DOCKER_BUILDX=0
+chooses the legacy client even where buildx is installed (a broken plugin; the tests, which
+exercise both paths). A build through buildx names its builder: the docker-driver builder of
+the client's current context (buildx names it after the context), the engine the base was
+pulled into, whatever `docker buildx use` or $BUILDX_BUILDER selected for other work.
+Every python-on-whales exception is translated to EngineUnavailable here.
 python-on-whales is imported only when the engine is used (it costs a command that never
 touches the engine, such as a registry build, some 0.3 s of start-up).
 """
@@ -34,6 +38,8 @@ START_HINT = (
     "`dockerd --bridge=none --iptables=false --ip-masq=false &`), then check `docker info`"
 )
 _FALLBACK_CLIENTS = ("/usr/bin/docker",)
+BUILDX_ENV = "IMAGEKIT_DOCKER_BUILDX"
+_OFF = ("0", "off", "no", "false")
 
 
 class DockerEngine(Protocol):
@@ -47,6 +53,9 @@ class DockerEngine(Protocol):
 
     @property
     def has_buildx(self) -> bool: ...
+
+    @property
+    def buildx_builder(self) -> str | None: ...
 
     @property
     def server_version(self) -> str: ...
@@ -76,6 +85,9 @@ class Engine:
     # "containerd" when the engine's image store is containerd's (image IDs are manifest
     # digests there), "classic" otherwise (image IDs are config digests).
     image_store: str
+    # The engine's own buildx builder (docker driver), named after the current context; None
+    # when builds go through the legacy client.
+    buildx_builder: str | None = None
 
 
 def _has_buildx(path: str) -> bool:
@@ -86,6 +98,33 @@ def _has_buildx(path: str) -> bool:
     except (OSError, subprocess.TimeoutExpired):
         return False
     return result.returncode == 0
+
+
+def buildx_wanted() -> bool:
+    """False where $IMAGEKIT_DOCKER_BUILDX turns buildx off (0, off, no, false)."""
+    return os.environ.get(BUILDX_ENV, "").strip().lower() not in _OFF
+
+
+def _context_name(path: str) -> str:
+    """The client's current context; buildx's docker-driver builder for it has its name."""
+    try:
+        result = subprocess.run(  # noqa: S603 - fixed argv, no shell
+            [path, "context", "inspect", "--format", "{{.Name}}"],
+            capture_output=True,
+            text=True,
+            timeout=20,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise EngineUnavailable(f"asking {path} for its context failed: {exc}") from exc
+    name = result.stdout.strip()
+    if result.returncode != 0 or not name:
+        detail = (result.stderr.strip().splitlines() or ["no name printed"])[-1]
+        raise EngineUnavailable(
+            f"asking {path} for its current context failed: {detail}",
+            hint="check `docker context ls`; $DOCKER_CONTEXT must name an existing context",
+        )
+    return name
 
 
 def _candidate_clients() -> list[str]:
@@ -121,7 +160,7 @@ def connect() -> Engine:
     clients = _candidate_clients()
     if not clients:
         raise EngineUnavailable("no docker client found on PATH", hint=START_HINT)
-    chosen = next((c for c in clients if _has_buildx(c)), None)
+    chosen = next((c for c in clients if _has_buildx(c)), None) if buildx_wanted() else None
     has_buildx = chosen is not None
     if chosen is None:
         # Prefer Debian's client: it can drive BuildKit without buildx.
@@ -138,6 +177,7 @@ def connect() -> Engine:
         server_version=str(info.server_version),
         storage_driver=str(info.driver),
         image_store=store,
+        buildx_builder=_context_name(chosen) if has_buildx else None,
     )
 
 

@@ -3,6 +3,10 @@
 Each test builds under a unique tag and removes the images it made. The demo's pip pin is
 downloaded from the real package index inside the build (through the host CA bundle as a
 BuildKit secret, which the TLS-intercepting proxy on our machines requires).
+
+The tests that take the ``client`` fixture run twice: through ``docker buildx build`` on the
+engine's own docker-driver builder (the path nearly every user takes) and through the legacy
+client with ``DOCKER_BUILDKIT=1`` (the fallback where no buildx plugin is installed).
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -27,7 +32,7 @@ from imagekit.build.options import BuildOptions
 from imagekit.cli.build_cmd import command as build_command
 from imagekit.errors import BuildFailed
 from imagekit.ledger import read_records
-from imagekit.runtime.engine import Engine
+from imagekit.runtime.engine import BUILDX_ENV, Engine, connect
 from imagekit.workspace import Workspace
 from tests.support.base_image import BaseImage
 from tests.support.registries import RunningRegistry
@@ -36,6 +41,21 @@ pytestmark = pytest.mark.integration
 
 AV_ABOUT = "/usr/lib/python3/dist-packages/av/about.py"
 AV_ABOUT_SHA256 = "75e5d191c344a5bdf61c1ee3e720661cb2d0c38e8d3bfb90b587b8107303c92e"
+
+
+BUILDERS = {"buildx": "buildx", "legacy": "docker build (BuildKit)"}
+
+
+@pytest.fixture(params=sorted(BUILDERS))
+def client(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[Engine]:
+    """The engine as a build connects to it, once through buildx and once through the legacy
+    client ($IMAGEKIT_DOCKER_BUILDX=0), for the in-process calls and the CLI alike."""
+    monkeypatch.setenv(BUILDX_ENV, "1" if request.param == "buildx" else "0")
+    connect.cache_clear()
+    engine = connect()
+    assert engine.has_buildx == (request.param == "buildx")
+    yield engine
+    connect.cache_clear()
 
 
 def _index_url() -> str:
@@ -87,7 +107,7 @@ def _write_variant(workspace: Workspace, name: str, change: dict[str, object]) -
 
 
 def test_demo_builds_end_to_end_and_pushes(
-    engine: Engine,
+    client: Engine,
     base_image: BaseImage,
     registry: RunningRegistry,
     workspace: Workspace,
@@ -115,7 +135,9 @@ def test_demo_builds_end_to_end_and_pushes(
     assert result.exit_code == 0, result.stderr[-3000:]
     doc = json.loads(result.stdout)  # exactly one JSON document on stdout
     assert doc["tag"] == tag and doc["image_id"].startswith("sha256:")
+    assert doc["builder"] == BUILDERS["buildx" if client.has_buildx else "legacy"]
     assert doc["base"] == base_image.reference
+    engine = client
     assert re.fullmatch(r"sha256:[0-9a-f]{64}", doc["manifest_digest"])
     assert doc["pushed"] == f"{push_repo}@{doc['manifest_digest']}"
 
@@ -128,6 +150,9 @@ def test_demo_builds_end_to_end_and_pushes(
     assert "IMAGEKIT_ASSERTIONS_PASSED" in text
     assert "Successfully installed six-1.16.0" in text
     assert "IMAGEKIT_ASSERTIONS_PASSED" in result.stderr
+    # The image ID is the one BuildKit wrote into the engine under the tag, in either store.
+    written = re.findall(r"writing image (sha256:[0-9a-f]{64})", text)
+    assert written == [doc["image_id"]] == [engine.client.image.inspect(tag).id]
     assert (log.parent / "Dockerfile").read_text().startswith("# Rendered by")
 
     # The image: labels, the overlay content, the new file, the pinned package.
@@ -198,7 +223,7 @@ def test_drifted_overlay_fails_before_the_copy(
 
 
 def test_failed_assertion_rejects_the_build_and_keeps_its_log(
-    engine: Engine, base_image: BaseImage, workspace: Workspace, created_refs: list[str]
+    client: Engine, base_image: BaseImage, workspace: Workspace, created_refs: list[str]
 ) -> None:
     # The seed's first fix: remove something, then find it missing at the assertion.
     _write_variant(
@@ -223,7 +248,7 @@ def test_failed_assertion_rejects_the_build_and_keeps_its_log(
     log = Path(error["log"])
     assert log.is_file() and "IMAGEKIT_ASSERTIONS_REJECTED 1 failed" in log.read_text()
     assert "IMAGEKIT_ASSERT_PASS pip_check" in log.read_text()
-    assert not engine.client.image.exists(tag)
+    assert not client.client.image.exists(tag)
     records = read_records(workspace.ledger_path)
     assert [(r.kind, r.details["reason"]) for r in records] == [
         ("rejected-build", "assertion-failed")
@@ -262,31 +287,57 @@ def test_unreachable_base_registry_is_exit_3(
 
 def _imagekit_processes_under(folder: Path) -> list[str]:
     """Command lines of live processes that name a path under ``folder`` (the build's
-    docker client names its context and iidfile there)."""
-    done = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True, check=True)
-    return [line for line in done.stdout.splitlines() if str(folder) in line]
+    docker client names its context and iidfile there).
+
+    Read from /proc: `ps -eo args` cuts its lines at $COLUMNS (80 under pytest), which cut the
+    path off and made this check find nothing whatever was running.
+    """
+    found = []
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            args = cmdline.read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue  # the process ended while we looked
+        if str(folder) in args:
+            found.append(args)
+    return found
 
 
 def test_a_terminated_build_removes_its_temporary_context_and_stops_its_client(
-    base_image: BaseImage, workspace: Workspace, created_refs: list[str], tmp_path: Path
+    client: Engine,
+    base_image: BaseImage,
+    workspace: Workspace,
+    created_refs: list[str],
+    tmp_path: Path,
 ) -> None:
+    # The last step runs silently for a while: a docker client that is only stopped when it
+    # next writes to a closed pipe (python-on-whales' streaming) would outlive imagekit here.
+    _write_variant(
+        workspace,
+        "slow",
+        {"assertions": {"commands": [{"argv": ["sleep", "120"], "exit_code": 0}]}},
+    )
     private_tmp = tmp_path / "tmp"
     private_tmp.mkdir()
     tag = _tag("sigterm", created_refs)
     imagekit = str(Path(sys.executable).parent / "imagekit")
     proc = subprocess.Popen(
-        [imagekit, "build", "demo", "--base", base_image.reference, "--tag", tag, "--no-cache",
+        [imagekit, "build", "slow", "--base", base_image.reference, "--tag", tag, "--no-cache",
          "--json"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         env={**os.environ, "TMPDIR": str(private_tmp), "PIP_INDEX_URL": _index_url()},
     )  # fmt: skip
     try:
         deadline = time.monotonic() + 300
-        while not any(p.name.startswith("imagekit-build-") for p in private_tmp.iterdir()):
+        while not any(
+            "/tmp/imagekit-assert.py" in log.read_text()
+            for log in (workspace.evidence_dir / "slow").glob("*/build.log")
+        ):
             assert proc.poll() is None, proc.communicate()
             assert time.monotonic() < deadline
-            time.sleep(0.05)
-        time.sleep(0.5)  # the docker client has started on the context
+            time.sleep(0.1)
+        time.sleep(3)  # the checker is in its silent sleep
+        assert _imagekit_processes_under(private_tmp) != []  # the client is running
         proc.send_signal(signal.SIGTERM)
         stdout, stderr = proc.communicate(timeout=60)
     finally:
@@ -298,6 +349,30 @@ def test_a_terminated_build_removes_its_temporary_context_and_stops_its_client(
     time.sleep(1)
     assert _imagekit_processes_under(private_tmp) == []
     assert not workspace.ledger_path.exists()  # not a rejected build: nothing recorded
+
+
+def test_the_engine_path_builds_on_the_engines_own_builder_whatever_buildx_has_selected(
+    engine: Engine,
+    base_image: BaseImage,
+    workspace: Workspace,
+    created_refs: list[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A user who selected another builder (`docker buildx use`, $BUILDX_BUILDER) for other
+    # work: the engine path still builds on the engine it pulled the base into. A remote
+    # builder is asked for by name (--buildx-builder), never picked up by accident.
+    assert engine.has_buildx
+    monkeypatch.setenv("BUILDX_BUILDER", "imagekit-test-no-such-builder")
+    tag = _tag("own-builder", created_refs)
+    result = build_plan(
+        workspace,
+        "demo",
+        BuildOptions(tag=tag, base_override=base_image.reference),
+        engine=engine,
+    )
+    log = result.log.read_text()
+    assert 'building with "default" instance using docker driver' in log
+    assert engine.client.image.inspect(tag).id == result.image_id
 
 
 def test_a_build_onto_a_ledger_that_does_not_verify_is_reported_and_not_recorded(

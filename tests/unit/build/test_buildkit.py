@@ -11,8 +11,6 @@ from pathlib import Path
 import pytest
 
 from imagekit.build.buildkit import (
-    _BuildCall,
-    _buildx_build,
     _ca_bundle,
     _stage_context,
     analyse_failure,
@@ -123,53 +121,6 @@ def test_stage_context_holds_the_rendered_files_and_the_overlays_only(tmp_path: 
     assert f"source={ASSERT_SCRIPT}," in (context / "Dockerfile").read_text()
     hello = context / "overlay" / "imagekit-demo-hello"
     assert hello.stat().st_mode & 0o111  # the launcher keeps its mode
-
-
-def test_the_buildx_path_calls_python_on_whales_with_secrets_host_network_and_plain_logs(
-    tmp_path: Path,
-) -> None:
-    """No buildx plugin can be installed on our machines (Debian 12 and the package index have
-    none), so the path most users take is pinned here at its one call: python-on-whales'
-    `buildx.build` with the secrets as mounts (never build args), host network, the plan's
-    platform, plain streamed logs, and the image loaded into the engine."""
-    import io
-    from types import SimpleNamespace
-
-    from imagekit.build.buildkit import _Tee
-
-    calls: list[tuple[Path, dict[str, object]]] = []
-
-    def build(context: Path, **kwargs: object) -> object:
-        calls.append((context, kwargs))
-        return iter(["#1 [internal] load build definition", "#2 DONE 0.1s\n"])
-
-    client = SimpleNamespace(
-        buildx=SimpleNamespace(build=build),
-        image=SimpleNamespace(inspect=lambda tag: SimpleNamespace(id="sha256:" + "a" * 64)),
-    )
-    log = io.StringIO()
-    tee = _Tee(log, io.StringIO())
-    image_id = _buildx_build(
-        SimpleNamespace(client=client),  # type: ignore[arg-type]
-        _BuildCall(
-            tmp_path,
-            tag="imagekit/demo:t",
-            platform="linux/arm64",
-            ca=Path("/ca.pem"),
-            index_file=tmp_path / "index",
-            no_cache=True,
-            tee=tee,
-        ),
-    )
-    assert image_id == "sha256:" + "a" * 64
-    [(context, kwargs)] = calls
-    assert context == tmp_path
-    assert kwargs["secrets"] == ["id=pip_ca,src=/ca.pem", f"id=pip_index,src={tmp_path}/index"]
-    assert kwargs["network"] == "host" and kwargs["platforms"] == ["linux/arm64"]
-    assert kwargs["cache"] is False and kwargs["load"] is True and kwargs["stream_logs"] is True
-    assert kwargs["progress"] == "plain" and kwargs["tags"] == ["imagekit/demo:t"]
-    assert "build_args" not in kwargs
-    assert log.getvalue().splitlines() == ["#1 [internal] load build definition", "#2 DONE 0.1s"]
 
 
 def test_a_destination_a_link_carries_into_a_kernel_mount_is_destination_blocked() -> None:

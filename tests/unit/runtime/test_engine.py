@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from imagekit.refs import parse_platform
-from imagekit.runtime.engine import execution_for, host_architecture
+from imagekit.runtime.engine import BUILDX_ENV, buildx_wanted, execution_for, host_architecture
 
 HANDLER = """enabled
 interpreter /usr/libexec/qemu-binfmt/aarch64-binfmt-P
@@ -62,3 +62,17 @@ def test_other_systems_and_unknown_architectures(binfmt: Path) -> None:
     assert execution_for(parse_platform("windows/amd64"), binfmt_dir=binfmt).how == "impossible"
     unknown = execution_for(parse_platform("linux/loong64"), binfmt_dir=binfmt)
     assert unknown.how == "impossible" and "no emulator is known" in unknown.reason
+
+
+@pytest.mark.parametrize(
+    ("value", "wanted"),
+    [(None, True), ("1", True), ("", True), ("0", False), ("off", False), (" False ", False)],
+)
+def test_imagekit_docker_buildx_turns_buildx_off(
+    monkeypatch: pytest.MonkeyPatch, value: str | None, wanted: bool
+) -> None:
+    if value is None:
+        monkeypatch.delenv(BUILDX_ENV, raising=False)
+    else:
+        monkeypatch.setenv(BUILDX_ENV, value)
+    assert buildx_wanted() is wanted
