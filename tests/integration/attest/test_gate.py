@@ -28,7 +28,7 @@ from imagekit.cli import main
 from imagekit.refs import Digest, Reference, parse_reference
 from imagekit.registry import RegistryClient
 from tests.support.gotools import cosign_verify_attestation
-from tests.support.images import Pushed, Writer
+from tests.support.images import Blob, M, Pushed, Writer
 from tests.support.media_types import OCI_MANIFEST
 from tests.support.registries import RunningRegistry
 
@@ -308,3 +308,32 @@ def test_a_layer_that_is_not_a_dsse_envelope_is_skipped_and_named(
         "not a DSSE envelope (payload: Field required)"
     ]
     assert document["skipped"][0]["layer"] == manifest["layers"][-1]["digest"]
+
+
+def test_an_index_is_attested_on_both_digests_and_verified_by_either(
+    registry: RunningRegistry, keys: tuple[KeyPairFiles, KeyPairFiles]
+) -> None:
+    """Subjects: the platform's manifest digest and the index digest; cosign (which asks
+    about the digest REF names: the index) and imagekit verify accept either."""
+    from imagekit.attest.attach import attest_reference
+
+    a, _ = keys
+    with Writer(registry.host) as writer:
+        amd64 = writer.image("gate/index", "amd64", [Blob.gzip([M("x", data=b"amd64")])])
+        arm64 = writer.image(
+            "gate/index", "arm64", [Blob.gzip([M("x", data=b"arm64")])], arch="arm64"
+        )
+        index = writer.index(
+            "gate/index", "multi", [(amd64, "linux/amd64"), (arm64, "linux/arm64")]
+        )
+    outcome = attest_reference(
+        KeyFileSigner.from_file(a.private), parse_reference(index), AUDIT_V1, audit_predicate()
+    )
+    assert outcome.attestation is not None
+    index_digest = index.split("@")[1]
+    assert {str(s) for s in outcome.attestation.subjects} == {amd64.digest, index_digest}
+    for reference in (index, amd64.reference, f"{registry.host}/gate/index:multi"):
+        assert cosign_verify_attestation(reference, a.public, AUDIT_V1).returncode == 0, reference
+        assert _verify(reference, "--key", str(a.public))[0] == 0, reference
+    # the other platform's manifest was not attested
+    assert _verify(arm64.reference, "--key", str(a.public))[0] == 1

@@ -17,6 +17,7 @@ from imagekit.attest.signer import KeyFileSigner
 from imagekit.refs import Reference, parse_reference
 from imagekit.registry import RegistryClient
 from imagekit.registry.referrers import list_referrers
+from imagekit.workspace import Workspace
 from tests.support.gotools import cosign_verify, cosign_verify_attestation, run_tool
 from tests.support.images import Pushed
 
@@ -140,3 +141,20 @@ def test_two_writers_at_once_both_end_up_in_the_tag(
     accepted = cosign_verify_attestation(str(image), pair.public, PREDICATE)
     assert accepted.returncode == 0, accepted.stderr
     assert len([line for line in accepted.stdout.splitlines() if line.strip()]) == 6
+
+
+def test_a_cosign_key_with_the_wrong_password_is_exit_2_naming_the_file(
+    cosign_pair: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch, workspace: Workspace
+) -> None:
+    from click.testing import CliRunner
+
+    from imagekit.cli import main
+
+    key, _ = cosign_pair
+    monkeypatch.setenv("COSIGN_PASSWORD", "not-the-password")
+    result = CliRunner().invoke(
+        main, ["build", "demo", "--push", "127.0.0.1:1/x", "--sign-key", str(key)]
+    )
+    assert result.exit_code == 2, result.output
+    assert f"{key}: wrong password" in result.stderr
+    assert "not-the-password" not in result.output
