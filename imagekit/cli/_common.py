@@ -82,6 +82,18 @@ def vuln_options(command: Callable[..., Any]) -> Callable[..., Any]:
     return command
 
 
+def sign_key_option(what: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """--sign-key FILE (or IMAGEKIT_SIGNING_KEY), the one way every stage is asked to attest;
+    ``what`` says what that stage signs and where it goes."""
+    return click.option(
+        "--sign-key",
+        type=click.Path(path_type=Path, dir_okay=False),
+        envvar="IMAGEKIT_SIGNING_KEY",
+        metavar="FILE",
+        help=f"{what} Env: IMAGEKIT_SIGNING_KEY.",
+    )
+
+
 def registry_options(command: Callable[..., Any]) -> Callable[..., Any]:
     """--insecure HOST, --ca-file PATH and --registry-mirror URL, one story for every command
     that reaches a registry (imagekit.registry.tls, imagekit.registry.mirrors): they hold for

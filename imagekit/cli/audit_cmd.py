@@ -9,7 +9,15 @@ import click
 from imagekit.audit.runner import DEFAULT_TIMEOUT_S
 from imagekit.audit.stage import AuditRequest, AuditResult, audit
 from imagekit.audit.vulns import FailOn, VulnPolicy, fails
-from imagekit.cli._common import echo_err, json_option, parsed, registry_options, run, vuln_options
+from imagekit.cli._common import (
+    echo_err,
+    json_option,
+    parsed,
+    registry_options,
+    run,
+    sign_key_option,
+    vuln_options,
+)
 from imagekit.errors import UsageError
 from imagekit.workspace import Workspace
 
@@ -87,14 +95,10 @@ def _human(result: AuditResult) -> None:
     help="Wall-clock limit of the whole probe run; past it the container is removed and "
     "the audit ends TIMEOUT (exit 3).",
 )
-@click.option(
-    "--sign-key",
-    type=click.Path(path_type=Path, dir_okay=False),
-    envvar="IMAGEKIT_SIGNING_KEY",
-    metavar="FILE",
-    help="Sign the verdict as an in-toto attestation and store it beside the image in its "
+@sign_key_option(
+    "Sign the verdict as an in-toto attestation and store it beside the image in its "
     "registry (cosign's .att tag and an OCI referrer); a registry that refuses it is exit 3, "
-    "the verdict and its record kept. Env: IMAGEKIT_SIGNING_KEY.",
+    "the verdict and its record kept.",
 )
 @vuln_options
 @registry_options

@@ -10,7 +10,14 @@ from imagekit.build.assemble import AssembleResult
 from imagekit.build.buildkit import BuildResult
 from imagekit.build.choice import BUILDERS, build_image
 from imagekit.build.options import BuildOptions
-from imagekit.cli._common import ANY_PATH, json_option, parsed, registry_options, run
+from imagekit.cli._common import (
+    ANY_PATH,
+    json_option,
+    parsed,
+    registry_options,
+    run,
+    sign_key_option,
+)
 from imagekit.workspace import Workspace
 
 
@@ -70,13 +77,8 @@ def _human(result: object) -> None:
     help="CA bundle pip trusts inside the build [env IMAGEKIT_PIP_CA; default: the host's].",
 )
 @registry_options
-@click.option(
-    "--sign-key",
-    type=click.Path(path_type=Path, dir_okay=False),
-    envvar="IMAGEKIT_SIGNING_KEY",
-    metavar="FILE",
-    help="With --push (engine builder): sign SLSA v1 provenance and store it beside the "
-    "pushed image. Env: IMAGEKIT_SIGNING_KEY.",
+@sign_key_option(
+    "With --push (engine builder): sign SLSA v1 provenance and store it beside the pushed image.",
 )
 @json_option
 def command(

@@ -13,6 +13,7 @@ from imagekit.cli._common import (
     echo_err,
     json_option,
     parsed,
+    registry_options,
     run,
     unless_ok,
 )
@@ -165,13 +166,12 @@ def repair_cmd(ledger: Path | None, as_json: bool) -> None:
     help="A public key whose attestations are imported. Repeatable.",
 )
 @click.option("--plans", "plans", multiple=True, metavar="NAME", help="Only these plans' images.")
-@click.option("--insecure", multiple=True, metavar="HOST[:PORT]", help="Plain-HTTP registry.")
+@registry_options
 @ledger_option
 @json_option
 def sync_cmd(
     key_paths: tuple[Path, ...],
     plans: tuple[str, ...],
-    insecure: tuple[str, ...],
     ledger: Path | None,
     as_json: bool,
 ) -> None:
@@ -190,7 +190,7 @@ def sync_cmd(
             click.echo(f"skipped {line}")
 
     run(
-        lambda: sync_ledger(_workspace(ledger), key_paths, plans, insecure=insecure),
+        lambda: sync_ledger(_workspace(ledger), key_paths, plans),
         as_json=as_json,
         human=human,
     )

@@ -15,7 +15,14 @@ from typing import Any, TypeVar
 
 import click
 
-from imagekit.cli._common import DIR_PATH, echo_err, json_option, registry_options, run
+from imagekit.cli._common import (
+    DIR_PATH,
+    echo_err,
+    json_option,
+    registry_options,
+    run,
+    sign_key_option,
+)
 from imagekit.layers import GiB, LayerLimits, MediaTypePolicy, MiB
 from imagekit.mirror import MirrorOptions, MirrorReport, mirror
 from imagekit.refs import parse_platform
@@ -150,14 +157,9 @@ def _size_option(name: str, default: int, text: str) -> Callable[[F], F]:
     help="Directory of the docker config.json with credentials (default $DOCKER_CONFIG).",
 )
 @click.option("--no-record", is_flag=True, help="Do not append a ledger record.")
-@click.option(
-    "--sign-key",
-    type=click.Path(path_type=Path, dir_okay=False),
-    envvar="IMAGEKIT_SIGNING_KEY",
-    metavar="FILE",
-    help="On identical or content-identical, sign an attestation on DST binding its digest "
-    "to SRC's (`imagekit verify DST` then accepts it on SRC's attestations). Env: "
-    "IMAGEKIT_SIGNING_KEY.",
+@sign_key_option(
+    "On identical or content-identical, sign an attestation on DST binding its digest "
+    "to SRC's (`imagekit verify DST` then accepts it on SRC's attestations).",
 )
 @json_option
 def command(

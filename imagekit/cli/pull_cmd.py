@@ -6,7 +6,15 @@ from pathlib import Path
 
 import click
 
-from imagekit.cli._common import echo_err, json_option, parsed, registry_options, run, unless_ok
+from imagekit.cli._common import (
+    echo_err,
+    json_option,
+    parsed,
+    registry_options,
+    run,
+    sign_key_option,
+    unless_ok,
+)
 from imagekit.pull import ContainerdPullResult, PullResult, final_pull, final_pull_containerd
 from imagekit.runtime.containerd import K8S_NAMESPACE
 from imagekit.workspace import Workspace
@@ -35,13 +43,9 @@ from imagekit.workspace import Workspace
     "--namespace", help=f"containerd namespace (default: {K8S_NAMESPACE}, the kubelet's)."
 )
 @registry_options
-@click.option(
-    "--sign-key",
-    type=click.Path(path_type=Path, dir_okay=False),
-    envvar="IMAGEKIT_SIGNING_KEY",
-    metavar="FILE",
-    help="With --record: sign the verified pull (runtime, store, image ID, namespace, node) "
-    "and store it beside the image. Env: IMAGEKIT_SIGNING_KEY.",
+@sign_key_option(
+    "With --record: sign the verified pull (runtime, store, image ID, namespace, node) "
+    "and store it beside the image.",
 )
 @json_option
 def command(

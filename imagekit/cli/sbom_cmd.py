@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from imagekit.cli._common import json_option, run
+from imagekit.cli._common import json_option, registry_options, run, sign_key_option
 from imagekit.sbom import Sbom, sbom_of
 
 
@@ -18,19 +18,14 @@ from imagekit.sbom import Sbom, sbom_of
     type=click.Path(path_type=Path, dir_okay=False),
     help="Write the CycloneDX JSON here (default: stdout, unless --json).",
 )
-@click.option("--insecure", multiple=True, metavar="HOST[:PORT]", help="Plain-HTTP registry.")
-@click.option(
-    "--sign-key",
-    type=click.Path(path_type=Path, dir_okay=False),
-    envvar="IMAGEKIT_SIGNING_KEY",
-    metavar="FILE",
-    help="Sign the SBOM as an attestation beside the image (cosign --type cyclonedx).",
+@registry_options
+@sign_key_option(
+    "Sign the SBOM as an attestation beside the image (cosign --type cyclonedx).",
 )
 @json_option
 def command(
     reference: str,
     output: Path | None,
-    insecure: tuple[str, ...],
     sign_key: Path | None,
     as_json: bool,
 ) -> None:
@@ -44,7 +39,7 @@ def command(
             click.echo(f"{len(result.components)} components: {output}")
 
     def action() -> Sbom:
-        result = sbom_of(reference, insecure=insecure, sign_key=sign_key)
+        result = sbom_of(reference, sign_key=sign_key)
         if output is not None:
             output.write_bytes(result.document)
         return result

@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 
 from imagekit.attest.gate import GateResult, verify_image
-from imagekit.cli._common import json_option, run, unless_ok
+from imagekit.cli._common import json_option, registry_options, run, unless_ok
 
 
 def _human(result: GateResult) -> None:
@@ -41,18 +41,12 @@ def _human(result: GateResult) -> None:
     help="A policy YAML (imagekit/attest/schemas/policy-v1.schema.json); default: an audit "
     "attestation with CPU_PASS or CPU_PASS_GPU_CLI_DEFERRED.",
 )
-@click.option(
-    "--insecure",
-    multiple=True,
-    metavar="HOST[:PORT]",
-    help="Speak plain HTTP to this registry (loopback hosts always are). Repeatable.",
-)
+@registry_options
 @json_option
 def command(
     reference: str,
     key_paths: tuple[Path, ...],
     policy_path: Path | None,
-    insecure: tuple[str, ...],
     as_json: bool,
 ) -> None:
     """Decide from the registry alone (no ledger, no engine) whether REFERENCE's digest holds
@@ -60,7 +54,7 @@ def command(
     named), 2 bad input (a key or policy that cannot be used), 3 the registry did not
     answer."""
     run(
-        lambda: verify_image(reference, key_paths, policy_path, insecure=insecure),
+        lambda: verify_image(reference, key_paths, policy_path),
         as_json=as_json,
         human=_human,
         exit_code=unless_ok,
