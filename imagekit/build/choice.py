@@ -20,6 +20,7 @@ from imagekit.build.assemble.builder import (
 )
 from imagekit.build.buildkit import BuildResult, build_plan
 from imagekit.build.options import BuildOptions
+from imagekit.build.remote import RemoteResult, build_remote
 from imagekit.errors import UsageError
 from imagekit.plans.plan import Plan, load_named_plan
 from imagekit.workspace import Workspace
@@ -42,9 +43,17 @@ def build_image(
     options: BuildOptions | None = None,
     *,
     echo: TextIO | None = None,
-) -> BuildResult | AssembleResult:
+) -> BuildResult | AssembleResult | RemoteResult:
     """Build plan ``name`` with the builder ``options.builder`` names or ``auto`` picks."""
     options = options or BuildOptions()
+    if options.buildkit is not None or options.buildx_builder is not None:
+        if options.builder not in ("auto", "engine") or options.index or not options.assertions:
+            raise UsageError(
+                "--buildkit and --buildx-builder build the plan's Dockerfile on that daemon; "
+                "--builder registry, --index and --no-assertions are the registry builder's",
+                hint="drop them, or drop --buildkit/--buildx-builder",
+            )
+        return build_remote(workspace, name, options, echo=echo)
     loaded = load_named_plan(workspace, name, base_override=options.base_override)
     if choose_builder(loaded.plan, options.builder, options.push) == "engine":
         if options.index or not options.assertions:

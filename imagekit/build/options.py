@@ -26,3 +26,10 @@ class BuildOptions:
     builder: str = "engine"
     index: bool = False  # registry builder: push an index holding the manifest too
     assertions: bool = True  # registry builder: false accepts the image unchecked
+    #: a BuildKit daemon of its own (imagekit.build.remote): tcp:// or unix://, and its TLS files
+    buildkit: str | None = None
+    buildkit_ca: Path | None = None
+    buildkit_cert: Path | None = None
+    buildkit_key: Path | None = None
+    #: a buildx builder by name (remote, kubernetes or docker-container driver), same flow
+    buildx_builder: str | None = None
