@@ -54,6 +54,11 @@ def build_image(
                 hint="drop them, or drop --buildkit/--buildx-builder",
             )
         return build_remote(workspace, name, options, echo=echo)
+    if options.cache_ref is not None:
+        raise UsageError(
+            "--cache-ref is an option of --buildkit and --buildx-builder builds",
+            hint="add --buildkit ADDR or --buildx-builder NAME, or drop --cache-ref",
+        )
     loaded = load_named_plan(workspace, name, base_override=options.base_override)
     if choose_builder(loaded.plan, options.builder, options.push) == "engine":
         if options.index or not options.assertions:

@@ -33,3 +33,6 @@ class BuildOptions:
     buildkit_key: Path | None = None
     #: a buildx builder by name (remote, kubernetes or docker-container driver), same flow
     buildx_builder: str | None = None
+    #: a registry reference the --buildkit/--buildx-builder build imports its cache from and
+    #: exports it to (type=registry, mode=max), so a fresh daemon reuses the layers
+    cache_ref: str | None = None

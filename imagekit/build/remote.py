@@ -190,6 +190,8 @@ def build_remote(
         raise UsageError("--buildkit and --buildx-builder name two builders; give one")
     loaded = load_named_plan(workspace, name, base_override=options.base_override)
     repo = check_push_repo(options.push)
+    if options.cache_ref is not None:
+        parse_reference(options.cache_ref)  # a malformed reference is exit 2 here
     rendered = render(loaded)
     ca = _ca_bundle(options)
     index_url = options.index_url or os.environ.get("PIP_INDEX_URL") or None
@@ -358,6 +360,12 @@ def _run(
             cmd += ["--allow=network.host", f"--metadata-file={metadata_file}"]
             cmd += [f"--output={output}"]
             cmd += [f"--secret=id={secret_id},src={path}" for secret_id, path in secrets]
+        if options.cache_ref is not None:
+            cache = f"type=registry,ref={options.cache_ref}"
+            if buildx:
+                cmd += [f"--cache-from={cache}", f"--cache-to={cache},mode=max"]
+            else:
+                cmd += [f"--import-cache={cache}", f"--export-cache={cache},mode=max"]
         if options.no_cache:
             cmd.append("--no-cache")
         if buildx:

@@ -91,6 +91,12 @@ def _human(result: object) -> None:
     help="Build on this buildx builder (remote, kubernetes, docker-container driver) as with "
     "--buildkit: no engine, pushed by digest; needs --push.",
 )
+@click.option(
+    "--cache-ref",
+    metavar="REF",
+    help="With --buildkit/--buildx-builder: import BuildKit's cache from and export it to "
+    "REF in a registry (type=registry, mode=max).",
+)
 @json_option
 def command(
     name: str,
@@ -108,6 +114,7 @@ def command(
     buildkit_cert: Path | None,
     buildkit_key: Path | None,
     buildx_builder: str | None,
+    cache_ref: str | None,
     as_json: bool,
 ) -> None:
     """Build a plan; the log streams to stderr and into evidence/."""

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import re
 import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -163,6 +164,7 @@ def test_a_buildkitd_that_does_not_answer_is_exit_3_naming_it(
         (["--buildkit", "unix:///x.sock"], "--buildkit needs --push"),
         (["--buildkit", "unix:///x.sock", "--push", "127.0.0.1:5/x", "--builder", "registry"],
          "--builder registry"),
+        (["--cache-ref", "127.0.0.1:5/cache:x"], "--cache-ref is an option of --buildkit"),
     ],
 )  # fmt: skip
 def test_bad_remote_options_are_exit_2(argv: list[str], words: str, workspace: Workspace) -> None:
@@ -222,3 +224,41 @@ def test_an_unknown_buildx_builder_is_exit_2(
     assert code == 2, err[-2000:]
     assert "--buildx-builder 'imagekit-test-no-such-builder'" in err
     assert not workspace.ledger_path.exists()
+
+
+def test_a_fresh_daemon_reuses_the_registry_cache_a_first_build_exported(
+    base_image: BaseImage,
+    registry: RunningRegistry,
+    workspace: Workspace,
+    tmp_path: Path,
+    created_refs: list[str],
+) -> None:
+    # A nightly on a fresh runner: each build on a daemon with an empty root of its own.
+    cache = f"{registry.host}/imagekit-test/remote-cache:demo"
+    repo = f"{registry.host}/imagekit-test/remote-cached"
+    seconds: list[float] = []
+    logs: list[str] = []
+    for n in (1, 2):
+        daemon = start_buildkitd(tmp_path / f"bkd{n}", [registry.host])
+        try:
+            started = time.monotonic()
+            code, out, err = _build(
+                "demo", "--base", base_image.reference, "--buildkit", daemon.address,
+                "--push", repo, "--cache-ref", cache,
+            )  # fmt: skip
+            seconds.append(time.monotonic() - started)
+        finally:
+            daemon.stop()
+        assert code == 0, err[-3000:]
+        doc = json.loads(out)
+        created_refs.append(doc["pushed"])
+        logs.append(Path(doc["log"]).read_text())
+    cold, warm = logs
+    assert "Successfully installed six-1.16.0" in cold and "exporting cache" in cold
+    assert "importing cache manifest from " + cache in warm
+    # Every step of the warm build came from the registry's cache: pip never ran.
+    assert "Successfully installed" not in warm
+    steps = re.findall(r"^#(\d+) \[stage-0 [2-7]/7\]", warm, re.MULTILINE)
+    assert len(steps) == 6
+    assert all(re.search(rf"^#{n} CACHED$", warm, re.MULTILINE) for n in steps)
+    print(f"remote build with registry cache: cold {seconds[0]:.1f} s, warm {seconds[1]:.1f} s")
