@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tests.support.daemons import start_logged, stop_process
+from tests.support.tls import ServerCertificate
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 TOOLS = REPO_ROOT / ".tools" / "bin"
@@ -52,7 +53,9 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def _config(root: Path, registries: list[str], tcp: str | None) -> str:
+def _config(
+    root: Path, registries: list[str], tcp: str | None, tls: ServerCertificate | None
+) -> str:
     addresses = [f'"unix://{root}/buildkitd.sock"'] + ([f'"{tcp}"'] if tcp else [])
     text = f"""root = "{root}/root"
 insecure-entitlements = ["network.host"]
@@ -60,6 +63,7 @@ insecure-entitlements = ["network.host"]
 [grpc]
   address = [{", ".join(addresses)}]
 
+{_tls(tls)}
 [worker.oci]
   enabled = true
   binary = "{RUNC}"
@@ -73,14 +77,31 @@ insecure-entitlements = ["network.host"]
     return text
 
 
+def _tls(tls: ServerCertificate | None) -> str:
+    """Mutual TLS on the listeners: the daemon's certificate, and the CA its clients' are
+    checked against."""
+    if tls is None:
+        return ""
+    return f"""[grpc.tls]
+  cert = "{tls.chain_path}"
+  key = "{tls.key_path}"
+  ca = "{tls.ca_path}"
+"""
+
+
 def start_buildkitd(
-    root: Path, registries: list[str], *, tcp: bool = False, timeout: float = 60.0
+    root: Path,
+    registries: list[str],
+    *,
+    tcp: bool = False,
+    tls: ServerCertificate | None = None,
+    timeout: float = 60.0,
 ) -> RunningBuildkitd:
     """Start buildkitd with everything under ``root``; the caller stops it."""
     root.mkdir(parents=True, exist_ok=True)
     tcp_address = f"tcp://127.0.0.1:{free_port()}" if tcp else None
     config = root / "buildkitd.toml"
-    config.write_text(_config(root, registries, tcp_address))
+    config.write_text(_config(root, registries, tcp_address, tls))
     log_path = root / "buildkitd.log"
     process = start_logged([BUILDKITD, "--config", str(config)], log_path)
     instance = RunningBuildkitd(
@@ -90,6 +111,7 @@ def start_buildkitd(
     while time.monotonic() < deadline:
         if process.poll() is not None:
             raise RuntimeError(f"buildkitd exited early: {log_path.read_text()[-3000:]}")
+        # TLS is the TCP listener's; the unix socket answers without it.
         if (root / "buildkitd.sock").exists() and instance.buildctl(
             "debug", "workers", timeout=10
         ).returncode == 0:

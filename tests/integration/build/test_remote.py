@@ -27,6 +27,7 @@ from tests.support.base_image import BaseImage
 from tests.support.buildkitd import TOOLS, RunningBuildkitd, start_buildkitd
 from tests.support.demo_variants import NO_NUMPY, index_url, write_variant
 from tests.support.registries import RunningRegistry
+from tests.support.tls import make_server_certificate
 
 pytestmark = pytest.mark.integration
 
@@ -262,3 +263,34 @@ def test_a_fresh_daemon_reuses_the_registry_cache_a_first_build_exported(
     assert len(steps) == 6
     assert all(re.search(rf"^#{n} CACHED$", warm, re.MULTILINE) for n in steps)
     print(f"remote build with registry cache: cold {seconds[0]:.1f} s, warm {seconds[1]:.1f} s")
+
+
+def test_a_remote_build_over_mutual_tls(
+    base_image: BaseImage, registry: RunningRegistry, workspace: Workspace, tmp_path: Path
+) -> None:
+    cert = make_server_certificate(tmp_path / "tls", client_auth=True)
+    daemon = start_buildkitd(tmp_path / "bkd", [registry.host], tcp=True, tls=cert)
+    write_variant(workspace, "no-checks", {"assertions": {}})
+    assert daemon.tcp_address is not None
+    repo = f"{registry.host}/imagekit-test/remote-tls"
+    try:
+        # Without the CA the daemon's certificate is not trusted: could not finish, named.
+        code, _, err = _build(
+            "no-checks", "--base", base_image.reference, "--buildkit", daemon.tcp_address,
+            "--push", repo,
+        )  # fmt: skip
+        assert code == 3, err[-2000:]
+        assert f"the BuildKit daemon at {daemon.tcp_address} did not answer" in err
+        code, out, err = _build(
+            "no-checks", "--base", base_image.reference, "--buildkit", daemon.tcp_address,
+            "--buildkit-ca", str(cert.ca_path), "--buildkit-cert", str(cert.chain_path),
+            "--buildkit-key", str(cert.key_path), "--push", repo,
+        )  # fmt: skip
+    finally:
+        daemon.stop()
+    assert code == 0, err[-3000:]
+    doc = json.loads(out)
+    assert _registry_digest(doc["pushed"]) == doc["manifest_digest"]
+    # The key's path and contents stay out of the log and the ledger.
+    assert str(cert.key_path) not in Path(doc["log"]).read_text()
+    assert str(cert.key_path) not in workspace.ledger_path.read_text()
