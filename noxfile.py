@@ -36,7 +36,12 @@ def tests(session: nox.Session) -> None:
 
 
 #: `nox -s bench` runs every benchmark; `nox -s bench -- NAME [ARGS]` runs one, with its args.
-BENCHMARKS = {"mirror": "bench.run", "osv": "bench.osv", "assemble": "bench.assemble"}
+BENCHMARKS = {
+    "mirror": "bench.run",
+    "osv": "bench.osv",
+    "assemble": "bench.assemble",
+    "remote": "bench.remote",
+}
 
 
 @nox.session
@@ -49,3 +54,4 @@ def bench(session: nox.Session) -> None:
     session.run(PY, "-m", BENCHMARKS["mirror"], *args)  # plain args: the mirror's, as before
     session.run(PY, "-m", BENCHMARKS["osv"])
     session.run(PY, "-m", BENCHMARKS["assemble"])
+    session.run(PY, "-m", BENCHMARKS["remote"])
