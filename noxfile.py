@@ -42,6 +42,7 @@ BENCHMARKS = {
     "assemble": "bench.assemble",
     "ledger": "bench.ledger",
     "attest": "bench.attest",
+    "remote": "bench.remote",
 }
 
 
@@ -57,3 +58,4 @@ def bench(session: nox.Session) -> None:
     session.run(PY, "-m", BENCHMARKS["assemble"])
     session.run(PY, "-m", BENCHMARKS["ledger"])
     session.run(PY, "-m", BENCHMARKS["attest"])
+    session.run(PY, "-m", BENCHMARKS["remote"])

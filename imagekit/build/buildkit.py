@@ -46,7 +46,7 @@ import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, ClassVar, Protocol, TextIO
+from typing import Any, ClassVar, NoReturn, Protocol, TextIO
 
 from imagekit.attest.attach import AttestOutcome
 from imagekit.attest.signer import KeyFileSigner, Signer
@@ -542,33 +542,44 @@ def _run_build(
                 ),
             )
         except DockerException as exc:
-            failure = analyse_failure(tee.lines)
-            tee.write(f"imagekit: build rejected ({failure.reason}): {failure.message}\n")
-            if failure.step is None and _UNREACHABLE.search("\n".join(tee.lines[-5:])):
-                raise EngineUnavailable(
-                    f"the build could not start: {failure.last_lines[-1]}",
-                    hint="check that the engine and its BuildKit answer (`docker info`)",
-                ) from exc
-            try:
-                record_rejected(
-                    workspace,
-                    loaded,
-                    RejectedBuildDetails(
-                        reason=failure.reason, step=failure.step, message=failure.message
-                    ),
-                    log_path=log_path,
-                    image=tag,
-                )
-                unrecorded = ""
-            except RecordRefused as refused:
-                unrecorded = f" (not recorded: {refused.problem})"
-            raise BuildFailed(
-                f"build of {loaded.name} rejected{unrecorded}: {failure.message}",
-                step=failure.step,
-                last_lines=failure.last_lines,
-                log=log_path,
-                reason=failure.reason,
-                hint="the full log is kept; fix the plan or the base and build again",
-            ) from exc
+            reject_failed_build(workspace, loaded, tee, log_path, tag, exc)
         except OSError as exc:
             raise EngineUnavailable(f"running the docker client failed: {exc}") from exc
+
+
+def reject_failed_build(
+    workspace: Workspace,
+    loaded: LoadedPlan,
+    tee: _Tee,
+    log_path: Path,
+    image: str,
+    exc: Exception,
+) -> NoReturn:
+    """A BuildKit client exited non-zero: name the failing step, record a rejected build and
+    raise BuildFailed (exit 1), or EngineUnavailable (exit 3) when no step ever ran."""
+    failure = analyse_failure(tee.lines)
+    tee.write(f"imagekit: build rejected ({failure.reason}): {failure.message}\n")
+    if failure.step is None and _UNREACHABLE.search("\n".join(tee.lines[-5:])):
+        raise EngineUnavailable(
+            f"the build could not start: {failure.last_lines[-1]}",
+            hint="check that the engine and its BuildKit answer (`docker info`)",
+        ) from exc
+    try:
+        record_rejected(
+            workspace,
+            loaded,
+            RejectedBuildDetails(reason=failure.reason, step=failure.step, message=failure.message),
+            log_path=log_path,
+            image=image,
+        )
+        unrecorded = ""
+    except RecordRefused as refused:
+        unrecorded = f" (not recorded: {refused.problem})"
+    raise BuildFailed(
+        f"build of {loaded.name} rejected{unrecorded}: {failure.message}",
+        step=failure.step,
+        last_lines=failure.last_lines,
+        log=log_path,
+        reason=failure.reason,
+        hint="the full log is kept; fix the plan or the base and build again",
+    ) from exc

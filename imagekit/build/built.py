@@ -8,6 +8,7 @@ them through :class:`BuiltImage` and never asks which builder ran.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
@@ -55,7 +56,7 @@ class BuiltImage(Protocol):
     def log(self) -> Path: ...
 
     @property
-    def ledger(self) -> list[int]:
+    def ledger(self) -> Sequence[int]:
         """The seqs of the records this build appended (build, then push)."""
 
     @property

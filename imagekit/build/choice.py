@@ -20,6 +20,7 @@ from imagekit.build.assemble.builder import (
 )
 from imagekit.build.buildkit import BuildResult, build_plan
 from imagekit.build.options import BuildOptions
+from imagekit.build.remote import RemoteResult, build_remote
 from imagekit.errors import UsageError
 from imagekit.plans.plan import Plan, load_named_plan
 from imagekit.registry import RegistryClient
@@ -46,7 +47,7 @@ def build_image(
     engine: Engine | None = None,
     registry: RegistryClient | None = None,
     echo: TextIO | None = None,
-) -> BuildResult | AssembleResult:
+) -> BuildResult | AssembleResult | RemoteResult:
     """Build plan ``name`` with the builder ``options.builder`` names or ``auto`` picks.
 
     ``engine`` and ``registry`` are the caller's (one made for the call when None), so a flow
@@ -54,6 +55,28 @@ def build_image(
     results are BuiltImages: a caller reads them the same way whichever builder ran.
     """
     options = options or BuildOptions()
+    if options.buildkit is not None or options.buildx_builder is not None:
+        if options.builder not in ("auto", "engine") or options.index or not options.assertions:
+            raise UsageError(
+                "--buildkit and --buildx-builder build the plan's Dockerfile on that daemon; "
+                "--builder registry, --index and --no-assertions are the registry builder's",
+                hint="drop them, or drop --buildkit/--buildx-builder",
+            )
+        if options.sign_key is not None:
+            # Refused rather than built unattested: provenance is signed on the engine path
+            # only so far (as the registry builder refuses it too).
+            raise UsageError(
+                "--sign-key is not supported with --buildkit or --buildx-builder yet: the "
+                "build would be pushed without its provenance",
+                hint="build through the engine (imagekit build NAME --push REPO --sign-key "
+                "FILE), or drop --sign-key",
+            )
+        return build_remote(workspace, name, options, echo=echo)
+    if options.cache_ref is not None:
+        raise UsageError(
+            "--cache-ref is an option of --buildkit and --buildx-builder builds",
+            hint="add --buildkit ADDR or --buildx-builder NAME, or drop --cache-ref",
+        )
     loaded = load_named_plan(workspace, name, base_override=options.base_override)
     if choose_builder(loaded.plan, options.builder, options.push) == "engine":
         if options.index or not options.assertions:

@@ -27,3 +27,13 @@ class BuildOptions:
     index: bool = False  # registry builder: push an index holding the manifest too
     assertions: bool = True  # registry builder: false accepts the image unchecked
     sign_key: Path | None = None  # with push: sign SLSA v1 provenance beside the image
+    #: a BuildKit daemon of its own (imagekit.build.remote): tcp:// or unix://, and its TLS files
+    buildkit: str | None = None
+    buildkit_ca: Path | None = None
+    buildkit_cert: Path | None = None
+    buildkit_key: Path | None = None
+    #: a buildx builder by name (remote, kubernetes or docker-container driver), same flow
+    buildx_builder: str | None = None
+    #: a registry reference the --buildkit/--buildx-builder build imports its cache from and
+    #: exports it to (type=registry, mode=max), so a fresh daemon reuses the layers
+    cache_ref: str | None = None

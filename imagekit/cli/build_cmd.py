@@ -10,6 +10,7 @@ from imagekit.build.assemble import AssembleResult
 from imagekit.build.buildkit import BuildResult
 from imagekit.build.choice import BUILDERS, build_image
 from imagekit.build.options import BuildOptions
+from imagekit.build.remote import RemoteResult
 from imagekit.cli._common import (
     ANY_PATH,
     json_option,
@@ -33,7 +34,13 @@ def _human(result: object) -> None:
         click.echo(f"assertions: {result.assertions.status}: {result.assertions.scope}")
         click.echo(f"log: {result.log}")
         return
-    assert isinstance(result, BuildResult)  # noqa: S101 - build_image returns one of the two
+    if isinstance(result, RemoteResult):
+        click.echo(f"built {result.plan} on {result.address}: {result.pushed}")
+        click.echo(f"config (image ID): {result.config_digest}")
+        click.echo(f"assertions: {result.assertions.status}: {result.assertions.scope}")
+        click.echo(f"log: {result.log}")
+        return
+    assert isinstance(result, BuildResult)  # noqa: S101 - build_image returns one of the three
     click.echo(f"built {result.plan}: {result.image_id} tagged {result.tag}")
     click.echo(f"log: {result.log}")
     if result.pushed:
@@ -80,6 +87,27 @@ def _human(result: object) -> None:
 @sign_key_option(
     "With --push (engine builder): sign SLSA v1 provenance and store it beside the pushed image.",
 )
+@click.option(
+    "--buildkit",
+    metavar="ADDR",
+    help="Build on this BuildKit daemon (tcp://HOST:PORT or unix:///PATH), no engine; needs "
+    "--push (BuildKit pushes by digest).",
+)
+@click.option("--buildkit-ca", type=ANY_PATH, help="CA certificate of the --buildkit daemon.")
+@click.option("--buildkit-cert", type=ANY_PATH, help="Client certificate for --buildkit.")
+@click.option("--buildkit-key", type=ANY_PATH, help="Client key for --buildkit.")
+@click.option(
+    "--buildx-builder",
+    metavar="NAME",
+    help="Build on this buildx builder (remote, kubernetes, docker-container driver) as with "
+    "--buildkit: no engine, pushed by digest; needs --push.",
+)
+@click.option(
+    "--cache-ref",
+    metavar="REF",
+    help="With --buildkit/--buildx-builder: import BuildKit's cache from and export it to "
+    "REF in a registry (type=registry, mode=max).",
+)
 @json_option
 def command(
     name: str,
@@ -93,6 +121,12 @@ def command(
     index_url: str | None,
     ca_bundle: Path | None,
     sign_key: Path | None,
+    buildkit: str | None,
+    buildkit_ca: Path | None,
+    buildkit_cert: Path | None,
+    buildkit_key: Path | None,
+    buildx_builder: str | None,
+    cache_ref: str | None,
     as_json: bool,
 ) -> None:
     """Build a plan; the log streams to stderr and into evidence/."""

@@ -131,12 +131,29 @@ def _candidate_clients() -> list[str]:
     seen: list[str] = []
     override = os.environ.get("IMAGEKIT_DOCKER_CLIENT")
     if override:
+        if not os.path.exists(override) and shutil.which(override) is None:
+            raise EngineUnavailable(
+                f"the docker client {override} (IMAGEKIT_DOCKER_CLIENT) does not exist",
+                hint="point IMAGEKIT_DOCKER_CLIENT at a docker client, or unset it",
+            )
         return [override]
     first = shutil.which("docker")
     for path in (first, *_FALLBACK_CLIENTS):
         if path and os.path.exists(path) and path not in seen:
             seen.append(path)
     return seen
+
+
+def buildx_client() -> str:
+    """A docker client with buildx, found without asking any engine (a remote builder needs
+    none); EngineUnavailable when no client here has buildx."""
+    found = next((c for c in _candidate_clients() if _has_buildx(c)), None)
+    if found is None:
+        raise EngineUnavailable(
+            "no docker client here has the buildx plugin",
+            hint="run scripts/setup-host.sh (it links docker-buildx into ~/.docker/cli-plugins)",
+        )
+    return found
 
 
 @contextmanager

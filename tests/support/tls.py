@@ -124,10 +124,14 @@ def _make_ca(
 
 
 def make_server_certificate(
-    directory: Path, hosts: tuple[str, ...] = ("127.0.0.1", "localhost")
+    directory: Path,
+    hosts: tuple[str, ...] = ("127.0.0.1", "localhost"),
+    *,
+    client_auth: bool = False,
 ) -> ServerCertificate:
     """Write a new CA and a server certificate for ``hosts`` (IPs or DNS names) under
-    ``directory``."""
+    ``directory``; with ``client_auth`` the certificate serves as a client's too (mutual TLS,
+    as buildkitd asks of its clients when it is given a CA)."""
     now = datetime.now(UTC)
     ca_key, ca, ca_ski = _make_ca("imagekit test CA", now)
     ca_name = ca.subject
@@ -148,7 +152,13 @@ def make_server_certificate(
         .not_valid_after(now + timedelta(days=2))
         .add_extension(x509.SubjectAlternativeName(names), critical=False)
         .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
+        .add_extension(
+            x509.ExtendedKeyUsage(
+                [ExtendedKeyUsageOID.SERVER_AUTH]
+                + ([ExtendedKeyUsageOID.CLIENT_AUTH] if client_auth else [])
+            ),
+            critical=False,
+        )
         .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
         .add_extension(
             x509.AuthorityKeyIdentifier.from_issuer_subject_key_identifier(ca_ski),

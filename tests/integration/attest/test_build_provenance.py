@@ -16,8 +16,9 @@ from imagekit.cli import main
 from imagekit.ledger import read_records
 from imagekit.runtime.engine import Engine
 from imagekit.workspace import Workspace
-from tests.integration.build.test_buildkit import _index_url, _tag
+from tests.integration.build.test_buildkit import _tag
 from tests.support.base_image import BaseImage
+from tests.support.demo_variants import index_url
 from tests.support.gotools import cosign_verify_attestation
 from tests.support.registries import RunningRegistry
 
@@ -49,7 +50,7 @@ def test_a_pushed_build_carries_signed_provenance(
             str(pair.private),
             "--json",
         ],
-        env={"PIP_INDEX_URL": _index_url()},
+        env={"PIP_INDEX_URL": index_url()},
     )
     assert result.exit_code == 0, result.stderr[-3000:]
     document = json.loads(result.stdout)

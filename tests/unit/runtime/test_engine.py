@@ -76,3 +76,19 @@ def test_imagekit_docker_buildx_turns_buildx_off(
     else:
         monkeypatch.setenv(BUILDX_ENV, value)
     assert buildx_wanted() is wanted
+
+
+def test_a_docker_client_override_that_does_not_exist_is_engine_unavailable(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # It was python-on-whales' ClientNotFoundError, a crash, before.
+    from imagekit.errors import EngineUnavailable
+    from imagekit.runtime.engine import connect
+
+    monkeypatch.setenv("IMAGEKIT_DOCKER_CLIENT", "/nonexistent/docker")
+    connect.cache_clear()
+    try:
+        with pytest.raises(EngineUnavailable, match="IMAGEKIT_DOCKER_CLIENT"):
+            connect()
+    finally:
+        connect.cache_clear()

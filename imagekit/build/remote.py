@@ -1,0 +1,408 @@
+"""Build a plan on a BuildKit daemon of its own (``--buildkit ADDR``), with no engine on the path.
+
+A team whose builds outgrow one machine points imagekit at a buildkitd (a farm, a buildx
+remote or kubernetes builder's daemon). The rendered Dockerfile is the engine path's, so the
+overlay guards and the plan's assertions run inside the build there too; BuildKit then pushes
+the image by digest to ``--push REPO`` (there is no engine to load it into). Because the
+daemon is someone else's machine, the plan's assertions run once more in the pushed image,
+exactly as the registry builder's do (imagekit.build.assemble.check: native, emulated under
+qemu-user, or NOT RUN, which is never a pass), and only then is the build recorded.
+
+The client is ``buildctl`` (built by scripts/setup-host.sh into .tools/bin, or on PATH). The
+daemon is asked ``debug workers`` first, so one that does not answer is exit 3 naming its
+address before anything is staged. TLS material (--buildkit-ca/-cert/-key) goes to buildctl
+as files; the package index URL and the CA bundle travel as secrets, as on the engine path.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any, ClassVar, TextIO
+
+from imagekit.build.assemble.builder import _assertion_details
+from imagekit.build.assemble.check import AssertionRun, run_assertions
+from imagekit.build.buildkit import (
+    _ca_bundle,
+    _stage_context,
+    _stream_client,
+    _Tee,
+    reject_failed_build,
+)
+from imagekit.build.options import BuildOptions
+from imagekit.build.push import check_push_repo
+from imagekit.build.record import read_base_details, record_plan_image, record_rejected
+from imagekit.errors import BuildFailed, CouldNotFinish, RecordRefused, UsageError
+from imagekit.evidence import new_run_dir, write_bytes
+from imagekit.ledger import BuildDetails, RejectedBuildDetails
+from imagekit.plans.plan import LoadedPlan, load_named_plan
+from imagekit.plans.render import PIP_CA_SECRET, PIP_INDEX_SECRET, Rendered, render
+from imagekit.refs import Digest, parse_reference
+from imagekit.runtime.engine import buildx_client, connect
+from imagekit.workspace import Workspace
+
+BUILDCTL_ENV = "IMAGEKIT_BUILDCTL"
+PROBE_TIMEOUT_S = 30.0
+_SCHEMES = ("tcp://", "unix://")
+
+
+@dataclass(frozen=True)
+class RemoteResult:
+    plan: str
+    plan_sha256: str
+    base: str
+    builder: str
+    address: str
+    pushed: str
+    manifest_digest: str
+    config_digest: str
+    assertions: AssertionRun
+    evidence_dir: Path
+    log: Path
+    dockerfile_sha256: str
+    ledger: tuple[int, ...] = ()
+
+    # A build that returns succeeded: a failed one raises (BuildFailed, RecordRefused ...).
+    ok: ClassVar[bool] = True
+    exit_code: ClassVar[int] = 0
+
+    @property
+    def evidence(self) -> Path:
+        """The build's log; the rendered files and reports lie beside it."""
+        return self.log
+
+    @property
+    def runnable(self) -> str:
+        """The pushed digest: BuildKit pushed it, no engine holds it until one pulls it."""
+        return self.pushed
+
+    @property
+    def ledger_seqs(self) -> tuple[int, ...]:
+        return self.ledger
+
+    @property
+    def tag(self) -> str:
+        """The image by its pushed digest: BuildKit pushes by digest and puts no tag."""
+        return self.pushed
+
+    @property
+    def image_id(self) -> str:
+        """What a classic engine calls the image once it pulls it: the config digest."""
+        return self.config_digest
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "plan": self.plan,
+            "plan_sha256": self.plan_sha256,
+            "base": self.base,
+            "builder": self.builder,
+            "buildkit": self.address,
+            "pushed": self.pushed,
+            "manifest_digest": self.manifest_digest,
+            "image_id": self.config_digest,
+            "assertions": self.assertions.to_json(),
+            "evidence_dir": str(self.evidence_dir),
+            "log": str(self.log),
+            "dockerfile_sha256": self.dockerfile_sha256,
+            "ledger_seq": list(self.ledger),
+        }
+
+
+def buildctl_binary() -> str:
+    """$IMAGEKIT_BUILDCTL, the project's .tools/bin/buildctl, or buildctl on PATH."""
+    if os.environ.get(BUILDCTL_ENV):
+        return os.environ[BUILDCTL_ENV]
+    tools = Path(__file__).resolve().parents[2] / ".tools" / "bin" / "buildctl"
+    if tools.exists():
+        return str(tools)
+    found = shutil.which("buildctl")
+    if found is None:
+        raise UsageError(
+            "--buildkit needs buildctl, and none was found",
+            hint=f"run scripts/setup-host.sh (it builds .tools/bin/buildctl) or set {BUILDCTL_ENV}",
+        )
+    return found
+
+
+def buildx_base(name: str) -> list[str]:
+    """``docker buildx build --builder NAME``; a builder buildx does not know is exit 2."""
+    client = buildx_client()
+    try:
+        done = subprocess.run(  # noqa: S603 - fixed argv, no shell
+            [client, "buildx", "inspect", name],
+            capture_output=True,
+            text=True,
+            timeout=PROBE_TIMEOUT_S,
+            check=False,
+        )
+    except subprocess.TimeoutExpired as exc:
+        raise CouldNotFinish(f"`docker buildx inspect {name}` did not answer") from exc
+    if done.returncode != 0:
+        last = (done.stderr.strip().splitlines() or [f"exit {done.returncode}"])[-1]
+        raise UsageError(
+            f"--buildx-builder {name!r}: {last}",
+            hint="list the builders with `docker buildx ls`; create one with "
+            "`docker buildx create --name NAME --driver remote tcp://HOST:PORT`",
+        )
+    return [client, "buildx", "build", "--builder", name]
+
+
+def buildctl_base(options: BuildOptions) -> list[str]:
+    """buildctl with the daemon's address and TLS files; bad input is exit 2."""
+    address = options.buildkit or ""
+    if not address.startswith(_SCHEMES):
+        raise UsageError(
+            f"--buildkit {address!r} is not a BuildKit address",
+            hint="give tcp://HOST:PORT or unix:///path/to/buildkitd.sock",
+        )
+    argv = [buildctl_binary(), "--addr", address]
+    for flag, path in (
+        ("--tlscacert", options.buildkit_ca),
+        ("--tlscert", options.buildkit_cert),
+        ("--tlskey", options.buildkit_key),
+    ):
+        if path is not None:
+            if not path.is_file():
+                raise UsageError(f"{flag.replace('--tls', '--buildkit-')} {path} is not a file")
+            argv += [flag, str(path)]
+    return argv
+
+
+def probe(base: list[str], address: str) -> str:
+    """The daemon's workers, or CouldNotFinish (exit 3) naming the address."""
+    try:
+        done = subprocess.run(  # noqa: S603 - fixed argv, no shell
+            [*base, "debug", "workers"],
+            capture_output=True,
+            text=True,
+            timeout=PROBE_TIMEOUT_S,
+            check=False,
+        )
+    except subprocess.TimeoutExpired as exc:
+        raise CouldNotFinish(
+            f"the BuildKit daemon at {address} did not answer within {PROBE_TIMEOUT_S:.0f} s",
+            hint="check the address and that buildkitd runs there",
+        ) from exc
+    if done.returncode != 0:
+        last = (done.stderr.strip().splitlines() or [f"exit {done.returncode}"])[-1]
+        raise CouldNotFinish(
+            f"the BuildKit daemon at {address} did not answer: {last}",
+            hint="check the address, that buildkitd runs there, and the TLS files",
+        )
+    return done.stdout
+
+
+def build_remote(
+    workspace: Workspace,
+    name: str,
+    options: BuildOptions,
+    *,
+    echo: TextIO | None = None,
+) -> RemoteResult:
+    """Build ``name`` on the daemon at ``options.buildkit``, push by digest, assert, record."""
+    echo = echo or sys.stderr
+    address = options.buildkit or ""
+    if options.push is None:
+        raise UsageError(
+            "--buildkit needs --push REPO: the image goes from BuildKit to a registry, "
+            "there is no engine to load it into",
+            hint="add --push REGISTRY/REPO",
+        )
+    if options.buildkit is not None and options.buildx_builder is not None:
+        raise UsageError("--buildkit and --buildx-builder name two builders; give one")
+    loaded = load_named_plan(workspace, name, base_override=options.base_override)
+    repo = check_push_repo(options.push)
+    if options.cache_ref is not None:
+        parse_reference(options.cache_ref)  # a malformed reference is exit 2 here
+    rendered = render(loaded)
+    ca = _ca_bundle(options)
+    index_url = options.index_url or os.environ.get("PIP_INDEX_URL") or None
+    if options.buildx_builder is not None:
+        address = options.buildx_builder
+        where = f"the buildx builder {address}"
+        base = buildx_base(options.buildx_builder)
+        buildx = True
+    else:
+        where = f"the BuildKit daemon at {address}"
+        base = buildctl_base(options)
+        probe(base, address)
+        buildx = False
+    run_dir = new_run_dir(workspace.evidence_dir, loaded.name)
+    for rendered_name, rendered_data in rendered.files().items():
+        write_bytes(run_dir / rendered_name, rendered_data)
+    log_path = run_dir / "build.log"
+    builder = "buildx" if buildx else "buildkit"
+    with log_path.open("x", encoding="utf-8") as log_file:
+        tee = _Tee(log_file, echo)
+        tee.write(
+            f"imagekit: building plan {loaded.name} (plan sha256:{loaded.digest.hex}) on "
+            f"{loaded.base} with {where}, pushing to {repo}\n"
+        )
+        metadata = _run(
+            base, rendered, loaded, str(repo), ca, index_url, options, tee, workspace, log_path,
+            buildx=buildx,
+        )  # fmt: skip
+    manifest = str(metadata["containerimage.digest"])
+    config = str(metadata.get("containerimage.config.digest", ""))
+    pushed = f"{repo}@{manifest}"
+    with log_path.open("a", encoding="utf-8") as log_file:
+        tee = _Tee(log_file, echo)
+        tee.write(f"imagekit: BuildKit pushed {pushed}\n")
+        # Its own folder: the rendered checker the build mounted is already in run_dir.
+        assertions = run_assertions(
+            loaded,
+            parse_reference(pushed),
+            loaded.platform,
+            run_dir / "assertions",
+            engine=None,
+            connect=connect,
+            log=lambda text: tee.write(text + "\n"),
+        )
+        tee.write(f"imagekit: assertions {assertions.status}: {assertions.scope}\n")
+    details = _assertion_details(workspace, assertions)
+    if assertions.status in ("failed", "NOT RUN"):
+        reason = "assertion-failed" if assertions.status == "failed" else "assertions-not-run"
+        message = (
+            "assertions rejected the build: " + "; ".join(assertions.failed)
+            if assertions.status == "failed"
+            else assertions.scope
+        )
+        record_rejected(
+            workspace,
+            loaded,
+            RejectedBuildDetails(
+                reason=reason,
+                step="assertions",
+                message=message,
+                manifest_digest=manifest,
+                assertions=details,
+            ),
+            log_path=log_path,
+            image=pushed,
+        )
+        if assertions.status == "failed":
+            raise BuildFailed(
+                f"build of {loaded.name} rejected: {message}",
+                step="assertions",
+                last_lines=[f"IMAGEKIT_ASSERT_FAIL {f}" for f in assertions.failed],
+                log=assertions.log or log_path,
+                reason=reason,
+                hint=f"{pushed} stays in the registry by digest, untagged",
+            )
+        raise CouldNotFinish(
+            f"build of {loaded.name}: {message}; {pushed} was pushed by digest only",
+            hint="run it where the engine can run this platform (qemu-user-static and "
+            "binfmt-support for another architecture)",
+        )
+    result = RemoteResult(
+        plan=loaded.name,
+        plan_sha256=loaded.digest.hex,
+        base=str(loaded.base),
+        builder=builder,
+        address=address,
+        pushed=pushed,
+        manifest_digest=manifest,
+        config_digest=config,
+        assertions=assertions,
+        evidence_dir=run_dir,
+        log=log_path,
+        dockerfile_sha256=rendered.digest.hex,
+    )
+    with RecordRefused.keeping(result):
+        seq = record_plan_image(
+            workspace,
+            "build",
+            loaded,
+            pushed,
+            status="built",
+            scope=(
+                f"built from plan {loaded.name} (sha256:{loaded.digest.hex}) on {where}, "
+                "which ran the overlay guards and the assertions inside "
+                f"the build; pushed by digest; {assertions.scope}; nothing was run on a GPU"
+            ),
+            evidence=log_path,
+            details=BuildDetails(
+                image_id=config or None,
+                plan_sha256=loaded.digest.hex,
+                dockerfile_sha256=rendered.digest.hex,
+                rendered_sha256={n: Digest.of_bytes(d).hex for n, d in rendered.files().items()},
+                builder=builder,
+                base=read_base_details(loaded, None),
+                manifest_digest=manifest,
+                assertions=details,
+            ),
+        )
+    return replace(result, ledger=(seq,))
+
+
+def _run(
+    base: list[str],
+    rendered: Rendered,
+    loaded: LoadedPlan,
+    repo: str,
+    ca: Path | None,
+    index_url: str | None,
+    options: BuildOptions,
+    tee: _Tee,
+    workspace: Workspace,
+    log_path: Path,
+    *,
+    buildx: bool,
+) -> dict[str, Any]:
+    """buildctl build (or buildx build): push by digest, keep the log; a failed step is a
+    rejected build."""
+    from python_on_whales.exceptions import DockerException
+
+    with tempfile.TemporaryDirectory(prefix="imagekit-build-") as tmp:
+        context = Path(tmp) / "context"
+        context.mkdir()
+        _stage_context(rendered, context)
+        secrets: list[tuple[str, Path]] = []
+        if ca is not None:
+            secrets.append((PIP_CA_SECRET, ca))
+        if index_url:
+            index_file = Path(tmp) / "pip-index-url"
+            fd = os.open(index_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(fd, "w") as fh:
+                fh.write(index_url)
+            secrets.append((PIP_INDEX_SECRET, index_file))
+        metadata_file = Path(tmp) / "metadata.json"
+        output = f"type=image,name={repo},push=true,push-by-digest=true"
+        if buildx:
+            # No attestations: the digest pushed is then the image's own manifest, as with
+            # buildctl (buildx adds a provenance manifest and an index by default).
+            cmd = [*base, "--progress=plain", "--network=host", "--allow=network.host"]
+            cmd += [f"--platform={loaded.plan.base.platform}", "--provenance=false", "--sbom=false"]
+            cmd += [f"--metadata-file={metadata_file}", f"--output={output}"]
+            cmd += [f"--secret=id={secret_id},src={path}" for secret_id, path in secrets]
+        else:
+            cmd = [*base, "build", "--progress=plain", "--frontend=dockerfile.v0"]
+            cmd += [f"--local=context={context}", f"--local=dockerfile={context}"]
+            cmd += [f"--opt=platform={loaded.plan.base.platform}", "--opt=force-network-mode=host"]
+            cmd += ["--allow=network.host", f"--metadata-file={metadata_file}"]
+            cmd += [f"--output={output}"]
+            cmd += [f"--secret=id={secret_id},src={path}" for secret_id, path in secrets]
+        if options.cache_ref is not None:
+            cache = f"type=registry,ref={options.cache_ref}"
+            if buildx:
+                cmd += [f"--cache-from={cache}", f"--cache-to={cache},mode=max"]
+            else:
+                cmd += [f"--import-cache={cache}", f"--export-cache={cache},mode=max"]
+        if options.no_cache:
+            cmd.append("--no-cache")
+        if buildx:
+            cmd.append(str(context))
+        try:
+            for line in _stream_client(cmd, env={}):
+                tee.write(line.decode("utf-8", errors="replace"))
+        except DockerException as exc:
+            reject_failed_build(workspace, loaded, tee, log_path, repo, exc)
+        except OSError as exc:
+            raise CouldNotFinish(f"running buildctl failed: {exc}") from exc
+        return dict(json.loads(metadata_file.read_text()))
