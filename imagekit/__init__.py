@@ -23,6 +23,7 @@ __all__ = [
     "CheckFailed",
     "CouldNotFinish",
     "ImagekitError",
+    "GateResult",
     "Ledger",
     "LedgerRecord",
     "LoadedPlan",
@@ -42,11 +43,11 @@ __all__ = [
     "final_pull",
     "inspect_image",
     "load_plan",
+    "verify_image",
     "verify_mirror",
 ]
 
-# Public name -> (module, its name there). verify_image (the attestation stage) joins the
-# calls here when that stage lands, with its options and result.
+# Public name -> (module, its name there).
 _WHERE: dict[str, tuple[str, str]] = {
     # the calls
     "audit_image": ("imagekit.api", "audit_image"),
@@ -55,6 +56,7 @@ _WHERE: dict[str, tuple[str, str]] = {
     "inspect_image": ("imagekit.api", "inspect_image"),
     "load_plan": ("imagekit.api", "load_plan"),
     "verify_mirror": ("imagekit.api", "verify_mirror"),
+    "verify_image": ("imagekit.attest.gate", "verify_image"),
     "Ledger": ("imagekit.ledger.ledger", "Ledger"),
     "Workspace": ("imagekit.workspace", "Workspace"),
     # their options and results
@@ -63,6 +65,7 @@ _WHERE: dict[str, tuple[str, str]] = {
     "AuditStatus": ("imagekit.audit.report", "AuditStatus"),
     "BuildOptions": ("imagekit.build.options", "BuildOptions"),
     "BuiltImage": ("imagekit.build.built", "BuiltImage"),
+    "GateResult": ("imagekit.attest.gate", "GateResult"),
     "LedgerRecord": ("imagekit.ledger.record", "LedgerRecord"),
     "LoadedPlan": ("imagekit.plans.plan", "LoadedPlan"),
     "MirrorOptions": ("imagekit.mirror", "MirrorOptions"),
@@ -105,6 +108,7 @@ if TYPE_CHECKING:  # what type checkers and editors see; nothing of this runs
         load_plan,
         verify_mirror,
     )
+    from imagekit.attest.gate import GateResult, verify_image
     from imagekit.audit.report import AuditStatus
     from imagekit.audit.stage import AuditRequest, AuditResult
     from imagekit.build.built import BuiltImage

@@ -38,8 +38,8 @@ if TYPE_CHECKING:
     from imagekit.pull import PullResult
     from imagekit.registry import ResolvedImage
 
-# verify_image (attestations: signatures and provenance checked against a policy) joins
-# these calls when its stage lands; it follows the same convention.
+# verify_image (attestations checked against a policy, from the registry alone) is
+# imagekit.attest.gate's own function: the face hands it out as it is.
 
 
 def _workspace(workspace: Workspace | None) -> Workspace:

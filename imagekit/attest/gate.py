@@ -68,6 +68,11 @@ class GateResult:
         return bool(self.requirements) and all(r.held for r in self.requirements)
 
     @property
+    def exit_code(self) -> int:
+        """0 when the policy holds, 1 when a requirement does not (each is named)."""
+        return 0 if self.ok else 1
+
+    @property
     def scope(self) -> str:
         through = (
             f"; through a signed mirror binding: {self.binding}, the source's attestations "

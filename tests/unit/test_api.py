@@ -27,6 +27,7 @@ PUBLIC = [
     "CheckFailed",
     "CouldNotFinish",
     "ImagekitError",
+    "GateResult",
     "Ledger",
     "LedgerRecord",
     "LoadedPlan",
@@ -46,6 +47,7 @@ PUBLIC = [
     "final_pull",
     "inspect_image",
     "load_plan",
+    "verify_image",
     "verify_mirror",
 ]
 
@@ -64,6 +66,8 @@ SIGNATURES = {
     "verify_mirror": "(source: 'str', destination: 'str', options: 'MirrorOptions | None' = "
     "None, workspace: 'Workspace | None' = None, *, platform: 'str | Platform | None' = None, "
     "record: 'bool' = True) -> 'MirrorReport'",
+    "verify_image": "(reference: 'str', key_paths: 'Sequence[Path]', policy_path: 'Path | None' "
+    "= None, *, insecure: 'Sequence[str]' = (), now: 'datetime | None' = None) -> 'GateResult'",
     "Ledger": "(workspace: 'Workspace | None' = None) -> 'None'",
     "Ledger.append": "(self, kind: 'str', *, status: 'str', scope: 'str', images: "
     "'dict[str, str] | None' = None, plan: 'str | None' = None, evidence: 'Path | None' = "
@@ -80,6 +84,7 @@ SIGNATURES = {
 # is its own JSON document.
 RESULTS = [
     "AuditResult",
+    "GateResult",
     "MirrorReport",
     "PullResult",
     "ResolvedImage",
