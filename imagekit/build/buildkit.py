@@ -46,10 +46,11 @@ import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, ClassVar, NoReturn, Protocol, TextIO
+from typing import Any, NoReturn, Protocol, TextIO
 
 from imagekit.attest.attach import AttestOutcome
 from imagekit.attest.signer import KeyFileSigner, Signer
+from imagekit.build.built import Succeeded
 from imagekit.build.options import BuildOptions
 from imagekit.build.push import check_push_repo, push_image
 from imagekit.build.record import read_base_details, record_plan_image, record_push, record_rejected
@@ -93,7 +94,7 @@ _UNREACHABLE = re.compile(
 
 
 @dataclass(frozen=True)
-class BuildResult:
+class BuildResult(Succeeded):
     plan: str
     plan_sha256: str
     base: str
@@ -108,23 +109,10 @@ class BuildResult:
     ledger: list[int] = field(default_factory=list)
     attestation: AttestOutcome | None = None  # with --sign-key: stored, or why not
 
-    # A build that returns succeeded: a failed one raises (BuildFailed, RecordRefused ...).
-    ok: ClassVar[bool] = True
-    exit_code: ClassVar[int] = 0
-
-    @property
-    def evidence(self) -> Path:
-        """The build's log; the rendered files and reports lie beside it."""
-        return self.log
-
     @property
     def runnable(self) -> str:
         """The local tag: the image is in the engine that built it."""
         return self.tag
-
-    @property
-    def ledger_seqs(self) -> tuple[int, ...]:
-        return tuple(self.ledger)
 
     def to_json(self) -> dict[str, Any]:
         return {

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, ClassVar, Protocol, runtime_checkable
 
 
 @runtime_checkable
@@ -66,3 +66,24 @@ class BuiltImage(Protocol):
     def exit_code(self) -> int: ...
 
     def to_json(self) -> dict[str, Any]: ...
+
+
+class Succeeded:
+    """What every builder's result says the same way, whichever builder made it: a build
+    that returns succeeded (a failed one raises BuildFailed, RecordRefused ...), its evidence
+    is its log (the rendered files and reports lie beside it), and its records are the seqs
+    it appended. A base of the frozen result dataclasses; it holds no fields of its own."""
+
+    ok: ClassVar[bool] = True
+    exit_code: ClassVar[int] = 0
+    log: Path
+    ledger: Sequence[int]
+
+    @property
+    def evidence(self) -> Path:
+        """The build's log; the rendered files and reports lie beside it."""
+        return self.log
+
+    @property
+    def ledger_seqs(self) -> tuple[int, ...]:
+        return tuple(self.ledger)

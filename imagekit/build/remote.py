@@ -24,7 +24,7 @@ import sys
 import tempfile
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, ClassVar, TextIO
+from typing import Any, TextIO
 
 from imagekit.build.assemble.builder import _assertion_details
 from imagekit.build.assemble.check import AssertionRun, run_assertions
@@ -35,6 +35,7 @@ from imagekit.build.buildkit import (
     _Tee,
     reject_failed_build,
 )
+from imagekit.build.built import Succeeded
 from imagekit.build.options import BuildOptions
 from imagekit.build.push import check_push_repo
 from imagekit.build.record import read_base_details, record_plan_image, record_rejected
@@ -53,7 +54,7 @@ _SCHEMES = ("tcp://", "unix://")
 
 
 @dataclass(frozen=True)
-class RemoteResult:
+class RemoteResult(Succeeded):
     plan: str
     plan_sha256: str
     base: str
@@ -68,23 +69,10 @@ class RemoteResult:
     dockerfile_sha256: str
     ledger: tuple[int, ...] = ()
 
-    # A build that returns succeeded: a failed one raises (BuildFailed, RecordRefused ...).
-    ok: ClassVar[bool] = True
-    exit_code: ClassVar[int] = 0
-
-    @property
-    def evidence(self) -> Path:
-        """The build's log; the rendered files and reports lie beside it."""
-        return self.log
-
     @property
     def runnable(self) -> str:
         """The pushed digest: BuildKit pushed it, no engine holds it until one pulls it."""
         return self.pushed
-
-    @property
-    def ledger_seqs(self) -> tuple[int, ...]:
-        return self.ledger
 
     @property
     def tag(self) -> str:

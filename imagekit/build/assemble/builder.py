@@ -31,7 +31,7 @@ import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any, ClassVar, TextIO
+from typing import IO, Any, TextIO
 
 from imagekit.build.assemble.check import AssertionRun, not_run, run_assertions
 from imagekit.build.assemble.config import (
@@ -48,6 +48,7 @@ from imagekit.build.assemble.config import (
 from imagekit.build.assemble.guard import LayerUse, OverlayCheck, guard_overlays
 from imagekit.build.assemble.index import IndexStore
 from imagekit.build.assemble.layer import LayerBlob, TarEntry, check_tree, write_layer
+from imagekit.build.built import Succeeded
 from imagekit.build.push import check_push_repo
 from imagekit.build.record import base_image_details, record_plan_image, record_rejected
 from imagekit.errors import (
@@ -108,7 +109,7 @@ class AssembleOptions:
 
 
 @dataclass(frozen=True)
-class AssembleResult:
+class AssembleResult(Succeeded):
     plan: str
     plan_sha256: str
     base: str
@@ -132,23 +133,10 @@ class AssembleResult:
     ledger: list[int] = field(default_factory=list)
     builder: str = "registry"
 
-    # A build that returns succeeded: a failed one raises (BuildFailed, RecordRefused ...).
-    ok: ClassVar[bool] = True
-    exit_code: ClassVar[int] = 0
-
-    @property
-    def evidence(self) -> Path:
-        """The build's log; the rendered files and reports lie beside it."""
-        return self.log
-
     @property
     def runnable(self) -> str:
         """The pushed digest: the image exists only in the registry until an engine pulls it."""
         return self.pushed
-
-    @property
-    def ledger_seqs(self) -> tuple[int, ...]:
-        return tuple(self.ledger)
 
     @property
     def image_id(self) -> str:
