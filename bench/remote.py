@@ -1,4 +1,4 @@
-"""Benchmark: `imagekit build --buildkit` beside `buildctl build` run directly (issue 23).
+"""Benchmark: `imagekit build --buildkit` beside `buildctl build` run directly.
 
 One run, side by side, on the demo plan and the test suite's Debian base (pushed to a loopback
 registry), each build on a fresh buildkitd with an empty root of its own (so each pulls the

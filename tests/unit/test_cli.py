@@ -256,7 +256,7 @@ _REGISTRY_OPTIONS = {"insecure", "ca_file", "registry_mirror"}
 def test_every_command_that_reaches_a_registry_takes_the_same_tls_options(
     module: str, sub: str | None
 ) -> None:
-    """One TLS story (issue 24): --insecure and --ca-file, spelt alike everywhere."""
+    """One TLS story: --insecure and --ca-file, spelt alike everywhere."""
     import importlib
 
     command = importlib.import_module(f"imagekit.cli.{module}").command

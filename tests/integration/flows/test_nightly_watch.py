@@ -273,7 +273,7 @@ def test_a_watch_through_a_registry_like_nexus_hub_and_harbor_still_says_current
     plan = night.plans[0]
     assert plan.status == BASE_CURRENT and night.exit_code == 0, plan.to_json()
     # HEAD 404 confirmed by a GET (after its 429), then the watch's own GET whose bytes
-    # confirm that nothing moved (issue 25's item 3).
+    # confirm that nothing moved (a HEAD alone is never trusted to say so).
     assert [(e.method, e.status) for e in proxy.log] == [
         ("HEAD", 404),
         ("GET", 429),

@@ -360,9 +360,10 @@ def test_a_copy_through_a_registry_that_is_ghcr_harbor_hub_and_nexus_at_once(
     workspace: Workspace,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """The done case of issue 24: a same-registry copy of a 10-layer image whose mounts are
-    refused, chunks over 4 MiB refused, cookies set, a 429 on the way and HEAD 404s; the
-    verification downloads stay bounded on a machine with many cores."""
+    """A registry that is GHCR, Harbor, Hub and Nexus at once: a same-registry copy of a
+    10-layer image whose mounts are refused, chunks over 4 MiB refused, cookies set, a 429 on
+    the way and HEAD 404s; the verification downloads stay bounded on a machine with many
+    cores."""
     _, repo = ten_layers
     monkeypatch.setattr(os, "cpu_count", lambda: 64)
     proxy.count_in_flight = r"^GET .*/quirks/all-at-once/blobs/sha256:"  # the verification

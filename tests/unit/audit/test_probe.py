@@ -365,7 +365,7 @@ def test_the_vllm_profile_on_the_stand_in_is_deferred_reading_help_all(tmp_path:
 def test_the_stand_in_s_plain_help_is_grouped_so_plain_help_misses_the_flags(
     tmp_path: Path,
 ) -> None:
-    """Why `--help=all`: the profile before issue 27 read `bench serve --help`."""
+    """Why `--help=all`: the profile used to read `bench serve --help`."""
     plain = [
         {**probe, "command": [p.replace("--help=all", "--help") for p in probe["command"]]}
         for probe in _vllm_cli()
