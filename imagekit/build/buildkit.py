@@ -49,7 +49,6 @@ from pathlib import Path
 from typing import Any, NoReturn, Protocol, TextIO
 
 from imagekit.attest.attach import AttestOutcome
-from imagekit.attest.signer import KeyFileSigner, Signer
 from imagekit.build.built import Succeeded
 from imagekit.build.options import BuildOptions
 from imagekit.build.push import check_push_repo, push_image
@@ -74,7 +73,7 @@ from imagekit.plans.render import (
     Rendered,
     render,
 )
-from imagekit.provenance import attest_build
+from imagekit.provenance import attest_build, rendered_facts, signer_for
 from imagekit.refs import Digest, Reference
 from imagekit.registry import RegistryClient
 from imagekit.runtime.engine import Engine, connect, docker_error_text
@@ -389,7 +388,7 @@ def build_plan(
     loaded = load_named_plan(workspace, name, base_override=options.base_override)
     if options.push is not None:
         check_push_repo(options.push)
-    signer = _signer(options)  # a key that cannot sign is refused before the build
+    signer = signer_for(options.sign_key, options.push)  # refused before the build
     rendered = render(loaded)
     ca = _ca_bundle(options)
     index_url = options.index_url or os.environ.get("PIP_INDEX_URL") or None
@@ -451,15 +450,9 @@ def build_plan(
     result = replace(result, pushed=pushed, manifest_digest=manifest)
     outcome = None
     if signer is not None:
+        facts = rendered_facts("engine", rendered, {"builder": builder}, image_id=image_id)
         outcome = attest_build(
-            signer,
-            loaded,
-            rendered,
-            pushed=pushed,
-            builder=builder,
-            image_id=image_id,
-            log=log_path,
-            run_id=run_dir.name,
+            signer, loaded, facts, pushed=pushed, log=log_path, run_id=run_dir.name
         )
         result = replace(result, attestation=outcome)
     with RecordRefused.keeping(result):
@@ -477,17 +470,6 @@ def build_plan(
     if outcome is not None:
         outcome.raise_unless_stored(result)
     return result
-
-
-def _signer(options: BuildOptions) -> Signer | None:
-    if options.sign_key is None:
-        return None
-    if options.push is None:
-        raise UsageError(
-            "--sign-key attests the pushed image; give --push REPO too",
-            hint="imagekit build NAME --push REPO --sign-key FILE",
-        )
-    return KeyFileSigner.from_file(options.sign_key)
 
 
 def _run_build(

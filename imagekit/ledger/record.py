@@ -134,6 +134,11 @@ class BuildDetails(RecordDetails):
     epoch: int | None = None
     guard: GuardReport | None = None
     assertions: AssertionRunDetails | None = None
+    attestation: str | None = Field(
+        default=None,
+        description="--buildkit/--buildx-builder with --sign-key (a build record with no push "
+        "record): the SLSA v1 provenance's envelope digest, or 'not attested: WHY'",
+    )
 
 
 class RejectedBuildDetails(RecordDetails):
