@@ -174,6 +174,16 @@ class PushDetails(RecordDetails):
         description="with --sign-key: the SLSA v1 provenance's envelope digest, or "
         "'not attested: WHY'",
     )
+    audit_attestation: str | None = Field(
+        default=None,
+        description="`imagekit pipeline --sign-key`: the audit made before the push, signed "
+        "onto the pushed digest (its config the audited image's): envelope digest, or "
+        "'not attested: WHY'",
+    )
+    vuln_attestation: str | None = Field(
+        default=None,
+        description="the same audit's vulnerability scan (cosign's vuln predicate)",
+    )
     manifest_digest: str | None = None
     config_digest: str | None = None
     index_digest: str | None = Field(default=None, description="`build --index`: the tag's")
