@@ -174,12 +174,18 @@ def test_a_registry_build_carries_provenance_naming_imagekits_assembler(
     result = CliRunner().invoke(
         main,
         ["build", name, "--builder", "registry", "--base", base_image.reference,
-         "--push", repo, "--sign-key", str(pair.private), "--json"],
+         "--push", repo, "--index", "--sign-key", str(pair.private), "--json"],
     )  # fmt: skip
     assert result.exit_code == 0, result.stderr[-3000:]
     document = json.loads(result.stdout)
     pushed = document["pushed"]
     created_refs.append(pushed)
+    # With --index the tag names an index: the index and the manifest in it are both subjects.
+    index = _provenance(f"{repo}@{document['index_digest']}", pair.public)
+    assert {s["digest"]["sha256"] for s in index["subject"]} == {
+        pushed.split(":")[-1],
+        document["index_digest"].split(":")[-1],
+    }
     assert document["attestation"]["attested"] is True
     push = read_records(workspace.ledger_path)[-1]
     assert push.kind == "push"
