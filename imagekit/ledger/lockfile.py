@@ -19,8 +19,8 @@ the lock is a diff of the state.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -340,6 +340,25 @@ def _kept(entry: Entry, current: _Current, names: set[str]) -> bool:
     return False
 
 
+@dataclass
+class _Heads:
+    """Pass one, watched as another reader goes through the lines (verify, in ``write_lock``):
+    how many records, the last one, and each plan's newest build and its push."""
+
+    current: dict[str, _Current] = field(default_factory=dict)
+    records: int = 0
+    last: Entry | None = None
+
+    def watching(self, lines: Iterable[Line]) -> Iterator[Line]:
+        for line in lines:
+            if isinstance(line, Entry):
+                self.records += 1
+                self.last = line
+                if line.record.plan is not None:
+                    self.current.setdefault(line.record.plan, _Current()).feed(line)
+            yield line
+
+
 def render_lock(
     workspace: Workspace, lines: Callable[[], Iterable[Line]] | None = None
 ) -> dict[str, Any]:
@@ -353,19 +372,19 @@ def render_lock(
     if lines is None:
         with passes(workspace.ledger_path) as again:
             return render_lock(workspace, again)
-    current: dict[str, _Current] = {}
-    records = 0
-    last: Entry | None = None
-    for line in lines():
-        if isinstance(line, Entry):
-            records += 1
-            last = line
-            if line.record.plan is not None:
-                current.setdefault(line.record.plan, _Current()).feed(line)
+    heads = _Heads()
+    for _line in heads.watching(lines()):
+        pass
+    return _render(workspace, heads, lines())
+
+
+def _render(workspace: Workspace, heads: _Heads, lines: Iterable[Line]) -> dict[str, Any]:
+    """Pass two: keep what each plan's section shows, then render the sections."""
+    current, records, last = heads.current, heads.records, heads.last
     names = {plan: state.identifiers() for plan, state in current.items()}
     by_plan: dict[str, list[Entry]] = {plan: [] for plan in current}
     unplanned: dict[str, list[Entry]] = {plan: [] for plan in current}
-    for line in lines():
+    for line in lines:
         if not isinstance(line, Entry):
             continue
         plan = line.record.plan
@@ -417,10 +436,11 @@ def write_lock(workspace: Workspace, output: Path | None) -> LockResult:
     verified, and refused (LedgerBroken) when they do not verify or hold no record.
     """
     with passes(workspace.ledger_path) as lines:
-        report = verify_lines(workspace, workspace.ledger_path, lines())
+        heads = _Heads()  # the lock's first pass rides along with verify's
+        report = verify_lines(workspace, workspace.ledger_path, heads.watching(lines()))
         if not report.ok:
             raise _refusal(report)
-        document = render_lock(workspace, lines)
+        document = _render(workspace, heads, lines())
     if output is not None:
         output.parent.mkdir(parents=True, exist_ok=True)
         temp = output.with_name(f".{output.name}.{utc_stamp()}.tmp")
