@@ -170,12 +170,15 @@ class PipelineResult:
 
 
 def _last_seq(workspace: Workspace) -> int:
-    from imagekit.ledger import read_records
+    from imagekit.ledger import iter_records
 
     if not workspace.ledger_path.exists():
         return 0
-    records = read_records(workspace.ledger_path)
-    return records[-1].seq if records else 0
+    seq = 0
+    with iter_records(workspace.ledger_path) as records:
+        for record in records:
+            seq = record.seq
+    return seq
 
 
 def _rel(workspace: Workspace, path: Path | str | None) -> str | None:
