@@ -191,6 +191,14 @@ def test_pipeline_with_a_signing_key_attests_every_stage(demo: Demo, tmp_path: P
             )  # fmt: skip
             assert gate.returncode == 0, (reference, extra, gate.stdout, gate.stderr)
 
+    # Every attestation the run signed is named by a record, so `ledger sync` imports none.
+    synced = subprocess.run(
+        [IMAGEKIT, "ledger", "sync", "--key", str(pair.public), "--json"],
+        capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    assert synced.returncode == 0, synced.stderr
+    assert json.loads(synced.stdout)["imported"] == []
+
 
 def test_rejected_build_stops_the_pipeline(demo: Demo) -> None:
     workspace = demo.workspace
