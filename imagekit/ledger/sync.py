@@ -102,12 +102,18 @@ def _pinned_images(workspace: Workspace, plans: Sequence[str]) -> dict[str, str 
     return found
 
 
+# The details keys that name an attestation a record made (the pipeline's push record
+# names the audit's too, signed there once the image had a registry digest).
+_ATTESTATION_KEYS = ("attestation", "audit_attestation", "vuln_attestation")
+
+
 def _known(workspace: Workspace) -> set[str]:
     with iter_records(workspace.ledger_path) as records:
         return {
-            str(record.details["attestation"])
+            str(record.details[key])
             for record in records
-            if isinstance(record.details.get("attestation"), str)
+            for key in _ATTESTATION_KEYS
+            if isinstance(record.details.get(key), str)
         }
 
 
