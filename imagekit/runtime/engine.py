@@ -48,6 +48,10 @@ ENGINE_CERTS_D = Path("/etc/docker/certs.d")
 # ("x509: certificate signed by unknown authority", "x509: certificate is valid for A,
 # not B") or a handshake the registry refused ("remote error: tls: bad certificate").
 _TLS_UNVERIFIED = re.compile(r"x509: [^\"\n]*")
+# A registry the engine counts as secure that answers in plain HTTP.
+_PLAIN_HTTP = re.compile(
+    r"server gave HTTP response to HTTPS client|first record does not look like a TLS handshake"
+)
 _TLS_REFUSED = re.compile(r"(?:remote error: )?tls: [^\"\n]*")
 BUILDX_ENV = "IMAGEKIT_DOCKER_BUILDX"
 _OFF = ("0", "off", "no", "false")
@@ -187,6 +191,16 @@ def engine_tls_error(text: str, registry: str) -> RegistryTLSError | None:
             "pull, no restart; imagekit reads it too; --ca-file is imagekit's alone), or add "
             f"{registry} to the engine's insecure-registries (/etc/docker/daemon.json, then "
             "restart the engine)",
+        )
+    plain = _PLAIN_HTTP.search(text)
+    if plain is not None:
+        return RegistryTLSError(
+            f"{registry}: the Docker engine spoke TLS to {registry}, which answered in plain "
+            f"HTTP ({plain.group(0)})",
+            registry=registry,
+            hint=f"serve the registry over TLS, or add {registry} to the engine's "
+            "insecure-registries (/etc/docker/daemon.json, then restart the engine) and "
+            f"pass --insecure {registry} to imagekit",
         )
     refused = _TLS_REFUSED.search(text)
     if refused is not None:

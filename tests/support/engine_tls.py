@@ -17,6 +17,7 @@ from __future__ import annotations
 import fcntl
 import secrets
 import shutil
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -24,6 +25,8 @@ from pathlib import Path
 from imagekit.runtime.engine import ENGINE_CERTS_D
 
 HOSTS_FILE = Path("/etc/hosts")
+#: Go's resolver (the engine's) keeps /etc/hosts for 5 s before it looks at it again.
+GO_HOSTS_CACHE_S = 5.5
 #: Loopback the engine does not count as insecure (its default range is 127.0.0.0/8).
 SECURE_LOOPBACK = "::1"
 
@@ -47,6 +50,7 @@ def hosts_entry(name: str, address: str = SECURE_LOOPBACK) -> Iterator[str]:
     with _hosts_locked():
         text = HOSTS_FILE.read_text()
         HOSTS_FILE.write_text(text + ("" if not text or text.endswith("\n") else "\n") + line)
+    time.sleep(GO_HOSTS_CACHE_S)  # until the engine reads the file again and knows the name
     try:
         yield name
     finally:

@@ -22,6 +22,8 @@ from pathlib import Path
 
 import pytest
 
+from imagekit.build.push import push_image
+from imagekit.errors import RegistryTLSError
 from imagekit.runtime.engine import ENGINE_CERTS_D, Engine
 from tests.support.base_image import BaseImage
 from tests.support.engine_tls import SECURE_LOOPBACK, engine_trusts, hosts_entry, new_name
@@ -187,3 +189,46 @@ def test_an_engine_build_pulls_its_base_through_certs_d(
     assert f"imagekit: pulling the base {base_there}" in log
     assert "using docker driver" in log
     assert _docker(engine, "image", "inspect", "--format", "{{.Id}}", tag) == doc["image_id"]
+
+
+def test_a_push_by_the_engine_without_the_ca_is_one_line_naming_the_registry(
+    engine: Engine,
+    secure: SecureRegistry,
+    base_image: BaseImage,
+    forget_after: None,
+    tmp_path: Path,
+) -> None:
+    repo = f"{secure.host}/imagekit-test/pushed"
+    with pytest.raises(RegistryTLSError) as caught:
+        push_image(engine, base_image.local_tag, repo, tmp_path / "push.log")
+    assert caught.value.exit_code == 3
+    assert caught.value.message == (
+        f"{secure.host}: the Docker engine could not verify the TLS certificate of "
+        f"{secure.host} (x509: certificate signed by unknown authority)"
+    )
+    assert f"{ENGINE_CERTS_D}/{secure.host}/ca.crt" in (caught.value.hint or "")
+    with engine_trusts(secure.host, secure.cert.ca_path):
+        pushed, digest = push_image(engine, base_image.local_tag, repo, tmp_path / "push.log")
+    assert pushed == f"{repo}@{digest}"
+
+
+def test_a_registry_answering_the_engine_in_plain_http_says_what_to_do(
+    engine: Engine,
+    make_registry: MakeRegistry,
+    base_image: BaseImage,
+    tmp_path: Path,
+) -> None:
+    """A name on ::1 is secure to the engine, so it speaks TLS to a plain-HTTP registry."""
+    with hosts_entry(new_name()) as name:
+        plain = make_registry(address=SECURE_LOOPBACK, name=name)
+        repo = f"{plain.host}/imagekit-test/plain"
+        try:
+            with pytest.raises(RegistryTLSError) as caught:
+                push_image(engine, base_image.local_tag, repo, tmp_path / "push.log")
+        finally:
+            _forget(engine, plain.host)
+    assert caught.value.message == (
+        f"{plain.host}: the Docker engine spoke TLS to {plain.host}, which answered in plain "
+        "HTTP (server gave HTTP response to HTTPS client)"
+    )
+    assert f"add {plain.host} to the engine's insecure-registries" in (caught.value.hint or "")
