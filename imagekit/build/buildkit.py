@@ -77,7 +77,7 @@ from imagekit.plans.render import (
 from imagekit.provenance import BuilderFacts, attest_build, rendered_facts, signer_for
 from imagekit.refs import Digest, Reference
 from imagekit.registry import RegistryClient
-from imagekit.runtime.engine import Engine, connect, docker_error_text
+from imagekit.runtime.engine import Engine, connect, docker_error_text, engine_tls_error
 from imagekit.workspace import Workspace
 
 DEFAULT_CA_BUNDLE = Path("/etc/ssl/certs/ca-certificates.crt")
@@ -259,6 +259,9 @@ def ensure_base(engine: Engine, base: Reference, platform: str, log: LogSink) ->
     except DockerException as exc:
         last = docker_error_text(exc)
         log.write(f"imagekit: pull failed: {last}\n")
+        tls = engine_tls_error(last, base.registry)
+        if tls is not None:
+            raise tls from exc
         if _UNREACHABLE.search(last):
             message = f"the registry {base.registry} could not be reached to pull the base {ref}"
             hint = (

@@ -17,7 +17,7 @@ from imagekit.attest.attach import AttestOutcome
 from imagekit.build.record import record_push
 from imagekit.errors import RegistryError, UsageError
 from imagekit.refs import Digest, Reference, parse_reference
-from imagekit.runtime.engine import Engine, docker_error_text, engine_errors
+from imagekit.runtime.engine import Engine, docker_error_text, engine_errors, engine_tls_error
 from imagekit.workspace import Workspace
 
 
@@ -42,6 +42,9 @@ def push_image(engine: Engine, tag: str, repo: str, log_path: Path) -> tuple[str
     try:
         engine.client.image.push(remote, quiet=True)
     except DockerException as exc:
+        tls = engine_tls_error(docker_error_text(exc), ref.registry)
+        if tls is not None:
+            raise tls from exc
         raise RegistryError(
             f"pushing {remote} failed: {docker_error_text(exc)}",
             registry=ref.registry,
