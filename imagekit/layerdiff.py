@@ -173,18 +173,26 @@ class Member:
 
 
 def iter_members(
-    stream: IO[bytes], *, capture: Callable[[str, int], bool] | None = None
+    stream: IO[bytes],
+    *,
+    capture: Callable[[str, int], bool] | None = None,
+    hash_content: Callable[[str, int], bool] | None = None,
 ) -> Iterator[Member]:
     """The members of one uncompressed layer tar, in archive order, content hashed as it
     streams past; once exhausted, the stream has been read to its very end (the padding
     after the end-of-archive blocks included, which a diffID covers).
 
-    ``capture(path, size)`` says which files' bytes to keep in ``Member.content``. Member
-    types that are no file system object (GNU volume headers and the like) are skipped.
-    Raises CheckFailed when the stream is not a tar archive.
+    ``capture(path, size)`` says which files' bytes to keep in ``Member.content``;
+    ``hash_content(path, size)``, when given, which files' content to hash (a file it
+    declines has ``sha256`` None, and its bytes stream past unhashed; captured files are
+    hashed always). Member types that are no file system object (GNU volume headers and the
+    like) are skipped. Raises CheckFailed when the stream is not a tar archive.
     """
     try:
-        with tarfile.open(fileobj=stream, mode="r|") as archive:
+        # Stream mode reads its file object in ``bufsize`` pieces (a 10 KiB record by
+        # default) and joins them for every larger read: _CHUNK pieces cut those calls and
+        # copies a hundredfold when a file's content is hashed.
+        with tarfile.open(fileobj=stream, mode="r|", bufsize=_CHUNK) as archive:
             for member in archive:
                 # tarfile keeps every member it has read; a layer of 100 000 files would
                 # hold them all. In stream mode nothing needs them again.
@@ -205,9 +213,11 @@ def iter_members(
                     continue
                 digest: str | None = None
                 content: bytes | None = None
-                if kind == "file":
+                keep = kind == "file" and capture is not None and capture(path, member.size)
+                if kind == "file" and (
+                    keep or hash_content is None or hash_content(path, member.size)
+                ):
                     hasher = hashlib.sha256()
-                    keep = capture is not None and capture(path, member.size)
                     kept: list[bytes] = []
                     data = archive.extractfile(member)
                     while data is not None and (chunk := data.read(_CHUNK)):
