@@ -66,6 +66,7 @@ from bench.assemble import (  # noqa: E402
     _push_blob,
     _timed,
     generate_base,
+    startup_only,
 )
 from bench.report import SIDE_BY_SIDE, Report, machine  # noqa: E402
 from tests.support.registries import start_registry  # noqa: E402
@@ -442,6 +443,7 @@ def _run(tmp: Path, args: argparse.Namespace) -> dict[str, Any]:
         ]
         build["imagekit_warm"] = {**min(warm, key=lambda w: w["seconds"]),
                                   "runs": [w["seconds"] for w in warm]}  # fmt: skip
+        build["imagekit_startup"] = row(lambda: startup_only(tmp, 0))
         layer = overlay_tar(tmp / "overlay.tar")
         build["crane_append"] = measured(lambda: crane_append(ref, layer, f"{host}/bench/crane:1"))
         results["build"] = build
@@ -459,6 +461,10 @@ def _run(tmp: Path, args: argparse.Namespace) -> dict[str, Any]:
     return results
 
 
+#: The download-only rows: every layer moved and its digest checked, nothing inflated.
+DOWNLOADS = ("crane_blob_serial", "crane_blob_two", "imagekit_download", "crane_blob_serial_after")
+
+
 def _x(ours: float, theirs: float) -> str:
     return f"{ours / theirs:.2f}x"
 
@@ -467,7 +473,6 @@ def _write(out: Path, results: dict[str, Any]) -> None:
     REPORT.write_json(out, results)
     base, build, verify = results["base"], results["build"], results["verify"]
     cold = build["imagekit_cold"]["seconds"]
-    floor = build["crane_blob_serial"]["seconds"]
     rows = [
         ("`crane blob` of every layer to /dev/null, one at a time (download only)",
          build["crane_blob_serial"]),
@@ -486,6 +491,8 @@ def _write(out: Path, results: dict[str, Any]) -> None:
          build["crane_blob_serial_after"]),
         (f"imagekit build, warm (index cached; best of {len(build['imagekit_warm']['runs'])})",
          build["imagekit_warm"]),
+        ("`imagekit build --help` (the interpreter's start and the build command's imports)",
+         build["imagekit_startup"]),
         ("`crane append -b BASE -f overlay.tar -t DST` (pushes)", build["crane_append"]),
     ]  # fmt: skip
     lines = [
@@ -503,22 +510,45 @@ def _write(out: Path, results: dict[str, Any]) -> None:
     for label, row in rows:
         lines.append(f"| {label} | {row['seconds']:.2f} | {row['cpu_seconds']:.2f} | "
                      f"{row['load']:.2f} | {_x(cold, row['seconds'])} |")  # fmt: skip
+    floors = [build[k]["seconds"] for k in DOWNLOADS]
+    fastest, slowest = min(floors), max(floors)
+    ours = build["imagekit_cold"]
+    crane_cpu = build["crane_blob_serial"]["cpu_seconds"]
+    met = "met" if cold <= 2 * fastest else "NOT met"
     lines += [
         "",
-        f"- cold build / download only (`crane blob`, one at a time): **{_x(cold, floor)}** "
-        "(target <= 2x)",
+        f"- cold build / download only: **{_x(cold, fastest)}** against the fastest of the "
+        f"{len(floors)} download-only runs ({fastest:.2f} s), {_x(cold, slowest)} against the "
+        f"slowest ({slowest:.2f} s); target <= 2x against the fastest: {met}",
+        f"- CPU seconds, cold build / `crane blob` one at a time: "
+        f"{_x(ours['cpu_seconds'], crane_cpu)}. Per byte, `crane blob` hashes once (the "
+        "blob's digest); the cold guard hashes twice (the blob's digest and the diffID, both "
+        "checks it keeps), inflates, and reads the tar. With the load average near "
+        f"{ours['load']:.0f} on {results['machine']['cores']} cores the build got "
+        f"{ours['cpu_seconds'] / ours['seconds']:.1f} cores on average, so its wall time "
+        "follows its CPU time; on free cores its three threads (network and digest, inflate "
+        "and diffID, tar) run side by side.",
     ]
     if "imagekit_cold_baseline" in build:
         before = build["imagekit_cold_baseline"]
         lines.append(
-            f"- cold build before / after: {before['seconds']:.2f} s / {cold:.2f} s; reading "
-            f"the layers {before['seconds_reading_layers']:.2f} s / "
-            f"{build['imagekit_cold']['seconds_reading_layers']:.2f} s "
-            f"({build['imagekit_cold']['bytes_read'] / GB:.2f} GB)"
+            f"- cold build before / after: {before['seconds']:.2f} s / {cold:.2f} s "
+            f"({_x(before['seconds'], cold)} faster); CPU {before['cpu_seconds']:.2f} s / "
+            f"{ours['cpu_seconds']:.2f} s; reading the layers "
+            f"{before['seconds_reading_layers']:.2f} s / {ours['seconds_reading_layers']:.2f} s "
+            f"({ours['bytes_read'] / GB:.2f} GB, "
+            f"{ours['bytes_read'] / 1e6 / ours['seconds_reading_layers']:.0f} MB/s after); "
+            f"peak RSS {before['peak_rss_mib']} / {ours['peak_rss_mib']} MiB"
         )
+    warm, append = build["imagekit_warm"], build["crane_append"]
     lines += [
-        "- `crane append` / imagekit warm: "
-        f"{_x(build['crane_append']['seconds'], build['imagekit_warm']['seconds'])}",
+        f"- `crane append` is {_x(warm['seconds'], append['seconds'])} faster than imagekit "
+        f"warm ({append['seconds']:.2f} s / {warm['seconds']:.2f} s). imagekit's own work "
+        f"in that process took {warm['seconds_in_process']:.2f} s (guard from the cached "
+        "index, layer, config, push, ledger record); the rest is start-up, which "
+        f"`imagekit build --help` alone took {build['imagekit_startup']['seconds']:.2f} s "
+        "of; crane is a Go binary. crane checks nothing about the guarded file and records "
+        "nothing.",
         "",
         "## Checking a copy",
         "",
@@ -546,6 +576,21 @@ def _write(out: Path, results: dict[str, Any]) -> None:
             f"{regctl['seconds']:.2f} | {regctl['cpu_seconds']:.2f} | {regctl['load']:.2f} | "
             "every blob read |",
         ]
+    gz = verify["gzip"]
+    ours, crane, regctl = gz["imagekit_mirror"], gz["crane_validate"], gz["regctl_blobs"]
+    lines += [
+        "",
+        f"- gzip copy: crane validate (with the configs compared) took "
+        f"{_x(crane['seconds'], ours['seconds'])} imagekit's time and "
+        f"{_x(crane['cpu_seconds'], ours['cpu_seconds'])} its CPU seconds for the same proof. "
+        "go-containerregistry inflates with Go's compress/gzip (its refusal of the zstd copy "
+        "is that package's error), imagekit with ISA-L, up to two layers at a time on two "
+        "cores; where crane's CPU seconds go beyond that was not profiled.",
+        f"- regctl took {_x(regctl['seconds'], ours['seconds'])} imagekit's time: it downloads "
+        "and hashes each blob and inflates nothing, which is the download under imagekit's "
+        "check, not the check; imagekit adds the inflate and the diffID's sha256 "
+        f"({_x(ours['cpu_seconds'], regctl['cpu_seconds'])} regctl's CPU seconds).",
+    ]
     lines += [
         "",
         "What each proves. imagekit: every DST blob hashes to its digest, and every DST layer "
