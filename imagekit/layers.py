@@ -709,6 +709,40 @@ class UncompressedReader(io.RawIOBase):
                     self._output.append(ready)
         return filled
 
+    def read(self, size: int | None = -1) -> bytes:
+        """``size`` bytes, fewer only at the end (all that is left when negative). One
+        inflater slice that holds them is handed over as it is, without the copy into a
+        caller's buffer that ``readinto`` makes."""
+        if size is None or size < 0:
+            return b"".join(iter(lambda: self.read(COALESCE_BYTES), b""))
+        pieces: list[bytes | memoryview] = []
+        self._take(size, pieces.append)
+        if len(pieces) == 1 and isinstance(pieces[0], bytes):
+            return pieces[0]
+        return b"".join(pieces)
+
+    def skip(self, size: int) -> int:
+        """Pass over ``size`` bytes (fewer only at the end), hashed for the diffID as every
+        byte is, but copied nowhere; returns how many."""
+        return self._take(size, None)
+
+    def _take(self, size: int, keep: Callable[[bytes | memoryview], None] | None) -> int:
+        taken = 0
+        while taken < size:
+            if not self._output and not self._more():
+                break
+            data = self._output[0]
+            n = min(len(data), size - taken)
+            if n == len(data):
+                self._output.popleft()
+            else:
+                view = memoryview(data)
+                data, self._output[0] = view[:n], view[n:]
+            if keep is not None:
+                keep(data)
+            taken += n
+        return taken
+
     def _ready(self) -> bytes | memoryview | None:
         assert self._stage is not None  # noqa: S101 - threaded only
         if self._stage.empty():

@@ -329,3 +329,21 @@ def test_the_uncompressed_stream_refuses_a_restart_and_a_short_read() -> None:
     with pytest.raises(LayerFormatError, match="not read to its end"):
         partial.result()
     partial.close()
+
+
+@pytest.mark.parametrize("threaded", [True, False])
+def test_the_uncompressed_stream_reads_whole_pieces_and_skips_without_losing_the_diff_id(
+    threaded: bool,
+) -> None:
+    from imagekit.layers import UncompressedReader
+
+    tar = make_tar(5)
+    blob = gzip.compress(tar[:7000], mtime=0) + gzip.compress(tar[7000:], mtime=0)
+    stream = UncompressedReader(chunked(blob, 5000), media_type=OCI_GZ, threaded=threaded)
+    assert stream.read(1000) == tar[:1000]
+    assert stream.skip(300_000) == 300_000  # passed over, still hashed
+    assert stream.read(9000) == tar[301_000:310_000]  # across member boundaries
+    assert stream.read() == tar[310_000:]
+    assert stream.skip(10) == 0 and stream.read(10) == b""
+    assert stream.result().diff_id == sha(tar)
+    stream.close()

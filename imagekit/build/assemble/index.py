@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import io
 import os
 import sqlite3
 import time
@@ -281,8 +280,9 @@ class IndexStore:
                     )
                     rows.clear()
 
-            buffered = io.BufferedReader(stream, buffer_size=1 << 20)
-            for table, row in _rows(iter_members(buffered, hash_content=hashed)):
+            # The reader itself, not a buffer over it: content no one asked to hash is
+            # passed over without being copied (iter_members, UncompressedReader.skip).
+            for table, row in _rows(iter_members(stream, hash_content=hashed)):
                 pending[table].append(row)
                 count += table == "entries"
                 if len(pending[table]) >= _BATCH:
