@@ -593,10 +593,16 @@ class UncompressedReader(io.RawIOBase):
         self._hasher(data)
         if not len(data):
             return
-        if self._put is not None:
+        if self._put is None:
+            self._output.append(data)
+        elif len(data) <= COALESCE_BYTES:
             self._put(data)
         else:
-            self._output.append(data)
+            # A zstd slice can inflate to 128 MiB: handed over in pieces, the queue's bound
+            # holds, and this thread waits with one such output alive, not a queue of them.
+            view = memoryview(data)
+            for start in range(0, len(view), COALESCE_BYTES):
+                self._put(view[start : start + COALESCE_BYTES])
 
     def _start(self, head: bytes) -> None:
         self._inflater, self._detected = _start(
