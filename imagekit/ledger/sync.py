@@ -10,6 +10,16 @@ that signed it. Nothing is ever edited; running it twice appends nothing the sec
 Imported: audit, vulnerability scans (cosign's vuln predicate), mirror verifications and
 final pulls. Build provenance is not imported (a build record needs the local build's
 evidence); it stays verifiable in the registry.
+
+``--from PIECE`` merges what other copies of this ledger appended (the nightly's matrix: one
+CI job a plan, each appending to its own checkout's ledger, its ledger and evidence uploaded
+as the job's piece). A piece must verify in this workspace (its chain, and every evidence
+file it names, which the piece's evidence/ brought here); nothing is merged from any piece
+unless all verify. Each record this ledger lacks (the same time, host, kind, plan, images,
+status, details and evidence: a shared history is already here) is appended with its own
+time and host, its scope saying it was merged from a piece, from which line, and that a
+piece is not signed: what it proves is what the chain and the evidence hashes prove, where
+an attestation, imported with ``--key``, proves who signed it.
 """
 
 from __future__ import annotations
@@ -32,16 +42,26 @@ from imagekit.attest.predicates import (
     FinalPullPredicate,
     MirrorPredicate,
 )
-from imagekit.errors import ReferenceFormatError, UsageError
+from imagekit.errors import LedgerBroken, ReferenceFormatError, UsageError
 from imagekit.ledger.record import (
     AuditDetails,
     AuditSummary,
     FinalPullDetails,
+    LedgerRecord,
     MirrorDetails,
     RecordDetails,
     VulnerabilityScanDetails,
+    encode_line,
 )
-from imagekit.ledger.store import append_record, iter_records
+from imagekit.ledger.store import (
+    Entry,
+    append_record,
+    evidence_path,
+    iter_records,
+    read_records,
+    scan,
+)
+from imagekit.ledger.verify import verify_scan
 from imagekit.refs import Digest, Reference, parse_reference
 from imagekit.registry.client import RegistryClient
 from imagekit.workspace import Workspace
@@ -66,11 +86,37 @@ class Imported:
 
 
 @dataclass(frozen=True)
+class Merged:
+    """A record merged from a ledger piece: its seq here, and where it came from."""
+
+    seq: int
+    kind: str
+    plan: str | None
+    status: str
+    piece: str
+    piece_seq: int
+    line: str  # the chain hash of its line in the piece
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "seq": self.seq,
+            "kind": self.kind,
+            "plan": self.plan,
+            "status": self.status,
+            "piece": self.piece,
+            "piece_seq": self.piece_seq,
+            "line": self.line,
+        }
+
+
+@dataclass(frozen=True)
 class SyncResult:
     images: tuple[str, ...]
     imported: tuple[Imported, ...]
     already: int
     skipped: tuple[str, ...]  # attestations not imported, and why
+    merged: tuple[Merged, ...] = ()
+    already_merged: int = 0  # records of the pieces this ledger held already
 
     @property
     def ok(self) -> bool:
@@ -82,6 +128,8 @@ class SyncResult:
             "imported": [i.to_json() for i in self.imported],
             "already_in_ledger": self.already,
             "skipped": list(self.skipped),
+            "merged": [m.to_json() for m in self.merged],
+            "already_merged": self.already_merged,
         }
 
 
@@ -168,15 +216,94 @@ def _record_of(
     return None
 
 
+def _identity(record: LedgerRecord) -> bytes:
+    """What makes two records the same record, whichever ledger holds them and at which seq."""
+    document = record.to_json()
+    return encode_line({key: document[key] for key in _SAME})
+
+
+_SAME = ("time", "host", "kind", "plan", "images", "status", "details", "evidence")
+
+
+def _verified_piece(workspace: Workspace, piece: Path) -> list[Entry]:
+    """The piece's records, once its chain and its evidence verify here; else exit 1."""
+    if not piece.is_file():
+        raise UsageError(
+            f"--from {piece}: no such ledger piece",
+            hint="give the ledger.jsonl a job uploaded, its evidence/ unpacked into this workspace",
+        )
+    scanned = scan(piece)
+    report = verify_scan(workspace, scanned)
+    if not report.ok:
+        first = report.first
+        raise LedgerBroken(
+            f"the ledger piece {piece} does not verify here ({report.status}): "
+            + (first.message if first else "it holds no record"),
+            hint="nothing was merged from any piece; unpack the piece's evidence/ into this "
+            "workspace, or leave the piece out",
+        )
+    return [line for line in scanned.lines() if isinstance(line, Entry)]
+
+
+def merge_pieces(workspace: Workspace, pieces: Sequence[Path]) -> tuple[list[Merged], int]:
+    """Append what each piece holds and this ledger lacks; (merged, already held)."""
+    verified = [(piece, _verified_piece(workspace, piece)) for piece in pieces]
+    held = (
+        {_identity(r) for r in read_records(workspace.ledger_path)}
+        if workspace.ledger_path.exists()
+        else set()
+    )
+    merged: list[Merged] = []
+    already = 0
+    for piece, entries in verified:
+        for entry in entries:
+            record = entry.record
+            identity = _identity(record)
+            if identity in held:
+                already += 1
+                continue
+            evidence = evidence_path(workspace, record.evidence) if record.evidence else None
+            made = append_record(
+                workspace,
+                record.kind,
+                plan=record.plan,
+                images=record.images,
+                status=record.status,
+                scope=(
+                    f"{record.scope} [merged from the ledger piece {piece.name}, seq "
+                    f"{record.seq}, line {entry.digest}; its chain and evidence verified, "
+                    "a piece is not signed]"
+                ),
+                evidence=evidence,
+                details=record.details,
+                made=(record.time, record.host),
+            )
+            held.add(identity)
+            merged.append(
+                Merged(
+                    made.seq, record.kind, record.plan, record.status, piece.name, record.seq,
+                    entry.digest,
+                )
+            )  # fmt: skip
+    return merged, already
+
+
 def sync_ledger(
     workspace: Workspace,
     key_paths: Sequence[Path],
     plans: Sequence[str] = (),
     *,
     insecure: Sequence[str] = (),
+    pieces: Sequence[Path] = (),
 ) -> SyncResult:
+    if not key_paths and not pieces:
+        raise UsageError(
+            "give at least one --key PUB or --from PIECE",
+            hint="imagekit ledger sync --key ci.pub, or --from job/manifests/ledger.jsonl",
+        )
+    merged, already_merged = merge_pieces(workspace, pieces) if pieces else ([], 0)
     if not key_paths:
-        raise UsageError("give at least one --key PUB", hint="imagekit ledger sync --key ci.pub")
+        return SyncResult((), (), 0, (), tuple(merged), already_merged)
     keys: tuple[PublicKey, ...] = tuple(load_public_key(path) for path in key_paths)
     images = _pinned_images(workspace, plans)
     known = _known(workspace)
@@ -212,4 +339,6 @@ def sync_ledger(
                 imported.append(
                     Imported(record.seq, kind, image, attestation.envelope_digest, marked)
                 )
-    return SyncResult(tuple(images), tuple(imported), already, tuple(skipped))
+    return SyncResult(
+        tuple(images), tuple(imported), already, tuple(skipped), tuple(merged), already_merged
+    )
