@@ -201,10 +201,11 @@ def sync_cmd(
             )
         for item in result.imported:
             click.echo(f"imported seq {item.seq} {item.kind} {item.image} ({item.key})")
-        click.echo(
-            f"{len(result.imported)} imported, {result.already} already in the ledger, "
-            f"{len(result.images)} image(s) read"
-        )
+        if key_paths:
+            click.echo(
+                f"{len(result.imported)} imported, {result.already} already in the ledger, "
+                f"{len(result.images)} image(s) read"
+            )
         for line in result.skipped:
             click.echo(f"skipped {line}")
 

@@ -245,6 +245,16 @@ def _verified_piece(workspace: Workspace, piece: Path) -> list[Entry]:
     return [line for line in scanned.lines() if isinstance(line, Entry)]
 
 
+def _label(workspace: Workspace, piece: Path) -> str:
+    """How the records name their piece: its path in the workspace, else its last three
+    parts (``nightly-piece-demo-1-1/manifests/ledger.jsonl``), never a machine's path."""
+    resolved = piece.resolve()
+    try:
+        return resolved.relative_to(workspace.root.resolve()).as_posix()
+    except ValueError:
+        return "/".join(resolved.parts[-3:])
+
+
 def merge_pieces(workspace: Workspace, pieces: Sequence[Path]) -> tuple[list[Merged], int]:
     """Append what each piece holds and this ledger lacks; (merged, already held)."""
     verified = [(piece, _verified_piece(workspace, piece)) for piece in pieces]
@@ -256,6 +266,7 @@ def merge_pieces(workspace: Workspace, pieces: Sequence[Path]) -> tuple[list[Mer
     merged: list[Merged] = []
     already = 0
     for piece, entries in verified:
+        label = _label(workspace, piece)
         for entry in entries:
             record = entry.record
             identity = _identity(record)
@@ -270,7 +281,7 @@ def merge_pieces(workspace: Workspace, pieces: Sequence[Path]) -> tuple[list[Mer
                 images=record.images,
                 status=record.status,
                 scope=(
-                    f"{record.scope} [merged from the ledger piece {piece.name}, seq "
+                    f"{record.scope} [merged from the ledger piece {label}, seq "
                     f"{record.seq}, line {entry.digest}; its chain and evidence verified, "
                     "a piece is not signed]"
                 ),
@@ -281,7 +292,7 @@ def merge_pieces(workspace: Workspace, pieces: Sequence[Path]) -> tuple[list[Mer
             held.add(identity)
             merged.append(
                 Merged(
-                    made.seq, record.kind, record.plan, record.status, piece.name, record.seq,
+                    made.seq, record.kind, record.plan, record.status, label, record.seq,
                     entry.digest,
                 )
             )  # fmt: skip
