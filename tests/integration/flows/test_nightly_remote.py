@@ -29,7 +29,7 @@ from imagekit.build.options import BuildOptions
 from imagekit.cli import main
 from imagekit.ledger import LedgerRecord, read_records
 from imagekit.pull import final_pull
-from imagekit.runtime.engine import Engine
+from imagekit.runtime.engine import Engine, buildx_client
 from imagekit.workspace import Workspace
 from tests.support.base_image import BaseImage
 from tests.support.buildkitd import RunningBuildkitd
@@ -264,3 +264,51 @@ def test_a_matrix_of_nights_on_one_builder_shares_its_cache_and_comes_back_as_on
     code, out, _ = _imagekit(combined, *argv)
     assert code == 0 and json.loads(out)["merged"] == []
     assert len(read_records(combined.ledger_path)) == total
+
+
+@pytest.fixture
+def buildx_config(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """buildx's state (its builders) in a folder of the test's, never the user's."""
+    folder = tmp_path / "buildx"
+    monkeypatch.setenv("BUILDX_CONFIG", str(folder))
+    return folder
+
+
+def test_a_night_on_a_named_buildx_builder_and_an_unknown_one(
+    buildkitd: RunningBuildkitd,
+    buildx_config: Path,
+    committed: Committed,
+    tmp_path: Path,
+    created_refs: list[str],
+) -> None:
+    ws = _checkout(committed, tmp_path / "job")
+    before = ws.ledger_path.read_bytes()
+    code, _, err = _imagekit(
+        ws, "nightly", "--plans", "demo", "--base", committed.base,
+        "--buildx-builder", "imagekit-test-no-such-builder",
+    )  # fmt: skip
+    assert code == 2, err[-2000:]
+    assert "--buildx-builder 'imagekit-test-no-such-builder'" in err
+    assert ws.ledger_path.read_bytes() == before  # stopped before any plan
+    # A buildx remote-driver builder on the module's daemon, as a team's farm would be.
+    name = "imagekit-test-night"
+    subprocess.run(
+        [buildx_client(), "buildx", "create", "--name", name, "--driver", "remote",
+         buildkitd.address],
+        capture_output=True, check=True,
+    )  # fmt: skip
+    code, out, err = _imagekit(
+        ws, "nightly", "--plans", "demo", "--base", committed.base, "--buildx-builder", name,
+        "--json",
+    )  # fmt: skip
+    assert code == 0, err[-4000:]
+    [night] = json.loads(out)["plans"]
+    created_refs.append(str(night["candidate"]))
+    assert night["builder"] == "buildx" and night["status"] in ("reproducible", "equivalent")
+    records = read_records(ws.ledger_path)[len(read_records(committed.workspace.ledger_path)) :]
+    assert [r.kind for r in records] == list(NIGHT_KINDS)
+    build = records[0]
+    assert build.details["builder"] == "buildx" and build.evidence is not None
+    log = (ws.root / build.evidence.path).read_text()
+    assert f'building with "{name}" instance using remote driver' in log
+    assert records[-1].scope.startswith(f"a rebuild without cache on the buildx builder {name}")
