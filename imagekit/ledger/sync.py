@@ -24,7 +24,9 @@ an attestation, imported with ``--key``, proves who signed it.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import hashlib
+from collections.abc import Iterator, Sequence
+from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -55,13 +57,13 @@ from imagekit.ledger.record import (
 )
 from imagekit.ledger.store import (
     Entry,
+    Line,
     append_record,
     evidence_path,
     iter_records,
-    read_records,
-    scan,
+    passes,
 )
-from imagekit.ledger.verify import verify_scan
+from imagekit.ledger.verify import verify_lines
 from imagekit.refs import Digest, Reference, parse_reference
 from imagekit.registry.client import RegistryClient
 from imagekit.workspace import Workspace
@@ -217,23 +219,19 @@ def _record_of(
 
 
 def _identity(record: LedgerRecord) -> bytes:
-    """What makes two records the same record, whichever ledger holds them and at which seq."""
+    """What makes two records the same record, whichever ledger holds them and at which seq:
+    the sha256 of those fields, so that what is held per record stays 32 bytes."""
     document = record.to_json()
-    return encode_line({key: document[key] for key in _SAME})
+    return hashlib.sha256(encode_line({key: document[key] for key in _SAME})).digest()
 
 
 _SAME = ("time", "host", "kind", "plan", "images", "status", "details", "evidence")
 
 
-def _verified_piece(workspace: Workspace, piece: Path) -> list[Entry]:
-    """The piece's records, once its chain and its evidence verify here; else exit 1."""
-    if not piece.is_file():
-        raise UsageError(
-            f"--from {piece}: no such ledger piece",
-            hint="give the ledger.jsonl a job uploaded, its evidence/ unpacked into this workspace",
-        )
-    scanned = scan(piece)
-    report = verify_scan(workspace, scanned)
+def _check_piece(workspace: Workspace, piece: Path, lines: Iterator[Line]) -> None:
+    """A piece whose chain or evidence does not verify here is exit 1, naming the first
+    problem."""
+    report = verify_lines(workspace, piece, lines)
     if not report.ok:
         first = report.first
         raise LedgerBroken(
@@ -242,7 +240,6 @@ def _verified_piece(workspace: Workspace, piece: Path) -> list[Entry]:
             hint="nothing was merged from any piece; unpack the piece's evidence/ into this "
             "workspace, or leave the piece out",
         )
-    return [line for line in scanned.lines() if isinstance(line, Entry)]
 
 
 def _label(workspace: Workspace, piece: Path) -> str:
@@ -256,46 +253,64 @@ def _label(workspace: Workspace, piece: Path) -> str:
 
 
 def merge_pieces(workspace: Workspace, pieces: Sequence[Path]) -> tuple[list[Merged], int]:
-    """Append what each piece holds and this ledger lacks; (merged, already held)."""
-    verified = [(piece, _verified_piece(workspace, piece)) for piece in pieces]
-    held = (
-        {_identity(r) for r in read_records(workspace.ledger_path)}
-        if workspace.ledger_path.exists()
-        else set()
-    )
-    merged: list[Merged] = []
-    already = 0
-    for piece, entries in verified:
-        label = _label(workspace, piece)
-        for entry in entries:
-            record = entry.record
-            identity = _identity(record)
-            if identity in held:
-                already += 1
-                continue
-            evidence = evidence_path(workspace, record.evidence) if record.evidence else None
-            made = append_record(
-                workspace,
-                record.kind,
-                plan=record.plan,
-                images=record.images,
-                status=record.status,
-                scope=(
-                    f"{record.scope} [merged from the ledger piece {label}, seq "
-                    f"{record.seq}, line {entry.digest}; its chain and evidence verified, "
-                    "a piece is not signed]"
-                ),
-                evidence=evidence,
-                details=record.details,
-                made=(record.time, record.host),
+    """Append what each piece holds and this ledger lacks; (merged, already held).
+
+    Every piece is read under a shared lock held to the end, streamed twice (verified, then
+    merged), so what is merged is exactly what verified, and memory stays bounded by the
+    records merged, not by the pieces' length.
+    """
+    for piece in pieces:
+        if not piece.is_file():
+            raise UsageError(
+                f"--from {piece}: no such ledger piece",
+                hint="give the ledger.jsonl a job uploaded, its evidence/ unpacked into this "
+                "workspace",
             )
-            held.add(identity)
-            merged.append(
-                Merged(
-                    made.seq, record.kind, record.plan, record.status, label, record.seq,
-                    entry.digest,
+        if workspace.ledger_path.exists() and piece.samefile(workspace.ledger_path):
+            raise UsageError(f"--from {piece} is this ledger itself", hint="name a job's piece")
+    with ExitStack() as stack:
+        readers = [(piece, stack.enter_context(passes(piece))) for piece in pieces]
+        for piece, again in readers:
+            _check_piece(workspace, piece, again())
+        held: set[bytes] = set()
+        if workspace.ledger_path.exists():
+            with iter_records(workspace.ledger_path) as records:
+                held = {_identity(record) for record in records}
+        merged: list[Merged] = []
+        already = 0
+        for piece, again in readers:
+            label = _label(workspace, piece)
+            for entry in again():
+                if not isinstance(entry, Entry):
+                    continue  # verified above: there is none
+                record = entry.record
+                identity = _identity(record)
+                if identity in held:
+                    already += 1
+                    continue
+                evidence = evidence_path(workspace, record.evidence) if record.evidence else None
+                made = append_record(
+                    workspace,
+                    record.kind,
+                    plan=record.plan,
+                    images=record.images,
+                    status=record.status,
+                    scope=(
+                        f"{record.scope} [merged from the ledger piece {label}, seq "
+                        f"{record.seq}, line {entry.digest}; its chain and evidence verified, "
+                        "a piece is not signed]"
+                    ),
+                    evidence=evidence,
+                    details=record.details,
+                    made=(record.time, record.host),
                 )
-            )  # fmt: skip
+                held.add(identity)
+                merged.append(
+                    Merged(
+                        made.seq, record.kind, record.plan, record.status, label, record.seq,
+                        entry.digest,
+                    )
+                )  # fmt: skip
     return merged, already
 
 

@@ -135,3 +135,10 @@ def test_the_command_merges_pieces_and_says_what(matrix: tuple[Workspace, Path, 
     assert missing.returncode == 2 and "no such ledger piece" in missing.stderr
     neither = run_cli(combined, "ledger", "sync")
     assert neither.returncode == 2 and "--key PUB or --from PIECE" in neither.stderr
+
+
+def test_the_ledger_itself_is_no_piece(matrix: tuple[Workspace, Path, Path]) -> None:
+    """Merging a ledger into itself would wait on its own lock; it is bad input instead."""
+    combined, _, _ = matrix
+    with pytest.raises(UsageError, match="is this ledger itself"):
+        sync_ledger(combined, (), pieces=(combined.ledger_path,))
