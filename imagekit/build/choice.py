@@ -39,6 +39,18 @@ def choose_builder(plan: Plan, requested: str, push: str | None) -> str:
     return "registry" if not engine_steps(plan) and push is not None else "engine"
 
 
+def chosen_builder(plan: Plan, options: BuildOptions) -> str:
+    """What :func:`build_image` builds ``plan`` with for ``options``: ``buildkit`` or
+    ``buildx`` (a BuildKit of its own, named by the options), else ``registry`` or
+    ``engine`` as :func:`choose_builder` picks. A flow that sets options per builder (the
+    night) asks here, so it and ``imagekit build`` choose alike."""
+    if options.buildx_builder is not None:
+        return "buildx"
+    if options.buildkit is not None:
+        return "buildkit"
+    return choose_builder(plan, options.builder, options.push)
+
+
 def build_image(
     workspace: Workspace,
     name: str,

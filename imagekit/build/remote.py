@@ -154,14 +154,14 @@ def buildctl_base(options: BuildOptions) -> list[str]:
             hint="give tcp://HOST:PORT or unix:///path/to/buildkitd.sock",
         )
     argv = [buildctl_binary(), "--addr", address]
-    for flag, path in (
-        ("--tlscacert", options.buildkit_ca),
-        ("--tlscert", options.buildkit_cert),
-        ("--tlskey", options.buildkit_key),
+    for flag, option, path in (
+        ("--tlscacert", "--buildkit-ca", options.buildkit_ca),
+        ("--tlscert", "--buildkit-cert", options.buildkit_cert),
+        ("--tlskey", "--buildkit-key", options.buildkit_key),
     ):
         if path is not None:
             if not path.is_file():
-                raise UsageError(f"{flag.replace('--tls', '--buildkit-')} {path} is not a file")
+                raise UsageError(f"{option} {path} is not a file")
             argv += [flag, str(path)]
     return argv
 

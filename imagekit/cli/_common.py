@@ -82,6 +82,40 @@ def vuln_options(command: Callable[..., Any]) -> Callable[..., Any]:
     return command
 
 
+def builder_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    """--buildkit ADDR (with its TLS files), --buildx-builder NAME and --cache-ref REF,
+    spelt alike by every command that builds (``build``, ``nightly``): the build goes to a
+    BuildKit of its own (imagekit.build.remote), no engine on the path."""
+    options = (
+        click.option(
+            "--buildkit",
+            metavar="ADDR",
+            help="Build on this BuildKit daemon (tcp://HOST:PORT or unix:///PATH), no engine; "
+            "BuildKit pushes by digest.",
+        ),
+        click.option(
+            "--buildkit-ca", type=ANY_PATH, help="CA certificate of the --buildkit daemon."
+        ),
+        click.option("--buildkit-cert", type=ANY_PATH, help="Client certificate for --buildkit."),
+        click.option("--buildkit-key", type=ANY_PATH, help="Client key for --buildkit."),
+        click.option(
+            "--buildx-builder",
+            metavar="NAME",
+            help="Build on this buildx builder (remote, kubernetes, docker-container driver) as "
+            "with --buildkit: no engine, pushed by digest.",
+        ),
+        click.option(
+            "--cache-ref",
+            metavar="REF",
+            help="With --buildkit/--buildx-builder: import BuildKit's cache from and export it "
+            "to REF in a registry (type=registry, mode=max).",
+        ),
+    )
+    for option in reversed(options):
+        command = option(command)
+    return command
+
+
 def sign_key_option(what: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """--sign-key FILE (or IMAGEKIT_SIGNING_KEY), the one way every stage is asked to attest;
     ``what`` says what that stage signs and where it goes."""

@@ -13,6 +13,7 @@ from imagekit.build.options import BuildOptions
 from imagekit.build.remote import RemoteResult
 from imagekit.cli._common import (
     ANY_PATH,
+    builder_options,
     json_option,
     parsed,
     registry_options,
@@ -87,27 +88,7 @@ def _human(result: object) -> None:
 @sign_key_option(
     "With --push (engine builder): sign SLSA v1 provenance and store it beside the pushed image.",
 )
-@click.option(
-    "--buildkit",
-    metavar="ADDR",
-    help="Build on this BuildKit daemon (tcp://HOST:PORT or unix:///PATH), no engine; needs "
-    "--push (BuildKit pushes by digest).",
-)
-@click.option("--buildkit-ca", type=ANY_PATH, help="CA certificate of the --buildkit daemon.")
-@click.option("--buildkit-cert", type=ANY_PATH, help="Client certificate for --buildkit.")
-@click.option("--buildkit-key", type=ANY_PATH, help="Client key for --buildkit.")
-@click.option(
-    "--buildx-builder",
-    metavar="NAME",
-    help="Build on this buildx builder (remote, kubernetes, docker-container driver) as with "
-    "--buildkit: no engine, pushed by digest; needs --push.",
-)
-@click.option(
-    "--cache-ref",
-    metavar="REF",
-    help="With --buildkit/--buildx-builder: import BuildKit's cache from and export it to "
-    "REF in a registry (type=registry, mode=max).",
-)
+@builder_options
 @json_option
 def command(
     name: str,

@@ -160,37 +160,57 @@ def repair_cmd(ledger: Path | None, as_json: bool) -> None:
     "--key",
     "key_paths",
     multiple=True,
-    required=True,
     type=click.Path(path_type=Path, dir_okay=False),
     metavar="PUB",
     help="A public key whose attestations are imported. Repeatable.",
 )
 @click.option("--plans", "plans", multiple=True, metavar="NAME", help="Only these plans' images.")
+@click.option(
+    "--from",
+    "pieces",
+    multiple=True,
+    type=click.Path(path_type=Path, dir_okay=False),
+    metavar="PIECE",
+    help="Merge the records another copy of this ledger appended (a CI job's ledger.jsonl, "
+    "its evidence/ unpacked here); it must verify here. Repeatable.",
+)
 @registry_options
 @ledger_option
 @json_option
 def sync_cmd(
     key_paths: tuple[Path, ...],
     plans: tuple[str, ...],
+    pieces: tuple[Path, ...],
     ledger: Path | None,
     as_json: bool,
 ) -> None:
     """Append the signed attestations attached to the ledger's images that it lacks (a
-    final pull on a node, an audit on a CI runner), each verified and marked as imported."""
+    final pull on a node, an audit on a CI runner), each verified and marked as imported;
+    and, with --from, the records other copies of the ledger appended (a CI matrix's jobs)."""
     from imagekit.ledger.sync import SyncResult, sync_ledger
 
     def human(result: SyncResult) -> None:
+        for merged in result.merged:
+            click.echo(
+                f"merged seq {merged.seq} {merged.kind} {merged.status} ({merged.piece} "
+                f"seq {merged.piece_seq})"
+            )
+        if pieces:
+            click.echo(
+                f"{len(result.merged)} merged, {result.already_merged} already in the ledger"
+            )
         for item in result.imported:
             click.echo(f"imported seq {item.seq} {item.kind} {item.image} ({item.key})")
-        click.echo(
-            f"{len(result.imported)} imported, {result.already} already in the ledger, "
-            f"{len(result.images)} image(s) read"
-        )
+        if key_paths:
+            click.echo(
+                f"{len(result.imported)} imported, {result.already} already in the ledger, "
+                f"{len(result.images)} image(s) read"
+            )
         for line in result.skipped:
             click.echo(f"skipped {line}")
 
     run(
-        lambda: sync_ledger(_workspace(ledger), key_paths, plans),
+        lambda: sync_ledger(_workspace(ledger), key_paths, plans, pieces=pieces),
         as_json=as_json,
         human=human,
     )

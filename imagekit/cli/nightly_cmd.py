@@ -1,5 +1,6 @@
-"""`imagekit nightly [--plans P,...] [--watch-only] [--proposals DIR] [--write] [--markdown FILE]`:
-watch each plan's base tag, rebuild, audit and compare."""
+"""`imagekit nightly [--plans P,...] [--watch-only] [--proposals DIR] [--write] [--markdown FILE]
+[--buildkit ADDR | --buildx-builder NAME] [--cache-ref REF]`: watch each plan's base tag,
+rebuild, audit and compare."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import click
 from imagekit.cli._common import (
     DIR_PATH,
     FILE_PATH,
+    builder_options,
     echo_lines,
     json_option,
     parsed,
@@ -54,6 +56,7 @@ from imagekit.workspace import Workspace
     is_flag=True,
     help="Apply the plan change of each ready candidate to manifests/NAME.yaml.",
 )
+@builder_options
 @registry_options
 @json_option
 def command(
@@ -65,12 +68,20 @@ def command(
     watch_only: bool,
     proposals_dir: Path | None,
     write_plans: bool,
+    buildkit: str | None,
+    buildkit_ca: Path | None,
+    buildkit_cert: Path | None,
+    buildkit_key: Path | None,
+    buildx_builder: str | None,
+    cache_ref: str | None,
     as_json: bool,
 ) -> None:
     """Watch each plan's base tag; build a candidate where it moved, rebuild where not.
 
     A moved tag gets a candidate on the new digest (overlay guards checked first, audited,
     compared with the accepted image and the old base) and a proposed one-line plan diff.
+    With --buildkit or --buildx-builder the candidates are built there, as `imagekit build`
+    builds them, and pushed by digest; the engine only audits them.
     """
     names = [p.strip() for p in plans.split(",") if p.strip()] if plans is not None else None
 

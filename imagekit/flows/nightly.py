@@ -53,6 +53,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from imagekit.audit.report import audit_rank
+from imagekit.build.options import BuildOptions
 from imagekit.errors import (
     CheckFailed,
     ImagekitError,
@@ -128,6 +129,38 @@ class NightOptions:
     proposals_dir: Path | None = None
     #: apply those changes to the plans (and their committed renders)
     write_plans: bool = False
+    #: build the candidates on a BuildKit of their own (imagekit.build.remote), as
+    #: ``imagekit build --buildkit/--buildx-builder`` does: no engine builds, BuildKit pushes
+    #: by digest; the engine still audits the pushed image
+    buildkit: str | None = None
+    buildkit_ca: Path | None = None
+    buildkit_cert: Path | None = None
+    buildkit_key: Path | None = None
+    buildx_builder: str | None = None
+    #: with one of those: BuildKit's cache from and to this registry reference, so a fresh
+    #: runner reuses layers; steps it finds there are not run again (said in the record)
+    cache_ref: str | None = None
+
+    @property
+    def remote(self) -> bool:
+        """Whether the candidates are built on a BuildKit of their own."""
+        return self.buildkit is not None or self.buildx_builder is not None
+
+    def rebuild(self) -> str:
+        """How a candidate is rebuilt, for a record's scope: where, and with which cache."""
+        where = (
+            f" on the buildx builder {self.buildx_builder}"
+            if self.buildx_builder is not None
+            else f" on the BuildKit daemon at {self.buildkit}"
+            if self.buildkit is not None
+            else ""
+        )
+        if self.remote and self.cache_ref is not None:
+            return (
+                f"a rebuild{where} with BuildKit's registry cache {self.cache_ref} (steps "
+                "found there were not run again)"
+            )
+        return f"a rebuild without cache{where}"
 
 
 @dataclass(frozen=True)
@@ -399,6 +432,81 @@ def _content_detail(comparison: ImageComparison) -> str:
     )
 
 
+def candidate_options(
+    loaded: LoadedPlan, options: NightOptions, repo: str, tag: str, base: str
+) -> tuple[str, BuildOptions]:
+    """The builder of a night's candidate, as `imagekit build` chooses it
+    (imagekit.build.choice), and the options the night gives that builder.
+
+    They differ by builder; the result is read the same way whichever ran:
+
+    - ``engine``: built without cache under a local tag; the night pushes it beside the
+      accepted image unrecorded (a ``build`` record, no ``push`` record);
+    - ``registry``: assembled and pushed under the candidate tag (``build`` and ``push``
+      records, the push tagged ``nightly-...``, which is never a baseline);
+    - ``buildkit`` / ``buildx``: built on that BuildKit and pushed by digest, untagged, by
+      BuildKit (one ``build`` record naming the daemon, no ``push`` record: no engine holds
+      the image to push it); without cache unless ``cache_ref`` asks for one.
+    """
+    from imagekit.build.choice import chosen_builder
+
+    request = BuildOptions(
+        builder="auto",
+        push=repo,
+        base_override=base,
+        buildkit=options.buildkit,
+        buildkit_ca=options.buildkit_ca,
+        buildkit_cert=options.buildkit_cert,
+        buildkit_key=options.buildkit_key,
+        buildx_builder=options.buildx_builder,
+        cache_ref=options.cache_ref,
+    )
+    builder = chosen_builder(loaded.plan, request)
+    if builder == "registry":
+        return builder, replace(request, builder=builder, tag=tag)
+    if builder == "engine":
+        return builder, BuildOptions(
+            builder=builder, no_cache=True, base_override=base, tag=f"imagekit/{loaded.name}:{tag}"
+        )
+    return builder, replace(request, no_cache=options.cache_ref is None)
+
+
+def check_builder(options: NightOptions) -> None:
+    """Before any plan: a BuildKit or buildx builder the night cannot use stops it at once.
+
+    A malformed address or TLS file and an unknown buildx builder are UsageError (exit 2), a
+    daemon that does not answer CouldNotFinish (exit 3) naming its address; ``cache_ref``
+    without either is refused as `imagekit build` refuses it.
+    """
+    from imagekit.build.remote import buildctl_base, buildx_base, probe
+
+    if not options.remote:
+        if options.cache_ref is not None:
+            raise UsageError(
+                "--cache-ref is an option of --buildkit and --buildx-builder builds",
+                hint="add --buildkit ADDR or --buildx-builder NAME, or drop --cache-ref",
+            )
+        return
+    if options.buildkit is not None and options.buildx_builder is not None:
+        raise UsageError("--buildkit and --buildx-builder name two builders; give one")
+    if options.cache_ref is not None:
+        parse_reference(options.cache_ref)  # a malformed reference is exit 2 here
+    if options.buildx_builder is not None:
+        buildx_base(options.buildx_builder)
+        return
+    probe(
+        buildctl_base(
+            BuildOptions(
+                buildkit=options.buildkit,
+                buildkit_ca=options.buildkit_ca,
+                buildkit_cert=options.buildkit_cert,
+                buildkit_key=options.buildkit_key,
+            )
+        ),
+        str(options.buildkit),
+    )
+
+
 @dataclass(frozen=True)
 class _Candidate:
     builder: str
@@ -456,28 +564,14 @@ class _Night:
         """
         from imagekit.audit.stage import AuditRequest, audit
         from imagekit.build.built import BuiltImage
-        from imagekit.build.choice import build_image, choose_builder
-        from imagekit.build.options import BuildOptions
+        from imagekit.build.choice import build_image
         from imagekit.build.push import push_image
         from imagekit.runtime.engine import connect, engine_errors
 
         assert self.baseline is not None  # noqa: S101 - checked by the callers
         repo = self._repository()
         tag = f"{CANDIDATE_TAG_PREFIX}{self.run_dir.name}"
-        # The options differ by builder (the engine builds uncached under a local tag and the
-        # night pushes it unrecorded; the registry builder pushes and records as it builds);
-        # the result is read the same way whichever ran.
-        builder = choose_builder(self.loaded.plan, "auto", repo)
-        options = (
-            BuildOptions(builder=builder, push=repo, tag=tag, base_override=base)
-            if builder == "registry"
-            else BuildOptions(
-                builder=builder,
-                no_cache=True,
-                base_override=base,
-                tag=f"imagekit/{self.name}:{tag}",
-            )
-        )
+        builder, options = candidate_options(self.loaded, self.options, repo, tag, base)
         engine: Engine = connect()
         made: list[str] = []
         try:
@@ -650,7 +744,7 @@ def _rebuild(night: _Night, upstream: UpstreamTag | None) -> PlanNight:
     how = "same diffIDs" if verdict is REPRODUCIBLE else "layer contents"
     return night.record(
         result,
-        f"a rebuild without cache on the pinned base compared with the accepted "
+        f"{night.options.rebuild()} on the pinned base compared with the accepted "
         f"{baseline.reference}: {verdict} ({how}; timestamps and bytecode caches set apart); "
         "proves nothing about GPU service",
         {
@@ -875,6 +969,7 @@ def run_nightly(
             "--base replaces one plan's base: name exactly one plan with --plans",
             hint="e.g. imagekit nightly --plans demo --base REGISTRY/REPO@sha256:...",
         )
+    check_builder(options)
     own = client is None
     client = client or RegistryClient()
     results: list[PlanNight] = []

@@ -204,8 +204,12 @@ def append_record(
     scope: str,
     evidence: Path | None = None,
     details: RecordDetails | dict[str, Any] | None = None,
+    made: tuple[str, str] | None = None,
 ) -> LedgerRecord:
     """Append one record to the workspace's ledger, chained to the line before it.
+
+    ``made`` is (time, host) of a record made elsewhere and merged here (imagekit.ledger.sync:
+    a CI job's ledger piece), which keeps when and where it was made; otherwise now and here.
 
     Safe against concurrent appenders (exclusive flock held from reading the tail to fsync).
     Refuses (RecordRefused, nothing written) to chain onto a last line that does not verify:
@@ -225,7 +229,9 @@ def append_record(
     evidence_ref = _evidence_ref(workspace, evidence) if evidence is not None else None
     body: dict[str, Any] = {
         "schema": SCHEMA_VERSION,
-        "time": datetime.now(UTC).isoformat(timespec="microseconds").replace("+00:00", "Z"),
+        "time": made[0]
+        if made
+        else datetime.now(UTC).isoformat(timespec="microseconds").replace("+00:00", "Z"),
         "kind": kind,
         "plan": plan,
         "images": dict(images),
@@ -233,7 +239,7 @@ def append_record(
         "scope": scope,
         "evidence": evidence_ref.model_dump() if evidence_ref else None,
         "imagekit": __version__,
-        "host": socket.gethostname(),
+        "host": made[1] if made else socket.gethostname(),
         "details": written_details,
     }
     check_no_secrets(body)

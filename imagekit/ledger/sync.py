@@ -10,11 +10,23 @@ that signed it. Nothing is ever edited; running it twice appends nothing the sec
 Imported: audit, vulnerability scans (cosign's vuln predicate), mirror verifications and
 final pulls. Build provenance is not imported (a build record needs the local build's
 evidence); it stays verifiable in the registry.
+
+``--from PIECE`` merges what other copies of this ledger appended (the nightly's matrix: one
+CI job a plan, each appending to its own checkout's ledger, its ledger and evidence uploaded
+as the job's piece). A piece must verify in this workspace (its chain, and every evidence
+file it names, which the piece's evidence/ brought here); nothing is merged from any piece
+unless all verify. Each record this ledger lacks (the same time, host, kind, plan, images,
+status, details and evidence: a shared history is already here) is appended with its own
+time and host, its scope saying it was merged from a piece, from which line, and that a
+piece is not signed: what it proves is what the chain and the evidence hashes prove, where
+an attestation, imported with ``--key``, proves who signed it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import hashlib
+from collections.abc import Iterator, Sequence
+from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -32,16 +44,26 @@ from imagekit.attest.predicates import (
     FinalPullPredicate,
     MirrorPredicate,
 )
-from imagekit.errors import ReferenceFormatError, UsageError
+from imagekit.errors import LedgerBroken, ReferenceFormatError, UsageError
 from imagekit.ledger.record import (
     AuditDetails,
     AuditSummary,
     FinalPullDetails,
+    LedgerRecord,
     MirrorDetails,
     RecordDetails,
     VulnerabilityScanDetails,
+    encode_line,
 )
-from imagekit.ledger.store import append_record, iter_records
+from imagekit.ledger.store import (
+    Entry,
+    Line,
+    append_record,
+    evidence_path,
+    iter_records,
+    passes,
+)
+from imagekit.ledger.verify import verify_lines
 from imagekit.refs import Digest, Reference, parse_reference
 from imagekit.registry.client import RegistryClient
 from imagekit.workspace import Workspace
@@ -66,11 +88,37 @@ class Imported:
 
 
 @dataclass(frozen=True)
+class Merged:
+    """A record merged from a ledger piece: its seq here, and where it came from."""
+
+    seq: int
+    kind: str
+    plan: str | None
+    status: str
+    piece: str
+    piece_seq: int
+    line: str  # the chain hash of its line in the piece
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "seq": self.seq,
+            "kind": self.kind,
+            "plan": self.plan,
+            "status": self.status,
+            "piece": self.piece,
+            "piece_seq": self.piece_seq,
+            "line": self.line,
+        }
+
+
+@dataclass(frozen=True)
 class SyncResult:
     images: tuple[str, ...]
     imported: tuple[Imported, ...]
     already: int
     skipped: tuple[str, ...]  # attestations not imported, and why
+    merged: tuple[Merged, ...] = ()
+    already_merged: int = 0  # records of the pieces this ledger held already
 
     @property
     def ok(self) -> bool:
@@ -82,6 +130,8 @@ class SyncResult:
             "imported": [i.to_json() for i in self.imported],
             "already_in_ledger": self.already,
             "skipped": list(self.skipped),
+            "merged": [m.to_json() for m in self.merged],
+            "already_merged": self.already_merged,
         }
 
 
@@ -168,15 +218,118 @@ def _record_of(
     return None
 
 
+def _identity(record: LedgerRecord) -> bytes:
+    """What makes two records the same record, whichever ledger holds them and at which seq:
+    the sha256 of those fields, so that what is held per record stays 32 bytes."""
+    document = record.to_json()
+    return hashlib.sha256(encode_line({key: document[key] for key in _SAME})).digest()
+
+
+_SAME = ("time", "host", "kind", "plan", "images", "status", "details", "evidence")
+
+
+def _check_piece(workspace: Workspace, piece: Path, lines: Iterator[Line]) -> None:
+    """A piece whose chain or evidence does not verify here is exit 1, naming the first
+    problem."""
+    report = verify_lines(workspace, piece, lines)
+    if not report.ok:
+        first = report.first
+        raise LedgerBroken(
+            f"the ledger piece {piece} does not verify here ({report.status}): "
+            + (first.message if first else "it holds no record"),
+            hint="nothing was merged from any piece; unpack the piece's evidence/ into this "
+            "workspace, or leave the piece out",
+        )
+
+
+def _label(workspace: Workspace, piece: Path) -> str:
+    """How the records name their piece: its path in the workspace, else its last three
+    parts (``nightly-piece-demo-1-1/manifests/ledger.jsonl``), never a machine's path."""
+    resolved = piece.resolve()
+    try:
+        return resolved.relative_to(workspace.root.resolve()).as_posix()
+    except ValueError:
+        return "/".join(resolved.parts[-3:])
+
+
+def merge_pieces(workspace: Workspace, pieces: Sequence[Path]) -> tuple[list[Merged], int]:
+    """Append what each piece holds and this ledger lacks; (merged, already held).
+
+    Every piece is read under a shared lock held to the end, streamed twice (verified, then
+    merged), so what is merged is exactly what verified, and memory stays bounded by the
+    records merged, not by the pieces' length.
+    """
+    for piece in pieces:
+        if not piece.is_file():
+            raise UsageError(
+                f"--from {piece}: no such ledger piece",
+                hint="give the ledger.jsonl a job uploaded, its evidence/ unpacked into this "
+                "workspace",
+            )
+        if workspace.ledger_path.exists() and piece.samefile(workspace.ledger_path):
+            raise UsageError(f"--from {piece} is this ledger itself", hint="name a job's piece")
+    with ExitStack() as stack:
+        readers = [(piece, stack.enter_context(passes(piece))) for piece in pieces]
+        for piece, again in readers:
+            _check_piece(workspace, piece, again())
+        held: set[bytes] = set()
+        if workspace.ledger_path.exists():
+            with iter_records(workspace.ledger_path) as records:
+                held = {_identity(record) for record in records}
+        merged: list[Merged] = []
+        already = 0
+        for piece, again in readers:
+            label = _label(workspace, piece)
+            for entry in again():
+                if not isinstance(entry, Entry):
+                    continue  # verified above: there is none
+                record = entry.record
+                identity = _identity(record)
+                if identity in held:
+                    already += 1
+                    continue
+                evidence = evidence_path(workspace, record.evidence) if record.evidence else None
+                made = append_record(
+                    workspace,
+                    record.kind,
+                    plan=record.plan,
+                    images=record.images,
+                    status=record.status,
+                    scope=(
+                        f"{record.scope} [merged from the ledger piece {label}, seq "
+                        f"{record.seq}, line {entry.digest}; its chain and evidence verified, "
+                        "a piece is not signed]"
+                    ),
+                    evidence=evidence,
+                    details=record.details,
+                    made=(record.time, record.host),
+                )
+                held.add(identity)
+                merged.append(
+                    Merged(
+                        made.seq, record.kind, record.plan, record.status, label, record.seq,
+                        entry.digest,
+                    )
+                )  # fmt: skip
+    return merged, already
+
+
 def sync_ledger(
     workspace: Workspace,
     key_paths: Sequence[Path],
     plans: Sequence[str] = (),
     *,
     insecure: Sequence[str] = (),
+    pieces: Sequence[Path] = (),
 ) -> SyncResult:
+    if not key_paths and not pieces:
+        raise UsageError(
+            "give at least one --key PUB or --from PIECE",
+            hint="imagekit ledger sync --key ci.pub, or --from job/manifests/ledger.jsonl",
+        )
+    merged, already_merged = merge_pieces(workspace, pieces) if pieces else ([], 0)
     if not key_paths:
-        raise UsageError("give at least one --key PUB", hint="imagekit ledger sync --key ci.pub")
+        return SyncResult((), (), 0, (), tuple(merged), already_merged)
     keys: tuple[PublicKey, ...] = tuple(load_public_key(path) for path in key_paths)
     images = _pinned_images(workspace, plans)
     known = _known(workspace)
@@ -212,4 +365,6 @@ def sync_ledger(
                 imported.append(
                     Imported(record.seq, kind, image, attestation.envelope_digest, marked)
                 )
-    return SyncResult(tuple(images), tuple(imported), already, tuple(skipped))
+    return SyncResult(
+        tuple(images), tuple(imported), already, tuple(skipped), tuple(merged), already_merged
+    )

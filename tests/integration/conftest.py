@@ -1,6 +1,7 @@
 """Fixtures integration tests share: the engine references a test made (removed afterwards),
-a tiny image for the final-pull tests, and the seed replicas (tests/support/replicas.py) for
-the seed and OSV tests."""
+a tiny image for the final-pull tests, a buildkitd of a module's own (the remote builds and
+the nightly on a shared builder), and the seed replicas (tests/support/replicas.py) for the
+seed and OSV tests."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import pytest
 from imagekit.runtime.engine import Engine
 from tests.support import replicas
 from tests.support import tiny_image as tiny
+from tests.support.buildkitd import RunningBuildkitd, start_buildkitd
 from tests.support.engine_refs import removing
 from tests.support.registries import RunningRegistry
 
@@ -32,6 +34,17 @@ def tiny_image(
     """A one-file image in the loopback registry and not in the engine."""
     with tiny.tiny_image(engine, registry, tmp_path) as image:
         yield image
+
+
+@pytest.fixture(scope="module")
+def buildkitd(
+    registry: RunningRegistry, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[RunningBuildkitd]:
+    """A real buildkitd for the module (runc worker, its own root, a unix socket and a TCP
+    listener on 127.0.0.1) that trusts the session's loopback registry over plain HTTP."""
+    daemon = start_buildkitd(tmp_path_factory.mktemp("bkd"), [registry.host], tcp=True)
+    yield daemon
+    daemon.stop()
 
 
 @pytest.fixture(scope="session")

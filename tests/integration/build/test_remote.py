@@ -12,7 +12,6 @@ import json
 import re
 import subprocess
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -32,15 +31,6 @@ from tests.support.tls import make_server_certificate
 pytestmark = pytest.mark.integration
 
 CRANE = str(TOOLS / "crane")
-
-
-@pytest.fixture(scope="module")
-def buildkitd(
-    registry: RunningRegistry, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[RunningBuildkitd]:
-    daemon = start_buildkitd(tmp_path_factory.mktemp("bkd"), [registry.host], tcp=True)
-    yield daemon
-    daemon.stop()
 
 
 def _build(*argv: str, env: dict[str, str] | None = None) -> tuple[int, str, str]:

@@ -31,7 +31,7 @@ from imagekit.flows.nightly import (
 )
 from imagekit.ledger import NightlyDetails, append_record, read_records
 from imagekit.plans.bump import FileChange, Proposal
-from imagekit.plans.plan import load_plan, plan_path
+from imagekit.plans.plan import load_named_plan, load_plan, plan_path
 from imagekit.plans.upstream import TagState, UpstreamTag
 from imagekit.refs import Digest
 from imagekit.registry.client import RegistryClient
@@ -327,3 +327,101 @@ def test_a_head_that_a_get_contradicts_never_makes_a_night_base_current(ws: Work
     assert plan.status != BASE_CURRENT and (plan.exit_code, night.exit_code) == (1, 1)
     assert other.manifest_digest in plan.detail and pinned.manifest_digest in plan.detail
     assert bumped.value.exit_code == 1
+
+
+def _demo_plans(ws: Workspace) -> None:
+    """The demo plan (a pip step: the engine's) and an overlay-only copy (the registry's)."""
+    text = (REPO_ROOT / "manifests" / "demo.yaml").read_text()
+    (ws.plans_dir / "demo.yaml").write_text(text)
+    pip = "  - kind: pip_install\n    requirements:\n      - six==1.16.0\n"
+    assert pip in text
+    (ws.plans_dir / "overlays.yaml").write_text(
+        text.replace("name: demo\n", "name: overlays\n").replace(pip, "")
+    )
+    for name in ("demo", "overlays"):
+        shutil.copytree(REPO_ROOT / "dockerfiles" / "demo", ws.dockerfiles_dir / name)
+
+
+@pytest.mark.parametrize(
+    ("plan", "asked", "builder"),
+    [
+        ("demo", {}, "engine"),
+        ("overlays", {}, "registry"),
+        ("demo", {"buildkit": "tcp://127.0.0.1:1"}, "buildkit"),
+        ("overlays", {"buildkit": "unix:///run/b.sock"}, "buildkit"),
+        ("demo", {"buildx_builder": "farm"}, "buildx"),
+    ],
+)
+def test_a_nights_candidate_takes_the_builder_imagekit_build_would(
+    ws: Workspace, plan: str, asked: dict[str, str], builder: str
+) -> None:
+    """The night asks imagekit.build.choice, with the push it will make: the same plan and
+    options give the same builder as `imagekit build --push REPO`."""
+    from imagekit.build.choice import chosen_builder
+    from imagekit.build.options import BuildOptions
+    from imagekit.flows.nightly import candidate_options
+
+    _demo_plans(ws)
+    loaded = load_named_plan(ws, plan)
+    repo, base = "127.0.0.1:1/team/x", f"127.0.0.1:1/base@{DIGEST}"
+    options = NightOptions(**asked)  # type: ignore[arg-type]
+    chosen, build = candidate_options(loaded, options, repo, "nightly-1", base)
+    as_build = BuildOptions(builder="auto", push=repo, **asked)  # type: ignore[arg-type]
+    assert chosen == builder == chosen_builder(loaded.plan, as_build)
+    assert build.base_override == base
+    if builder == "engine":  # built under a local tag, pushed by the night unrecorded
+        assert (build.push, build.tag, build.no_cache) == (None, "imagekit/demo:nightly-1", True)
+    elif builder == "registry":  # pushed and recorded under the candidate tag
+        assert (build.builder, build.push, build.tag) == ("registry", repo, "nightly-1")
+    else:  # pushed by digest by BuildKit, without cache as a night rebuilds
+        assert (build.push, build.no_cache, build.tag) == (repo, True, None)
+        assert (build.buildkit, build.buildx_builder) == (
+            asked.get("buildkit"),
+            asked.get("buildx_builder"),
+        )
+
+
+def test_a_nights_registry_cache_is_used_and_said(ws: Workspace) -> None:
+    from imagekit.flows.nightly import candidate_options
+
+    _demo_plans(ws)
+    loaded = load_named_plan(ws, "demo")
+    cached = NightOptions(buildkit="tcp://127.0.0.1:1", cache_ref="127.0.0.1:1/cache:demo")
+    _, build = candidate_options(loaded, cached, "127.0.0.1:1/x", "nightly-1", "b")
+    assert build.cache_ref == "127.0.0.1:1/cache:demo" and not build.no_cache
+    assert "registry cache 127.0.0.1:1/cache:demo" in cached.rebuild()
+    assert "not run again" in cached.rebuild()
+    assert NightOptions().rebuild() == "a rebuild without cache"
+    assert NightOptions(buildx_builder="farm").rebuild() == (
+        "a rebuild without cache on the buildx builder farm"
+    )
+
+
+@pytest.mark.parametrize(
+    ("asked", "code", "words"),
+    [
+        ({"buildkit": "127.0.0.1:1234"}, 2, "is not a BuildKit address"),
+        ({"buildkit": "tcp://127.0.0.1:9"}, 3, "the BuildKit daemon at tcp://127.0.0.1:9 did not"),
+        ({"buildkit": "unix:///x.sock", "buildx_builder": "b"}, 2, "name two builders"),
+        ({"cache_ref": "127.0.0.1:5/cache:x"}, 2, "--cache-ref is an option of --buildkit"),
+        (
+            {"buildkit": "tcp://127.0.0.1:9", "buildkit_ca": "/nonexistent/ca.pem"},
+            2,
+            "--buildkit-ca /nonexistent/ca.pem is not a file",
+        ),
+    ],
+)
+def test_a_builder_the_night_cannot_use_stops_it_before_any_plan(
+    ws: Workspace, asked: dict[str, object], code: int, words: str
+) -> None:
+    """Exit 2 for a malformed builder, 3 for a daemon that does not answer (port 9, discard:
+    nothing listens there), before any plan is read or anything recorded."""
+    from imagekit.errors import ImagekitError
+
+    if "buildkit_ca" in asked:
+        asked = {**asked, "buildkit_ca": Path(str(asked["buildkit_ca"]))}
+    echo = io.StringIO()
+    with pytest.raises(ImagekitError) as info:
+        run_nightly(ws, ["absent"], NightOptions(**asked), echo=echo)  # type: ignore[arg-type]
+    assert info.value.exit_code == code and words in info.value.message
+    assert echo.getvalue() == "" and not ws.ledger_path.exists()

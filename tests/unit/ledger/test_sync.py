@@ -1,0 +1,144 @@
+"""imagekit/ledger/sync.py's ``--from PIECE``: the records a CI matrix's jobs appended, each to
+its own copy of the ledger, merged into one that verifies.
+
+The attestation side of sync needs a registry and is tested in
+tests/integration/attest/test_ledger_sync.py; a piece is a file, so these use real ledgers in
+temporary workspaces, appended by append_record as a job appends them.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from imagekit.errors import LedgerBroken, UsageError
+from imagekit.ledger import read_records, verify
+from imagekit.ledger.sync import sync_ledger
+from imagekit.workspace import Workspace
+from tests.unit.ledger.support import DIGEST_A, Rec, run_cli
+
+
+def _evidence(ws: Workspace, name: str, text: str) -> Path:
+    path = ws.root / "evidence" / name / "night.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    return path
+
+
+def _checkout(committed: Workspace, root: Path) -> Workspace:
+    """A job's checkout: the committed ledger (and its evidence) copied."""
+    shutil.copytree(committed.root, root)
+    return Workspace.at(root)
+
+
+def _unpack(job: Workspace, into: Workspace) -> Path:
+    """What the combining job downloads: the job's evidence/ into the workspace, its
+    ledger beside it as the piece."""
+    shutil.copytree(job.root / "evidence", into.root / "evidence", dirs_exist_ok=True)
+    piece = into.root / "pieces" / job.root.name / "ledger.jsonl"
+    piece.parent.mkdir(parents=True)
+    shutil.copy2(job.ledger_path, piece)
+    return piece
+
+
+@pytest.fixture
+def matrix(tmp_path: Path) -> tuple[Workspace, Path, Path]:
+    """The committed ledger, two jobs (one plan each) that appended to their copies, and the
+    combining job's checkout with both pieces unpacked: (combined, piece a, piece b)."""
+    committed = Workspace.at(tmp_path / "committed")
+    Rec("push", "a", {"image": "a:1", "pushed": f"r/a@{DIGEST_A}"}, "pushed").append(committed)
+    Rec("push", "b", {"image": "b:1", "pushed": f"r/b@{DIGEST_A}"}, "pushed").append(committed)
+    jobs = []
+    for plan in ("a", "b"):
+        job = _checkout(committed, tmp_path / f"job-{plan}")
+        image = {"image": f"r/{plan}@{DIGEST_A}"}
+        Rec("build", plan, image, "built", f"rebuild of {plan}").append(job)
+        Rec(
+            "note", plan, {"image": f"r/{plan}@{DIGEST_A}"}, "ok", f"night of {plan}",
+            evidence=_evidence(job, f"{plan}-night", f'{{"plan": "{plan}"}}'),
+        ).append(job)  # fmt: skip
+        jobs.append(job)
+    combined = _checkout(committed, tmp_path / "combined")
+    return combined, _unpack(jobs[0], combined), _unpack(jobs[1], combined)
+
+
+def test_two_jobs_pieces_merge_into_one_ledger_that_verifies(
+    matrix: tuple[Workspace, Path, Path],
+) -> None:
+    combined, piece_a, piece_b = matrix
+    made = {r.scope: (r.time, r.host) for p in (piece_a, piece_b) for r in read_records(p)}
+    result = sync_ledger(combined, (), pieces=(piece_a, piece_b))
+    records = read_records(combined.ledger_path)
+    assert [(r.seq, r.kind, r.plan) for r in records] == [
+        (1, "push", "a"), (2, "push", "b"),
+        (3, "build", "a"), (4, "note", "a"), (5, "build", "b"), (6, "note", "b"),
+    ]  # fmt: skip
+    assert [(m.seq, m.piece_seq) for m in result.merged] == [(3, 3), (4, 4), (5, 3), (6, 4)]
+    assert result.already_merged == 4  # the committed history each piece shares
+    report = verify(combined)
+    assert report.ok and report.evidence_checked == 2, report.to_json()
+    for record in records[2:]:
+        original, _, marker = record.scope.partition(" [merged from the ledger piece ")
+        assert (record.time, record.host) == made[original]  # when and where it was made
+        assert marker.startswith("pieces/job-") and "a piece is not signed" in marker
+    # A second sync of the same pieces finds everything there and appends nothing.
+    before = combined.ledger_path.read_bytes()
+    again = sync_ledger(combined, (), pieces=(piece_a, piece_b))
+    assert again.merged == () and again.already_merged == 8
+    assert combined.ledger_path.read_bytes() == before
+
+
+def test_a_piece_whose_evidence_is_not_here_merges_nothing_from_any_piece(
+    matrix: tuple[Workspace, Path, Path],
+) -> None:
+    combined, piece_a, piece_b = matrix
+    (combined.root / "evidence" / "b-night" / "night.json").unlink()
+    before = combined.ledger_path.read_bytes()
+    with pytest.raises(LedgerBroken, match=r"does not verify here \(broken\)") as info:
+        sync_ledger(combined, (), pieces=(piece_a, piece_b))
+    assert info.value.exit_code == 1 and str(piece_b) in info.value.message
+    assert combined.ledger_path.read_bytes() == before
+
+
+def test_an_edited_piece_is_refused(matrix: tuple[Workspace, Path, Path]) -> None:
+    combined, piece_a, _ = matrix
+    lines = piece_a.read_bytes().splitlines(keepends=True)
+    lines[2] = lines[2].replace(b'"built"', b'"BUILT"')
+    piece_a.write_bytes(b"".join(lines))
+    before = combined.ledger_path.read_bytes()
+    with pytest.raises(LedgerBroken) as info:
+        sync_ledger(combined, (), pieces=(piece_a,))
+    assert info.value.exit_code == 1
+    assert combined.ledger_path.read_bytes() == before
+
+
+def test_neither_a_key_nor_a_piece_is_bad_input(tmp_path: Path) -> None:
+    with pytest.raises(UsageError, match="--key PUB or --from PIECE"):
+        sync_ledger(Workspace.at(tmp_path), ())
+
+
+def test_the_command_merges_pieces_and_says_what(matrix: tuple[Workspace, Path, Path]) -> None:
+    combined, piece_a, piece_b = matrix
+    done = run_cli(
+        combined, "ledger", "sync", "--from", str(piece_a), "--from", str(piece_b), "--json"
+    )
+    assert done.returncode == 0, done.stderr
+    document = json.loads(done.stdout)
+    assert [(m["kind"], m["plan"]) for m in document["merged"]] == [
+        ("build", "a"), ("note", "a"), ("build", "b"), ("note", "b"),
+    ]  # fmt: skip
+    assert document["already_merged"] == 4 and document["imported"] == []
+    missing = run_cli(combined, "ledger", "sync", "--from", str(combined.root / "nope.jsonl"))
+    assert missing.returncode == 2 and "no such ledger piece" in missing.stderr
+    neither = run_cli(combined, "ledger", "sync")
+    assert neither.returncode == 2 and "--key PUB or --from PIECE" in neither.stderr
+
+
+def test_the_ledger_itself_is_no_piece(matrix: tuple[Workspace, Path, Path]) -> None:
+    """Merging a ledger into itself would wait on its own lock; it is bad input instead."""
+    combined, _, _ = matrix
+    with pytest.raises(UsageError, match="is this ledger itself"):
+        sync_ledger(combined, (), pieces=(combined.ledger_path,))
