@@ -387,6 +387,7 @@ def build_plan(
     options = options or BuildOptions()
     echo = echo or sys.stderr
     loaded = load_named_plan(workspace, name, base_override=options.base_override)
+    loaded.platform  # noqa: B018 - one image: a plan of several platforms is refused (exit 2)
     if options.push is not None:
         check_push_repo(options.push)
     signer = _signer(options)  # a key that cannot sign is refused before the build
@@ -501,8 +502,12 @@ def _run_build(
     options: BuildOptions,
     tee: _Tee,
     log_path: Path,
+    platform: str | None = None,
 ) -> str:
-    """Run BuildKit; on failure keep the log, record a rejected build and raise."""
+    """Run BuildKit; on failure keep the log, record a rejected build and raise.
+
+    ``platform`` is one of a plan of several (imagekit.build.platforms builds each in turn).
+    """
     from python_on_whales.exceptions import DockerException
 
     how = _buildx_build if engine.has_buildx else _legacy_build
@@ -522,7 +527,7 @@ def _run_build(
                 _BuildCall(
                     context,
                     tag=tag,
-                    platform=loaded.plan.base.platform,
+                    platform=platform or loaded.plan.base.platform,
                     ca=ca,
                     index_file=index_file,
                     no_cache=options.no_cache,
