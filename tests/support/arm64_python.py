@@ -43,7 +43,11 @@ def arm64_python_tarball() -> Path:
     )
 
 
-DEMO_PACKAGES = ("python3", "python3-pip", "python3-av", "python3-numpy")
+# dash and coreutils too: a build's RUN steps need /bin/sh (which dash ships), and the overlay
+# guard readlink, sha256sum and cut (an extract has only what the packages named here depend
+# on). What their maintainer scripts would make is not there (an extract runs none, nor any
+# customize hook): tests/support/demo_index.py lays it over as a layer of its own.
+DEMO_PACKAGES = ("python3", "python3-pip", "python3-av", "python3-numpy", "dash", "coreutils")
 
 
 def arm64_demo_tarball() -> Path:

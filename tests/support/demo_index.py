@@ -16,7 +16,7 @@ from pathlib import Path
 
 from tests.support.arm64_python import arm64_demo_tarball
 from tests.support.base_image import BaseImage, locked
-from tests.support.images import Blob, Pushed, Writer
+from tests.support.images import Blob, M, Pushed, Writer
 from tests.support.media_types import DOCKER_MANIFEST, OCI_GZIP, sha256
 
 
@@ -35,6 +35,17 @@ def _compressed(tarball: Path) -> Path:
     return target
 
 
+# What libblas3's and liblapack3's maintainer scripts register with update-alternatives, and
+# NumPy (which PyAV imports) loads: the extract ran no maintainer script.
+_GNU = "usr/lib/aarch64-linux-gnu"
+ALTERNATIVES = Blob.gzip(
+    [
+        M(f"{_GNU}/libblas.so.3", "symlink", link="blas/libblas.so.3"),
+        M(f"{_GNU}/liblapack.so.3", "symlink", link="lapack/liblapack.so.3"),
+    ]
+)
+
+
 def arm64_demo_layer() -> Blob:
     tarball = arm64_demo_tarball()
     return Blob(tarball.read_bytes(), _compressed(tarball).read_bytes(), OCI_GZIP)
@@ -50,7 +61,7 @@ def push_demo_index(writer: Writer, base: BaseImage, layer: Blob) -> str:
     arm = writer.image(
         base.repository,
         "demo-arm64",
-        [layer],
+        [layer, ALTERNATIVES],
         arch="arm64",
         variant="v8",
         config={"config": {"Env": ["PATH=/usr/local/bin:/usr/bin:/bin"], "Cmd": ["python3"]}},
