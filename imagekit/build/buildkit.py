@@ -288,6 +288,9 @@ class _BuildCall:
     index_file: Path | None
     no_cache: bool
     tee: _Tee
+    #: resolve the base in the registry, never from the engine's store (a plan of several
+    #: platforms: the classic store holds one platform's image under the base's name)
+    pull: bool = False
 
     def secrets(self) -> list[str]:
         """pip's CA bundle and index URL as secret mounts (never a build argument)."""
@@ -305,6 +308,8 @@ def _legacy_build(engine: Engine, call: _BuildCall) -> str:
     env = {"DOCKER_BUILDKIT": "1"}
     if call.no_cache:
         cmd.append("--no-cache")
+    if call.pull:
+        cmd.append("--pull")
     cmd.append(str(call.context))
     for line in _stream_client([str(c) for c in cmd], env=env):
         call.tee.write(line.decode("utf-8", errors="replace"))
@@ -364,6 +369,8 @@ def _buildx_build(engine: Engine, call: _BuildCall) -> str:
         cmd += ["--secret", secret]
     if call.no_cache:
         cmd.append("--no-cache")
+    if call.pull:
+        cmd.append("--pull")
     cmd.append(str(call.context))
     for line in _stream_client([str(c) for c in cmd], env={}):
         call.tee.write(line.decode("utf-8", errors="replace"))
@@ -506,7 +513,8 @@ def _run_build(
 ) -> str:
     """Run BuildKit; on failure keep the log, record a rejected build and raise.
 
-    ``platform`` is one of a plan of several (imagekit.build.platforms builds each in turn).
+    ``platform`` is one of a plan of several (imagekit.build.platforms builds each in turn,
+    each resolving the base index in the registry for its platform).
     """
     from python_on_whales.exceptions import DockerException
 
@@ -532,6 +540,7 @@ def _run_build(
                     index_file=index_file,
                     no_cache=options.no_cache,
                     tee=tee,
+                    pull=platform is not None,
                 ),
             )
         except DockerException as exc:

@@ -81,7 +81,7 @@ from imagekit.registry.manifest import (
     parse_manifest,
 )
 from imagekit.registry.upload import push_manifest
-from imagekit.runtime.engine import Engine, connect, engine_errors, execution_for
+from imagekit.runtime.engine import Engine, connect, execution_for
 from imagekit.workspace import Workspace
 
 MULTI_HINT = "docs/multi-platform.md says which builders build several platforms"
@@ -411,12 +411,9 @@ def _on_engine(run: _Run, engine: Engine, client: RegistryClient, options: Build
     index_url = options.index_url or os.environ.get("PIP_INDEX_URL") or None
     pushed: list[tuple[Platform, Digest]] = []
     for platform in run.loaded.platforms:
-        base = str(run.loaded.base)
-        # Pulled for this platform every time: the classic store keeps one image per name,
-        # so the base index's digest names the platform pulled last.
-        run.say(f"{platform}: pulling the base {base} for {platform}")
-        with engine_errors(f"pulling the base {base} for {platform}"):
-            engine.client.image.pull(base, quiet=True, platform=str(platform))
+        # The build resolves the base index in the registry (--pull) for its platform: the
+        # engine's classic store keeps one image under the index's name, and refuses to pull
+        # a second platform under it ("Cannot overwrite digest").
         tag = f"imagekit/{run.loaded.name}:{run.run_dir.name}-{_platform_tag(platform)}"
         run.say(f"{platform}: building {tag}")
         image_id = _run_build(
