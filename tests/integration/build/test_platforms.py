@@ -29,7 +29,7 @@ from imagekit.workspace import Workspace
 from tests.support import replicas
 from tests.support.base_image import BaseImage
 from tests.support.buildkitd import RunningBuildkitd, start_buildkitd
-from tests.support.demo_index import arm64_demo_layer, push_demo_index
+from tests.support.demo_index import arm64_demo_layer, push_demo_index, with_debian_pip
 from tests.support.demo_variants import index_url, write_variant
 from tests.support.images import Writer
 from tests.support.registries import RunningRegistry
@@ -203,9 +203,12 @@ def test_an_h3_spark_variant_with_a_pip_step_builds_for_arm64_on_buildkit(
     created_refs: list[str],
     arm64_emulated: None,
 ) -> None:
-    # The H3 report's four overlays on the arm64 replica of its base, plus a pinned pip
-    # install: a RUN step on arm64, emulated on this amd64 machine.
+    # The H3 report's four overlays on the arm64 replica of its base (with Debian's pip, as
+    # the real image has one), plus a pinned pip install: a RUN step on arm64, emulated on
+    # this amd64 machine.
     replica = replicas.push("h3", registry.host)
+    with Writer(registry.host) as writer:
+        base = with_debian_pip(writer, replica.repository, replica.image_manifest)
     plan = yaml.safe_load((workspace.plans_dir / "h3-spark.yaml").read_text())
     plan["name"] = "h3-spark-pip"
     plan["steps"].insert(0, {"kind": "pip_install", "requirements": ["six==1.16.0"]})
@@ -221,7 +224,7 @@ def test_an_h3_spark_variant_with_a_pip_step_builds_for_arm64_on_buildkit(
             (target / path.relative_to(source)).chmod(path.stat().st_mode & 0o777)
     repo = f"{registry.host}/imagekit-test/h3-spark-pip"
     code, out, err = _build(
-        "h3-spark-pip", "--base", replica.reference, "--buildkit", buildkitd.address,
+        "h3-spark-pip", "--base", base, "--buildkit", buildkitd.address,
         "--push", repo,
     )  # fmt: skip
     assert code == 0, err[-4000:]
