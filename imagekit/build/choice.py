@@ -57,10 +57,6 @@ def build_image(
     several platforms goes to imagekit.build.platforms, which refuses a builder that cannot.
     """
     options = options or BuildOptions()
-    if load_named_plan(workspace, name, base_override=options.base_override).multi_platform:
-        return build_platforms(
-            workspace, name, options, engine=engine, registry=registry, echo=echo
-        )
     if options.buildkit is not None or options.buildx_builder is not None:
         if options.builder not in ("auto", "engine") or options.index or not options.assertions:
             raise UsageError(
@@ -77,6 +73,8 @@ def build_image(
                 hint="build through the engine (imagekit build NAME --push REPO --sign-key "
                 "FILE), or drop --sign-key",
             )
+        if load_named_plan(workspace, name, base_override=options.base_override).multi_platform:
+            return build_platforms(workspace, name, options, registry=registry, echo=echo)
         return build_remote(workspace, name, options, echo=echo)
     if options.cache_ref is not None:
         raise UsageError(
@@ -84,6 +82,10 @@ def build_image(
             hint="add --buildkit ADDR or --buildx-builder NAME, or drop --cache-ref",
         )
     loaded = load_named_plan(workspace, name, base_override=options.base_override)
+    if loaded.multi_platform:
+        return build_platforms(
+            workspace, name, options, engine=engine, registry=registry, echo=echo
+        )
     if choose_builder(loaded.plan, options.builder, options.push) == "engine":
         if options.index or not options.assertions:
             flag = "--index" if options.index else "--no-assertions"
