@@ -93,8 +93,9 @@ def _imagetools(ref: str) -> dict[str, Any]:
     return dict(json.loads(done.stdout))
 
 
-def _imagekit_inspect(ref: str, platform: str) -> dict[str, Any]:
-    result = CliRunner().invoke(inspect_command, [ref, "--platform", platform, "--json"])
+def _imagekit_inspect(ref: str, platform: str | None = None) -> dict[str, Any]:
+    chosen = ["--platform", platform] if platform else []
+    result = CliRunner().invoke(inspect_command, [ref, *chosen, "--json"])
     assert result.exit_code == 0, result.stderr
     return dict(json.loads(result.stdout))
 
@@ -118,6 +119,12 @@ def _check_index(doc: dict[str, Any], repo: str, workspace: Workspace) -> None:
         for m in raw["manifests"]
     }
     assert listed == {p: images[p]["manifest_digest"] for p in TWO}
+    # imagekit inspect lists the same index: the same manifest for each platform.
+    whole = _imagekit_inspect(doc["pushed"])
+    assert whole["index_digest"] == doc["index_digest"]
+    assert {
+        "/".join(m["platform"].split("/")[:2]): m["digest"] for m in whole["index_manifests"]
+    } == listed
     for platform in TWO:
         seen = _imagekit_inspect(doc["pushed"], platform)
         assert seen["index_digest"] == doc["index_digest"]
