@@ -36,7 +36,8 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, TextIO
@@ -326,22 +327,14 @@ def build_platforms(
     return replace(result, ledger=tuple(seqs))
 
 
-class _client:
+@contextmanager
+def _client(given: RegistryClient | None) -> Iterator[RegistryClient]:
     """The caller's registry client, or one of our own closed on the way out."""
-
-    def __init__(self, given: RegistryClient | None) -> None:
-        self.given = given
-        self.own: RegistryClient | None = None
-
-    def __enter__(self) -> RegistryClient:
-        if self.given is not None:
-            return self.given
-        self.own = RegistryClient()
-        return self.own
-
-    def __exit__(self, *exc_info: object) -> None:
-        if self.own is not None:
-            self.own.close()
+    if given is not None:
+        yield given
+        return
+    with RegistryClient() as own:
+        yield own
 
 
 def _daemon_runs_each(loaded: LoadedPlan, workers: str, where: str) -> None:
@@ -468,9 +461,20 @@ def _manifest(run: _Run, body: bytes, media_type: str, digest: Digest | str) -> 
 
 
 @dataclass(frozen=True)
-class _Children:
+class _Child:
+    """One plan platform's entry of the pushed index, with its manifest's config digest."""
+
+    platform: Platform
+    digest: str
     media_type: str
-    entries: tuple[tuple[Platform, str, str, int, str], ...]  # platform, digest, type, size, config
+    size: int
+    config: str
+
+
+@dataclass(frozen=True)
+class _Children:
+    media_type: str  # the index's
+    entries: tuple[_Child, ...]
 
 
 def _children(run: _Run, client: RegistryClient, index_digest: str) -> _Children:
@@ -485,7 +489,7 @@ def _children(run: _Run, client: RegistryClient, index_digest: str) -> _Children
             f"{run.repo}@{index_digest} is a single image, not an index of "
             f"{len(run.loaded.platforms)} platforms"
         )
-    entries = []
+    entries: list[_Child] = []
     for platform in run.loaded.platforms:
         child = select_platform(
             parsed, platform, where=f"{run.repo}@{index_digest}", registry=run.repo.registry,
@@ -494,7 +498,7 @@ def _children(run: _Run, client: RegistryClient, index_digest: str) -> _Children
         child_body, child_type, _ = client.get_manifest(run.repo, child.digest)
         manifest = _manifest(run, child_body, child_type, child.digest)
         entries.append(
-            (platform, str(child.digest), child_type, child.size, str(manifest.config.digest))
+            _Child(platform, str(child.digest), child_type, child.size, str(manifest.config.digest))
         )
         run.say(f"{platform}: {run.repo}@{child.digest} in the index")
     return _Children(media_type, tuple(entries))
@@ -505,20 +509,28 @@ def _assert_each(
 ) -> tuple[PlatformImage, ...]:
     """The plan's assertions in each platform's pushed image; a failure rejects the build."""
     images: list[PlatformImage] = []
-    for platform, digest, media_type, size, config in children.entries:
-        pushed = f"{run.repo}@{digest}"
+    for child in children.entries:
+        pushed = f"{run.repo}@{child.digest}"
         assertions = run_assertions(
             run.loaded,
             parse_reference(pushed),
-            platform,
-            run.run_dir / f"assertions-{_platform_tag(platform)}",
+            child.platform,
+            run.run_dir / f"assertions-{_platform_tag(child.platform)}",
             engine=engine,
             connect=connect,
-            log=_prefixed(run, platform),
+            log=_prefixed(run, child.platform),
         )
-        run.say(f"{platform}: assertions {assertions.status}: {assertions.scope}")
+        run.say(f"{child.platform}: assertions {assertions.status}: {assertions.scope}")
         images.append(
-            PlatformImage(str(platform), digest, media_type, size, config, pushed, assertions)
+            PlatformImage(
+                str(child.platform),
+                child.digest,
+                child.media_type,
+                child.size,
+                child.config,
+                pushed,
+                assertions,
+            )  # fmt: skip
         )
     for image in images:
         _reject_unless_proved(run, image)
