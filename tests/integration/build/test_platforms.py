@@ -309,3 +309,34 @@ def test_a_platform_that_cannot_run_here_is_not_run_exit_3(
     with Writer(registry.host) as writer:
         answer = writer.http.get(f"/v2/imagekit-test/demo-s390x-{where}/tags/list")
     assert answer.status_code == 404
+
+
+def test_the_demo_for_amd64_and_arm64_on_a_buildx_builder_is_one_index(
+    buildkitd: RunningBuildkitd,
+    demo_index: str,
+    registry: RunningRegistry,
+    workspace: Workspace,
+    created_refs: list[str],
+    arm64_emulated: None,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A buildx remote-driver builder on the tests' buildkitd; buildx's state is the test's.
+    monkeypatch.setenv("BUILDX_CONFIG", str(tmp_path / "buildx"))
+    name = "imagekit-test-platforms"
+    subprocess.run(
+        [buildx_client(), "buildx", "create", "--name", name, "--driver", "remote",
+         buildkitd.address],
+        capture_output=True, check=True,
+    )  # fmt: skip
+    _platforms_variant(workspace, "demo-two", TWO)
+    repo = f"{registry.host}/imagekit-test/demo-two-buildx"
+    code, out, err = _build(
+        "demo-two", "--base", demo_index, "--buildx-builder", name, "--push", repo
+    )
+    assert code == 0, err[-4000:]
+    doc = json.loads(out)
+    created_refs.extend(p["pushed"] for p in doc["platforms"])
+    assert doc["builder"] == "buildx" and doc["buildkit"] == name
+    assert f'building with "{name}" instance using remote driver' in Path(doc["log"]).read_text()
+    _check_index(doc, repo, workspace)
