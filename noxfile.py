@@ -43,6 +43,7 @@ BENCHMARKS = {
     "ledger": "bench.ledger",
     "attest": "bench.attest",
     "remote": "bench.remote",
+    "peers": "bench.peers",
 }
 
 
@@ -59,3 +60,4 @@ def bench(session: nox.Session) -> None:
     session.run(PY, "-m", BENCHMARKS["ledger"])
     session.run(PY, "-m", BENCHMARKS["attest"])
     session.run(PY, "-m", BENCHMARKS["remote"])
+    session.run(PY, "-m", BENCHMARKS["peers"])

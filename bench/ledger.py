@@ -1,6 +1,6 @@
-"""Benchmark: `ledger verify` and `ledger show --json` on a 200 MB ledger, memory beside time.
+"""Benchmark: `ledger verify`, `show --json` and `lock` on a 200 MB ledger, memory beside time.
 
-The issue's target: both stream, so their memory stays bounded (under 150 MB) whatever the
+The target: all three stream, so their memory stays bounded (under 150 MB) whatever the
 ledger's length. The ledger is generated here: a valid chain of note records of about 600
 bytes each (tests/support/ledger_chain.py), 200 MB in all, so some 340,000 records.
 
@@ -8,12 +8,13 @@ Measured, each command in a fresh child process, its peak resident memory (``ru_
 as GNU time reports it) and its wall time:
 
 1. imagekit: ``imagekit ledger verify --json`` (every line parsed as a record, the chain
-   recomputed, the head named) and ``imagekit ledger show --json`` (every record printed as
-   one JSON document, written to a file);
+   recomputed, the head named), ``imagekit ledger show --json`` (every record printed as
+   one JSON document, written to a file) and ``imagekit ledger lock --json`` (verified, then
+   rendered in two more passes over the same bytes);
 2. side by side, what a user would otherwise run to read the ledger: ``jq -c . LEDGER``
    (every line parsed and printed, no chain, no validation) and ``sha256sum LEDGER`` (the
    floor: reading the bytes once);
-3. with ``--baseline REV``, the same two imagekit commands from that git revision (its
+3. with ``--baseline REV``, the same three imagekit commands from that git revision (its
    ``imagekit/`` package extracted with ``git archive``), the figures before a change.
 
 Results go to evidence/bench/ledger-memory.json and .md. Single runs: the figures that
@@ -47,7 +48,7 @@ SIZE = 200 << 20
 TARGET_MB = 150
 REPORT = Report(
     "ledger-memory",
-    "Ledger verify and show on a 200 MB ledger: memory and time",
+    "Ledger verify, show and lock on a 200 MB ledger: memory and time",
     "`nox -s bench -- ledger` (or `python -m bench.ledger [--baseline REV]`)",
 )
 
@@ -86,6 +87,7 @@ def _imagekit(tmp: Path, ledger: Path, source: Path, label: str) -> dict[str, An
     return {
         "verify": _measure([*cli, "verify", "--json"], env, tmp / f"{label}-verify.json"),
         "show_json": _measure([*cli, "show", "--json"], env, tmp / f"{label}-show.json"),
+        "lock": _measure([*cli, "lock", "--json"], env, tmp / f"{label}-lock.json"),
     }
 
 
@@ -115,7 +117,7 @@ def main(argv: list[str] | None = None) -> int:
         records = write_chain(ledger, size=args.size_mb << 20)
         loadavg = list(os.getloadavg())
         results: dict[str, Any] = {
-            "benchmark": "ledger verify and show --json, memory and time",
+            "benchmark": "ledger verify, show --json and lock, memory and time",
             "date": datetime.now(UTC).isoformat(timespec="seconds"),
             "ledger": {"bytes": ledger.stat().st_size, "records": records},
             "imagekit": _imagekit(tmp, ledger, REPO_ROOT, "imagekit"),
@@ -146,18 +148,20 @@ def _write(out: Path, results: dict[str, Any]) -> None:
     rows = [
         _row("imagekit `ledger verify --json`", ours["verify"]),
         _row("imagekit `ledger show --json` (to a file)", ours["show_json"]),
+        _row("imagekit `ledger lock --json` (verify, then render)", ours["lock"]),
     ]
     if "baseline" in results:
         base = results["baseline"]
         rows += [
             _row(f"before (`{base['revision']}`): `ledger verify --json`", base["verify"]),
             _row(f"before (`{base['revision']}`): `ledger show --json`", base["show_json"]),
+            _row(f"before (`{base['revision']}`): `ledger lock --json`", base["lock"]),
         ]
     rows += [
         _row("`jq -c . LEDGER` (parse and print every line)", results["jq"]),
         _row("`sha256sum LEDGER` (read the bytes once)", results["sha256sum"]),
     ]
-    worst = max(ours["verify"]["peak_rss_mb"], ours["show_json"]["peak_rss_mb"])
+    worst = max(ours[what]["peak_rss_mb"] for what in ("verify", "show_json", "lock"))
     lines = [
         f"Ledger: {shape['bytes'] / 2**20:.0f} MiB, {shape['records']} generated note records "
         "in one valid chain; each command in a fresh child process.",
@@ -166,7 +170,7 @@ def _write(out: Path, results: dict[str, Any]) -> None:
         "| --- | ---: | ---: | ---: |",
         *rows,
         "",
-        f"- peak resident memory of the two imagekit commands: at most **{worst:.0f} MB** "
+        f"- peak resident memory of the three imagekit commands: at most **{worst:.0f} MB** "
         f"(target < {TARGET_MB} MB); it does not grow with the ledger: the file is read a "
         "chunk at a time and verify holds three records and one bit a sequence number",
         f"- {SIDE_BY_SIDE}Memory is the figure that matters here, and load does not change it.",

@@ -173,18 +173,26 @@ class Member:
 
 
 def iter_members(
-    stream: IO[bytes], *, capture: Callable[[str, int], bool] | None = None
+    stream: IO[bytes] | io.RawIOBase,
+    *,
+    capture: Callable[[str, int], bool] | None = None,
+    hash_content: Callable[[str, int], bool] | None = None,
 ) -> Iterator[Member]:
     """The members of one uncompressed layer tar, in archive order, content hashed as it
     streams past; once exhausted, the stream has been read to its very end (the padding
     after the end-of-archive blocks included, which a diffID covers).
 
-    ``capture(path, size)`` says which files' bytes to keep in ``Member.content``. Member
-    types that are no file system object (GNU volume headers and the like) are skipped.
-    Raises CheckFailed when the stream is not a tar archive.
+    ``capture(path, size)`` says which files' bytes to keep in ``Member.content``;
+    ``hash_content(path, size)``, when given, which files' content to hash (a file it
+    declines has ``sha256`` None, and its bytes stream past unhashed; captured files are
+    hashed always). Member types that are no file system object (GNU volume headers and the
+    like) are skipped. Raises CheckFailed when the stream is not a tar archive.
     """
     try:
-        with tarfile.open(fileobj=stream, mode="r|") as archive:
+        # tarfile's seeking mode on a forward-only stream: a member's content it is not
+        # asked for is passed over with seek() (see _Forward), where stream mode ("r|")
+        # copies every byte through its buffer in 10 KiB records.
+        with tarfile.open(fileobj=_Forward(stream), mode="r:") as archive:
             for member in archive:
                 # tarfile keeps every member it has read; a layer of 100 000 files would
                 # hold them all. In stream mode nothing needs them again.
@@ -205,9 +213,11 @@ def iter_members(
                     continue
                 digest: str | None = None
                 content: bytes | None = None
-                if kind == "file":
+                keep = kind == "file" and capture is not None and capture(path, member.size)
+                if kind == "file" and (
+                    keep or hash_content is None or hash_content(path, member.size)
+                ):
                     hasher = hashlib.sha256()
-                    keep = capture is not None and capture(path, member.size)
                     kept: list[bytes] = []
                     data = archive.extractfile(member)
                     while data is not None and (chunk := data.read(_CHUNK)):
@@ -241,6 +251,66 @@ def iter_members(
     # Tar writers pad the archive past its end-of-archive blocks; the diffID covers all of it.
     while stream.read(_CHUNK):
         pass
+
+
+class _Forward(io.RawIOBase):
+    """A stream that seeks forward only, for tarfile's seeking mode over a layer that streams.
+
+    tarfile moves forward from member to member with ``seek``; here that passes over the
+    bytes, through the stream's ``skip(n)`` where it has one (imagekit.layers'
+    UncompressedReader, which drops them uncopied) and by reading them otherwise. A seek
+    backwards, which reading the members in order never makes, is refused. ``read(n)``
+    returns ``n`` bytes unless the stream ends, as tarfile expects of a file.
+    """
+
+    def __init__(self, raw: IO[bytes] | io.RawIOBase) -> None:
+        super().__init__()
+        self._raw = raw
+        self._skip: Callable[[int], int] | None = getattr(raw, "skip", None)
+        self._pos = 0
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def tell(self) -> int:
+        return self._pos
+
+    def read(self, size: int | None = -1) -> bytes:
+        if size is None or size < 0:
+            data = self._raw.read() or b""
+        else:
+            data = self._raw.read(size) or b""
+            while 0 < len(data) < size:  # a raw stream may return less than asked
+                more = self._raw.read(size - len(data))
+                if not more:
+                    break
+                data += more
+        self._pos += len(data)
+        return bytes(data)
+
+    def readinto(self, buffer: Any) -> int:
+        data = self.read(len(buffer))
+        buffer[: len(data)] = data
+        return len(data)
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        target = offset + (self._pos if whence == io.SEEK_CUR else 0)
+        if whence not in (io.SEEK_SET, io.SEEK_CUR) or target < self._pos:
+            raise io.UnsupportedOperation("a layer stream only moves forward")
+        left = target - self._pos
+        while left:
+            if self._skip is not None:
+                moved = self._skip(left)
+            else:
+                moved = len(self._raw.read(min(left, _CHUNK)) or b"")
+            if not moved:
+                break  # the stream ended: tarfile's next read finds nothing and says so
+            self._pos += moved
+            left -= moved
+        return self._pos
 
 
 def _capture(path: str, size: int) -> bool:

@@ -30,6 +30,7 @@ several cores.
 from __future__ import annotations
 
 import collections
+import contextlib
 import hashlib
 import io
 import queue
@@ -313,33 +314,74 @@ RESTART = Restart()
 COALESCE_BYTES = 1 * MiB
 
 
-class _Reader:
-    """A thread that pulls chunks from the blob stream into a bounded queue.
+class _Abandoned(Exception):  # noqa: N818 - a signal between two threads, never raised out
+    """The consumer stopped reading: the producing thread unwinds and closes its source."""
 
-    The queue is what overlaps download with inflate+hash; its bound is what keeps memory
-    flat. Errors from the stream (a digest mismatch found at its end, exhausted retries) are
-    handed to the consumer, which re-raises them. ``stop()`` lets the consumer abandon the
-    stream (a bomb, a corrupt member): the reader closes the generator, releasing the
-    connection, instead of downloading the rest.
+
+class _Producer:
+    """A thread that runs ``produce(put)``; what it puts comes out of iterating this object.
+
+    The bounded queue is what overlaps one stage with the next (the network with
+    inflate+hash, inflate+hash with the tar parser) while keeping memory flat. An exception
+    from ``produce`` (a digest mismatch found at the end of the blob, exhausted retries, a
+    corrupt stream, a bomb) is handed to the consumer, which re-raises it. ``stop()`` lets the
+    consumer abandon the stream: ``put`` then raises :class:`_Abandoned` in the producing
+    thread, which unwinds it and closes what it reads (releasing a connection instead of
+    downloading the rest).
     """
 
-    def __init__(self, chunks: Iterable[bytes | Restart], depth: int) -> None:
-        self._chunks = chunks
+    def __init__(self, produce: Callable[[Callable[[object], None]], None], depth: int) -> None:
+        self._produce = produce
         self._q: queue.Queue[object] = queue.Queue(maxsize=depth)
         self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="layer-reader", daemon=True)
+        self._thread = threading.Thread(target=self._run, name="layer-stage", daemon=True)
         self._thread.start()
 
-    def _put(self, item: object) -> bool:
+    def _put(self, item: object) -> None:
         while not self._stop.is_set():
             try:
                 self._q.put(item, timeout=0.2)
             except queue.Full:
                 continue
-            return True
-        return False
+            return
+        raise _Abandoned
 
     def _run(self) -> None:
+        try:
+            self._produce(self._put)
+            self._put(_DONE)
+        except _Abandoned:
+            return
+        except BaseException as exc:  # handed to the consumer, which re-raises it
+            with contextlib.suppress(_Abandoned):
+                self._put(exc)
+
+    def __iter__(self) -> Iterator[Any]:
+        while True:
+            item = self._q.get()
+            if item is _DONE:
+                return
+            if isinstance(item, BaseException):
+                raise item
+            yield item
+
+    def empty(self) -> bool:
+        """True when nothing is waiting to be taken (the next item would block)."""
+        return self._q.empty()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=10)
+
+
+class _Reader(_Producer):
+    """A thread that pulls chunks from the blob stream into a bounded queue (see _Producer)."""
+
+    def __init__(self, chunks: Iterable[bytes | Restart], depth: int) -> None:
+        self._chunks = chunks
+        super().__init__(self._pull, depth)
+
+    def _pull(self, put: Callable[[object], None]) -> None:
         iterator = iter(self._chunks)
         # The network hands over 64 KiB pieces. Passing them on one by one makes the hashing
         # thread take the GIL back after every inflate call, and each hand-over can wait a
@@ -351,43 +393,27 @@ class _Reader:
                 if isinstance(chunk, Restart):
                     # Hand over what came before, in order: the consumer counts it, then
                     # throws it away at the restart (restarts are rare; order is simpler).
-                    if pending and not self._put(bytes(pending)):
-                        return
+                    if pending:
+                        put(bytes(pending))
                     pending.clear()
-                    if not self._put(chunk):
-                        return
+                    put(chunk)
                     continue
                 if not pending and len(chunk) >= COALESCE_BYTES:
-                    if not self._put(chunk):  # already large: no copy
-                        return
+                    put(chunk)  # already large: no copy
                     continue
                 pending += chunk
                 if len(pending) >= COALESCE_BYTES:
-                    if not self._put(bytes(pending)):
-                        return
+                    put(bytes(pending))
                     pending.clear()
-            if pending and not self._put(bytes(pending)):
-                return
-            self._put(_DONE)
-        except BaseException as exc:  # handed to the consumer, which re-raises it
-            self._put(exc)
+            if pending:
+                put(bytes(pending))
         finally:
             close = getattr(iterator, "close", None)
             if close is not None:
                 close()
 
     def __iter__(self) -> Iterator[bytes | Restart]:
-        while True:
-            item = self._q.get()
-            if item is _DONE:
-                return
-            if isinstance(item, BaseException):
-                raise item
-            yield cast("bytes | Restart", item)
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._thread.join(timeout=10)
+        return super().__iter__()
 
 
 def diff_id_of_stream(
@@ -500,11 +526,21 @@ class UncompressedReader(io.RawIOBase):
 
     :func:`diff_id_of_stream` pushes bytes through a hasher; tar parsers (``tarfile``: the
     layer comparison of imagekit.layerdiff, the registry builder's layer index) pull.
-    This is the same inflaters, limits and magic sniffing turned around: ``readinto`` feeds
-    compressed input to the inflater in :attr:`FEED`-byte pieces until it has output, so
-    what waits to be read stays bounded even for a decompression bomb (deflate expands at
-    most about 1032-fold: one piece makes at most some 16 MiB), and the size limit stops a
-    bomb outright. The chunks are consumed on a reader thread unless ``threaded`` is false.
+    This is the same inflaters, limits and magic sniffing turned around.
+
+    Threaded (the default), the work runs as three stages on three threads joined by bounded
+    queues: the network (and the compressed digest), inflate and the diffID's sha256, and the
+    caller's own reading (for the index: the tar parser and each file's sha256). Each of the
+    three hashes runs while the others do, so a layer is read at the speed of its slowest
+    stage instead of the sum of them; hashlib, ISA-L and zstandard release the GIL on large
+    buffers. The inflate thread feeds whole network chunks and hands its output on in the
+    inflater's bounded slices through a queue that blocks when full, so what waits to be
+    read stays bounded even for a decompression bomb, and the size limit stops a bomb
+    outright.
+
+    Unthreaded, ``readinto`` feeds compressed input to the inflater in :attr:`FEED`-byte
+    pieces until it has output (deflate expands at most about 1032-fold: one piece makes at
+    most some 16 MiB).
 
     The stream ends only after the inflater has checked the last member or frame; then
     :meth:`result` gives the diffID. A chunk stream that verifies the compressed digest at
@@ -534,9 +570,7 @@ class UncompressedReader(io.RawIOBase):
             )
         self._media_type, self._declared, self._policy = media_type, known[0], policy
         self._hasher = _Hasher(self._limits.max_uncompressed_bytes)
-        self._reader = _Reader(chunks, self._limits.queue_chunks) if threaded else None
-        source: Iterable[bytes | Restart] = self._reader if self._reader is not None else chunks
-        self._source: Iterator[bytes | Restart] = iter(source)
+        self._chunks = chunks
         self._inflater: _Inflater | None = None
         self._detected = Compression.NONE
         self._input = memoryview(b"")
@@ -544,14 +578,31 @@ class UncompressedReader(io.RawIOBase):
         self._output: collections.deque[bytes | memoryview] = collections.deque()
         self._compressed = 0
         self._ended = False
+        self._put: Callable[[object], None] | None = None  # the inflate stage's hand-over
+        self._stage: _Producer | None = None
+        self._source: Iterator[bytes | Restart] = iter(chunks)
+        self._inflated: Iterator[bytes | memoryview] = iter(())
+        if threaded:
+            self._stage = _Producer(self._inflate_all, self._limits.queue_chunks)
+            self._inflated = iter(self._stage)
 
     def readable(self) -> bool:
         return True
 
     def _emit(self, data: bytes | memoryview) -> None:
         self._hasher(data)
-        if len(data):
+        if not len(data):
+            return
+        if self._put is None:
             self._output.append(data)
+        elif len(data) <= COALESCE_BYTES:
+            self._put(data)
+        else:
+            # A zstd slice can inflate to 128 MiB: handed over in pieces, the queue's bound
+            # holds, and this thread waits with one such output alive, not a queue of them.
+            view = memoryview(data)
+            for start in range(0, len(view), COALESCE_BYTES):
+                self._put(view[start : start + COALESCE_BYTES])
 
     def _start(self, head: bytes) -> None:
         self._inflater, self._detected = _start(
@@ -563,45 +614,89 @@ class UncompressedReader(io.RawIOBase):
             self._limits,
         )
 
+    def _accept(self, chunk: bytes | Restart) -> memoryview:
+        """One chunk of the blob, counted; what to feed the inflater (empty while the first
+        SNIFF_BYTES, which decide the inflater, are still arriving)."""
+        if isinstance(chunk, Restart):
+            raise LayerFormatError(
+                "the blob started over from byte 0 after part of it was read",
+                hint="run the command again",
+            )
+        self._compressed += len(chunk)
+        if self._inflater is not None:
+            return memoryview(chunk)
+        self._held += chunk
+        if len(self._held) < SNIFF_BYTES:
+            return memoryview(b"")
+        self._start(self._held)
+        held, self._held = self._held, b""
+        return memoryview(held)
+
+    def _last(self) -> memoryview:
+        """At the end of the blob: a blob shorter than the sniff window is decided on what
+        there is; returns what is left to feed."""
+        if self._inflater is not None:
+            return memoryview(b"")
+        self._start(self._held)
+        held, self._held = self._held, b""
+        return memoryview(held)
+
+    def _inflate_all(self, put: Callable[[object], None]) -> None:
+        """The inflate stage (its own thread): the whole blob through the inflater, whose
+        output slices go to ``put``, which blocks while the reader is behind."""
+        self._put = put
+        network = _Reader(self._chunks, self._limits.queue_chunks)
+        try:
+            for chunk in network:
+                data = self._accept(chunk)
+                if data:
+                    assert self._inflater is not None  # noqa: S101 - started by _accept
+                    self._inflater.feed(data)
+            rest = self._last()
+            assert self._inflater is not None  # noqa: S101 - started by _last
+            if rest:
+                self._inflater.feed(rest)
+            self._inflater.finish()
+        finally:
+            network.stop()
+
     def _pull(self) -> bool:
-        """Feed the inflater one more piece of input; False once the stream has ended."""
+        """Unthreaded: feed the inflater one more piece of input; False once it has ended."""
         while not self._input:
             if self._ended:
                 return False
             chunk = next(self._source, None)
             if chunk is None:
-                if self._inflater is None:
-                    self._start(self._held)
-                    self._input = memoryview(self._held)
-                    self._held = b""
-                    if self._input:
-                        break
-                assert self._inflater is not None  # noqa: S101 - started just above
+                self._input = self._last()
+                if self._input:
+                    break
+                assert self._inflater is not None  # noqa: S101 - started by _last
                 self._inflater.finish()
                 self._ended = True
                 return bool(self._output)
-            if isinstance(chunk, Restart):
-                raise LayerFormatError(
-                    "the blob started over from byte 0 after part of it was read",
-                    hint="run the command again",
-                )
-            self._compressed += len(chunk)
-            if self._inflater is None:
-                self._held += chunk
-                if len(self._held) < SNIFF_BYTES:
-                    continue
-                self._start(self._held)
-                chunk, self._held = self._held, b""
-            self._input = memoryview(chunk)
+            self._input = self._accept(chunk)
         assert self._inflater is not None  # noqa: S101 - the loop above starts it
         piece, self._input = self._input[: self.FEED], self._input[self.FEED :]
         self._inflater.feed(piece)
         return True
 
+    def _more(self) -> bool:
+        """Wait for more output; False once the stream has ended."""
+        if self._stage is None:
+            return self._pull()
+        if self._ended:
+            return False
+        data = next(self._inflated, None)
+        if data is None:
+            self._ended = True
+            return False
+        self._output.append(data)
+        return True
+
     def readinto(self, buffer: Any) -> int:
         view = memoryview(buffer).cast("B")
         while not self._output:
-            if not self._pull():
+            if not self._more():
                 return 0
         filled = 0
         while self._output and filled < len(view):
@@ -613,7 +708,55 @@ class UncompressedReader(io.RawIOBase):
                 self._output.popleft()
             else:
                 self._output[0] = memoryview(data)[n:]
+            if not self._output and filled < len(view) and self._stage is not None:
+                # Fill a large read from what the inflate stage has ready, without waiting.
+                ready = self._ready()
+                if ready is not None:
+                    self._output.append(ready)
         return filled
+
+    def read(self, size: int | None = -1) -> bytes:
+        """``size`` bytes, fewer only at the end (all that is left when negative). One
+        inflater slice that holds them is handed over as it is, without the copy into a
+        caller's buffer that ``readinto`` makes."""
+        if size is None or size < 0:
+            return b"".join(iter(lambda: self.read(COALESCE_BYTES), b""))
+        pieces: list[bytes | memoryview] = []
+        self._take(size, pieces.append)
+        if len(pieces) == 1 and isinstance(pieces[0], bytes):
+            return pieces[0]
+        return b"".join(pieces)
+
+    def skip(self, size: int) -> int:
+        """Pass over ``size`` bytes (fewer only at the end), hashed for the diffID as every
+        byte is, but copied nowhere; returns how many."""
+        return self._take(size, None)
+
+    def _take(self, size: int, keep: Callable[[bytes | memoryview], None] | None) -> int:
+        taken = 0
+        while taken < size:
+            if not self._output and not self._more():
+                break
+            data = self._output[0]
+            n = min(len(data), size - taken)
+            if n == len(data):
+                self._output.popleft()
+            else:
+                view = memoryview(data)
+                data, self._output[0] = view[:n], view[n:]
+            if keep is not None:
+                keep(data)
+            taken += n
+        return taken
+
+    def _ready(self) -> bytes | memoryview | None:
+        assert self._stage is not None  # noqa: S101 - threaded only
+        if self._stage.empty():
+            return None
+        data = next(self._inflated, None)
+        if data is None:
+            self._ended = True
+        return data
 
     def result(self) -> LayerDigest:
         """The diffID and sizes; only once the stream was read to its end."""
@@ -635,11 +778,11 @@ class UncompressedReader(io.RawIOBase):
         )
 
     def close(self) -> None:
-        """Stop reading the blob: the reader thread closes the chunk stream (releasing its
-        connection instead of downloading the rest); without one, it is closed here."""
-        if self._reader is not None:
-            self._reader.stop()
-            self._reader = None
+        """Stop reading the blob: the stages close the chunk stream (releasing its
+        connection instead of downloading the rest); without them, it is closed here."""
+        if self._stage is not None:
+            self._stage.stop()
+            self._stage = None
         else:
             close = getattr(self._source, "close", None)
             if close is not None:

@@ -3,33 +3,90 @@ built and pushed, signed and stored beside it (imagekit/attest).
 
 What it states: the plan (name, sha256 of its exact bytes, its steps as written: overlays
 with their guard hashes, pinned packages), the base by digest, each overlay source file's
-sha256, the rendered Dockerfile's and every rendered file's sha256, the builder used, and
-the build log's sha256 as a byproduct. The policy's ``provenance: {plan, base}`` reads
+sha256, the builder that made the image, what that builder alone knows of it (the engine
+and BuildKit paths: the rendered Dockerfile's and every rendered file's sha256; the registry
+builder: the overlay layer it wrote, the config and the guard's verdicts), and the build
+log's sha256 as a byproduct. The policy's ``provenance: {plan, base}`` reads
 ``externalParameters.plan.name`` and the base among ``resolvedDependencies``.
 
-Written for the engine builder (`imagekit build --push --sign-key`); the registry builder
-(imagekit.build.assemble) does not attest yet.
+All three builders go through :func:`attest_build` once their image is pushed and accepted:
+the engine builder (`imagekit build --push`), a BuildKit of its own (`--buildkit`,
+`--buildx-builder`) and the registry builder (imagekit's assembler, no engine build). Each
+names itself in ``runDetails.builder`` by a :class:`BuilderFacts` of its own.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from imagekit.attest.attach import AttestOutcome, attest_reference
 from imagekit.attest.predicates import SLSA_PROVENANCE_V1
-from imagekit.attest.signer import Signer
+from imagekit.attest.signer import KeyFileSigner, Signer
+from imagekit.errors import UsageError
 from imagekit.plans.plan import LoadedPlan
 from imagekit.plans.render import Rendered
 from imagekit.refs import Digest, parse_reference
 from imagekit.version import __version__
 
 BUILD_TYPE = "https://imagekit.dev/buildtypes/plan/v1"
+BUILDERS_URI = "https://imagekit.dev/builders/"
+
+
+@dataclass(frozen=True)
+class BuilderFacts:
+    """Who made the image, and what that builder alone knows of it.
+
+    ``kind`` ends the builder's id (``engine``, ``buildkit``, ``registry``); ``version`` says
+    which way in and where (``{"builder": "buildx"}``, the buildkitd address); ``internal``
+    is merged into ``internalParameters``; ``sources`` are the overlay files the image holds
+    (relative source -> file), each stated by its sha256.
+    """
+
+    kind: str
+    version: Mapping[str, str]
+    internal: Mapping[str, Any]
+    sources: tuple[tuple[str, Path], ...] = field(default=())
+
+    @property
+    def id(self) -> str:
+        return BUILDERS_URI + self.kind
+
+
+def rendered_facts(
+    kind: str, rendered: Rendered, version: Mapping[str, str], **internal: Any
+) -> BuilderFacts:
+    """A builder that ran the rendered Dockerfile (the engine, a BuildKit of its own)."""
+    return BuilderFacts(
+        kind,
+        version,
+        {
+            "rendered": {n: Digest.of_bytes(d).hex for n, d in rendered.files().items()},
+            "dockerfile_sha256": rendered.digest.hex,
+            **internal,
+        },
+        rendered.sources,
+    )
+
+
+def signer_for(sign_key: Path | None, push: str | None) -> Signer | None:
+    """The signer of ``--sign-key``, refused (exit 2) before any build when it cannot sign or
+    when nothing will be pushed for it to attest."""
+    if sign_key is None:
+        return None
+    if push is None:
+        raise UsageError(
+            "--sign-key attests the pushed image; give --push REPO too",
+            hint="imagekit build NAME --push REPO --sign-key FILE",
+        )
+    return KeyFileSigner.from_file(sign_key)
 
 
 def provenance_predicate(
-    loaded: LoadedPlan, rendered: Rendered, *, builder: str, image_id: str, log: Path, run_id: str
+    loaded: LoadedPlan, facts: BuilderFacts, *, log: Path, run_id: str
 ) -> dict[str, Any]:
     base = loaded.base
     dependencies: list[dict[str, Any]] = []
@@ -37,7 +94,7 @@ def provenance_predicate(
         dependencies.append(
             {"uri": f"docker://{base.name}", "digest": {base.digest.algorithm: base.digest.hex}}
         )
-    for source, path in rendered.sources:
+    for source, path in facts.sources:
         dependencies.append(
             {
                 "uri": f"file:dockerfiles/{loaded.name}/{source}",
@@ -52,17 +109,13 @@ def provenance_predicate(
                 "base": str(base),
                 "steps": [step.model_dump(mode="json") for step in loaded.plan.steps],
             },
-            "internalParameters": {
-                "rendered": {n: Digest.of_bytes(d).hex for n, d in rendered.files().items()},
-                "dockerfile_sha256": rendered.digest.hex,
-                "image_id": image_id,
-            },
+            "internalParameters": dict(facts.internal),
             "resolvedDependencies": dependencies,
         },
         "runDetails": {
             "builder": {
-                "id": "https://imagekit.dev/builders/engine",
-                "version": {"imagekit": __version__, "builder": builder},
+                "id": facts.id,
+                "version": {"imagekit": __version__, **facts.version},
             },
             "metadata": {
                 "invocationId": run_id,
@@ -78,16 +131,19 @@ def provenance_predicate(
 def attest_build(
     signer: Signer,
     loaded: LoadedPlan,
-    rendered: Rendered,
+    facts: BuilderFacts,
     *,
     pushed: str,
-    builder: str,
-    image_id: str,
     log: Path,
     run_id: str,
+    index: bool = False,
 ) -> AttestOutcome:
-    """Sign the provenance of the image pushed as PUSHED (repo@digest) and store it there."""
-    predicate = provenance_predicate(
-        loaded, rendered, builder=builder, image_id=image_id, log=log, run_id=run_id
+    """Sign the provenance of the image pushed as PUSHED (repo@digest) and store it there;
+    with ``index``, PUSHED is an index's digest, and the index and the plan's platform's
+    manifest in it are both attested. A registry that refuses it is an outcome ("not
+    attested"), never an exception."""
+    predicate = provenance_predicate(loaded, facts, log=log, run_id=run_id)
+    platform = loaded.platform if index else None
+    return attest_reference(
+        signer, parse_reference(pushed), SLSA_PROVENANCE_V1, predicate, platform=platform
     )
-    return attest_reference(signer, parse_reference(pushed), SLSA_PROVENANCE_V1, predicate)

@@ -331,7 +331,7 @@ def final_pull(
     engine = engine or connect()
     resolved = _resolve(registry, ref)
     pull_name = str(ref)
-    with engine_errors(f"pulling {pull_name}"):
+    with engine_errors(f"pulling {pull_name}", registry=ref.registry):
         engine.client.image.pull(pull_name, quiet=True)
     with engine_errors(f"inspecting {pull_name}"):
         image = engine.client.image.inspect(pull_name)

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Set up a fresh Debian 12 machine (as root) for imagekit's tests and demo, idempotently:
-#   - Debian's docker.io, docker-registry, skopeo, mmdebstrap, apache2-utils, umoci, time (the
-#     benchmarks' peak RSS) and qemu-user-static + binfmt-support + arch-test
+#   - Debian's docker.io, docker-registry, skopeo, mmdebstrap, apache2-utils, umoci, tinyproxy
+#     (a real HTTPS_PROXY in front of the TLS registry), time (the benchmarks' peak RSS) and qemu-user-static + binfmt-support + arch-test
 #     (foreign-architecture images), only when missing; qemu's binfmt_misc handlers
 #     registered when the kernel has none;
 #   - the Docker engine, started without the default bridge when no engine answers;
@@ -17,7 +17,7 @@ as_root() { if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi; }
 
 # 1. Debian packages. Where an engine already answers (a CI runner with Docker's own
 # packages, say), Debian's docker.io is not installed over it: the two conflict.
-packages=(docker-registry skopeo mmdebstrap apache2-utils umoci qemu-user-static binfmt-support arch-test time golang-docker-credential-helpers pass)
+packages=(docker-registry skopeo mmdebstrap apache2-utils umoci qemu-user-static binfmt-support arch-test time golang-docker-credential-helpers pass tinyproxy)
 if ! docker info >/dev/null 2>&1 && ! /usr/bin/docker info >/dev/null 2>&1; then
   packages=(docker.io "${packages[@]}")
 fi
@@ -43,6 +43,10 @@ fi
 # own registries on free loopback ports, so the packaged service is not needed.
 if command -v systemctl >/dev/null 2>&1 && systemctl is-active --quiet docker-registry 2>/dev/null; then
   as_root systemctl stop docker-registry || true
+fi
+# tinyproxy's packaged service (:8888) likewise: the tests start their own.
+if command -v systemctl >/dev/null 2>&1 && systemctl is-active --quiet tinyproxy 2>/dev/null; then
+  as_root systemctl stop tinyproxy || true
 fi
 
 # qemu-user-static's binfmt handlers (flag F: the interpreter is opened at registration, so

@@ -164,7 +164,7 @@ def resolve_image(engine: Engine, ref: str, platform: str | None = None) -> Engi
                     hint="name the platform to pull: imagekit audit REF --platform OS/ARCH "
                     "(or --plan NAME, whose base platform is used)",
                 ) from exc
-            with engine_errors(f"pulling {pinned}"):
+            with engine_errors(f"pulling {pinned}", registry=reference.registry):
                 raise
         pulled = True
         ref = pinned

@@ -49,6 +49,7 @@ from imagekit.ledger import (
     VulnerabilitySummary,
     append_record,
 )
+from imagekit.refs import Reference
 from imagekit.runtime.engine import Engine, connect, execution_for
 from imagekit.workspace import Workspace
 
@@ -442,17 +443,7 @@ def audit(
     evidence.write_bytes(result.summary_path, _summary_markdown(result.to_json()).encode("utf-8"))
     outcome = None
     if signer is not None:
-        evidence_files = (result.report_path, vulns_path, result.summary_path)
-        facts = AuditFacts(
-            result.image,
-            result.verdict,
-            result.scope,
-            result.profile,
-            result.plan,
-            result.report,
-            result.vulns,
-        )
-        outcome = attest_audit(signer, facts, evidence_files)
+        outcome = attest_audit(signer, _facts(result), _evidence_files(result))
         result = replace(result, attestation=outcome[0], vuln_attestation=outcome[1])
     with RecordRefused.keeping(result):  # refused, the verdict and its evidence still stand
         seqs = _record(workspace, result, vulns_path, outcome)
@@ -461,6 +452,50 @@ def audit(
         outcome[0].raise_unless_stored(result)
         outcome[1].raise_unless_stored(result)
     return result
+
+
+def _facts(result: AuditResult, *, scope: str | None = None) -> AuditFacts:
+    return AuditFacts(
+        result.image,
+        result.verdict,
+        scope or result.scope,
+        result.profile,
+        result.plan,
+        result.report,
+        result.vulns,
+    )
+
+
+def _evidence_files(result: AuditResult) -> tuple[Path, ...]:
+    return (result.report_path, result.evidence_dir / "vulnerabilities.json", result.summary_path)
+
+
+def attest_pushed_audit(
+    signer: Signer, result: AuditResult, pushed: Reference, config_digest: str
+) -> tuple[AttestOutcome, AttestOutcome]:
+    """Sign an audit of the engine's own image onto the digest it was pushed as afterwards.
+
+    The pipeline audits before it pushes (it pushes only what the audit passed), so the
+    image audited had no registry digest yet. The verdict is about the image's content, which
+    its config digest names: it is signed onto PUSHED only when the pushed manifest's config
+    (CONFIG_DIGEST, read from the registry by the caller) is the audited image's ID, and its
+    scope says so. Never raises for a registry fault: each outcome says "not attested".
+    """
+    image = result.image
+    if image is None or image.image_id != config_digest:
+        audited = image.image_id if image is not None else "none"
+        other = AttestOutcome(
+            None, f"the pushed image's config {config_digest} is not the audited image {audited}"
+        )
+        return other, other
+    moved = replace(image, reference=pushed, repo_digests=(str(pushed),))
+    scope = (
+        f"{result.scope}; audited in the engine as {image.image_id} before it was pushed as "
+        f"{pushed.digest}, whose config is that image's"
+    )
+    return attest_audit(
+        signer, replace(_facts(result, scope=scope), image=moved), _evidence_files(result)
+    )
 
 
 def _signer(request: AuditRequest) -> Signer | None:

@@ -49,7 +49,7 @@ from pathlib import Path
 from typing import Any, NoReturn, Protocol, TextIO
 
 from imagekit.attest.attach import AttestOutcome
-from imagekit.attest.signer import KeyFileSigner, Signer
+from imagekit.attest.signer import Signer
 from imagekit.build.built import Succeeded
 from imagekit.build.options import BuildOptions
 from imagekit.build.push import check_push_repo, push_image
@@ -74,10 +74,10 @@ from imagekit.plans.render import (
     Rendered,
     render,
 )
-from imagekit.provenance import attest_build
+from imagekit.provenance import BuilderFacts, attest_build, rendered_facts, signer_for
 from imagekit.refs import Digest, Reference
 from imagekit.registry import RegistryClient
-from imagekit.runtime.engine import Engine, connect, docker_error_text
+from imagekit.runtime.engine import Engine, connect, docker_error_text, engine_tls_error
 from imagekit.workspace import Workspace
 
 DEFAULT_CA_BUNDLE = Path("/etc/ssl/certs/ca-certificates.crt")
@@ -259,6 +259,9 @@ def ensure_base(engine: Engine, base: Reference, platform: str, log: LogSink) ->
     except DockerException as exc:
         last = docker_error_text(exc)
         log.write(f"imagekit: pull failed: {last}\n")
+        tls = engine_tls_error(last, base.registry)
+        if tls is not None:
+            raise tls from exc
         if _UNREACHABLE.search(last):
             message = f"the registry {base.registry} could not be reached to pull the base {ref}"
             hint = (
@@ -397,7 +400,7 @@ def build_plan(
     loaded.platform  # noqa: B018 - one image: a plan of several platforms is refused (exit 2)
     if options.push is not None:
         check_push_repo(options.push)
-    signer = _signer(options)  # a key that cannot sign is refused before the build
+    signer = signer_for(options.sign_key, options.push)  # refused before the build
     rendered = render(loaded)
     ca = _ca_bundle(options)
     index_url = options.index_url or os.environ.get("PIP_INDEX_URL") or None
@@ -459,15 +462,9 @@ def build_plan(
     result = replace(result, pushed=pushed, manifest_digest=manifest)
     outcome = None
     if signer is not None:
+        facts = _engine_facts(rendered, builder, image_id)
         outcome = attest_build(
-            signer,
-            loaded,
-            rendered,
-            pushed=pushed,
-            builder=builder,
-            image_id=image_id,
-            log=log_path,
-            run_id=run_dir.name,
+            signer, loaded, facts, pushed=pushed, log=log_path, run_id=run_dir.name
         )
         result = replace(result, attestation=outcome)
     with RecordRefused.keeping(result):
@@ -479,7 +476,7 @@ def build_plan(
             log_path,
             plan=loaded.name,
             image_id=image_id,
-            attestation=outcome.ledger_value if outcome else None,
+            attestations={"attestation": outcome.ledger_value} if outcome else None,
         )
     result = replace(result, ledger=[seq, push_seq])
     if outcome is not None:
@@ -487,15 +484,33 @@ def build_plan(
     return result
 
 
-def _signer(options: BuildOptions) -> Signer | None:
-    if options.sign_key is None:
-        return None
-    if options.push is None:
-        raise UsageError(
-            "--sign-key attests the pushed image; give --push REPO too",
-            hint="imagekit build NAME --push REPO --sign-key FILE",
-        )
-    return KeyFileSigner.from_file(options.sign_key)
+def _engine_facts(rendered: Rendered, builder: str, image_id: str) -> BuilderFacts:
+    return rendered_facts("engine", rendered, {"builder": builder}, image_id=image_id)
+
+
+def attest_built(
+    signer: Signer,
+    workspace: Workspace,
+    built: BuildResult,
+    pushed: str,
+    *,
+    base_override: str | None = None,
+) -> AttestOutcome:
+    """The provenance of an engine build pushed afterwards (the pipeline pushes only what
+    its audit passed), as `build --push` signs it: the plan is loaded and rendered again and
+    signed only when both are the bytes the build recorded."""
+    loaded = load_named_plan(workspace, built.plan, base_override=base_override)
+    rendered = render(loaded)
+    if (loaded.digest.hex, rendered.digest.hex) != (built.plan_sha256, built.dockerfile_sha256):
+        return AttestOutcome(None, f"plan {built.plan} or its render changed since the build")
+    return attest_build(
+        signer,
+        loaded,
+        _engine_facts(rendered, built.builder, built.image_id),
+        pushed=pushed,
+        log=built.log,
+        run_id=built.evidence_dir.name,
+    )
 
 
 def _run_build(

@@ -64,15 +64,6 @@ def build_image(
                 "--builder registry, --index and --no-assertions are the registry builder's",
                 hint="drop them, or drop --buildkit/--buildx-builder",
             )
-        if options.sign_key is not None:
-            # Refused rather than built unattested: provenance is signed on the engine path
-            # only so far (as the registry builder refuses it too).
-            raise UsageError(
-                "--sign-key is not supported with --buildkit or --buildx-builder yet: the "
-                "build would be pushed without its provenance",
-                hint="build through the engine (imagekit build NAME --push REPO --sign-key "
-                "FILE), or drop --sign-key",
-            )
         if load_named_plan(workspace, name, base_override=options.base_override).multi_platform:
             return build_platforms(workspace, name, options, registry=registry, echo=echo)
         return build_remote(workspace, name, options, echo=echo)
@@ -103,12 +94,6 @@ def build_image(
             "build step and keeps no build cache",
             hint="drop it, or add --builder engine",
         )
-    if options.sign_key is not None:  # fail closed: never a silent "not attested"
-        raise UsageError(
-            "--sign-key is not supported by the registry builder yet (SLSA provenance is "
-            "written for engine builds)",
-            hint="add --builder engine, or attest the image with `imagekit audit --sign-key`",
-        )
     return assemble_plan(
         workspace,
         name,
@@ -118,6 +103,7 @@ def build_image(
             base_override=options.base_override,
             index=options.index,
             assertions=options.assertions,
+            sign_key=options.sign_key,
         ),
         client=registry,
         engine=engine,

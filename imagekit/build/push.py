@@ -8,14 +8,16 @@ registry builder pushes its own blobs (imagekit.build.assemble) and only shares
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
+from imagekit.attest.attach import AttestOutcome
 from imagekit.build.record import record_push
 from imagekit.errors import RegistryError, UsageError
 from imagekit.refs import Digest, Reference, parse_reference
-from imagekit.runtime.engine import Engine, docker_error_text, engine_errors
+from imagekit.runtime.engine import Engine, docker_error_text, engine_errors, engine_tls_error
 from imagekit.workspace import Workspace
 
 
@@ -40,6 +42,9 @@ def push_image(engine: Engine, tag: str, repo: str, log_path: Path) -> tuple[str
     try:
         engine.client.image.push(remote, quiet=True)
     except DockerException as exc:
+        tls = engine_tls_error(docker_error_text(exc), ref.registry)
+        if tls is not None:
+            raise tls from exc
         raise RegistryError(
             f"pushing {remote} failed: {docker_error_text(exc)}",
             registry=ref.registry,
@@ -71,6 +76,8 @@ class PushResult:
     manifest_digest: str
     log: Path
     seq: int
+    #: what was signed onto the pushed digest, by PushDetails field (with a signing key)
+    attestations: Mapping[str, AttestOutcome] = field(default_factory=dict)
 
     ok: ClassVar[bool] = True
     exit_code: ClassVar[int] = 0
@@ -90,6 +97,11 @@ class PushResult:
             "manifest_digest": self.manifest_digest,
             "log": str(self.log),
             "ledger_seq": self.seq,
+            **(
+                {"attestations": {k: o.to_json() for k, o in self.attestations.items()}}
+                if self.attestations
+                else {}
+            ),
         }
 
 
@@ -102,13 +114,23 @@ def push_and_record(
     *,
     plan: str,
     image_id: str,
+    attest: Callable[[str], Mapping[str, AttestOutcome]] | None = None,
 ) -> PushResult:
     """Push a built image and append its push record.
 
     The pipeline's push stage (which pushes only what its audit passed) calls this, and
     ``imagekit build --push`` the same two steps (push_image, record_push), so a push is
-    recorded the same way whoever made it.
+    recorded the same way whoever made it. ``attest`` (given the pushed repo@digest) signs
+    what is known of the image onto that digest before the record, which names each
+    attestation; one that was not stored is NotAttested (exit 3) once the record is kept.
     """
     pushed, manifest = push_image(engine, tag, repo, log_path)
-    seq = record_push(workspace, tag, pushed, manifest, log_path, plan=plan, image_id=image_id)
-    return PushResult(tag, pushed, manifest, log_path, seq)
+    outcomes = attest(pushed) if attest is not None else {}
+    seq = record_push(
+        workspace, tag, pushed, manifest, log_path, plan=plan, image_id=image_id,
+        attestations={key: outcome.ledger_value for key, outcome in outcomes.items()},
+    )  # fmt: skip
+    result = PushResult(tag, pushed, manifest, log_path, seq, dict(outcomes))
+    for outcome in outcomes.values():
+        outcome.raise_unless_stored(result)
+    return result

@@ -7,6 +7,7 @@ tell which builder wrote it except by its ``builder`` field.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -95,9 +96,13 @@ def record_push(
     *,
     plan: str,
     image_id: str,
-    attestation: str | None = None,
+    attestations: Mapping[str, str] | None = None,
 ) -> int:
-    """Append the push record of ``tag`` pushed as ``pushed``; returns its seq."""
+    """Append the push record of ``tag`` pushed as ``pushed``; returns its seq.
+
+    ``attestations`` are what was signed onto the pushed digest, by PushDetails field
+    (``attestation``: the provenance; the pipeline's ``audit_attestation`` and
+    ``vuln_attestation``): each the envelope's digest or "not attested: WHY"."""
     return _record(
         workspace,
         "push",
@@ -109,7 +114,7 @@ def record_push(
         details=PushDetails(
             manifest_digest=manifest,
             config_digest=image_id,
-            **({"attestation": attestation} if attestation is not None else {}),
+            **(attestations or {}),
         ),
     )
 

@@ -26,6 +26,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, TextIO
 
+from imagekit.attest.attach import AttestOutcome
 from imagekit.build.assemble.builder import _assertion_details
 from imagekit.build.assemble.check import AssertionRun, run_assertions
 from imagekit.build.buildkit import (
@@ -44,6 +45,7 @@ from imagekit.evidence import new_run_dir, write_bytes
 from imagekit.ledger import BuildDetails, RejectedBuildDetails
 from imagekit.plans.plan import LoadedPlan, load_named_plan
 from imagekit.plans.render import PIP_CA_SECRET, PIP_INDEX_SECRET, Rendered, render
+from imagekit.provenance import attest_build, rendered_facts, signer_for
 from imagekit.refs import Digest, parse_reference
 from imagekit.runtime.engine import buildx_client, connect
 from imagekit.workspace import Workspace
@@ -68,6 +70,7 @@ class RemoteResult(Succeeded):
     log: Path
     dockerfile_sha256: str
     ledger: tuple[int, ...] = ()
+    attestation: AttestOutcome | None = None  # with --sign-key: stored, or why not
 
     @property
     def runnable(self) -> str:
@@ -99,6 +102,7 @@ class RemoteResult(Succeeded):
             "log": str(self.log),
             "dockerfile_sha256": self.dockerfile_sha256,
             "ledger_seq": list(self.ledger),
+            **({"attestation": self.attestation.to_json()} if self.attestation else {}),
         }
 
 
@@ -207,6 +211,7 @@ def build_remote(
     loaded = load_named_plan(workspace, name, base_override=options.base_override)
     loaded.platform  # noqa: B018 - one image: a plan of several platforms is refused (exit 2)
     repo = check_push_repo(options.push)
+    signer = signer_for(options.sign_key, options.push)  # refused before the build
     if options.cache_ref is not None:
         parse_reference(options.cache_ref)  # a malformed reference is exit 2 here
     rendered = render(loaded)
@@ -303,6 +308,16 @@ def build_remote(
         log=log_path,
         dockerfile_sha256=rendered.digest.hex,
     )
+    outcome = None
+    if signer is not None:  # the image is accepted: its provenance, before its record
+        where_key = "buildx_builder" if buildx else "buildkit"
+        facts = rendered_facts(
+            "buildkit", rendered, {"builder": builder, where_key: address}, config_digest=config
+        )
+        outcome = attest_build(
+            signer, loaded, facts, pushed=pushed, log=log_path, run_id=run_dir.name
+        )
+        result = replace(result, attestation=outcome)
     with RecordRefused.keeping(result):
         seq = record_plan_image(
             workspace,
@@ -325,9 +340,13 @@ def build_remote(
                 base=read_base_details(loaded, None),
                 manifest_digest=manifest,
                 assertions=details,
+                attestation=outcome.ledger_value if outcome else None,
             ),
         )
-    return replace(result, ledger=(seq,))
+    result = replace(result, ledger=(seq,))
+    if outcome is not None:
+        outcome.raise_unless_stored(result)
+    return result
 
 
 def _run(

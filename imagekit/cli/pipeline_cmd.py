@@ -13,6 +13,7 @@ from imagekit.cli._common import (
     parsed,
     registry_options,
     run,
+    sign_key_option,
     vuln_options,
 )
 from imagekit.flows.pipeline import PipelineOptions, PipelineResult, StageStatus, run_pipeline
@@ -41,6 +42,11 @@ from imagekit.workspace import Workspace
 )
 @vuln_options
 @registry_options
+@sign_key_option(
+    "Attest every stage that proves something, beside the image in the registry: the "
+    "build's provenance and the audit's verdict on the pushed digest, the mirror's binding, "
+    "the final pull.",
+)
 @json_option
 def command(
     name: str,
@@ -51,6 +57,7 @@ def command(
     vuln_db: Path | None,
     max_age: int,
     fail_on: FailOn,
+    sign_key: Path | None,
     as_json: bool,
 ) -> None:
     """doctor -> build -> audit -> push -> mirror -> final pull -> ledger, stopping at a no."""

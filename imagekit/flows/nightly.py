@@ -62,7 +62,7 @@ from imagekit.errors import (
 )
 from imagekit.evidence import new_run_dir, write_bytes, write_json
 from imagekit.layerdiff import ComparisonVerdict, ImageComparison, RegistryImage, compare_images
-from imagekit.ledger import LedgerRecord, NightlyDetails, append_record, read_records
+from imagekit.ledger import LedgerRecord, NightlyDetails, append_record, iter_records
 from imagekit.plans.bump import GuardedBase, Proposal, guard_base, propose
 from imagekit.plans.plan import LoadedPlan, list_plans, load_named_plan
 from imagekit.plans.upstream import TagState, UpstreamTag, watch_tag
@@ -423,11 +423,11 @@ class _Night:
         self.client, self.echo = client, echo
         self.name = loaded.name
         self._run_dir: Path | None = None
-        self.baseline = (
-            find_baseline(read_records(workspace.ledger_path), loaded.name)
-            if workspace.ledger_path.exists()
-            else None
-        )
+        self.baseline = None
+        if workspace.ledger_path.exists():
+            with iter_records(workspace.ledger_path) as records:
+                mine = [r for r in records if r.plan == loaded.name]  # bounded by the plan's
+            self.baseline = find_baseline(mine, loaded.name)
 
     @property
     def run_dir(self) -> Path:

@@ -5,6 +5,16 @@ verify by diffID) -> final pull from M by digest -> ledger verify. The pipeline 
 the stages: each one writes its own evidence and appends its own ledger record, exactly as
 when it is run alone, so nothing here records twice.
 
+With a signing key (``sign_key``) every stage that proves something about the image signs it
+beside the image in the registry (imagekit/attest), as each does when run alone with
+``--sign-key``: the push stage signs the build's SLSA provenance and the audit's verdict and
+vulnerability scan onto the pushed digest (the audit ran before the push, on the engine's
+image, whose config the pushed manifest names), the mirror signs its verdict binding the
+mirror's digest to the pushed one (after copying the attestations across), and the final
+pull signs what the target pulled. A key that cannot sign is exit 2 before any stage runs;
+an attestation the registry refused stops the run there (exit 3), its stage's verdict,
+evidence and record kept, the record saying "not attested".
+
 Fail-closed: the first stage that says no (or cannot finish) stops the run; the stages after
 it are reported as "not run", never as passed. The exit code is the failing stage's: 1 when a
 check said no, 3 when something could not be finished, 2 for bad input.
@@ -28,6 +38,7 @@ from imagekit.result import StageResult
 from imagekit.workspace import Workspace
 
 if TYPE_CHECKING:
+    from imagekit.attest.attach import AttestOutcome
     from imagekit.mirror import MirrorReport
 
 
@@ -58,6 +69,7 @@ class PipelineOptions:
     base_override: str | None = None
     profile: str | None = None
     vulns: VulnPolicy = field(default_factory=VulnPolicy)
+    sign_key: Path | None = None  # attest every stage that proves something (imagekit/attest)
 
 
 @dataclass(frozen=True)
@@ -158,12 +170,15 @@ class PipelineResult:
 
 
 def _last_seq(workspace: Workspace) -> int:
-    from imagekit.ledger import read_records
+    from imagekit.ledger import iter_records
 
     if not workspace.ledger_path.exists():
         return 0
-    records = read_records(workspace.ledger_path)
-    return records[-1].seq if records else 0
+    seq = 0
+    with iter_records(workspace.ledger_path) as records:
+        for record in records:
+            seq = record.seq
+    return seq
 
 
 def _rel(workspace: Workspace, path: Path | str | None) -> str | None:
@@ -287,6 +302,42 @@ def _audit(run: Run, results: Results) -> Step:
     return Step(result, detail, digest=built.image_id)
 
 
+def _attest_pushed(
+    run: Run, results: Results
+) -> Callable[[str], Mapping[str, AttestOutcome]] | None:
+    """What the push stage signs onto the pushed digest: the build's provenance and the
+    audit's verdict and scan (None without a signing key)."""
+    from imagekit.attest.attach import AttestOutcome
+    from imagekit.attest.signer import KeyFileSigner
+    from imagekit.audit.stage import AuditResult, attest_pushed_audit
+    from imagekit.build.buildkit import BuildResult, attest_built
+    from imagekit.errors import RegistryError
+    from imagekit.registry import RegistryClient
+
+    if run.options.sign_key is None:
+        return None
+    signer = KeyFileSigner.from_file(run.options.sign_key)
+    built = _need(results, "build", BuildResult)
+    audited = _need(results, "audit", AuditResult)
+
+    def attest(pushed: str) -> Mapping[str, AttestOutcome]:
+        provenance = attest_built(
+            signer, run.workspace, built, pushed, base_override=run.options.base_override
+        )
+        reference = parse_reference(pushed)
+        try:
+            with RegistryClient() as client:
+                config = str(client.resolve(reference).config_digest)
+        except RegistryError as exc:
+            unread = AttestOutcome(None, f"the pushed image's config could not be read: {exc}")
+            audit, scan = unread, unread
+        else:
+            audit, scan = attest_pushed_audit(signer, audited, reference, config)
+        return {"attestation": provenance, "audit_attestation": audit, "vuln_attestation": scan}
+
+    return attest
+
+
 def _push(run: Run, results: Results) -> Step:
     from imagekit.build.buildkit import BuildResult
     from imagekit.build.push import push_and_record
@@ -305,8 +356,10 @@ def _push(run: Run, results: Results) -> Step:
         log,
         plan=run.name,
         image_id=built.image_id,
+        attest=_attest_pushed(run, results),
     )
-    return Step(pushed, pushed.pushed, digest=pushed.manifest_digest)
+    detail = pushed.pushed + ("; provenance and audit attested" if pushed.attestations else "")
+    return Step(pushed, detail, digest=pushed.manifest_digest, data={"pushed": pushed.pushed})
 
 
 def _mirror_destination(run: Run, results: Results) -> str:
@@ -333,7 +386,7 @@ def _mirror(run: Run, results: Results) -> Step:
     report = mirror(
         pushed.pushed,
         destination,
-        options=MirrorOptions(copy=True, plan=run.name),
+        options=MirrorOptions(copy=True, plan=run.name, sign_key=run.options.sign_key),
         workspace=run.workspace,
     )
     mirrored = _mirrored(destination, report)
@@ -353,7 +406,9 @@ def _final_pull(run: Run, results: Results) -> Step:
 
     mirrored = _mirrored(_mirror_destination(run, results), _need(results, "mirror", MirrorReport))
     assert mirrored is not None  # noqa: S101 - mirror passed
-    result = final_pull(run.workspace, mirrored, record=True, plan=run.name)
+    result = final_pull(
+        run.workspace, mirrored, record=True, plan=run.name, sign_key=run.options.sign_key
+    )
     return Step(
         result,
         f"{result.status}: image ID {result.image_id}",
@@ -376,7 +431,7 @@ PIPELINE: tuple[Stage, ...] = (
     Stage("doctor", (), _doctor),
     Stage("build", (), _build),
     Stage("audit", ("build",), _audit),
-    Stage("push", ("build",), _push),
+    Stage("push", ("build", "audit"), _push),
     Stage("mirror", ("build", "push"), _mirror),
     Stage("final-pull", ("build", "mirror"), _final_pull),
     Stage("ledger", (), _ledger),
@@ -419,6 +474,10 @@ def run_pipeline(
             f"--registry and --mirror both name {run.push_repo}",
             hint="a mirror is a second registry (or another repository)",
         )
+    if options.sign_key is not None:  # a key that cannot sign: exit 2 before any stage
+        from imagekit.attest.signer import KeyFileSigner
+
+        KeyFileSigner.from_file(options.sign_key)
     run_dir = new_run_dir(workspace.evidence_dir, name, "pipeline")
     seq_before = _last_seq(workspace)
     outcomes: list[StageOutcome] = []

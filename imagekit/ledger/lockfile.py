@@ -19,8 +19,8 @@ the lock is a diff of the state.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -36,8 +36,8 @@ from imagekit.ledger.record import (
     PushDetails,
     RejectedBuildDetails,
 )
-from imagekit.ledger.store import Entry, Scan, scan
-from imagekit.ledger.verify import VerifyReport, verify_scan
+from imagekit.ledger.store import Entry, Line, passes
+from imagekit.ledger.verify import VerifyReport, verify_lines
 from imagekit.workspace import Workspace
 
 LOCK_SCHEMA = 1
@@ -296,20 +296,105 @@ def _render_plan(entries: list[Entry], unplanned: list[Entry]) -> dict[str, Any]
     return section
 
 
-def render_lock(workspace: Workspace, result: Scan | None = None) -> dict[str, Any]:
-    """The lock document for every plan that has records (of ``result``, else read now).
+#: The kinds a plan's section reads besides its builds and pushes: a record of these kinds
+#: counts for a plan when it names the plan's image or base (``_concerns``).
+_ABOUT_IMAGES = ("mirror-verify", "audit", "vulnerability-scan", "final-pull")
 
-    Records without a plan appear under a plan only when they name its images.
+
+@dataclass
+class _Current:
+    """Pass one's answer for a plan: its newest build and the push of that build."""
+
+    build: Entry | None = None
+    push: Entry | None = None
+
+    def feed(self, entry: Entry) -> None:
+        rec = entry.record
+        if rec.kind == "build":
+            self.build, self.push = entry, None
+        elif rec.kind == "push" and self.build is not None and rec.status == "pushed":
+            built: BuildDetails = self.build.record.info
+            ids = _identifiers(built.image_id, self.build.record.images.get("image"))
+            info: PushDetails = rec.info
+            if _concerns(rec, ids) or info.config_digest == built.image_id:
+                self.push = entry
+
+    def identifiers(self) -> set[str]:
+        """Every name the plan's image and its base may be called by in other records."""
+        if self.build is None:
+            return set()
+        entries = [self.build] + ([self.push] if self.push else [])
+        base, _prepared_doc, ids = _prepared(entries, self.build)
+        return ids | _identifiers(base.get("reference"), base.get("manifest_digest"))
+
+
+def _kept(entry: Entry, current: _Current, names: set[str]) -> bool:
+    """Whether a plan's section can show this record (pass two keeps nothing else)."""
+    rec = entry.record
+    if rec.kind in ("build", "rejected-build"):
+        return True  # the current build, or an investigation
+    if rec.kind == "push":
+        return current.push is not None and rec.seq == current.push.record.seq
+    if rec.kind in _ABOUT_IMAGES:
+        return (bool(names) and _concerns(rec, names)) or rec.status in _FAILED
+    return False
+
+
+@dataclass
+class _Heads:
+    """Pass one, watched as another reader goes through the lines (verify, in ``write_lock``):
+    how many records, the last one, and each plan's newest build and its push."""
+
+    current: dict[str, _Current] = field(default_factory=dict)
+    records: int = 0
+    last: Entry | None = None
+
+    def watching(self, lines: Iterable[Line]) -> Iterator[Line]:
+        for line in lines:
+            if isinstance(line, Entry):
+                self.records += 1
+                self.last = line
+                if line.record.plan is not None:
+                    self.current.setdefault(line.record.plan, _Current()).feed(line)
+            yield line
+
+
+def render_lock(
+    workspace: Workspace, lines: Callable[[], Iterable[Line]] | None = None
+) -> dict[str, Any]:
+    """The lock document for every plan that has records (of ``lines``, else read now).
+
+    Records without a plan appear under a plan only when they name its images. Two passes
+    over the same bytes (``lines`` is called once for each): the first finds each plan's
+    newest build and its push, the second keeps only the records a section can show, so
+    memory follows the size of the lock, not the ledger's length.
     """
-    result = result or scan(workspace.ledger_path)
-    by_plan: dict[str, list[Entry]] = {}
-    unplanned: list[Entry] = []
-    for entry in result.entries:
-        if entry.record.plan is not None:
-            by_plan.setdefault(entry.record.plan, []).append(entry)
-        else:
-            unplanned.append(entry)
-    last = result.entries[-1] if result.entries else None
+    if lines is None:
+        with passes(workspace.ledger_path) as again:
+            return render_lock(workspace, again)
+    heads = _Heads()
+    for _line in heads.watching(lines()):
+        pass
+    return _render(workspace, heads, lines())
+
+
+def _render(workspace: Workspace, heads: _Heads, lines: Iterable[Line]) -> dict[str, Any]:
+    """Pass two: keep what each plan's section shows, then render the sections."""
+    current, records, last = heads.current, heads.records, heads.last
+    names = {plan: state.identifiers() for plan, state in current.items()}
+    by_plan: dict[str, list[Entry]] = {plan: [] for plan in current}
+    unplanned: dict[str, list[Entry]] = {plan: [] for plan in current}
+    for line in lines:
+        if not isinstance(line, Entry):
+            continue
+        plan = line.record.plan
+        if plan is not None:
+            if _kept(line, current[plan], names[plan]):
+                by_plan[plan].append(line)
+        elif line.record.kind in _ABOUT_IMAGES:
+            for other, ids in names.items():
+                if ids and _concerns(line.record, ids):
+                    unplanned[other].append(line)
     try:
         ledger_name = workspace.ledger_path.resolve().relative_to(workspace.root.resolve())
         ledger_shown = ledger_name.as_posix()
@@ -319,11 +404,11 @@ def render_lock(workspace: Workspace, result: Scan | None = None) -> dict[str, A
         "schema": LOCK_SCHEMA,
         "ledger": {
             "path": ledger_shown,
-            "records": len(result.entries),
+            "records": records,
             "head_seq": last.record.seq if last else None,
             "head": last.digest if last else None,
         },
-        "images": {plan: _render_plan(by_plan[plan], unplanned) for plan in sorted(by_plan)},
+        "images": {plan: _render_plan(by_plan[plan], unplanned[plan]) for plan in sorted(by_plan)},
     }
 
 
@@ -350,11 +435,12 @@ def write_lock(workspace: Workspace, output: Path | None) -> LockResult:
     A lock is a statement that the ledger verifies: it is rendered from the very bytes just
     verified, and refused (LedgerBroken) when they do not verify or hold no record.
     """
-    result = scan(workspace.ledger_path)
-    report = verify_scan(workspace, result)
-    if not report.ok:
-        raise _refusal(report)
-    document = render_lock(workspace, result)
+    with passes(workspace.ledger_path) as lines:
+        heads = _Heads()  # the lock's first pass rides along with verify's
+        report = verify_lines(workspace, workspace.ledger_path, heads.watching(lines()))
+        if not report.ok:
+            raise _refusal(report)
+        document = _render(workspace, heads, lines())
     if output is not None:
         output.parent.mkdir(parents=True, exist_ok=True)
         temp = output.with_name(f".{output.name}.{utc_stamp()}.tmp")

@@ -28,6 +28,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import stat
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
@@ -37,7 +39,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from imagekit.errors import RecordRefused, ReferenceFormatError, UsageError
 from imagekit.evidence import new_run_dir, write_json
 from imagekit.ledger.record import FinalPullDetails, LedgerRecord, PushDetails
-from imagekit.ledger.store import append_record, read_records
+from imagekit.ledger.store import append_record, iter_records
 from imagekit.refs import Digest, is_digest, parse_reference
 from imagekit.runtime.cri import FinalPullStatus, PulledImage, judge_pod_image_id
 from imagekit.workspace import Workspace
@@ -186,12 +188,55 @@ def _what_json(document: Any) -> str:
     return "a JSON number"
 
 
-def load_pods(path: Path) -> tuple[list[Pod], bytes]:
-    """Parse a pod or a list of pods as kubectl prints them; also return the exact bytes."""
+#: The most a pod file may hold: kubectl's JSON of a list of a few thousand pods is far less;
+#: a device such as /dev/zero never ends and must not be read forever.
+MAX_POD_FILE = 64 << 20
+
+
+def _read_input(path: Path) -> bytes:
+    """The bytes of a pod file, a pipe (``<(kubectl ...)``) or a FIFO, never waiting on a
+    FIFO that has no writer: opened without blocking (a FIFO's open waits for a writer),
+    then read to its end. A FIFO nobody has opened for writing reads as empty, at once."""
     try:
-        data = path.read_bytes()
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK)
     except OSError as exc:
         raise UsageError(f"cannot read {path}: {exc.strerror}") from exc
+    try:
+        mode = os.fstat(fd).st_mode
+        if stat.S_ISDIR(mode):
+            raise UsageError(f"{path} is a directory", hint="give the pod's JSON file")
+        os.set_blocking(fd, True)
+        chunks: list[bytes] = []
+        size = 0
+        while chunk := _read(fd, path):
+            size += len(chunk)
+            if size > MAX_POD_FILE:
+                raise UsageError(
+                    f"{path} holds more than {MAX_POD_FILE >> 20} MiB: not a pod's JSON",
+                    hint="give the output of `kubectl get pod NAME -o json`",
+                )
+            chunks.append(chunk)
+    finally:
+        os.close(fd)
+    if size == 0 and stat.S_ISFIFO(mode):
+        raise UsageError(
+            f"{path} is a FIFO that nobody wrote to",
+            hint="write the pod's JSON into it while imagekit reads, or give a file: "
+            "`kubectl get pod NAME -o json > pod.json`",
+        )
+    return b"".join(chunks)
+
+
+def _read(fd: int, path: Path) -> bytes:
+    try:
+        return os.read(fd, 1 << 20)
+    except OSError as exc:
+        raise UsageError(f"cannot read {path}: {exc.strerror}") from exc
+
+
+def load_pods(path: Path) -> tuple[list[Pod], bytes]:
+    """Parse a pod or a list of pods as kubectl prints them; also return the exact bytes."""
+    data = _read_input(path)
     try:
         document = json.loads(data)
     except ValueError as exc:
@@ -219,11 +264,10 @@ def load_pods(path: Path) -> tuple[list[Pod], bytes]:
 
 def expected_from_plan(workspace: Workspace, plan: str) -> tuple[Digest, Digest | None]:
     """The manifest and config digests of the plan's newest push record."""
-    pushes = [
-        r
-        for r in read_records(workspace.ledger_path)
-        if r.plan == plan and r.kind == "push" and r.status == "pushed"
-    ]
+    with iter_records(workspace.ledger_path) as records:
+        pushes = [
+            r for r in records if r.plan == plan and r.kind == "push" and r.status == "pushed"
+        ]
     if not pushes:
         raise UsageError(
             f"the ledger has no push record for plan {plan!r} to compare against",
@@ -265,11 +309,12 @@ def _judge(
 def containerd_pulls(workspace: Workspace) -> list[PulledImage]:
     """Every containerd final-pull record of the ledger, newest first."""
     found = []
-    for rec in read_records(workspace.ledger_path):
-        if rec.kind == "final-pull":
-            pulled = PulledImage.from_details(rec.seq, rec.status, rec.details)
-            if pulled is not None:
-                found.append(pulled)
+    with iter_records(workspace.ledger_path) as records:
+        for rec in records:
+            if rec.kind == "final-pull":
+                pulled = PulledImage.from_details(rec.seq, rec.status, rec.details)
+                if pulled is not None:
+                    found.append(pulled)
     return found[::-1]
 
 

@@ -134,6 +134,11 @@ class BuildDetails(RecordDetails):
     epoch: int | None = None
     guard: GuardReport | None = None
     assertions: AssertionRunDetails | None = None
+    attestation: str | None = Field(
+        default=None,
+        description="--buildkit/--buildx-builder with --sign-key (a build record with no push "
+        "record): the SLSA v1 provenance's envelope digest, or 'not attested: WHY'",
+    )
     # a plan of several platforms (imagekit.build.platforms): one build record a platform,
     # each naming the index pushed with all of them
     platform: str | None = None
@@ -173,6 +178,16 @@ class PushDetails(RecordDetails):
         default=None,
         description="with --sign-key: the SLSA v1 provenance's envelope digest, or "
         "'not attested: WHY'",
+    )
+    audit_attestation: str | None = Field(
+        default=None,
+        description="`imagekit pipeline --sign-key`: the audit made before the push, signed "
+        "onto the pushed digest (its config the audited image's): envelope digest, or "
+        "'not attested: WHY'",
+    )
+    vuln_attestation: str | None = Field(
+        default=None,
+        description="the same audit's vulnerability scan (cosign's vuln predicate)",
     )
     manifest_digest: str | None = None
     config_digest: str | None = None

@@ -352,10 +352,28 @@ def reading(path: Path) -> Iterator[Iterator[Line]]:
     stays bounded whatever the ledger's length: the file is read a chunk at a time and only
     the line being parsed is held.
     """
+    with passes(path) as again:
+        yield again()
+
+
+@contextmanager
+def passes(path: Path) -> Iterator[Callable[[], Iterator[Line]]]:
+    """Like :func:`reading`, for a reader that must go over the same bytes more than once.
+
+    Each call of the yielded function streams the ledger from its first byte again; the
+    shared lock is held across every pass, so no append lands between them and each pass
+    reads exactly the bytes the one before it read (the lock verifies in one pass, then
+    renders in two more, holding only what it shows).
+    """
     if not path.exists():
         raise _no_ledger(path)
     with locked(path, os.O_RDONLY, shared=True) as fd:
-        yield _stream(path, fd)
+
+        def again() -> Iterator[Line]:
+            os.lseek(fd, 0, os.SEEK_SET)
+            return _stream(path, fd)
+
+        yield again
 
 
 def _stream(path: Path, fd: int) -> Iterator[Line]:
@@ -424,7 +442,8 @@ def _collect(path: Path, lines: Iterator[Line], size: int) -> Scan:
 def scan(path: Path) -> Scan:
     """Every line at once, under a shared lock; exact bytes kept beside each parsed record.
 
-    For what must hold the whole history (the lock, repair); :func:`reading` streams.
+    For what must hold the whole history (repair); :func:`reading` and :func:`passes`
+    stream.
     """
     with reading(path) as lines:
         result = _collect(path, lines, 0)
@@ -454,7 +473,19 @@ def parse(path: Path, data: bytes) -> Scan:
 
 
 def read_records(path: Path) -> list[LedgerRecord]:
-    return [entry.record for entry in scan(path).entries]
+    """Every record at once; for a ledger of any length, :func:`iter_records` streams."""
+    with reading(path) as lines:
+        return [line.record for line in lines if isinstance(line, Entry)]
+
+
+@contextmanager
+def iter_records(path: Path) -> Iterator[Iterator[LedgerRecord]]:
+    """The ledger's records one at a time, oldest first, under a shared lock held until the
+    block ends: a reader that keeps only what it looks for holds bounded memory whatever the
+    ledger's length. Lines that are not records are passed over, as in :func:`read_records`;
+    only ``verify`` judges them."""
+    with reading(path) as lines:
+        yield (line.record for line in lines if isinstance(line, Entry))
 
 
 @dataclass(frozen=True)

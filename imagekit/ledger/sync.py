@@ -41,7 +41,7 @@ from imagekit.ledger.record import (
     RecordDetails,
     VulnerabilityScanDetails,
 )
-from imagekit.ledger.store import append_record, read_records
+from imagekit.ledger.store import append_record, iter_records
 from imagekit.refs import Digest, Reference, parse_reference
 from imagekit.registry.client import RegistryClient
 from imagekit.workspace import Workspace
@@ -88,25 +88,33 @@ class SyncResult:
 def _pinned_images(workspace: Workspace, plans: Sequence[str]) -> dict[str, str | None]:
     """Every repo@digest the ledger names (of PLANS when given), with the plan it was for."""
     found: dict[str, str | None] = {}
-    for record in read_records(workspace.ledger_path):
-        if plans and record.plan not in plans:
-            continue
-        for value in record.images.values():
-            try:
-                ref = parse_reference(value)
-            except ReferenceFormatError:
+    with iter_records(workspace.ledger_path) as records:
+        for record in records:
+            if plans and record.plan not in plans:
                 continue
-            if ref.digest is not None:
-                found.setdefault(str(ref.pinned_only()), record.plan)
+            for value in record.images.values():
+                try:
+                    ref = parse_reference(value)
+                except ReferenceFormatError:
+                    continue
+                if ref.digest is not None:
+                    found.setdefault(str(ref.pinned_only()), record.plan)
     return found
 
 
+# The details keys that name an attestation a record made (the pipeline's push record
+# names the audit's too, signed there once the image had a registry digest).
+_ATTESTATION_KEYS = ("attestation", "audit_attestation", "vuln_attestation")
+
+
 def _known(workspace: Workspace) -> set[str]:
-    return {
-        str(record.details["attestation"])
-        for record in read_records(workspace.ledger_path)
-        if isinstance(record.details.get("attestation"), str)
-    }
+    with iter_records(workspace.ledger_path) as records:
+        return {
+            str(record.details[key])
+            for record in records
+            for key in _ATTESTATION_KEYS
+            if isinstance(record.details.get(key), str)
+        }
 
 
 def _record_of(

@@ -184,7 +184,9 @@ class RegistryClient:
             transport=transport,
             policy=policy,
             timeout=timeout,
-            tls=TLSSettings.from_env(insecure=insecure, ca_file=ca_file),
+            tls=TLSSettings.from_env(insecure=insecure, ca_file=ca_file).with_host_files(
+                {m.host: (m.cas, m.clients) for m in self._mirrors if m.cas or m.clients}
+            ),
         )
         self._policy = policy
         self._auth = Authenticator(self._transport, CredentialStore(docker_config))
@@ -246,23 +248,23 @@ class RegistryClient:
         if registry == HUB and repository and relative and method in ("GET", "HEAD"):
             # Docker Hub's reads go to its mirrors first (imagekit.registry.mirrors).
             for mirror in self._mirrors:
-                where = mirror.join(path if path.startswith("/") else prefix + path)
+                where = mirror.url(path if path.startswith("/") else prefix + path)
                 try:
                     answer = self._send(
-                        method, where, mirror, registry, repository, scopes,
+                        method, where, mirror.origin, registry, repository, scopes,
                         headers, content, stream, allow_status,
                     )  # fmt: skip
                 except RegistryError as exc:
-                    self._say(f"{HUB}: mirror {netloc(mirror)} failed ({exc.message}); next")
+                    self._say(f"{HUB}: mirror {mirror.host} failed ({exc.message}); next")
                     continue
                 if 200 <= answer.status_code < 300:
-                    if netloc(mirror) not in self._served_by:
-                        self._served_by.add(netloc(mirror))
-                        self._say(f"{HUB}: reading through the mirror {netloc(mirror)}")
+                    if mirror.host not in self._served_by:
+                        self._served_by.add(mirror.host)
+                        self._say(f"{HUB}: reading through the mirror {mirror.host}")
                     return answer
                 answer.close()
                 self._say(
-                    f"{HUB}: mirror {netloc(mirror)} answered HTTP {answer.status_code} for "
+                    f"{HUB}: mirror {mirror.host} answered HTTP {answer.status_code} for "
                     f"{method} {public_url(where)}; asking the next"
                 )
             if self._mirrors:

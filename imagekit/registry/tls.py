@@ -7,6 +7,8 @@
   ``*.crt`` in it is a CA for that host, every ``NAME.cert`` with its ``NAME.key`` a client
   certificate (https://docs.docker.com/engine/security/certificates/). A loopback host with
   such a folder is spoken to over HTTPS; without one, over plain HTTP, as before.
+- containerd's hosts.toml ``ca`` and ``client`` for a Hub mirror (imagekit.registry.mirrors):
+  more CAs and client certificates for that mirror's host (:meth:`TLSSettings.with_host_files`).
 - ``--insecure HOST`` (``IMAGEKIT_INSECURE_REGISTRIES``, comma- or space-separated) means
   what Docker's ``insecure-registries`` means: TLS without verifying the certificate, and
   plain HTTP when the host does not speak TLS at all. Credentials never go to a plain-HTTP
@@ -23,7 +25,7 @@ import os
 import re
 import ssl
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -35,6 +37,7 @@ INSECURE_ENV = "IMAGEKIT_INSECURE_REGISTRIES"
 CA_FILE_ENV = "IMAGEKIT_CA_FILE"
 DEFAULT_CERTS_D = Path("/etc/docker/certs.d")
 _SPLIT = re.compile(r"[\s,]+")
+HostFiles = tuple[tuple[Path, ...], tuple[tuple[Path, Path | None], ...]]
 
 
 def _hosts(values: Iterable[str]) -> frozenset[str]:
@@ -48,6 +51,8 @@ class TLSSettings:
     insecure: frozenset[str] = frozenset()
     ca_file: Path | None = None
     certs_dir: Path = DEFAULT_CERTS_D
+    # host -> (CA files, (certificate, key or None) pairs) from a mirror's hosts.toml entry
+    host_files: Mapping[str, HostFiles] = field(default_factory=dict)
     _contexts: dict[tuple[str, bool], ssl.SSLContext] = field(
         default_factory=dict, init=False, compare=False, repr=False
     )
@@ -65,6 +70,12 @@ class TLSSettings:
             ca_file=ca_file or base.ca_file or (Path(env_ca) if env_ca else None),
             certs_dir=Path(os.environ.get(CERTS_D_ENV) or base.certs_dir),
         )
+
+    def with_host_files(self, files: Mapping[str, HostFiles]) -> TLSSettings:
+        """These settings, with more CAs and client certificates for some hosts."""
+        if not files:
+            return self
+        return replace(self, host_files={**self.host_files, **files})
 
     def host_dir(self, host: str) -> Path | None:
         """certs.d/HOST[:PORT] when it is a folder (Docker names them so, port included)."""
@@ -101,6 +112,11 @@ class TLSSettings:
                             hint="put the certificate's key next to it, as Docker expects",
                         )
                     context.load_cert_chain(str(cert), str(key))
+            cas, clients = self.host_files.get(host, ((), ()))
+            for ca in cas:
+                context.load_verify_locations(cafile=str(ca))
+            for pem, pem_key in clients:  # no key: it is in the certificate's file
+                context.load_cert_chain(str(pem), str(pem_key) if pem_key else None)
         except (OSError, ssl.SSLError) as exc:
             raise RegistryTLSError(
                 f"{host}: cannot load TLS files: {exc}",

@@ -277,7 +277,46 @@ def _ssl_context() -> ssl.SSLContext:
     return ssl.create_default_context()
 
 
-def _proxy_mounts() -> dict[str, httpx.BaseTransport | None]:
+class _ProxiedByHost(httpx.BaseTransport):
+    """httpx's proxy transport, one per registry host, each with that host's TLS context.
+
+    Through an HTTPS_PROXY the registry's TLS runs end to end inside the CONNECT tunnel, so
+    it must be verified (and a client certificate shown) exactly as without the proxy:
+    ``--ca-file``, certs.d and ``--insecure`` for that host. One httpx transport takes one
+    SSL context, hence one transport per host. The proxy's own TLS (an ``https://`` proxy
+    URL) is verified against the system store, where users keep their proxy's CA.
+    """
+
+    def __init__(self, proxy: str, context_for: Callable[[str], ssl.SSLContext]) -> None:
+        secure = httpx.URL(proxy).scheme == "https"
+        self._proxy = httpx.Proxy(proxy, ssl_context=_ssl_context() if secure else None)
+        self._context_for = context_for
+        self._by_host: dict[str, httpx.HTTPTransport] = {}
+        self._lock = threading.Lock()
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        host = request.url.host if request.url.port in (None, 443) else netloc(request.url)
+        with self._lock:
+            transport = self._by_host.get(host)
+            if transport is None:
+                # Plain HTTP never opens a context (a forward request, no tunnel).
+                verify: ssl.SSLContext | bool = (
+                    self._context_for(host) if request.url.scheme == "https" else True
+                )
+                transport = httpx.HTTPTransport(proxy=self._proxy, verify=verify)
+                self._by_host[host] = transport
+        return transport.handle_request(request)
+
+    def close(self) -> None:
+        with self._lock:
+            for transport in self._by_host.values():
+                transport.close()
+            self._by_host.clear()
+
+
+def _proxy_mounts(
+    context_for: Callable[[str], ssl.SSLContext],
+) -> dict[str, httpx.BaseTransport | None]:
     """httpx transports for the proxies the environment names (HTTP(S)_PROXY, ALL_PROXY,
     NO_PROXY), in front of the stdlib transport.
 
@@ -285,16 +324,13 @@ def _proxy_mounts() -> dict[str, httpx.BaseTransport | None]:
     they must be mounted here, by httpx's own rules (its ``get_environment_proxies``; httpx
     is pinned below 0.29, and tests/integration/registry/test_wire.py checks the proxy is
     used). A NO_PROXY host maps to None: our transport, no proxy. Without any proxy nothing
-    is built, and the CA bundle is loaded only on the first https connection.
+    is built. Each registry's TLS through the proxy is its own (:class:`_ProxiedByHost`).
     """
     from httpx._utils import get_environment_proxies
 
     proxies = get_environment_proxies()
-    if not proxies:
-        return {}
-    context = _ssl_context()
     return {
-        pattern: None if url is None else httpx.HTTPTransport(proxy=url, verify=context)
+        pattern: None if url is None else _ProxiedByHost(url, context_for)
         for pattern, url in proxies.items()
     }
 
@@ -319,7 +355,7 @@ class Transport:
         self._plain_lock = threading.Lock()
         self.http = httpx.Client(
             transport=transport or StdlibTransport(_ssl_context, per_host=self._context_for),
-            mounts=_proxy_mounts() if transport is None else None,
+            mounts=_proxy_mounts(self._context_for) if transport is None else None,
             follow_redirects=False,
             timeout=httpx.Timeout(timeout, connect=min(timeout, 15.0)),
             headers={"User-Agent": "imagekit"},

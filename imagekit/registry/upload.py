@@ -14,8 +14,10 @@ Used by `imagekit mirror --copy`. Every blob goes the cheapest safe way
 
    Chunks (``chunk_size`` given, or after such a refusal) are ``PATCH``es followed by the
    closing ``PUT ?digest=``: never smaller than the registry's ``OCI-Chunk-Min-Length``
-   (distribution-spec, "Pushing a blob in chunks"), halved on each 416 down to that minimum
-   (or 64 KiB) before the copy gives up naming what the registry said. A chunk whose PATCH
+   (distribution-spec, "Pushing a blob in chunks"). A refusal that states the largest body
+   taken (GHCR's 416 "request body is too large, max size is 4.00MiB") sets the chunk size to
+   that at once; one that does not, or whose size is refused too, halves it, down to that
+   minimum (or 64 KiB), before the copy gives up naming what the registry said. A chunk whose PATCH
    fails is resumed where the registry's upload status (``GET`` on the upload URL,
    ``Range: 0-N``) says it stopped, so a dropped connection costs at most one chunk.
    distribution/distribution refuses the status of a session whose answer was lost (its
@@ -78,6 +80,25 @@ DEFAULT_CHUNK = 16 * MiB
 #: Chunks are never halved below this (nor below the registry's OCI-Chunk-Min-Length).
 MIN_CHUNK = 64 * 1024
 _TOO_LARGE = (413, 416)
+# The largest body a refusal says the registry takes: GHCR's "max size is 4.00MiB"; the
+# other spellings seen from proxies in front of registries ("maximum size 8 MB").
+_STATED_MAX = re.compile(
+    r"max(?:imum)?(?:[ _-](?:body|request|chunk|upload))?(?:[ _-]size)?(?:\s+is|:|=)?\s*"
+    r"([0-9]+(?:\.[0-9]+)?)\s*([KMGT]i?B|B|bytes)\b",
+    re.IGNORECASE,
+)
+_UNITS = {"b": 1, "bytes": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
+          "kib": 1 << 10, "mib": 1 << 20, "gib": 1 << 30, "tib": 1 << 40}  # fmt: skip
+
+
+def stated_max_size(message: str) -> int | None:
+    """The largest request body a registry's refusal says it takes, in bytes (rounded down:
+    "4.00MiB" is 4194304), or None when it says none."""
+    match = _STATED_MAX.search(message)
+    if match is None:
+        return None
+    size = int(float(match.group(1)) * _UNITS[match.group(2).lower()])
+    return size if size > 0 else None
 
 
 @dataclass(frozen=True)
@@ -235,7 +256,8 @@ class _Copier:
                             chunked = True
                             started, min_length = self._start_upload()
                             session.append(started)
-                            self._chunked(session, source, min_length)
+                            stated = stated_max_size(exc.cause.message)
+                            self._chunked(session, source, min_length, first=stated)
                     session.clear()  # complete: nothing to cancel
                     break
                 except _LostUpload as exc:
@@ -341,14 +363,18 @@ class _Copier:
             content=data,
         )
 
-    def _chunked(self, session: list[str], source: BlobSource, min_length: int) -> None:
+    def _chunked(
+        self, session: list[str], source: BlobSource, min_length: int, first: int | None = None
+    ) -> None:
         """PATCH every chunk, then the closing PUT; ``session[-1]`` follows the upload URL.
 
-        Chunks are at least the registry's minimum length (the last one excepted) and are
-        halved after each 416, down to that minimum (or MIN_CHUNK): GHCR answers 416
-        "request body is too large" to chunks over its 4 MiB. One chunk is in memory.
+        Chunks are at least the registry's minimum length (the last one excepted). After a
+        416 they are as large as the registry says it takes (GHCR: "request body is too
+        large, max size is 4.00MiB"), or, when it says nothing usable, half as large, down
+        to that minimum (or MIN_CHUNK). ``first``: the size a refused PUT stated. One chunk
+        is in memory.
         """
-        size = max(self.chunk_size or DEFAULT_CHUNK, min_length)
+        size = max(first or self.chunk_size or DEFAULT_CHUNK, min_length)
         floor = max(min_length, MIN_CHUNK)
         offset = 0
         buffer = bytearray()
@@ -370,10 +396,14 @@ class _Copier:
                 except _TooLarge as exc:
                     if size <= floor:
                         raise self._no_chunk_fits(floor, exc.cause) from exc
-                    size = max(floor, size // 2)
+                    stated = stated_max_size(exc.cause.message)
+                    if stated is not None and floor <= stated < len(chunk):
+                        size, why = stated, "the most it says it takes"
+                    else:  # nothing said, or that size refused too: halve
+                        size, why = max(floor, size // 2), "halved"
                     self.say(
                         f"{self.dst.registry} refused a chunk of {len(chunk)} bytes "
-                        f"({exc.cause.message}); sending {size}-byte chunks"
+                        f"({exc.cause.message}); sending {size}-byte chunks ({why})"
                     )
                     continue
                 offset += len(chunk)

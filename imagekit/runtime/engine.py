@@ -8,7 +8,9 @@ chooses the legacy client even where buildx is installed (a broken plugin; the t
 exercise both paths). A build through buildx names its builder: the docker-driver builder of
 the client's current context (buildx names it after the context), the engine the base was
 pulled into, whatever `docker buildx use` or $BUILDX_BUILDER selected for other work.
-Every python-on-whales exception is translated to EngineUnavailable here.
+Every python-on-whales exception is translated here: to EngineUnavailable, or, for a registry
+whose TLS the engine could not verify or that refused its certificate, to RegistryTLSError
+saying how the engine is made to trust it (:func:`engine_tls_error`).
 python-on-whales is imported only when the engine is used (it costs a command that never
 touches the engine, such as a registry build, some 0.3 s of start-up).
 """
@@ -16,6 +18,7 @@ touches the engine, such as a registry build, some 0.3 s of start-up).
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 from collections.abc import Iterator
@@ -25,7 +28,7 @@ from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
-from imagekit.errors import EngineUnavailable
+from imagekit.errors import EngineUnavailable, RegistryTLSError
 from imagekit.refs import Platform
 
 if TYPE_CHECKING:
@@ -38,6 +41,18 @@ START_HINT = (
     "`dockerd --bridge=none --iptables=false --ip-masq=false &`), then check `docker info`"
 )
 _FALLBACK_CLIENTS = ("/usr/bin/docker",)
+#: Where the engine (and so imagekit's own client, by default) finds a registry's CA and
+#: client certificate; dockerd reads ``HOST:PORT/`` in it afresh on every pull and push.
+ENGINE_CERTS_D = Path("/etc/docker/certs.d")
+# What the engine's Go TLS stack says about a certificate it could not verify
+# ("x509: certificate signed by unknown authority", "x509: certificate is valid for A,
+# not B") or a handshake the registry refused ("remote error: tls: bad certificate").
+_TLS_UNVERIFIED = re.compile(r"x509: [^\"\n]*")
+# A registry the engine counts as secure that answers in plain HTTP.
+_PLAIN_HTTP = re.compile(
+    r"server gave HTTP response to HTTPS client|first record does not look like a TLS handshake"
+)
+_TLS_REFUSED = re.compile(r"(?:remote error: )?tls: [^\"\n]*")
 BUILDX_ENV = "IMAGEKIT_DOCKER_BUILDX"
 _OFF = ("0", "off", "no", "false")
 
@@ -156,17 +171,63 @@ def buildx_client() -> str:
     return found
 
 
+def engine_tls_error(text: str, registry: str) -> RegistryTLSError | None:
+    """The engine's failure to reach ``registry`` over TLS, said as imagekit's own client
+    says it (one line naming the registry, a hint saying what to do), or None for any
+    other failure.
+
+    The hint names what the engine reads, not imagekit's options: the engine knows nothing
+    of ``--ca-file`` or ``$IMAGEKIT_CERTS_D``, only its own ``/etc/docker/certs.d`` (which
+    imagekit's client reads too unless told otherwise) and its ``insecure-registries``.
+    """
+    folder = f"{ENGINE_CERTS_D}/{registry}/"
+    unverified = _TLS_UNVERIFIED.search(text)
+    if unverified is not None:
+        return RegistryTLSError(
+            f"{registry}: the Docker engine could not verify the TLS certificate of "
+            f"{registry} ({unverified.group(0).strip()})",
+            registry=registry,
+            hint=f"put the registry's CA in {folder}ca.crt (the engine reads it on each "
+            "pull, no restart; imagekit reads it too; --ca-file is imagekit's alone), or add "
+            f"{registry} to the engine's insecure-registries (/etc/docker/daemon.json, then "
+            "restart the engine)",
+        )
+    plain = _PLAIN_HTTP.search(text)
+    if plain is not None:
+        return RegistryTLSError(
+            f"{registry}: the Docker engine spoke TLS to {registry}, which answered in plain "
+            f"HTTP ({plain.group(0)})",
+            registry=registry,
+            hint=f"serve the registry over TLS, or add {registry} to the engine's "
+            "insecure-registries (/etc/docker/daemon.json, then restart the engine) and "
+            f"pass --insecure {registry} to imagekit",
+        )
+    refused = _TLS_REFUSED.search(text)
+    if refused is not None:
+        return RegistryTLSError(
+            f"{registry}: the TLS handshake between the Docker engine and {registry} failed "
+            f"({refused.group(0).strip()})",
+            registry=registry,
+            hint=f"it may want a client certificate: put client.cert and client.key in "
+            f"{folder} (the engine reads them on each pull); check its ca.crt there too",
+        )
+    return None
+
+
 @contextmanager
-def engine_errors(action: str) -> Iterator[None]:
-    """Translate python-on-whales failures into EngineUnavailable naming the action."""
+def engine_errors(action: str, *, registry: str | None = None) -> Iterator[None]:
+    """Translate python-on-whales failures into EngineUnavailable naming the action, or,
+    when the action talks to ``registry``, a TLS failure into RegistryTLSError."""
     from python_on_whales.exceptions import DockerException
 
     try:
         yield
     except DockerException as exc:
-        raise EngineUnavailable(
-            f"{action} failed: {docker_error_text(exc)}", hint=START_HINT
-        ) from exc
+        text = docker_error_text(exc)
+        tls = engine_tls_error(text, registry) if registry else None
+        if tls is not None:
+            raise tls from exc
+        raise EngineUnavailable(f"{action} failed: {text}", hint=START_HINT) from exc
 
 
 @cache

@@ -31,8 +31,9 @@ way that registry behaves, in front of the real one:
 - ``status`` with ``body`` and ``headers``: Docker Hub's 429 TOOMANYREQUESTS with its
   ``RateLimit-*`` headers; Nexus's and Artifactory's HEAD 404 for a manifest a GET serves;
   Harbor's and Nexus's 401/403 to a cross-repository mount (``path=r"mount="``).
-- ``chunk_limit``: GHCR's 416 "request body is too large" to a PATCH of more than ``limit``
-  bytes; the registry never sees it.
+- ``chunk_limit``: GHCR's 416 "request body is too large, max size is 4.00MiB" to a PATCH
+  of more than ``limit`` bytes, with ``limit`` in GHCR's words (:func:`ghcr_too_large`), or
+  ``body`` when one is given; the registry never sees it.
 - ``header``: add ``headers`` to the answer (``OCI-Chunk-Min-Length`` on a POST that opens
   an upload).
 - ``csrf``: Harbor's session cookie: every answer sets one, and a write (POST, PUT, PATCH,
@@ -66,10 +67,16 @@ WRONG_DIGEST = "sha256:" + "0" * 64
 OFFSITE_HOST = "localhost"  # the name a ``redirect`` sends the client to; ours is 127.0.0.1
 
 
-GHCR_TOO_LARGE = (
-    b'{"errors":[{"code":"SIZE_INVALID","message":"request body is too large, max size is '
-    b'4.00MiB"}]}'
-)
+def ghcr_too_large(limit: int) -> bytes:
+    """GHCR's 416 body for a PATCH over ``limit`` bytes, its size printed as GHCR prints it."""
+    return (
+        b'{"errors":[{"code":"SIZE_INVALID","message":"request body is too large, max size is '
+        + f"{limit / (1 << 20):.2f}MiB".encode()
+        + b'"}]}'
+    )
+
+
+GHCR_TOO_LARGE = ghcr_too_large(4 << 20)  # ...max size is 4.00MiB"
 HARBOR_CSRF = b'{"errors":[{"code":"FORBIDDEN","message":"CSRF token invalid"}]}'
 _WRITES = {"POST", "PUT", "PATCH", "DELETE"}
 _ANSWERED = {"status", "redirect", "chunk_limit", "csrf"}  # answered here, never forwarded
@@ -252,7 +259,7 @@ class FaultProxy:
                 ``chunk_limit``, ``csrf``."""
                 status, body = {
                     "redirect": (307, b""),
-                    "chunk_limit": (416, GHCR_TOO_LARGE),
+                    "chunk_limit": (416, fault.body or ghcr_too_large(fault.limit)),
                     "csrf": (403, HARBOR_CSRF),
                 }.get(fault.kind, (fault.status, fault.body))
                 self._record(status, fault, False)

@@ -35,9 +35,10 @@ SERVICE = "imagekit-test-registry"
 ISSUER = "imagekit-test-issuer"
 
 
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
+def free_port(address: str = "127.0.0.1") -> int:
+    family = socket.AF_INET6 if ":" in address else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as sock:
+        sock.bind((address, 0))
         return int(sock.getsockname()[1])
 
 
@@ -185,7 +186,9 @@ def _config(
     tls: ServerCertificate | None = None,
     client_ca: Path | None = None,
     readonly: bool = False,
+    address: str = "127.0.0.1",
 ) -> str:
+    listen = f"[{address}]" if ":" in address else address
     config: dict[str, Any] = {
         "version": 0.1,
         "log": {"level": "warn", "accesslog": {"disabled": True}},
@@ -194,7 +197,7 @@ def _config(
             "delete": {"enabled": True},
             "cache": {"blobdescriptor": "inmemory"},
         },
-        "http": {"addr": f"127.0.0.1:{port}", "secret": secrets.token_hex(16)},
+        "http": {"addr": f"{listen}:{port}", "secret": secrets.token_hex(16)},
     }
     if auth:
         config["auth"] = auth
@@ -251,6 +254,8 @@ def start_registry(
     client_ca: Path | None = None,
     readonly: bool = False,
     storage_of: Path | None = None,
+    address: str = "127.0.0.1",
+    name: str | None = None,
 ) -> RunningRegistry:
     """Start a real registry on a free 127.0.0.1 port; the caller stops it.
 
@@ -258,7 +263,9 @@ def start_registry(
     it serve HTTPS with that certificate (tests/support/tls.py) instead of plain HTTP, and
     ``client_ca`` makes it require client certificates that CA signed; ``readonly`` refuses
     every push (distribution's maintenance mode); ``storage_of`` serves another registry's
-    storage folder (its workdir) instead of a new one."""
+    storage folder (its workdir) instead of a new one. ``address`` is where it listens
+    (``::1``: loopback the engine does not count as insecure, unlike 127.0.0.0/8) and
+    ``name`` the host name it is reached by (it must resolve to ``address``)."""
     if auth not in ("none", "basic", "token"):
         raise ValueError(f"unknown registry auth {auth!r}")
     workdir.mkdir(parents=True, exist_ok=True)
@@ -285,17 +292,24 @@ def start_registry(
         }
     last_error: Exception | None = None
     for _ in range(3):
-        chosen = port or free_port()
+        chosen = port or free_port(address)
         config_path = workdir / "config.yml"
         config_path.write_text(
             _config(
-                storage_of or workdir, chosen, auth_config, allow_urls, tls, client_ca, readonly
+                storage_of or workdir,
+                chosen,
+                auth_config,
+                allow_urls,
+                tls,
+                client_ca,
+                readonly,
+                address,
             )
         )
         log_path = workdir / "registry.log"
         process = start_logged([REGISTRY_BINARY, "serve", str(config_path)], log_path)
         registry = RunningRegistry(
-            host=f"127.0.0.1:{chosen}",
+            host=f"{name or address}:{chosen}",
             storage=workdir,
             auth=auth,
             username=username if auth != "none" else None,

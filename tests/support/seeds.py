@@ -13,7 +13,11 @@ this module does the rest through imagekit's own command line (``--json``), as a
    assembled on this amd64 machine through the registry): ``imagekit build --builder
    registry`` pushes, then audit under qemu, mirror, final pull;
 4. ``imagekit ledger verify`` and the table: plan, base status, built status, final image,
-   and what the status proves (and what it does not).
+   and what the status proves (and what it does not);
+5. with ``--key PUB`` (scripts/seeds.sh makes a key pair under .seeds/ and hands every
+   command the private key through IMAGEKIT_SIGNING_KEY, so every stage attests): the gate
+   from the registry alone, ``imagekit verify`` of each plan's pushed image and of its
+   mirror (the final image), and cosign's ``verify-attestation`` of both, in the table.
 
 P is the plan's profile less what a replica cannot carry (tests/support/replica_profiles/,
 each file says what it leaves out and why). The run exits 0 only when every plan ended as
@@ -72,6 +76,8 @@ class Row:
     seconds: float = 0.0
     raw: dict[str, Any] = field(default_factory=dict)
     run_tags: list[str] = field(default_factory=list)  # this run's tags in the engine
+    pushed: str | None = None  # the image in R, once pushed
+    gate: str = ""  # with --key: what imagekit verify and cosign said of R's image and M's
 
 
 def imagekit(*args: str) -> tuple[int, Any, str]:
@@ -137,6 +143,9 @@ def run_pipeline(seed: SeedPlan, base: str, registry: str, mirror: str, row: Row
         report = _read_json(audit.get("evidence"))
         row.raw["built_audit"] = report
         row.built_status = _status(report) if report else f"audit {audit['status']}"
+    push = stages.get("push") or {}
+    if push.get("status") == "passed":
+        row.pushed = (push.get("data") or {}).get("pushed")
     if result.get("final_reference"):
         row.final_image = result["final_reference"]
     else:
@@ -267,6 +276,7 @@ def _h3_chain(seed: SeedPlan, base: str, registry: str, mirror: str, row: Row) -
     )
     row.raw["build"] = build
     pushed = build.get("pushed") if isinstance(build, dict) else None
+    row.pushed = pushed if code == 0 else None
     if code != 0 or not pushed:
         row.built_status = f"build exit {code}: {_last_line(err)}"
         row.final_image = "- (not built)"
@@ -322,6 +332,42 @@ def seed_h3_spark(seed: SeedPlan, base: str, registry: str, mirror: str) -> Row:
 
 
 RUNNERS = {"m3-cu13": seed_m3_cu13, "m3-vllm": seed_m3_vllm, "h3-spark": seed_h3_spark}
+COSIGN = ROOT / ".tools" / "bin" / "cosign"
+AUDIT_TYPE = "https://imagekit.dev/attestation/audit/v1"
+
+
+def gate(row: Row, public: Path) -> bool:
+    """The proof that travelled with the image: ``imagekit verify`` (the default policy: a
+    signed audit that passed, for this digest) and cosign's ``verify-attestation`` of the
+    audit and the provenance, on R's image and on its mirror, from the registries alone.
+    True when every one accepted; a plan that pushed nothing has nothing to verify."""
+    final = row.final_image if "@sha256:" in row.final_image.split(" ")[0] else None
+    if row.pushed is None or final is None:
+        row.gate = "nothing pushed and mirrored to verify"
+        return True
+    verdicts: dict[str, int] = {}
+    for where, reference in (("R", row.pushed), ("M", final.split(" ")[0])):
+        code, document, _ = imagekit("verify", reference, "--key", str(public))
+        verdicts[f"imagekit verify {where}"] = code
+        row.raw.setdefault("gate", {})[f"verify {reference}"] = document
+        for predicate_type in (AUDIT_TYPE, "slsaprovenance1"):
+            done = subprocess.run(
+                [str(COSIGN), "verify-attestation", "--key", str(public), "--insecure-ignore-tlog",
+                 "--allow-http-registry", "--type", predicate_type, reference],
+                capture_output=True, text=True, check=False, timeout=300,
+            )  # fmt: skip
+            name = "audit" if predicate_type == AUDIT_TYPE else "provenance"
+            verdicts[f"cosign {name} {where}"] = done.returncode
+            if done.returncode != 0:
+                row.raw.setdefault("gate", {})[f"cosign {name} {reference}"] = done.stderr[-2000:]
+    refused = [name for name, code in verdicts.items() if code != 0]
+    row.gate = (
+        "accepted by imagekit verify and cosign verify-attestation (audit, provenance), on R's "
+        "image and on its mirror"
+        if not refused
+        else "REFUSED: " + ", ".join(f"{n} (exit {verdicts[n]})" for n in refused)
+    )
+    return not refused
 
 
 def table(rows: list[Row]) -> list[str]:
@@ -347,6 +393,10 @@ def table(rows: list[Row]) -> list[str]:
             lines.append("  ".join(parts).rstrip())
         indent = " " * (widths[0] + 2)
         lines.append(f"{indent}final image: {row.final_image}")
+        if row.gate:
+            lines += textwrap.wrap(
+                row.gate, 96, initial_indent=f"{indent}gate: ", subsequent_indent=indent + "  "
+            )
         lines += textwrap.wrap(
             row.proves,
             96,
@@ -364,15 +414,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--registry", required=True, help="registry R (push target)")
     parser.add_argument("--mirror", required=True, help="registry M (mirror)")
     parser.add_argument("--out", required=True, type=Path, help="folder for this run's files")
+    parser.add_argument(
+        "--key", type=Path, help="the public key the stages signed with: verify at the end"
+    )
+    parser.add_argument(
+        "--only", action="append", choices=[s.name for s in SEEDS], help="only these plans"
+    )
     args = parser.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
+    seeds = [s for s in SEEDS if not args.only or s.name in args.only]
     try:
-        replicas.build_all([s.replica for s in SEEDS])  # those not cached yet are made side by side
+        replicas.build_all([s.replica for s in seeds])  # those not cached yet are made side by side
     except replicas.ReplicaError as exc:
         sys.stderr.write(f"seeds: error: {exc}\n")
         return 3
     rows: list[Row] = []
-    for seed in SEEDS:
+    for seed in seeds:
         started = time.monotonic()
         sys.stderr.write(f"seeds: {seed.name}: replica {seed.replica} -> {args.bases}\n")
         try:
@@ -386,6 +443,8 @@ def main(argv: list[str] | None = None) -> int:
         added = [r for r in _records() if r.seq > before]
         row.ledger = [r.seq for r in added]
         row.records = [f"#{r.seq} {r.kind} {r.status}" for r in added]
+        if args.key is not None and not gate(row, args.key):
+            row.expected, row.why_not = False, row.gate
         row.seconds = round(time.monotonic() - started, 1)
         if not row.expected:  # claim nothing the run did not show
             row.proves = f"NOT the expected outcome: {row.why_not} (see summary.json)"
@@ -406,21 +465,31 @@ def main(argv: list[str] | None = None) -> int:
     (args.out / "summary.json").write_text(json.dumps(summary, indent=2, default=str) + "\n")
     (args.out / "table.txt").write_text("\n".join(lines) + "\n")
     # The CUDA build's compiled arch list, read in a zero-GPU container, for evidence/.
-    cu13, cu13_seed = next((r, s) for r, s in zip(rows, SEEDS, strict=True) if s.name == "m3-cu13")
-    base_torch = _check(cu13.raw.get("base_audit") or {}, "torch")
-    torch = {
-        "replica": cu13_seed.replica,
-        "base": cu13.base,
-        "base_torch_check": {k: base_torch.get(k) for k in ("status", "reason", "data")},
-        "built_torch_check": cu13.raw.get("torch"),
-        "container": (cu13.raw.get("base_audit") or {}).get("probe", {}),
-    }
-    (args.out / "torch.json").write_text(json.dumps(torch, indent=2) + "\n")
+    cu13_run = [(r, s) for r, s in zip(rows, seeds, strict=True) if s.name == "m3-cu13"]
+    for cu13, cu13_seed in cu13_run:
+        base_torch = _check(cu13.raw.get("base_audit") or {}, "torch")
+        torch = {
+            "replica": cu13_seed.replica,
+            "base": cu13.base,
+            "base_torch_check": {k: base_torch.get(k) for k in ("status", "reason", "data")},
+            "built_torch_check": cu13.raw.get("torch"),
+            "container": (cu13.raw.get("base_audit") or {}).get("probe", {}),
+        }
+        (args.out / "torch.json").write_text(json.dumps(torch, indent=2) + "\n")
     print("\n".join(lines))
     for r in rows:
         text = f"{r.plan} ({r.seconds} s): ledger {', '.join(r.records) or 'no records'}"
         print("\n".join(textwrap.wrap(text, 100, subsequent_indent="  ")))
     print(f"ledger verify: exit {verify}")
+    if args.key is not None:
+        finals = [(r.pushed, r.final_image) for r in rows if r.pushed and "@" in r.final_image]
+        print("the same proof with cosign, by hand (key pairs: no transparency log):")
+        for pushed, final in finals:
+            for reference in (pushed, final.split(" ")[0]):
+                print(
+                    f"  cosign verify-attestation --key .seeds/signing.pub --insecure-ignore-tlog "
+                    f"--allow-http-registry --type {AUDIT_TYPE} {reference}"
+                )
     wrong = [r for r in rows if not r.expected]
     for r in wrong:
         print(f"seeds: {r.plan} did not end as the report's story says: {r.why_not}")

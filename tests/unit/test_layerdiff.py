@@ -23,6 +23,7 @@ from imagekit.layerdiff import (
 )
 from imagekit.layers import LayerLimits
 from imagekit.refs import Digest
+from tests.support.media_types import OCI_TAR
 
 # (path, content or None for a directory, options)
 Member = tuple[str, bytes | None, dict[str, object]]
@@ -343,3 +344,36 @@ def test_registry_image_refuses_a_zstd_window_over_the_limit() -> None:
     )
     with pytest.raises(LayerFormatError, match="zstd"):
         image.scan([0])
+
+
+def test_content_not_asked_for_is_passed_over_and_the_stream_read_to_its_end() -> None:
+    from imagekit.layerdiff import iter_members
+    from imagekit.layers import UncompressedReader
+
+    big, small = bytes(range(256)) * 4096, b"small\n"
+    # A long PAX name too: its extended header is read as tarfile's seeking mode reads it.
+    long_name = "opt/" + "n" * 150 + "/big.bin"
+    tar = make_tar([d("opt"), f(long_name, big), f("opt/small.txt", small),
+                    f("opt/asked.bin", big[::-1])])  # fmt: skip
+    tar += b"\0" * 4096  # padding past the end-of-archive blocks, which the diffID covers
+    asked = {"opt/asked.bin"}
+    for stream in (io.BytesIO(tar), UncompressedReader(iter([tar]), media_type=OCI_TAR)):
+        members = {
+            m.path: m
+            for m in iter_members(stream, hash_content=lambda p, n: n < 1000 or p in asked)
+        }
+        assert members[long_name].sha256 is None and members[long_name].size == len(big)
+        assert members["opt/small.txt"].sha256 == "sha256:" + hashlib.sha256(small).hexdigest()
+        assert members["opt/asked.bin"].sha256 == "sha256:" + hashlib.sha256(big[::-1]).hexdigest()
+        assert stream.read(1) == b""  # read to the very end, padding included
+    reader = UncompressedReader(iter([tar]), media_type=OCI_TAR)
+    list(iter_members(reader, hash_content=lambda p, n: False))
+    assert reader.result().diff_id == Digest("sha256:" + hashlib.sha256(tar).hexdigest())
+
+
+def test_a_member_cut_short_is_refused_when_it_is_passed_over() -> None:
+    from imagekit.layerdiff import iter_members
+
+    tar = make_tar([f("big.bin", b"x" * 100_000), f("after.txt", b"after\n")])
+    with pytest.raises(CheckFailed, match="not a readable tar"):
+        list(iter_members(io.BytesIO(tar[:50_000]), hash_content=lambda p, n: False))

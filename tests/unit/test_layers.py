@@ -11,6 +11,7 @@ import shutil
 import struct
 import subprocess
 import tarfile
+import time
 from collections.abc import Callable, Iterator
 
 import pytest
@@ -329,3 +330,45 @@ def test_the_uncompressed_stream_refuses_a_restart_and_a_short_read() -> None:
     with pytest.raises(LayerFormatError, match="not read to its end"):
         partial.result()
     partial.close()
+
+
+@pytest.mark.parametrize("threaded", [True, False])
+def test_the_uncompressed_stream_reads_whole_pieces_and_skips_without_losing_the_diff_id(
+    threaded: bool,
+) -> None:
+    from imagekit.layers import UncompressedReader
+
+    tar = make_tar(5)
+    blob = gzip.compress(tar[:7000], mtime=0) + gzip.compress(tar[7000:], mtime=0)
+    stream = UncompressedReader(chunked(blob, 5000), media_type=OCI_GZ, threaded=threaded)
+    assert stream.read(1000) == tar[:1000]
+    assert stream.skip(300_000) == 300_000  # passed over, still hashed
+    assert stream.read(9000) == tar[301_000:310_000]  # across member boundaries
+    assert stream.read() == tar[310_000:]
+    assert stream.skip(10) == 0 and stream.read(10) == b""
+    assert stream.result().diff_id == sha(tar)
+    stream.close()
+
+
+def test_the_uncompressed_stream_stops_a_zstd_bomb_with_bounded_memory() -> None:
+    """Each 4 KiB of an all-RLE zstd frame inflates to 128 MiB; the inflate thread hands that
+    on in 1 MiB pieces through its bounded queue, so a reader slower than it holds about two
+    such outputs, not a queue of them (about 900 MiB here when whole outputs were queued)."""
+    from imagekit.layers import UncompressedReader
+
+    packer, zero = zstandard.ZstdCompressor(level=19).compressobj(), bytes(MiB)
+    bomb = b"".join(packer.compress(zero) for _ in range(1024)) + packer.flush()  # 1 GiB
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    stream = UncompressedReader(
+        chunked(bomb, MiB),
+        media_type=OCI_ZSTD,
+        limits=LayerLimits(max_uncompressed_bytes=768 * MiB),
+    )
+    time.sleep(1)  # the reader falls behind the inflate thread
+    buffered = io.BufferedReader(stream, buffer_size=MiB)
+    with pytest.raises(LayerFormatError, match="exceeds the limit"):  # noqa: PT012
+        while buffered.read(MiB):  # what is read is dropped, as a tar parser's skip does
+            pass
+    stream.close()
+    grown_mib = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 1024
+    assert grown_mib < 400

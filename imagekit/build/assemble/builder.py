@@ -33,6 +33,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, TextIO
 
+from imagekit.attest.attach import AttestOutcome
+from imagekit.attest.signer import Signer
 from imagekit.build.assemble.check import AssertionRun, not_run, run_assertions
 from imagekit.build.assemble.config import (
     BASE_DIGEST,
@@ -78,6 +80,7 @@ from imagekit.ledger.record import (
 )
 from imagekit.plans.plan import LoadedPlan, Overlay, Plan, load_named_plan
 from imagekit.plans.render import base_name
+from imagekit.provenance import BuilderFacts, attest_build, signer_for
 from imagekit.refs import Digest, Reference
 from imagekit.registry import Descriptor, RegistryClient, ResolvedImage
 from imagekit.registry.upload import BlobSource, CopyResult, push_manifest
@@ -106,6 +109,7 @@ class AssembleOptions:
     chunk_size: int | None = None
     workers: int = 2
     cache_dir: Path | None = None
+    sign_key: Path | None = None  # sign SLSA v1 provenance beside the accepted image
 
 
 @dataclass(frozen=True)
@@ -132,6 +136,7 @@ class AssembleResult(Succeeded):
     seconds: float
     ledger: list[int] = field(default_factory=list)
     builder: str = "registry"
+    attestation: AttestOutcome | None = None  # with sign_key: stored, or why not
 
     @property
     def runnable(self) -> str:
@@ -168,6 +173,7 @@ class AssembleResult(Succeeded):
             "log": str(self.log),
             "seconds": self.seconds,
             "ledger_seq": self.ledger,
+            **({"attestation": self.attestation.to_json()} if self.attestation else {}),
         }
 
 
@@ -266,6 +272,7 @@ class _Run:
     client: RegistryClient
     engine: Engine | None
     started: float
+    signer: Signer | None = None
 
     @property
     def log_path(self) -> Path:
@@ -348,6 +355,7 @@ def assemble_plan(
             hint="e.g. --push 127.0.0.1:5000/team/image (the base's registry mounts its blobs)",
         )
     target = check_push_repo(options.push)
+    signer = signer_for(options.sign_key, options.push)  # refused before anything is pushed
     epoch, epoch_source = _epoch(loaded.plan)
     run_dir = new_run_dir(workspace.evidence_dir, loaded.name)
     tag = (options.tag or run_dir.name).rpartition(":")[2]
@@ -358,7 +366,7 @@ def assemble_plan(
         return _assemble(
             _Run(
                 workspace, loaded, options, target, tag, epoch, epoch_source, run_dir, log,
-                client, engine, started,
+                client, engine, started, signer,
             )
         )  # fmt: skip
     finally:
@@ -677,10 +685,49 @@ def _record(run: _Run, image: ResolvedImage, result: AssembleResult) -> Assemble
     The image is pushed and tagged by now: a ledger that refuses the records does not hide
     it (the refusal carries the result, as the engine build's does).
     """
+    if run.signer is not None:  # accepted and tagged: its provenance, before its records
+        attested = _attest(run, result)
+        result = AssembleResult(**{**result.__dict__, "attestation": attested})
     write_json(run.run_dir / "assemble.json", result.to_json())
     with RecordRefused.keeping(result):
         build_seq, push_seq = _append_records(run, image, result)
-    return AssembleResult(**{**result.__dict__, "ledger": [build_seq, push_seq]})
+    result = AssembleResult(**{**result.__dict__, "ledger": [build_seq, push_seq]})
+    if result.attestation is not None:
+        result.attestation.raise_unless_stored(result)
+    return result
+
+
+def _attest(run: _Run, result: AssembleResult) -> AttestOutcome:
+    """The SLSA provenance of an assembled image: the builder is imagekit's assembler (no
+    engine build), and what it knows is the layer it wrote, the config and the guard."""
+    assert run.signer is not None  # noqa: S101 - called only with a signer
+    loaded = run.loaded
+    sources = tuple(
+        (step.source, loaded.overlay_dir / step.source)
+        for step in loaded.plan.steps
+        if isinstance(step, Overlay)
+    )
+    facts = BuilderFacts(
+        "registry",
+        {"builder": "registry (imagekit assembler, no engine)"},
+        {
+            "config_digest": result.config_digest,
+            "layer": result.layer.to_json() if result.layer else None,
+            "epoch": result.epoch,
+            "epoch_source": result.epoch_source,
+            "guard": [check.to_json() for check in result.guard],
+            "assertions": result.assertions.status,
+        },
+        sources,
+    )
+    index = result.index_digest is not None
+    pushed = run.target.pinned_only(result.index_digest) if result.index_digest else result.pushed
+    # Logged before signing: the log's sha256 is a byproduct of the provenance.
+    run.log(f"attesting the provenance of {pushed}")
+    return attest_build(
+        run.signer, loaded, facts, pushed=str(pushed), log=run.log_path, run_id=run.run_dir.name,
+        index=index,
+    )  # fmt: skip
 
 
 def _append_records(run: _Run, image: ResolvedImage, result: AssembleResult) -> tuple[int, int]:
@@ -732,6 +779,7 @@ def _append_records(run: _Run, image: ResolvedImage, result: AssembleResult) -> 
             manifest_digest=result.manifest_digest,
             config_digest=result.config_digest,
             transfer=CopyDetails.model_validate(result.push.to_json()),
+            **({"attestation": result.attestation.ledger_value} if result.attestation else {}),
             **({"index_digest": result.index_digest} if result.index_digest else {}),
         ),
     ).seq

@@ -82,7 +82,7 @@ def run_assertions(
     write_bytes(checker, assertion_checker(loaded.name, assertions))
     pinned = str(image)
     log(f"assertions: pulling {pinned} ({platform}) into the engine, {execution.note}")
-    with engine_errors(f"pulling {pinned} for the assertions"):
+    with engine_errors(f"pulling {pinned} for the assertions", registry=image.registry):
         engine.client.image.pull(pinned, quiet=True, platform=str(platform))
     argv = [
         engine.client_path, "run", "--rm", "--network", "none", "--platform", str(platform),

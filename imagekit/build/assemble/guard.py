@@ -14,6 +14,11 @@ filesystem is answered layer by layer from the top down, following the OCI layer
 
 A layer is read (streamed and indexed, see imagekit.build.assemble.index) only when no layer above
 it decided: a file patched in the top layer costs one layer, and a cached index costs none.
+An index hashes small files and the overlays' own destinations; when the file that decides
+is a large one it did not hash (reached through a symbolic or hard link, or indexed earlier
+for another plan), the layers read so far are read again, hashing every file, and the
+destination is resolved once more: one extra read in a rare case, against a third sha256
+pass over every byte of every cold read.
 
 Paths resolve as COPY resolves its destination: symbolic links in the base are followed
 within the image's root, in the folders above the file and in the file itself, so a guard on
@@ -115,6 +120,19 @@ class LayerUse:
         return document
 
 
+def _added(before: ReadStats | None, now: ReadStats) -> ReadStats:
+    """What reading a layer cost in all, when it was read again to hash every file."""
+    if before is None:
+        return now
+    return ReadStats(
+        now.digest,
+        before.compressed_bytes + now.compressed_bytes,
+        before.uncompressed_bytes + now.uncompressed_bytes,
+        now.entries,
+        round(before.seconds + now.seconds, 3),
+    )
+
+
 class BaseView:
     """The base image's merged filesystem, asked path by path, top layer first."""
 
@@ -131,6 +149,8 @@ class BaseView:
         self._limits, self._log = limits, log
         self._indexes: dict[int, LayerIndex] = {}
         self.uses = [LayerUse(i, str(d.digest)) for i, d in enumerate(image.layers)]
+        self.wanted: frozenset[str] = frozenset()  # paths to hash in any layer read
+        self._complete = False  # every file of every layer read from now on is hashed
 
     @property
     def top(self) -> int:
@@ -152,9 +172,9 @@ class BaseView:
             return self._indexes[i]
         desc, diff_id = self._image.layers[i], self._image.diff_ids[i]
         use = self.uses[i]
-        index = self._store.cached(desc.digest, diff_id)
+        index = self._store.cached(desc.digest, diff_id, complete=self._complete)
         if index is not None:
-            use.how = "cached"
+            use.how = "cached" if use.stats is None else use.how
         else:
             if self._log is not None:
                 self._log(
@@ -162,7 +182,13 @@ class BaseView:
                 )
             try:
                 index, stats = self._store.build(
-                    self._client, self._image.reference, desc, diff_id, limits=self._limits
+                    self._client,
+                    self._image.reference,
+                    desc,
+                    diff_id,
+                    limits=self._limits,
+                    wanted=self.wanted,
+                    complete=self._complete,
                 )
             except RegistryNotFound as exc:
                 known = layer_media_type(desc.media_type)
@@ -175,9 +201,31 @@ class BaseView:
                     hint="mirror that layer into the base's registry, or build with "
                     "--builder engine",
                 ) from exc
-            use.how, use.stats = ("read", stats) if stats is not None else ("cached", None)
+            if stats is not None:
+                use.how, use.stats = "read", _added(use.stats, stats)
+            elif use.stats is None:
+                use.how = "cached"
         self._indexes[i] = index
         return index
+
+    def unhashed(self, found: Found) -> bool:
+        """True when ``found`` is a file (or a hard link's file) whose index skipped its
+        content: its sha256 is not known until its layer is read again."""
+        file = (
+            found.content
+            if found.entry is not None and found.entry.kind == "hardlink"
+            else found.entry
+        )
+        return file is not None and file.kind == "file" and file.sha256 is None
+
+    def hash_everything(self) -> None:
+        """From now on every layer is indexed with every file hashed: the incomplete
+        indexes opened so far are dropped, so the next lookup reads their layers again."""
+        self._complete = True
+        for i, index in list(self._indexes.items()):
+            if not index.complete:
+                index.close()
+                del self._indexes[i]
 
     # ------------------------------------------------------------------ lookups
 
@@ -317,6 +365,9 @@ def check_overlay(view: BaseView, step: int, overlay: Overlay) -> OverlayCheck:
     expected = "absent" if absent else f"sha256:{overlay.replaces.sha256}"
     try:
         resolution = view.resolve(overlay.destination, follow_last=not absent)
+        if view.unhashed(resolution.final):
+            view.hash_everything()
+            resolution = view.resolve(overlay.destination, follow_last=not absent)
     except LinkLoop as exc:
         here = Found(overlay.destination.strip("/"), None, None)
         loop = Resolution(here.path, here.path, here, (), (), ())
@@ -384,6 +435,9 @@ def guard_overlays(
     base bump (imagekit.plans.bump) before it proposes a new digest.
     """
     with BaseView(client, image, store, log=log) as view:
+        view.wanted = frozenset(
+            step.destination.strip("/") for step in steps if isinstance(step, Overlay)
+        )
         checks = tuple(
             check_overlay(view, i, step)
             for i, step in enumerate(steps)

@@ -7,6 +7,15 @@ opaque folders) means a few lookups. A layer's index is a function of its bytes,
 kept under the layer's compressed digest and can never go stale: a second build, or a nightly
 rebuild on the same base, reads no layer at all.
 
+Hashing is most of what reading a layer costs: the blob's digest, the diffID, and each file's
+content are three sha256 passes over the same bytes. The first two prove the layer is the
+one the image names and are never skipped; the third is only asked of the few files an
+overlay replaces. So an index hashes every file up to :data:`HASHED_UP_TO` bytes (most of an
+image's files, few of its bytes) and the paths the caller names; a larger file's sha256 is
+left out (NULL) and the index is marked incomplete. A caller that meets such a file where it
+needs the content asks for the layer again with ``complete=True``, which reads it once more,
+hashing every file, and replaces the index.
+
 One SQLite file a layer, ``<cache>/layer-index/v1/sha256/<hex>.sqlite`` (``<cache>`` is
 ``$IMAGEKIT_CACHE_DIR``, else ``$XDG_CACHE_HOME/imagekit``, else ``~/.cache/imagekit``):
 a lookup reads a few pages, never the whole index, so memory stays flat whatever the number
@@ -20,7 +29,6 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import io
 import os
 import sqlite3
 import time
@@ -34,7 +42,9 @@ from imagekit.layers import LayerLimits, UncompressedReader
 from imagekit.refs import Digest, Reference
 from imagekit.registry import Descriptor, RegistryClient
 
-INDEX_VERSION = 1
+INDEX_VERSION = 2
+#: Files up to this size are hashed whenever a layer is indexed; larger ones only when asked.
+HASHED_UP_TO = 1 << 20
 _BATCH = 2000
 _SCHEMA = """
 CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -62,6 +72,7 @@ class LayerIndex:
     digest: Digest
     diff_id: Digest
     entries: int
+    complete: bool  # every file's sha256 is in it (else files over HASHED_UP_TO may lack one)
     path: Path
     _db: sqlite3.Connection
 
@@ -126,7 +137,8 @@ def _open(path: Path, digest: Digest, diff_id: Digest) -> LayerIndex | None:
     ):
         db.close()
         return None
-    return LayerIndex(digest, diff_id, int(meta.get("entries", "0")), path, db)
+    complete = meta.get("complete") == "1"
+    return LayerIndex(digest, diff_id, int(meta.get("entries", "0")), complete, path, db)
 
 
 @contextlib.contextmanager
@@ -150,6 +162,20 @@ def _rows(members: Iterable[Member]) -> Iterator[tuple[str, tuple[object, ...]]]
             yield "entries", member.fields()
 
 
+class _Hashed:
+    """Which files an index hashes; ``complete`` once every file it met was hashed."""
+
+    def __init__(self, wanted: frozenset[str], everything: bool) -> None:
+        self._wanted, self._everything = wanted, everything
+        self.complete = True
+
+    def __call__(self, path: str, size: int) -> bool:
+        if self._everything or size <= HASHED_UP_TO or path in self._wanted:
+            return True
+        self.complete = False
+        return False
+
+
 class IndexStore:
     """The per-layer indexes under one cache folder; reads a layer only when asked to."""
 
@@ -159,9 +185,16 @@ class IndexStore:
     def _path(self, digest: Digest) -> Path:
         return self.root / digest.algorithm / f"{digest.hex}.sqlite"
 
-    def cached(self, digest: Digest, diff_id: Digest) -> LayerIndex | None:
-        """The index of this layer if one was made before (by any build, any image)."""
-        return _open(self._path(digest), digest, diff_id)
+    def cached(
+        self, digest: Digest, diff_id: Digest, *, complete: bool = False
+    ) -> LayerIndex | None:
+        """The index of this layer if one was made before (by any build, any image); with
+        ``complete``, only one that has every file's sha256."""
+        index = _open(self._path(digest), digest, diff_id)
+        if index is not None and complete and not index.complete:
+            index.close()
+            return None
+        return index
 
     def build(
         self,
@@ -172,23 +205,28 @@ class IndexStore:
         *,
         limits: LayerLimits | None = None,
         on_bytes: Callable[[int], None] | None = None,
+        wanted: frozenset[str] = frozenset(),
+        complete: bool = False,
     ) -> tuple[LayerIndex, ReadStats | None]:
         """Stream the layer from the registry once and index it; (index, what it cost).
 
-        When another process indexed it meanwhile, its index is used (and no stats).
+        Files up to HASHED_UP_TO bytes and the paths in ``wanted`` are hashed; with
+        ``complete``, every file. When another process indexed it meanwhile (completely
+        enough), its index is used (and no stats).
         Raises DigestMismatch when the layer's bytes are not what the image names
         (compressed digest or diffID), LayerFormatError when they do not decompress.
         """
         target = self._path(desc.digest)
         with _locked(target.with_suffix(".lock")):
-            ready = _open(target, desc.digest, diff_id)
+            ready = self.cached(desc.digest, diff_id, complete=complete)
             if ready is not None:
                 return ready, None
             started = time.monotonic()
             partial = target.with_name(f".{target.name}.{os.getpid()}.partial")
             partial.unlink(missing_ok=True)
             try:
-                stats = self._write(client, ref, desc, diff_id, partial, limits, on_bytes)
+                hashed = _Hashed(wanted, complete)
+                stats = self._write(client, ref, desc, diff_id, partial, limits, on_bytes, hashed)
                 os.replace(partial, target)
             finally:
                 partial.unlink(missing_ok=True)
@@ -212,6 +250,7 @@ class IndexStore:
         partial: Path,
         limits: LayerLimits | None,
         on_bytes: Callable[[int], None] | None,
+        hashed: _Hashed,
     ) -> tuple[int, int]:
         def chunks() -> Iterator[bytes]:
             for chunk in client.stream_blob(ref, desc):
@@ -241,8 +280,9 @@ class IndexStore:
                     )
                     rows.clear()
 
-            buffered = io.BufferedReader(stream, buffer_size=1 << 20)
-            for table, row in _rows(iter_members(buffered)):
+            # The reader itself, not a buffer over it: content no one asked to hash is
+            # passed over without being copied (iter_members, UncompressedReader.skip).
+            for table, row in _rows(iter_members(stream, hash_content=hashed)):
                 pending[table].append(row)
                 count += table == "entries"
                 if len(pending[table]) >= _BATCH:
@@ -265,6 +305,7 @@ class IndexStore:
                 ("diff_id", str(diff_id)),
                 ("media_type", desc.media_type),
                 ("entries", str(count)),
+                ("complete", "1" if hashed.complete else "0"),
                 ("compressed_bytes", str(result.compressed_bytes)),
                 ("uncompressed_bytes", str(result.uncompressed_bytes)),
             )

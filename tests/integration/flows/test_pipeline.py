@@ -7,7 +7,9 @@ stops the run and every later stage is "not run", never passed.
 
 from __future__ import annotations
 
+import base64
 import json
+import os
 import subprocess
 import sys
 from collections.abc import Callable
@@ -16,6 +18,8 @@ from pathlib import Path
 
 import pytest
 
+from imagekit.attest.keys import generate_key_pair
+from imagekit.attest.predicates import AUDIT_V1, FINAL_PULL_V1, SLSA_PROVENANCE_V1
 from imagekit.audit.vulns import VulnPolicy
 from imagekit.flows.pipeline import (
     FAILED,
@@ -30,6 +34,7 @@ from imagekit.runtime.engine import Engine
 from imagekit.workspace import Workspace
 from tests.support.base_image import BaseImage
 from tests.support.engine_refs import pipeline_into_fresh_registries, remember_images
+from tests.support.gotools import cosign_verify_attestation
 from tests.support.osv_export import days_ago, records, write_zip
 from tests.support.registries import RunningRegistry, free_port
 
@@ -127,6 +132,72 @@ def test_pipeline_demo_end_to_end(demo: Demo) -> None:
     assert again.final_reference is not None
     assert again.ledger_seq_before == max(document["ledger_records"])
     assert verify(workspace).ok
+
+
+def test_pipeline_with_a_signing_key_attests_every_stage(demo: Demo, tmp_path: Path) -> None:
+    """IMAGEKIT_SIGNING_KEY (the --sign-key of every stage) reaches each stage that proves
+    something: the push signs the build's provenance and the audit's verdict and scan onto
+    the pushed digest, the mirror binds its copy, the final pull signs itself. cosign and
+    `imagekit verify` then accept the final image (the mirror's) from the registry alone."""
+    workspace = demo.workspace
+    pair = generate_key_pair(tmp_path / "pipeline")
+    push_to, mirror_to = demo.make_registry("none"), demo.make_registry("none")
+    proc = subprocess.run(
+        [IMAGEKIT, "pipeline", "demo", "--registry", push_to.host, "--mirror", mirror_to.host,
+         "--base", demo.base.reference, "--json"],
+        capture_output=True,
+        text=True,
+        timeout=800,
+        check=False,
+        env={**os.environ, "IMAGEKIT_SIGNING_KEY": str(pair.private)},
+    )  # fmt: skip
+    document = json.loads(proc.stdout)
+    remember_images(document, demo.refs)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    by_stage = {s["stage"]: s for s in document["stages"]}
+    assert "provenance and audit attested" in by_stage["push"]["detail"]
+    added = {
+        r.kind: r
+        for r in read_records(workspace.ledger_path)
+        if r.seq in document["ledger_records"]
+    }
+    push = added["push"].details
+    for key in ("attestation", "audit_attestation", "vuln_attestation"):
+        assert str(push[key]).startswith("sha256:"), (key, push)
+    assert str(added["mirror-verify"].details["attestation"]).startswith("sha256:")
+    assert str(added["final-pull"].details["attestation"]).startswith("sha256:")
+
+    final = document["final_reference"]
+    pushed = str(added["push"].images["pushed"])
+    for reference in (pushed, final):  # the mirror carries the pushed image's attestations
+        for predicate_type in (SLSA_PROVENANCE_V1, AUDIT_V1):
+            accepted = cosign_verify_attestation(reference, pair.public, predicate_type)
+            assert accepted.returncode == 0, (reference, predicate_type, accepted.stderr)
+    accepted = cosign_verify_attestation(final, pair.public, FINAL_PULL_V1)
+    assert accepted.returncode == 0, accepted.stderr
+    statement = json.loads(base64.b64decode(json.loads(accepted.stdout.splitlines()[0])["payload"]))
+    assert statement["subject"][0]["digest"] == {"sha256": final.rpartition(":")[2]}
+
+    policy = tmp_path / "policy.yaml"
+    policy.write_text(
+        "version: 1\naudit:\n  status: [CPU_PASS, CPU_PASS_GPU_CLI_DEFERRED]\n"
+        f"provenance:\n  plan: demo\n  base: {demo.base.digest}\n"
+    )
+    for reference in (pushed, final):
+        for extra in ([], ["--policy", str(policy)]):
+            gate = subprocess.run(
+                [IMAGEKIT, "verify", reference, "--key", str(pair.public), *extra],
+                capture_output=True, text=True, timeout=120, check=False,
+            )  # fmt: skip
+            assert gate.returncode == 0, (reference, extra, gate.stdout, gate.stderr)
+
+    # Every attestation the run signed is named by a record, so `ledger sync` imports none.
+    synced = subprocess.run(
+        [IMAGEKIT, "ledger", "sync", "--key", str(pair.public), "--json"],
+        capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    assert synced.returncode == 0, synced.stderr
+    assert json.loads(synced.stdout)["imported"] == []
 
 
 def test_rejected_build_stops_the_pipeline(demo: Demo) -> None:

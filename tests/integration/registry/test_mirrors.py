@@ -17,8 +17,10 @@ import pytest
 from imagekit.errors import RegistryError
 from imagekit.refs import parse_reference
 from imagekit.registry import RegistryClient, RetryPolicy
+from imagekit.registry.upload import copy_image
 from tests.support.oci_layout import Layer, LayoutWriter, make_tar, push_layout
 from tests.support.registries import RunningRegistry
+from tests.support.tls import make_client_certificate, make_server_certificate
 
 pytestmark = pytest.mark.integration
 HUB_REF = "docker.io/library/imagekit-mirror-test:1"
@@ -125,3 +127,64 @@ def test_an_image_no_mirror_has_falls_back_to_docker_hub_and_says_so(
     assert said[1].startswith("docker.io: no mirror served GET ")
     assert said[1].endswith("falling back to registry-1.docker.io")
     assert "registry-1.docker.io" in caught.value.message
+
+
+def test_hosts_toml_ca_client_and_override_path_are_read_as_containerd_reads_them(
+    hub_mirror: RunningRegistry,
+    make_registry: Callable[..., RunningRegistry],
+    no_mirrors: dict[str, str],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A Harbor-like proxy project: the real registry serving TLS with its own CA, asking for
+    a client certificate, and holding Hub's images under hub/ (its API root /v2/hub)."""
+    cert = make_server_certificate(tmp_path / "tls")
+    client = make_client_certificate(tmp_path / "client")
+    mirror = make_registry(tls=cert, client_ca=client.ca_path)
+    seed = tmp_path / "seed-certs.d" / mirror.host
+    seed.mkdir(parents=True)
+    for source, name in ((cert.ca_path, "ca.crt"), (client.cert_path, "client.cert"),
+                         (client.key_path, "client.key")):  # fmt: skip
+        (seed / name).write_bytes(source.read_bytes())
+    monkeypatch.setenv("IMAGEKIT_CERTS_D", str(seed.parent))
+    with RegistryClient() as seeding:
+        copy_image(
+            seeding,
+            parse_reference(f"{hub_mirror.host}/library/imagekit-mirror-test:1"),
+            parse_reference(f"{mirror.host}/hub/library/imagekit-mirror-test:1"),
+        )
+    # From here on Docker's certs.d knows nothing of the mirror: only hosts.toml does.
+    monkeypatch.setenv("IMAGEKIT_CERTS_D", str(tmp_path / "empty-certs.d"))
+    folder = tmp_path / "certs.d" / "docker.io"
+    folder.mkdir(parents=True)
+    (folder / "mirror-ca.pem").write_bytes(cert.ca_path.read_bytes())
+    (folder / "mine.cert").write_bytes(client.cert_path.read_bytes())
+    (folder / "mine.key").write_bytes(client.key_path.read_bytes())
+    monkeypatch.setenv("IMAGEKIT_CONTAINERD_CERTS_D", str(tmp_path / "certs.d"))
+    entry = (
+        'server = "https://registry-1.docker.io"\n\n'
+        f'[host."https://{mirror.host}/v2/hub"]\n'
+        '  capabilities = ["pull", "resolve"]\n  override_path = true\n'
+    )
+    policy = RetryPolicy(max_attempts=1, initial_wait=0.01)
+
+    # Without its ca the mirror's certificate is not trusted: said, and Hub asked instead.
+    (folder / "hosts.toml").write_text(entry)
+    said: list[str] = []
+    with (
+        RegistryClient(retry_policy=policy, log=said.append) as c,
+        pytest.raises(RegistryError),
+    ):
+        c.resolve(parse_reference(HUB_REF))
+    assert said[0].startswith(f"docker.io: mirror {mirror.host} failed (")
+    assert "could not be verified" in said[0]
+
+    # With ca and client (relative to the hosts.toml, a [cert, key] pair), it serves.
+    (folder / "hosts.toml").write_text(
+        entry + '  ca = "mirror-ca.pem"\n  client = [["mine.cert", "mine.key"]]\n'
+    )
+    said.clear()
+    with RegistryClient(retry_policy=policy, log=said.append) as c:
+        image = c.resolve(parse_reference(HUB_REF))
+    assert len(image.layers) == 1
+    assert said == [f"docker.io: reading through the mirror {mirror.host}"]

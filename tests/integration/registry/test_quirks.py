@@ -113,21 +113,69 @@ def test_a_copy_to_a_registry_with_ghcrs_chunk_limit_puts_each_blob_whole(
         assert not [e for e in ghcr.log if e.method == "PATCH" and e.status != 202]
 
 
-def test_chunks_shrink_on_416_until_the_registry_takes_them(
+def test_chunks_take_the_size_ghcrs_416_states_at_once(
+    registry: RunningRegistry, make_registry: MakeRegistry, tmp_path: Path
+) -> None:
+    src = _push_image(registry, tmp_path, "quirks/stated", [_random_layer(11, 600_000)])
+    target = make_registry()
+    with FaultProxy(target.host) as ghcr, _client() as client:
+        # GHCR's words for this limit: "request body is too large, max size is 0.09MiB",
+        # 94371 bytes once rounded down, under the 96000 the proxy takes.
+        ghcr.set_faults(
+            Fault("chunk_limit", method="PATCH", path=r"/blobs/uploads/", limit=96_000, times=-1)
+        )
+        dst = parse_reference(f"{ghcr.host}/copy/stated:1")
+        result = copy_image(client, parse_reference(src), dst, chunk_size=256 * 1024)
+        assert ghcr.fired("chunk_limit") == 1  # 256 KiB refused once, never halved
+        taken = [e.length for e in ghcr.log if e.method == "PATCH" and e.status == 202]
+        assert taken[:-1] == [94_371] * (len(taken) - 1) and 0 < taken[-1] <= 94_371
+        assert any("sending 94371-byte chunks (the most it says it takes)" in line
+                   for line in result.log)  # fmt: skip
+        assert client.get_manifest(dst, "1") == client.get_manifest(parse_reference(src), "1")
+
+
+def test_a_put_refused_with_a_stated_size_goes_on_in_chunks_of_that_size(
+    registry: RunningRegistry, make_registry: MakeRegistry, tmp_path: Path
+) -> None:
+    src = _push_image(registry, tmp_path, "quirks/stated-put", [_random_layer(14, 600_000)])
+    target = make_registry()
+    with FaultProxy(target.host) as strict, _client() as client:
+        # The monolithic PUT is refused with GHCR's words ("max size is 0.19MiB"); the
+        # closing PUT of the chunked upload has no body, so it passes.
+        strict.set_faults(
+            Fault("chunk_limit", method="PUT", path=r"/blobs/uploads/", limit=200_000, times=-1)
+        )
+        dst = parse_reference(f"{strict.host}/copy/stated-put:1")
+        copy_image(client, parse_reference(src), dst)
+        assert strict.fired("chunk_limit") == 1
+        patches = [e.length for e in strict.log if e.method == "PATCH"]
+        assert len(patches) >= 2 and patches[:-1] == [199_229] * (len(patches) - 1)
+        assert client.get_manifest(dst, "1") == client.get_manifest(parse_reference(src), "1")
+
+
+def test_chunks_halve_on_a_416_that_states_no_size(
     registry: RunningRegistry, make_registry: MakeRegistry, tmp_path: Path
 ) -> None:
     src = _push_image(registry, tmp_path, "quirks/shrink", [_random_layer(11, 600_000)])
     target = make_registry()
+    silent = b'{"errors":[{"code":"SIZE_INVALID","message":"request body is too large"}]}'
     with FaultProxy(target.host) as ghcr, _client() as client:
         ghcr.set_faults(
-            Fault("chunk_limit", method="PATCH", path=r"/blobs/uploads/", limit=96_000, times=-1)
+            Fault(
+                "chunk_limit",
+                method="PATCH",
+                path=r"/blobs/uploads/",
+                limit=96_000,
+                times=-1,
+                body=silent,
+            )
         )
         dst = parse_reference(f"{ghcr.host}/copy/shrink:1")
         result = copy_image(client, parse_reference(src), dst, chunk_size=256 * 1024)
         assert ghcr.fired("chunk_limit") >= 2  # 256 KiB, then 128 KiB, were refused
         taken = [e.length for e in ghcr.log if e.method == "PATCH" and e.status == 202]
         assert taken and max(taken) <= 96_000
-        assert any("refused a chunk" in line for line in result.log)
+        assert any("refused a chunk" in line and "(halved)" in line for line in result.log)
         assert client.get_manifest(dst, "1") == client.get_manifest(parse_reference(src), "1")
 
 

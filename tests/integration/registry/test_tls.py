@@ -19,6 +19,7 @@ import pytest
 from imagekit.refs import parse_reference
 from imagekit.registry import RegistryClient
 from imagekit.registry.upload import copy_image
+from tests.support.forward_proxy import RunningProxy, start_tinyproxy
 from tests.support.oci_layout import Layer, LayoutWriter, make_tar, push_layout
 from tests.support.registries import RunningRegistry
 from tests.support.tls import ServerCertificate, make_client_certificate, make_server_certificate
@@ -190,3 +191,57 @@ def test_a_client_certificate_in_certs_d_is_shown_to_a_registry_that_asks(
     )
     assert shown.returncode == 3
     assert "not found (HTTP 404)" in shown.stderr, shown.stderr
+
+
+@pytest.fixture
+def tinyproxy(tmp_path: Path) -> Iterator[RunningProxy]:
+    proxy = start_tinyproxy(tmp_path / "tinyproxy")
+    yield proxy
+    proxy.stop()
+
+
+# An empty variable unsets its proxy (urllib's rules, which httpx follows), lower case too.
+_NO_OTHER_PROXY = dict.fromkeys(
+    ("NO_PROXY", "no_proxy", "ALL_PROXY", "all_proxy", "HTTP_PROXY", "http_proxy"), ""
+)
+
+
+def test_certs_d_ca_file_and_client_certificates_apply_through_an_https_proxy(
+    image: str,
+    tls_registry: RunningRegistry,
+    mtls: tuple[RunningRegistry, Path],
+    cert: ServerCertificate,
+    tinyproxy: RunningProxy,
+    empty_certs_d: Path,
+    tmp_path: Path,
+) -> None:
+    """Through a real forward proxy (CONNECT), the TLS inside the tunnel is the registry's:
+    verified with certs.d and --ca-file, a client certificate shown, as without a proxy."""
+    proxied = {**_NO_OTHER_PROXY, "HTTPS_PROXY": tinyproxy.url, "https_proxy": tinyproxy.url}
+    certs = _certs_d(tmp_path / "trusted", tls_registry.host, cert.ca_path, names=("ca.crt",))
+    through_certs_d = _imagekit("inspect", image, env={**proxied, "IMAGEKIT_CERTS_D": str(certs)})
+    assert through_certs_d.returncode == 0, through_certs_d.stderr
+    by_ca_file = _imagekit(
+        "inspect", "--ca-file", str(cert.ca_path), image,
+        env={**proxied, "IMAGEKIT_CERTS_D": str(empty_certs_d)},
+    )  # fmt: skip
+    assert by_ca_file.returncode == 0, by_ca_file.stderr
+    untrusted = _imagekit("inspect", image, env={**proxied, "IMAGEKIT_CERTS_D": str(empty_certs_d)})
+    assert untrusted.returncode == 3 and "could not be verified" in untrusted.stderr
+    registry, client_files = mtls
+    with_cert = _certs_d(
+        tmp_path / "with",
+        registry.host,
+        cert.ca_path,
+        client_files / "client.cert",
+        client_files / "client.key",
+        names=("ca.crt", "client.cert", "client.key"),
+    )
+    shown = _imagekit(
+        "inspect", f"{registry.host}/none/x:1", env={**proxied, "IMAGEKIT_CERTS_D": str(with_cert)}
+    )
+    assert "not found (HTTP 404)" in shown.stderr, shown.stderr  # the handshake passed
+    # Every one of them went through the proxy, as a tunnel to the registry.
+    log = tinyproxy.log()
+    assert log.count(f"CONNECT {tls_registry.host}") >= 3, log[-3000:]
+    assert f"CONNECT {registry.host}" in log, log[-3000:]

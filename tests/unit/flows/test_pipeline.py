@@ -250,3 +250,27 @@ def test_a_new_stage_is_one_object_and_reads_only_what_it_needs(
         ("ledger", NOT_RUN),
     ]
     assert result.exit_code == 1
+
+
+def test_a_signing_key_that_cannot_sign_is_exit_2_before_any_stage(
+    workspace: Workspace, tmp_path: Path
+) -> None:
+    """`pipeline --sign-key PUB` (and IMAGEKIT_SIGNING_KEY, the option every stage shares):
+    a public key is refused naming the file before the doctor runs, so no stage records or
+    pushes anything it could then not attest."""
+    from click.testing import CliRunner
+
+    from imagekit.attest.keys import generate_key_pair
+    from imagekit.cli import main
+
+    pair = generate_key_pair(tmp_path / "k")
+    argv = ["pipeline", "demo", "--registry", "127.0.0.1:1", "--mirror", "127.0.0.1:2"]
+    for given, env in (
+        (["--sign-key", str(pair.public)], {}),
+        ([], {"IMAGEKIT_SIGNING_KEY": str(pair.public)}),
+    ):
+        result = CliRunner().invoke(main, [*argv, *given], env=env)
+        assert result.exit_code == 2, result.output
+        assert "is a public key" in result.stderr and str(pair.public) in result.stderr
+    assert list(workspace.evidence_dir.iterdir()) == []
+    assert not workspace.ledger_path.exists()

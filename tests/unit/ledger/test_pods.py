@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -15,6 +17,7 @@ from imagekit.ledger.pods import (
     UNKNOWN,
     VERIFIED,
     PodOptions,
+    load_pods,
     parse_image_id,
     record_pod,
 )
@@ -166,6 +169,41 @@ def test_a_document_that_is_not_a_pod_says_what_it_is(
         record_pod(ws, bad, PodOptions(expect=MANIFEST))
     assert info.value.message == f"{bad} is {what}, not a Pod or a List of pods"
     assert "None" not in info.value.message
+
+
+def test_a_fifo_nobody_writes_to_is_refused_at_once_never_waited_on(
+    ws: Workspace, tmp_path: Path
+) -> None:
+    """Opening a FIFO blocks until a writer comes; a pod file that is one with no writer
+    must be one line of bad input, not a command that hangs."""
+    fifo = tmp_path / "pod.json"
+    os.mkfifo(fifo)
+    said = subprocess.run(
+        [sys.executable, "-m", "imagekit", "ledger", "record-pod", str(fifo),
+         "--expect", str(MANIFEST), "--ledger", str(ws.ledger_path)],
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert said.returncode == 2, said.stderr
+    assert f"{fifo} is a FIFO that nobody wrote to" in said.stderr
+    assert "Traceback" not in said.stderr
+    assert not ws.ledger_path.exists()
+
+
+def test_a_pod_read_from_a_pipe_is_recorded(ws: Workspace) -> None:
+    """`record-pod <(kubectl get pod ... -o json)` hands over a pipe with its writer
+    attached: that is input, read to its end."""
+    data = (FIXTURES / "cri_dockerd_image_id.json").read_bytes()
+    read_end, write_end = os.pipe()
+    os.write(write_end, data)
+    os.close(write_end)
+    pods, raw = load_pods(Path(f"/proc/self/fd/{read_end}"))
+    os.close(read_end)
+    assert raw == data and len(pods) == 1
+
+
+def test_a_device_that_never_ends_is_refused_by_size(ws: Workspace) -> None:
+    with pytest.raises(UsageError, match="more than 64 MiB"):
+        load_pods(Path("/dev/zero"))
 
 
 def _cli(ws: Workspace, *args: str) -> subprocess.CompletedProcess[str]:

@@ -38,7 +38,7 @@ def test_every_source_in_order_without_duplicates_or_hub_itself(
     )
     monkeypatch.setenv("IMAGEKIT_REGISTRY_MIRRORS", "env.example, https://registry-1.docker.io")
     with use_mirrors(["http://cli.example:5000"]):
-        found = [str(url) for url in hub_mirrors(["https://flag.example"])]
+        found = [str(m.origin) for m in hub_mirrors(["https://flag.example"])]
     assert found == [
         "https://flag.example/",
         "http://cli.example:5000/",
@@ -48,7 +48,7 @@ def test_every_source_in_order_without_duplicates_or_hub_itself(
         "http://10.0.0.5:5000/",
     ]
     # The command's own mirrors end with the command.
-    assert "http://cli.example:5000/" not in [str(url) for url in hub_mirrors()]
+    assert "http://cli.example:5000/" not in [str(m.origin) for m in hub_mirrors()]
 
 
 def test_broken_files_are_no_mirrors(files: Path) -> None:
@@ -57,3 +57,29 @@ def test_broken_files_are_no_mirrors(files: Path) -> None:
     hosts.parent.mkdir(parents=True)
     hosts.write_text("[host.\n")
     assert hub_mirrors() == ()
+
+
+def test_hosts_toml_paths_and_tls_files_as_containerd_reads_them(files: Path) -> None:
+    folder = files / "certs.d" / "docker.io"
+    folder.mkdir(parents=True)
+    (folder / "hosts.toml").write_text(
+        '[host."https://plain.example"]\n'
+        '[host."https://prefixed.example/cache"]\n  ca = "/abs/ca.pem"\n'
+        '[host."https://harbor.example/v2/hub"]\n  override_path = true\n'
+        '  ca = ["a.pem", "b.pem"]\n  client = [["c.cert", "c.key"], "both.pem"]\n'
+        '[host."https://single.example"]\n  client = "one.pem"\n'
+        '[host."https://broken.example"]\n  client = [["a", "b", "c"]]\n'
+    )
+    found = {m.host: m for m in hub_mirrors()}
+    assert "broken.example" not in found  # containerd refuses a pair of three
+    path = "/v2/library/x/manifests/1"
+    assert str(found["plain.example"].url(path)) == "https://plain.example/v2/library/x/manifests/1"
+    assert str(found["prefixed.example"].url(path)) == (
+        "https://prefixed.example/cache/v2/library/x/manifests/1"
+    )
+    harbor = found["harbor.example"]
+    assert str(harbor.url(path)) == "https://harbor.example/v2/hub/library/x/manifests/1"
+    assert found["prefixed.example"].cas == (Path("/abs/ca.pem"),)
+    assert harbor.cas == (folder / "a.pem", folder / "b.pem")
+    assert harbor.clients == ((folder / "c.cert", folder / "c.key"), (folder / "both.pem", None))
+    assert found["single.example"].clients == ((folder / "one.pem", None),)

@@ -534,3 +534,75 @@ def test_a_base_with_a_truncated_layer_or_a_config_that_is_not_json_is_a_named_n
         )
         assert result.exit_code == 1, result.output
         assert said in result.stderr, result.stderr
+
+
+def test_a_large_file_is_hashed_when_guarded_and_read_again_when_reached_through_a_link(
+    writer: Writer, write_plan: PlanWriter, build: Build
+) -> None:
+    """An index hashes small files and the overlays' own destinations, not every large file
+    (the third sha256 pass over every byte, which the cold guard paid for nothing); a large
+    file met through a link is hashed by reading its layer again, and the verdict is the same
+    as if every file had been hashed."""
+    big = bytes(range(256)) * 8192  # 2 MiB: over HASHED_UP_TO
+    base = writer.image(
+        "imagekit-test/big",
+        "1",
+        [
+            Blob.gzip([
+                M("opt", "dir"), M("opt/big.bin", data=big), M("opt/other.bin", data=big[::-1]),
+                M("opt/alias.bin", "symlink", link="big.bin"),
+                M("opt/hard.bin", "hardlink", link="opt/other.bin"),
+            ]),
+            Blob.gzip([M("srv", "dir"), M("srv/top.txt", data=b"top\n")]),
+        ],
+    )  # fmt: skip
+    size = len(base.layers[0].blob)
+
+    # Reached through a symbolic link: the destination is opt/alias.bin, the file big.bin.
+    write_plan("via-link", base.reference,
+               [overlay("x", "/opt/alias.bin", sha256=hexdigest(big))], {"x": b"x\n"})  # fmt: skip
+    linked = build("via-link")
+    assert linked.guard[0].verdict == "ok" and linked.guard[0].found == f"sha256:{hexdigest(big)}"
+    assert linked.guard[0].written == "/opt/big.bin"
+    bottom, top = linked.layers
+    # The bottom layer read twice (the second time hashing every file); the top one, whose
+    # files are all small, once.
+    assert bottom.how == "read" and bottom.stats is not None
+    assert bottom.stats.compressed_bytes == 2 * size
+    assert top.how == "read" and top.stats is not None
+    assert top.stats.compressed_bytes == len(base.layers[1].blob)
+
+    # The same through a hard link, the content wrong: drift names what the file holds.
+    write_plan("via-hardlink", base.reference,
+               [overlay("x", "/opt/hard.bin", sha256=hexdigest(big))], {"x": b"x\n"})  # fmt: skip
+    with pytest.raises(BuildFailed) as info:
+        build("via-hardlink")
+    assert info.value.reason == "overlay-drift"
+    assert f"actual=sha256:{hexdigest(big[::-1])}" in info.value.message
+
+
+def test_a_large_guarded_file_is_read_once_and_its_index_serves_the_next_build(
+    writer: Writer, write_plan: PlanWriter, build: Build
+) -> None:
+    big = b"\x01\x02" * (1 << 20)  # 2 MiB
+    base = writer.image(
+        "imagekit-test/big-direct",
+        "1",
+        [Blob.gzip([M("opt", "dir"), M("opt/big.bin", data=big),
+                    M("opt/other.bin", data=big[::-1])])],
+    )  # fmt: skip
+    write_plan("direct", base.reference,
+               [overlay("x", "/opt/big.bin", sha256=hexdigest(big))], {"x": b"x\n"})  # fmt: skip
+    direct = build("direct")
+    assert direct.guard[0].verdict == "ok"
+    (use,) = direct.layers
+    assert use.how == "read" and use.stats is not None
+    assert use.stats.compressed_bytes == len(base.layers[0].blob)  # once
+    # The index left other.bin unhashed; a plan guarding it reads the layer again, then
+    # the complete index serves every later build.
+    other = [overlay("x", "/opt/other.bin", sha256=hexdigest(big[::-1]))]
+    write_plan("other", base.reference, other, {"x": b"x\n"})
+    first = build("other")
+    assert first.guard[0].verdict == "ok" and [u.how for u in first.layers] == ["read"]
+    again = build("other")
+    assert again.guard[0].verdict == "ok" and [u.how for u in again.layers] == ["cached"]
