@@ -199,7 +199,8 @@ def _probe_run_json(run: ProbeRun | None, note: str | None) -> dict[str, Any]:
 
 
 def _plan_inputs(workspace: Workspace, name: str) -> tuple[str, list[str], list[str], str]:
-    """A plan's audit profile, find_spec modules, overlay destinations and base platform."""
+    """A plan's audit profile, find_spec modules, overlay destinations and base platform (the
+    first a plan of several platforms lists; --platform picks another)."""
     from imagekit.plans.plan import plan_path, read_plan_checks
 
     plan = read_plan_checks(
@@ -209,7 +210,7 @@ def _plan_inputs(workspace: Workspace, name: str) -> tuple[str, list[str], list[
     if profile.endswith((".yaml", ".yml")):
         profile = str(workspace.root / profile)
     destinations = [o.destination for o in plan.overlays]
-    return profile, list(plan.assertions.find_spec), destinations, plan.base.platform
+    return profile, list(plan.assertions.find_spec), destinations, plan.base.targets[0]
 
 
 def _summary_markdown(result: dict[str, Any]) -> str:

@@ -291,6 +291,9 @@ class _BuildCall:
     index_file: Path | None
     no_cache: bool
     tee: _Tee
+    #: resolve the base in the registry, never from the engine's store (a plan of several
+    #: platforms: the classic store holds one platform's image under the base's name)
+    pull: bool = False
 
     def secrets(self) -> list[str]:
         """pip's CA bundle and index URL as secret mounts (never a build argument)."""
@@ -308,6 +311,8 @@ def _legacy_build(engine: Engine, call: _BuildCall) -> str:
     env = {"DOCKER_BUILDKIT": "1"}
     if call.no_cache:
         cmd.append("--no-cache")
+    if call.pull:
+        cmd.append("--pull")
     cmd.append(str(call.context))
     for line in _stream_client([str(c) for c in cmd], env=env):
         call.tee.write(line.decode("utf-8", errors="replace"))
@@ -367,6 +372,8 @@ def _buildx_build(engine: Engine, call: _BuildCall) -> str:
         cmd += ["--secret", secret]
     if call.no_cache:
         cmd.append("--no-cache")
+    if call.pull:
+        cmd.append("--pull")
     cmd.append(str(call.context))
     for line in _stream_client([str(c) for c in cmd], env={}):
         call.tee.write(line.decode("utf-8", errors="replace"))
@@ -390,6 +397,7 @@ def build_plan(
     options = options or BuildOptions()
     echo = echo or sys.stderr
     loaded = load_named_plan(workspace, name, base_override=options.base_override)
+    loaded.platform  # noqa: B018 - one image: a plan of several platforms is refused (exit 2)
     if options.push is not None:
         check_push_repo(options.push)
     signer = signer_for(options.sign_key, options.push)  # refused before the build
@@ -516,8 +524,13 @@ def _run_build(
     options: BuildOptions,
     tee: _Tee,
     log_path: Path,
+    platform: str | None = None,
 ) -> str:
-    """Run BuildKit; on failure keep the log, record a rejected build and raise."""
+    """Run BuildKit; on failure keep the log, record a rejected build and raise.
+
+    ``platform`` is one of a plan of several (imagekit.build.platforms builds each in turn,
+    each resolving the base index in the registry for its platform).
+    """
     from python_on_whales.exceptions import DockerException
 
     how = _buildx_build if engine.has_buildx else _legacy_build
@@ -537,11 +550,12 @@ def _run_build(
                 _BuildCall(
                     context,
                     tag=tag,
-                    platform=loaded.plan.base.platform,
+                    platform=platform or loaded.plan.base.platform,
                     ca=ca,
                     index_file=index_file,
                     no_cache=options.no_cache,
                     tee=tee,
+                    pull=platform is not None,
                 ),
             )
         except DockerException as exc:

@@ -20,6 +20,7 @@ from imagekit.build.assemble.builder import (
 )
 from imagekit.build.buildkit import BuildResult, build_plan
 from imagekit.build.options import BuildOptions
+from imagekit.build.platforms import PlatformsResult, build_platforms
 from imagekit.build.remote import RemoteResult, build_remote
 from imagekit.errors import UsageError
 from imagekit.plans.plan import Plan, load_named_plan
@@ -59,12 +60,13 @@ def build_image(
     engine: Engine | None = None,
     registry: RegistryClient | None = None,
     echo: TextIO | None = None,
-) -> BuildResult | AssembleResult | RemoteResult:
+) -> BuildResult | AssembleResult | RemoteResult | PlatformsResult:
     """Build plan ``name`` with the builder ``options.builder`` names or ``auto`` picks.
 
     ``engine`` and ``registry`` are the caller's (one made for the call when None), so a flow
     that builds several plans hands the same ones to whichever builder each plan gets. Both
-    results are BuiltImages: a caller reads them the same way whichever builder ran.
+    results are BuiltImages: a caller reads them the same way whichever builder ran. A plan of
+    several platforms goes to imagekit.build.platforms, which refuses a builder that cannot.
     """
     options = options or BuildOptions()
     if options.buildkit is not None or options.buildx_builder is not None:
@@ -74,6 +76,8 @@ def build_image(
                 "--builder registry, --index and --no-assertions are the registry builder's",
                 hint="drop them, or drop --buildkit/--buildx-builder",
             )
+        if load_named_plan(workspace, name, base_override=options.base_override).multi_platform:
+            return build_platforms(workspace, name, options, registry=registry, echo=echo)
         return build_remote(workspace, name, options, echo=echo)
     if options.cache_ref is not None:
         raise UsageError(
@@ -81,6 +85,10 @@ def build_image(
             hint="add --buildkit ADDR or --buildx-builder NAME, or drop --cache-ref",
         )
     loaded = load_named_plan(workspace, name, base_override=options.base_override)
+    if loaded.multi_platform:
+        return build_platforms(
+            workspace, name, options, engine=engine, registry=registry, echo=echo
+        )
     if choose_builder(loaded.plan, options.builder, options.push) == "engine":
         if options.index or not options.assertions:
             flag = "--index" if options.index else "--no-assertions"

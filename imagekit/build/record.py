@@ -20,6 +20,7 @@ from imagekit.ledger import (
     append_record,
 )
 from imagekit.plans.plan import LoadedPlan
+from imagekit.refs import Platform
 from imagekit.registry import RegistryClient, ResolvedImage
 from imagekit.workspace import Workspace
 
@@ -118,28 +119,54 @@ def record_push(
     )
 
 
-def read_base_details(loaded: LoadedPlan, registry: RegistryClient | None) -> BaseImageDetails:
+def record_index_push(
+    workspace: Workspace,
+    pushed: str,
+    index_digest: str,
+    log_path: Path,
+    *,
+    plan: str,
+    scope: str,
+) -> int:
+    """Append the push record of an index of several platforms (imagekit.build.platforms)."""
+    return _record(
+        workspace,
+        "push",
+        plan=plan,
+        images={"image": pushed, "pushed": pushed},
+        status="pushed",
+        scope=scope,
+        evidence=log_path,
+        details=PushDetails(index_digest=index_digest),
+    )
+
+
+def read_base_details(
+    loaded: LoadedPlan, registry: RegistryClient | None, platform: Platform | None = None
+) -> BaseImageDetails:
     """What the lock file needs about the upstream base, read from its registry.
 
     The engine only tells the config digest; the index digest, layer digests and compressed
     size come from the registry. They are information for the record, not a gate (the build
     already pulled the base by digest), so a registry that cannot answer now leaves the reason
-    in the record instead of failing a build that succeeded.
+    in the record instead of failing a build that succeeded. ``platform`` is one of a plan of
+    several platforms (default: the plan's one).
     """
+    platform = platform or loaded.platform
     try:
         if registry is not None:
-            resolved = registry.resolve(loaded.base, loaded.platform)
+            resolved = registry.resolve(loaded.base, platform)
         else:
             with RegistryClient() as client:
-                resolved = client.resolve(loaded.base, loaded.platform)
+                resolved = client.resolve(loaded.base, platform)
     except ImagekitError as exc:
-        return BaseImageDetails(**_known_base(loaded), inspect_error=exc.message)
-    return base_image_details(loaded, resolved)
+        return BaseImageDetails(**_known_base(loaded, platform), inspect_error=exc.message)
+    return base_image_details(loaded, resolved, platform)
 
 
-def _known_base(loaded: LoadedPlan) -> dict[str, Any]:
+def _known_base(loaded: LoadedPlan, platform: Platform | None = None) -> dict[str, Any]:
     known: dict[str, Any] = {
-        "platform": loaded.plan.base.platform,
+        "platform": str(platform) if platform else loaded.plan.base.platform,
         "manifest_digest": str(loaded.base.digest),
     }
     if loaded.plan.base.found_as:
@@ -147,8 +174,12 @@ def _known_base(loaded: LoadedPlan) -> dict[str, Any]:
     return known
 
 
-def base_image_details(loaded: LoadedPlan, resolved: ResolvedImage) -> BaseImageDetails:
+def base_image_details(
+    loaded: LoadedPlan, resolved: ResolvedImage, platform: Platform | None = None
+) -> BaseImageDetails:
     """The base as ``resolved`` describes it, in the build record's shape (both builders)."""
     inspected = resolved.to_json()
     keys = ("index_digest", "config_digest", "compressed_layer_bytes", "layer_digests", "diff_ids")
-    return BaseImageDetails(**_known_base(loaded), **{key: inspected[key] for key in keys})
+    return BaseImageDetails(
+        **_known_base(loaded, platform), **{key: inspected[key] for key in keys}
+    )

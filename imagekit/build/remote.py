@@ -209,6 +209,7 @@ def build_remote(
     if options.buildkit is not None and options.buildx_builder is not None:
         raise UsageError("--buildkit and --buildx-builder name two builders; give one")
     loaded = load_named_plan(workspace, name, base_override=options.base_override)
+    loaded.platform  # noqa: B018 - one image: a plan of several platforms is refused (exit 2)
     repo = check_push_repo(options.push)
     signer = signer_for(options.sign_key, options.push)  # refused before the build
     if options.cache_ref is not None:
@@ -380,18 +381,20 @@ def _run(
                 fh.write(index_url)
             secrets.append((PIP_INDEX_SECRET, index_file))
         metadata_file = Path(tmp) / "metadata.json"
+        # Several platforms (imagekit.build.platforms): one build, one index pushed by digest.
+        platforms = ",".join(loaded.plan.base.targets)
         output = f"type=image,name={repo},push=true,push-by-digest=true"
         if buildx:
             # No attestations: the digest pushed is then the image's own manifest, as with
             # buildctl (buildx adds a provenance manifest and an index by default).
             cmd = [*base, "--progress=plain", "--network=host", "--allow=network.host"]
-            cmd += [f"--platform={loaded.plan.base.platform}", "--provenance=false", "--sbom=false"]
+            cmd += [f"--platform={platforms}", "--provenance=false", "--sbom=false"]
             cmd += [f"--metadata-file={metadata_file}", f"--output={output}"]
             cmd += [f"--secret=id={secret_id},src={path}" for secret_id, path in secrets]
         else:
             cmd = [*base, "build", "--progress=plain", "--frontend=dockerfile.v0"]
             cmd += [f"--local=context={context}", f"--local=dockerfile={context}"]
-            cmd += [f"--opt=platform={loaded.plan.base.platform}", "--opt=force-network-mode=host"]
+            cmd += [f"--opt=platform={platforms}", "--opt=force-network-mode=host"]
             cmd += ["--allow=network.host", f"--metadata-file={metadata_file}"]
             cmd += [f"--output={output}"]
             cmd += [f"--secret=id={secret_id},src={path}" for secret_id, path in secrets]

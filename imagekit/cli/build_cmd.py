@@ -10,6 +10,7 @@ from imagekit.build.assemble import AssembleResult
 from imagekit.build.buildkit import BuildResult
 from imagekit.build.choice import BUILDERS, build_image
 from imagekit.build.options import BuildOptions
+from imagekit.build.platforms import PlatformsResult
 from imagekit.build.remote import RemoteResult
 from imagekit.cli._common import (
     ANY_PATH,
@@ -35,13 +36,21 @@ def _human(result: object) -> None:
         click.echo(f"assertions: {result.assertions.status}: {result.assertions.scope}")
         click.echo(f"log: {result.log}")
         return
+    if isinstance(result, PlatformsResult):
+        where = f" on {result.address}" if result.address else ""
+        click.echo(f"built {result.plan}{where}: one index {result.pushed}")
+        for image in result.images:
+            click.echo(f"{image.platform}: {image.manifest_digest}")
+            click.echo(f"  assertions: {image.assertions.status}: {image.assertions.scope}")
+        click.echo(f"log: {result.log}")
+        return
     if isinstance(result, RemoteResult):
         click.echo(f"built {result.plan} on {result.address}: {result.pushed}")
         click.echo(f"config (image ID): {result.config_digest}")
         click.echo(f"assertions: {result.assertions.status}: {result.assertions.scope}")
         click.echo(f"log: {result.log}")
         return
-    assert isinstance(result, BuildResult)  # noqa: S101 - build_image returns one of the three
+    assert isinstance(result, BuildResult)  # noqa: S101 - build_image returns one of the four
     click.echo(f"built {result.plan}: {result.image_id} tagged {result.tag}")
     click.echo(f"log: {result.log}")
     if result.pushed:

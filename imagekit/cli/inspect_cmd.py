@@ -21,6 +21,8 @@ def _human(image: ResolvedImage) -> None:
     facts.add_row("source", str(image.reference))
     if image.index_digest is not None:
         facts.add_row("index", f"{image.index_digest}  ({image.index_media_type})")
+        for entry in image.index_manifests:
+            facts.add_row("  in the index", f"{entry.platform or '-'}  {entry.digest}")
     facts.add_row("platform", str(image.platform) if image.platform else "-")
     facts.add_row("manifest", f"{image.manifest_digest}  ({image.manifest_media_type})")
     facts.add_row("config", f"{image.config_digest}  ({image.manifest.config.mediaType})")

@@ -139,6 +139,10 @@ class BuildDetails(RecordDetails):
         description="--buildkit/--buildx-builder with --sign-key (a build record with no push "
         "record): the SLSA v1 provenance's envelope digest, or 'not attested: WHY'",
     )
+    # a plan of several platforms (imagekit.build.platforms): one build record a platform,
+    # each naming the index pushed with all of them
+    platform: str | None = None
+    index_digest: str | None = None
 
 
 class RejectedBuildDetails(RecordDetails):
@@ -149,6 +153,7 @@ class RejectedBuildDetails(RecordDetails):
     manifest_digest: str | None = Field(default=None, description="pushed by digest, never tagged")
     guard: GuardReport | None = None
     assertions: AssertionRunDetails | None = None
+    platform: str | None = None  # a plan of several platforms: the one refused
 
 
 class CopyDetails(RecordDetails):

@@ -38,7 +38,7 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
-from imagekit.errors import BaseDigestTruncated, PlanError, ReferenceFormatError
+from imagekit.errors import BaseDigestTruncated, PlanError, ReferenceFormatError, UsageError
 from imagekit.refs import Digest, Platform, Reference, is_tag, parse_platform, parse_reference
 
 if TYPE_CHECKING:
@@ -135,6 +135,11 @@ class BaseSpec(_Model):
         default=None, description="the tag the digest was found under, for the record only"
     )
     platform: str = Field(default="linux/amd64", description="os/architecture[/variant]")
+    platforms: list[str] | None = Field(
+        default=None,
+        description="several os/architecture[/variant], each built, asserted and recorded, "
+        "pushed as one index (the reference is then an index holding each); instead of platform",
+    )
 
     @field_validator("reference")
     @classmethod
@@ -164,11 +169,61 @@ class BaseSpec(_Model):
     @field_validator("platform")
     @classmethod
     def _platform(cls, value: str) -> str:
-        try:
-            parse_platform(value)
-        except ReferenceFormatError as exc:
-            raise _fail("platform", exc.message, exc.hint) from exc
+        _parsed_platform(value)
         return value
+
+    @field_validator("platforms")
+    @classmethod
+    def _platforms(cls, value: list[str] | None) -> list[str] | None:
+        if value is not None and len(value) < 2:
+            raise _fail(
+                "platforms_one", "lists one platform", "write one platform as base.platform: P"
+            )
+        seen: dict[tuple[str, str, str | None], str] = {}
+        for text in value or []:
+            same = same_platform_key(_parsed_platform(text))
+            if same in seen:
+                first = seen[same]
+                raise _fail(
+                    "platform_twice",
+                    f"{text} is listed twice"
+                    if first == text
+                    else f"{first} and {text} name the same platform",
+                    "list each platform once",
+                )
+            seen[same] = text
+        return value
+
+    @model_validator(mode="after")
+    def _one_or_several(self) -> BaseSpec:
+        if self.platforms is not None and "platform" in self.model_fields_set:
+            raise _fail(
+                "platform_and_platforms",
+                "give base.platform (one platform) or base.platforms (several), not both",
+                key="base.platforms",
+            )
+        return self
+
+    @property
+    def targets(self) -> tuple[str, ...]:
+        """Every platform the plan builds, in the plan's order (one unless ``platforms``)."""
+        return tuple(self.platforms) if self.platforms is not None else (self.platform,)
+
+
+def _parsed_platform(value: str) -> Platform:
+    try:
+        return parse_platform(value)
+    except ReferenceFormatError as exc:
+        raise _fail("platform", exc.message, exc.hint) from exc
+
+
+def same_platform_key(platform: Platform) -> tuple[str, str, str | None]:
+    """Two spellings of one platform compare equal: arm64's only variant in use is v8, and
+    registries and BuildKit write it either way (linux/arm64 and linux/arm64/v8)."""
+    variant = platform.variant
+    if platform.architecture == "arm64" and variant == "v8":
+        variant = None
+    return (platform.os, platform.architecture, variant)
 
 
 def pinned_reference(value: str) -> Reference:
@@ -617,7 +672,24 @@ class LoadedPlan:
 
     @property
     def platform(self) -> Platform:
+        """The one platform of a single-platform plan (a builder of one image asks this)."""
+        if self.multi_platform:
+            raise UsageError(
+                f"plan {self.name} lists {len(self.platforms)} platforms "
+                f"({', '.join(map(str, self.platforms))}); this builds one image",
+                hint="build it with `imagekit build NAME --buildkit ADDR --push REPO` or "
+                "`--builder engine --push REPO` (docs/multi-platform.md)",
+            )
         return parse_platform(self.plan.base.platform)
+
+    @property
+    def platforms(self) -> tuple[Platform, ...]:
+        """Every platform the plan builds, in its order."""
+        return tuple(parse_platform(text) for text in self.plan.base.targets)
+
+    @property
+    def multi_platform(self) -> bool:
+        return self.plan.base.platforms is not None
 
 
 class _UniqueKeyLoader(yaml.SafeLoader):

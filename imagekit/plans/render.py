@@ -4,7 +4,8 @@ The same plan bytes (and base) always give the same Dockerfile bytes: nothing he
 clock, the host or the environment. The output uses only the Dockerfile frontend built into
 BuildKit (no ``# syntax=`` line, which would make every build pull a frontend image), and:
 
-- ``FROM --platform=P repo@sha256:...``: the base is content, never a tag;
+- ``FROM --platform=P repo@sha256:...``: the base is content, never a tag (a plan of several
+  platforms renders ``$TARGETPLATFORM``: each build takes its own image of the base index);
 - each overlay is preceded by a guard RUN step that checks the file it replaces (its sha256,
   or that nothing is there) and fails with a grep-able ``IMAGEKIT_OVERLAY_DRIFT path=...
   expected=... actual=...`` line, so a base whose file changed under the patch stops the build
@@ -341,6 +342,13 @@ def _assertions_step() -> str:
     return f"RUN {mount} python3 {ASSERT_MOUNT}"
 
 
+def _from_platform(loaded: LoadedPlan) -> str:
+    """The plan's one platform; a plan of several builds each from the same Dockerfile, so its
+    base is the build's target platform's image of the base index (BuildKit sets the
+    argument per platform, on the engine's builds and on a daemon's multi-platform build)."""
+    return "$TARGETPLATFORM" if loaded.multi_platform else loaded.plan.base.platform
+
+
 def render(loaded: LoadedPlan) -> Rendered:
     """The Dockerfile for a loaded plan (with its base override, if it was loaded with one)."""
     plan = loaded.plan
@@ -349,7 +357,7 @@ def render(loaded: LoadedPlan) -> Rendered:
         f"# Rendered by `imagekit render {plan.name}` from the plan {plan.name}.yaml; "
         "do not edit by hand.",
         f"# plan sha256: {loaded.digest.hex}",
-        f"FROM --platform={plan.base.platform} {base}",
+        f"FROM --platform={_from_platform(loaded)} {base}",
     ]
     sources: list[tuple[str, Path]] = []
     for step in plan.steps:

@@ -90,6 +90,9 @@ class ResolvedImage:
     config: ImageConfig
     layers: tuple[Descriptor, ...]
     diff_ids: tuple[Digest, ...]
+    #: every entry of the index the image was chosen from (each platform's manifest, and any
+    #: attestation manifests), as the index lists them; empty for a single manifest
+    index_manifests: tuple[Descriptor, ...] = ()
 
     # Only an image whose manifest and config matched their digests is ever resolved.
     ok: ClassVar[bool] = True
@@ -120,6 +123,7 @@ class ResolvedImage:
             "layer_digests": [str(layer.digest) for layer in self.layers],
             "layers": [layer.to_json() for layer in self.layers],
             "diff_ids": [str(d) for d in self.diff_ids],
+            "index_manifests": [entry.to_json() for entry in self.index_manifests],
         }
 
 
@@ -757,6 +761,7 @@ class RegistryClient:
         body, media_type, digest = self.get_manifest(ref, ref.identifier)
         index_digest: Digest | None = None
         index_media_type: str | None = None
+        index_manifests: tuple[Descriptor, ...] = ()
         chosen: Platform | None = None
         if media_type in INDEX_TYPES:
             index = parse_manifest(
@@ -773,6 +778,7 @@ class RegistryClient:
                 digest=str(digest),
             )
             index_digest, index_media_type = digest, media_type
+            index_manifests = tuple(Descriptor.from_model(m) for m in index.manifests)
             chosen = entry.platform
             body, media_type, digest = self.get_manifest(
                 ref, entry.digest, expected_size=entry.size
@@ -852,6 +858,7 @@ class RegistryClient:
             config=config,
             layers=layers,
             diff_ids=diff_ids,
+            index_manifests=index_manifests,
         )
 
 

@@ -113,6 +113,13 @@ def test_inspect_index_and_platforms(multi: tuple[Layout, str]) -> None:
     assert doc["platform"] == "linux/amd64"
     assert doc["manifest_digest"] == layout.images["linux/amd64"].manifest_digest
     assert_matches_skopeo(doc, ref.rsplit(":", 1)[0] + "@" + doc["manifest_digest"])
+    # Every entry of the index, as skopeo reads it (the attestation manifest too).
+    entries = json.loads(skopeo(ref))["manifests"]
+    assert [m["digest"] for m in doc["index_manifests"]] == [m["digest"] for m in entries]
+    assert doc["index_manifests"][1]["platform"] == "linux/arm64/v8"
+    assert len(entries) == 3
+    human = imagekit("inspect", ref)
+    assert f"in the index  linux/arm64/v8  {entries[1]['digest']}" in human.stdout
     arm = inspect_json(ref, "--platform", "linux/arm64/v8")
     assert arm["manifest_digest"] == layout.images["linux/arm64/v8"].manifest_digest
     assert arm["index_digest"] == layout.index_digest

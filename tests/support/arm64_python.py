@@ -41,3 +41,34 @@ def arm64_python_tarball() -> Path:
             "--customize-hook=rm -rf $1/var/lib/apt/lists/* $1/usr/share/doc/* $1/var/cache/apt/*",
         ],
     )
+
+
+# dash and coreutils too: a build's RUN steps need /bin/sh (which dash ships), and the overlay
+# guard readlink, sha256sum and cut (an extract has only what the packages named here depend
+# on). What their maintainer scripts would make is not there (an extract runs none, nor any
+# customize hook): tests/support/demo_index.py lays it over as a layer of its own.
+DEMO_PACKAGES = ("python3", "python3-pip", "python3-av", "python3-numpy", "dash", "coreutils")
+
+
+def arm64_demo_tarball() -> Path:
+    """The demo base's packages (python3, pip, PyAV, NumPy) for linux/arm64, unpacked the
+    same way: the arm64 half of the two-platform demo's base index (PyAV's about.py is
+    architecture-independent, so the demo's overlay guard holds on both)."""
+    inputs = {
+        "suite": SUITE,
+        "variant": "extract",
+        "include": sorted(DEMO_PACKAGES),
+        "arch": "arm64",
+        "mmdebstrap": mmdebstrap_version(),
+    }
+    key = hashlib.sha256(json.dumps(inputs, sort_keys=True).encode()).hexdigest()[:16]
+    return cached_rootfs(
+        f"arm64-demo-{SUITE}-{key}",
+        "arm64-demo.lock",
+        [
+            "--variant=extract",
+            "--arch=arm64",
+            "--include=" + ",".join(DEMO_PACKAGES),
+            "--customize-hook=rm -rf $1/var/lib/apt/lists/* $1/usr/share/doc/* $1/var/cache/apt/*",
+        ],
+    )

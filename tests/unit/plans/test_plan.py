@@ -12,7 +12,7 @@ from click.testing import CliRunner
 from pydantic import ValidationError
 
 from imagekit.cli.plans_cmd import command as plans_command
-from imagekit.errors import BaseDigestTruncated, PlanError
+from imagekit.errors import BaseDigestTruncated, PlanError, UsageError
 from imagekit.plans.plan import Overlay, PipInstall, load_plan, plan_schema
 
 REPO = Path(__file__).resolve().parents[3]
@@ -153,6 +153,11 @@ BAD_CASES: list[BadCase] = [
         ("tag-and-digest", f"lmsysorg/sglang:x@{DIGEST}", "found_as"),
     ),
     ("bad-platform", ["base", "platform"], "amd64", "base.platform", "platform"),
+    *_at(
+        ["base", "platforms"],
+        "base.platforms",
+        ("platform-and-platforms", ["linux/amd64", "linux/arm64"], "not both"),
+    ),
     *_at(
         ["steps", 1, "requirements"],
         "steps[1].requirements",
@@ -517,3 +522,56 @@ def test_found_as_must_be_an_ascii_tag_as_references_insist(tmp_path: Path) -> N
     with pytest.raises(ValidationError, match="not a valid tag"):
         BaseSpec(reference=f"127.0.0.1:5000/x@{digest}", found_as="minimax-m3-é")
     assert BaseSpec(reference=f"127.0.0.1:5000/x@{digest}", found_as="minimax-m3").found_as
+
+
+def _platforms(dirs: tuple[Path, Path], platforms: object) -> Path:
+    plans, _ = dirs
+    data = good_plan()
+    base = dict(data["base"])  # type: ignore[call-overload]
+    base.pop("platform")
+    data["base"] = {**base, "platforms": platforms}
+    return write(plans, data)
+
+
+def test_a_plan_of_several_platforms_lists_them_in_order(dirs: tuple[Path, Path]) -> None:
+    path = _platforms(dirs, ["linux/arm64", "linux/amd64"])
+    loaded = load_plan(path, dockerfiles_dir=dirs[1])
+    assert loaded.multi_platform
+    assert [str(p) for p in loaded.platforms] == ["linux/arm64", "linux/amd64"]
+    assert loaded.plan.base.targets == ("linux/arm64", "linux/amd64")
+    # A builder of one image asks for the one platform: refused, naming the plan.
+    with pytest.raises(UsageError, match="plan p lists 2 platforms"):
+        loaded.platform  # noqa: B018
+    # A plan of one platform is what it was.
+    plans, dockerfiles = dirs
+    one = load_plan(write(plans, good_plan()), dockerfiles_dir=dockerfiles)
+    assert not one.multi_platform and str(one.platform) == "linux/amd64"
+    assert [str(p) for p in one.platforms] == ["linux/amd64"]
+
+
+@pytest.mark.parametrize(
+    ("platforms", "words"),
+    [
+        (["linux/amd64", "linux/arm64", "linux/amd64"], "linux/amd64 is listed twice"),
+        (["linux/arm64", "linux/arm64/v8"], "linux/arm64 and linux/arm64/v8 name the same"),
+        (["linux/amd64"], "lists one platform"),
+        (["linux/amd64", "arm64"], "malformed platform 'arm64'"),
+    ],
+)
+def test_bad_platform_lists_are_exit_2_naming_the_key(
+    dirs: tuple[Path, Path], platforms: list[str], words: str
+) -> None:
+    path = _platforms(dirs, platforms)
+    with pytest.raises(PlanError) as info:
+        load_plan(path, dockerfiles_dir=dirs[1])
+    assert info.value.key == "base.platforms"
+    assert words in info.value.message
+    result = CliRunner().invoke(plans_command, ["validate", "p"])
+    assert result.exit_code == 2
+    first = result.stderr.splitlines()[0]
+    assert first.startswith(f"error: {path}: base.platforms: ") and words in first
+
+
+def test_the_schema_describes_platforms() -> None:
+    base = plan_schema()["$defs"]["BaseSpec"]["properties"]
+    assert "platforms" in base and "platform" in base

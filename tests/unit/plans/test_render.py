@@ -344,3 +344,22 @@ def test_the_engine_guard_refuses_a_destination_a_link_carries_into_proc(
         else:
             assert "IMAGEKIT_OVERLAY_BLOCKED" not in done.stderr
             assert (done.returncode == 0) is absent, done.stderr  # absent passes, sha drifts
+
+
+def test_a_plan_of_several_platforms_renders_the_target_platform(tmp_path: Path) -> None:
+    data = yaml.safe_load((REPO / "manifests" / "demo.yaml").read_text())
+    data["base"].pop("platform")
+    data["base"]["platforms"] = ["linux/amd64", "linux/arm64"]
+    (tmp_path / "demo.yaml").write_bytes(yaml.safe_dump(data, sort_keys=False).encode())
+    loaded = load_plan(tmp_path / "demo.yaml", dockerfiles_dir=REPO / "dockerfiles")
+    multi = render(loaded).dockerfile.splitlines()
+    single = render(_demo()).dockerfile.splitlines()
+    changed = [(a, b) for a, b in zip(single, multi, strict=True) if a != b]
+    # Only the FROM line (and the plan's hash, which is of other bytes) differ.
+    assert [b for a, b in changed if a.startswith("FROM ")] == [
+        f"FROM --platform=$TARGETPLATFORM {loaded.base}"
+    ]
+    assert all(
+        a.startswith(("FROM ", "# plan sha256", "      io.imagekit.plan-sha256"))
+        for a, _ in changed
+    )

@@ -1,0 +1,342 @@
+"""Plans of several platforms (``base.platforms``): each built, asserted, recorded; one index.
+
+Real parts only: a buildkitd the tests start (runc worker, arm64 RUN steps under the host's
+qemu-user binfmt handler), the local engine, the session's loopback registry, the docker
+CLI's ``buildx imagetools`` as the peer that reads the index back. The demo's base is an
+index of the amd64 fixture and its arm64 counterpart (tests/support/demo_index.py). Emulated
+pip on two cores is slow: the pip steps install one small pure wheel (six).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from click.testing import CliRunner
+
+from imagekit.cli.build_cmd import command as build_command
+from imagekit.cli.inspect_cmd import command as inspect_command
+from imagekit.cli.plans_cmd import command as plans_command
+from imagekit.ledger import read_records
+from imagekit.refs import parse_platform
+from imagekit.runtime.engine import BINFMT_DIR, buildx_client, execution_for
+from imagekit.workspace import Workspace
+from tests.support import replicas
+from tests.support.base_image import BaseImage
+from tests.support.buildkitd import RunningBuildkitd, start_buildkitd
+from tests.support.demo_index import arm64_demo_layer, push_demo_index, with_debian_pip
+from tests.support.demo_variants import index_url, write_variant
+from tests.support.images import Writer
+from tests.support.registries import RunningRegistry
+
+pytestmark = pytest.mark.integration
+
+TWO = ["linux/amd64", "linux/arm64"]
+
+
+@pytest.fixture(scope="module")
+def buildkitd(
+    registry: RunningRegistry, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[RunningBuildkitd]:
+    daemon = start_buildkitd(tmp_path_factory.mktemp("bkd"), [registry.host])
+    yield daemon
+    daemon.stop()
+
+
+@pytest.fixture(scope="module")
+def demo_index(registry: RunningRegistry, base_image: BaseImage) -> str:
+    """The demo base as an index of linux/amd64 and linux/arm64/v8, pinned by digest."""
+    with Writer(registry.host) as writer:
+        return push_demo_index(writer, base_image, arm64_demo_layer())
+
+
+@pytest.fixture
+def arm64_emulated() -> None:
+    execution = execution_for(parse_platform("linux/arm64"))
+    assert execution.how == "emulated", (
+        f"this host cannot emulate arm64 ({execution.reason}); scripts/setup-host.sh "
+        "installs qemu-user-static and registers its binfmt handlers"
+    )
+
+
+def _platforms_variant(workspace: Workspace, name: str, platforms: list[str]) -> None:
+    """The demo plan under ``name``, for several platforms (base.platform dropped)."""
+    write_variant(workspace, name, {})
+    path = workspace.plans_dir / f"{name}.yaml"
+    data = yaml.safe_load(path.read_text())
+    data["base"].pop("platform")
+    data["base"]["platforms"] = platforms
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+
+
+def _build(*argv: str) -> tuple[int, str, str]:
+    result = CliRunner().invoke(
+        build_command, [*argv, "--json"], env={"PIP_INDEX_URL": index_url()}
+    )
+    return result.exit_code, result.stdout, result.stderr
+
+
+def _imagetools(ref: str) -> dict[str, Any]:
+    """What docker buildx reads at REF: the raw index, as its own resolver fetched it."""
+    done = subprocess.run(
+        [buildx_client(), "buildx", "imagetools", "inspect", "--raw", ref],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    return dict(json.loads(done.stdout))
+
+
+def _imagekit_inspect(ref: str, platform: str | None = None) -> dict[str, Any]:
+    chosen = ["--platform", platform] if platform else []
+    result = CliRunner().invoke(inspect_command, [ref, *chosen, "--json"])
+    assert result.exit_code == 0, result.stderr
+    return dict(json.loads(result.stdout))
+
+
+def _check_index(doc: dict[str, Any], repo: str, workspace: Workspace) -> None:
+    """One index with both platforms; each asserted (arm64 emulated); a record a platform;
+    docker buildx imagetools and imagekit inspect agree on the index."""
+    assert doc["pushed"] == f"{repo}@{doc['index_digest']}"
+    images = {p["platform"]: p for p in doc["platforms"]}
+    assert list(images) == TWO
+    amd, arm = images["linux/amd64"], images["linux/arm64"]
+    assert amd["assertions"]["status"] == arm["assertions"]["status"] == "passed"
+    assert amd["assertions"]["execution"] == "native"
+    assert arm["assertions"]["execution"] == "emulated"
+    assert "emulated (qemu-aarch64)" in arm["assertions"]["scope"]
+    assert "IMAGEKIT_ASSERTIONS_PASSED" in Path(arm["assertions"]["log"]).read_text()
+
+    raw = _imagetools(doc["pushed"])
+    listed = {
+        f"{m['platform']['os']}/{m['platform']['architecture']}": m["digest"]
+        for m in raw["manifests"]
+    }
+    assert listed == {p: images[p]["manifest_digest"] for p in TWO}
+    # imagekit inspect lists the same index: the same manifest for each platform.
+    whole = _imagekit_inspect(doc["pushed"])
+    assert whole["index_digest"] == doc["index_digest"]
+    assert {
+        "/".join(m["platform"].split("/")[:2]): m["digest"] for m in whole["index_manifests"]
+    } == listed
+    for platform in TWO:
+        seen = _imagekit_inspect(doc["pushed"], platform)
+        assert seen["index_digest"] == doc["index_digest"]
+        assert seen["manifest_digest"] == listed[platform]
+        assert seen["config_digest"] == images[platform]["image_id"]
+    arm_config = _imagekit_inspect(doc["pushed"], "linux/arm64")
+    assert arm_config["platform"].startswith("linux/arm64")
+
+    records = read_records(workspace.ledger_path)
+    builds = [r for r in records if r.kind == "build"]
+    assert [(r.details["platform"], r.details["manifest_digest"]) for r in builds] == [
+        (p, images[p]["manifest_digest"]) for p in TWO
+    ]
+    assert all(r.details["index_digest"] == doc["index_digest"] for r in builds)
+    assert builds[0].details["assertions"]["execution"] == "native"
+    assert builds[1].details["assertions"]["execution"] == "emulated"
+    assert "emulated (qemu-aarch64)" in builds[1].scope
+    assert builds[1].details["base"]["platform"] == "linux/arm64"
+    assert builds[1].images["image"] == images["linux/arm64"]["pushed"]
+    [push] = [r for r in records if r.kind == "push"]
+    assert push.details["index_digest"] == doc["index_digest"]
+    assert push.images["pushed"] == doc["pushed"]
+    assert [r.kind for r in records] == ["build", "build", "push"]
+
+
+def test_the_demo_for_amd64_and_arm64_on_a_buildkit_daemon_is_one_index(
+    buildkitd: RunningBuildkitd,
+    demo_index: str,
+    registry: RunningRegistry,
+    workspace: Workspace,
+    created_refs: list[str],
+    arm64_emulated: None,
+) -> None:
+    _platforms_variant(workspace, "demo-two", TWO)
+    repo = f"{registry.host}/imagekit-test/demo-two-buildkit"
+    code, out, err = _build(
+        "demo-two", "--base", demo_index, "--buildkit", buildkitd.address, "--push", repo
+    )
+    assert code == 0, err[-4000:]
+    doc = json.loads(out)
+    created_refs.extend(p["pushed"] for p in doc["platforms"])
+    assert doc["builder"] == "buildkit" and doc["buildkit"] == buildkitd.address
+    log = Path(doc["log"]).read_text()
+    # Both platforms ran the guard, pip and the in-build assertions on the daemon.
+    assert log.count("IMAGEKIT_OVERLAY_OK path=/usr/lib/python3/dist-packages/av/about.py") >= 2
+    assert log.count("Successfully installed six-1.16.0") == 2
+    assert "[linux/arm64 " in log and "[linux/amd64 " in log
+    _check_index(doc, repo, workspace)
+
+
+def test_the_demo_for_amd64_and_arm64_on_the_engine_is_one_index(
+    demo_index: str,
+    registry: RunningRegistry,
+    workspace: Workspace,
+    created_refs: list[str],
+    arm64_emulated: None,
+) -> None:
+    _platforms_variant(workspace, "demo-two", TWO)
+    repo = f"{registry.host}/imagekit-test/demo-two-engine"
+    # --no-cache: the engine's build cache is the machine's; every step of both must run.
+    code, out, err = _build("demo-two", "--base", demo_index, "--push", repo, "--no-cache")
+    doc = json.loads(out) if code == 0 else {}
+    created_refs.extend(platform["pushed"] for platform in doc.get("platforms", []))
+    run_id = Path(doc.get("log", "x/x")).parent.name
+    for suffix in ("linux-amd64", "linux-arm64"):
+        created_refs.append(f"imagekit/demo-two:{run_id}-{suffix}")
+        created_refs.append(f"{repo}:{run_id}-{suffix}")
+    assert code == 0, err[-4000:]
+    assert doc["builder"] in ("buildx", "docker build (BuildKit)") and doc["buildkit"] is None
+    log = Path(doc["log"]).read_text()
+    assert log.count("Successfully installed six-1.16.0") == 2
+    index = json.loads((Path(doc["evidence_dir"]) / "index.json").read_text())
+    assert [m["digest"] for m in index["manifests"]] == [
+        p["manifest_digest"] for p in doc["platforms"]
+    ]
+    _check_index(doc, repo, workspace)
+
+
+def test_an_h3_spark_variant_with_a_pip_step_builds_for_arm64_on_buildkit(
+    buildkitd: RunningBuildkitd,
+    registry: RunningRegistry,
+    workspace: Workspace,
+    created_refs: list[str],
+    arm64_emulated: None,
+) -> None:
+    # The H3 report's four overlays on the arm64 replica of its base (with Debian's pip, as
+    # the real image has one), plus a pinned pip install: a RUN step on arm64, emulated on
+    # this amd64 machine.
+    replica = replicas.push("h3", registry.host)
+    with Writer(registry.host) as writer:
+        base = with_debian_pip(writer, replica.repository, replica.image_manifest)
+    plan = yaml.safe_load((workspace.plans_dir / "h3-spark.yaml").read_text())
+    plan["name"] = "h3-spark-pip"
+    plan["steps"].insert(0, {"kind": "pip_install", "requirements": ["six==1.16.0"]})
+    plan["assertions"]["find_spec"] = ["vllm_omni", "six"]
+    plan["audit_profile"] = "dockerfiles/h3-spark-pip/audit-profile.yaml"
+    (workspace.plans_dir / "h3-spark-pip.yaml").write_text(yaml.safe_dump(plan, sort_keys=False))
+    source = workspace.dockerfiles_dir / "h3-spark"
+    target = workspace.dockerfiles_dir / "h3-spark-pip"
+    for path in source.rglob("*"):
+        if path.is_file() and path.name not in ("Dockerfile", "imagekit-assert.py"):
+            (target / path.relative_to(source)).parent.mkdir(parents=True, exist_ok=True)
+            (target / path.relative_to(source)).write_bytes(path.read_bytes())
+            (target / path.relative_to(source)).chmod(path.stat().st_mode & 0o777)
+    repo = f"{registry.host}/imagekit-test/h3-spark-pip"
+    code, out, err = _build(
+        "h3-spark-pip", "--base", base, "--buildkit", buildkitd.address,
+        "--push", repo,
+    )  # fmt: skip
+    assert code == 0, err[-4000:]
+    doc = json.loads(out)
+    created_refs.append(doc["pushed"])
+    log = Path(doc["log"]).read_text()
+    assert "Successfully installed six-1.16.0" in log
+    assert "IMAGEKIT_OVERLAY_OK path=/usr/local/lib/python3.11/dist-packages/vllm_omni/" in log
+    assert doc["assertions"]["status"] == "passed"
+    assert doc["assertions"]["execution"] == "emulated"
+    assert "emulated (qemu-aarch64)" in doc["assertions"]["scope"]
+    seen = _imagekit_inspect(doc["pushed"], "linux/arm64")
+    assert seen["manifest_digest"] == doc["manifest_digest"]
+    assert seen["platform"].startswith("linux/arm64")
+    [record] = read_records(workspace.ledger_path)
+    assert record.details["assertions"]["execution"] == "emulated"
+    assert record.details["base"]["platform"] == "linux/arm64"
+
+
+def test_a_platform_listed_twice_is_exit_2(workspace: Workspace) -> None:
+    _platforms_variant(workspace, "demo-twice", ["linux/amd64", "linux/arm64", "linux/amd64"])
+    for command, argv in (
+        (build_command, ["demo-twice", "--push", "127.0.0.1:5/never", "--json"]),
+        (plans_command, ["validate", "demo-twice", "--json"]),
+    ):
+        result = CliRunner().invoke(command, argv)
+        assert result.exit_code == 2, result.stderr
+        assert "base.platforms: linux/amd64 is listed twice" in result.stderr
+        assert "Traceback" not in result.stderr
+    assert not workspace.ledger_path.exists()
+
+
+@pytest.mark.parametrize(
+    ("argv", "words"),
+    [
+        (["--builder", "registry", "--push", "127.0.0.1:5/x"], "--builder registry assembles one"),
+        ([], "give --push REPO"),
+        (["--push", "127.0.0.1:5/x", "--no-assertions"], "--no-assertions is not supported"),
+    ],
+)
+def test_what_cannot_build_several_platforms_is_exit_2(
+    argv: list[str], words: str, workspace: Workspace
+) -> None:
+    _platforms_variant(workspace, "demo-two", TWO)
+    code, _, err = _build("demo-two", *argv)
+    assert code == 2, err[-2000:]
+    assert words in err
+    assert not workspace.ledger_path.exists()
+
+
+@pytest.mark.parametrize("where", ["engine", "buildkit"])
+def test_a_platform_that_cannot_run_here_is_not_run_exit_3(
+    where: str,
+    buildkitd: RunningBuildkitd,
+    demo_index: str,
+    registry: RunningRegistry,
+    workspace: Workspace,
+) -> None:
+    # This host registers qemu for arm64 only: s390x runs neither natively nor emulated.
+    assert not (BINFMT_DIR / "qemu-s390x").exists()
+    assert execution_for(parse_platform("linux/s390x")).how == "impossible"
+    _platforms_variant(workspace, "demo-s390x", ["linux/amd64", "linux/s390x"])
+    repo = f"{registry.host}/imagekit-test/demo-s390x-{where}"
+    extra = ["--buildkit", buildkitd.address] if where == "buildkit" else []
+    code, out, err = _build("demo-s390x", "--base", demo_index, "--push", repo, *extra)
+    assert code == 3, err[-3000:]
+    error = json.loads(out)["error"]
+    assert "linux/s390x" in error["message"] and "NOT RUN" in error["message"]
+    assert "no qemu-s390x binfmt_misc handler" in error["message"]
+    [record] = read_records(workspace.ledger_path)
+    assert (record.kind, record.details["reason"]) == ("rejected-build", "assertions-not-run")
+    assert record.details["platform"] == "linux/s390x"
+    assert record.details["assertions"]["status"] == "NOT RUN"
+    # Nothing was built or pushed.
+    with Writer(registry.host) as writer:
+        answer = writer.http.get(f"/v2/imagekit-test/demo-s390x-{where}/tags/list")
+    assert answer.status_code == 404
+
+
+def test_the_demo_for_amd64_and_arm64_on_a_buildx_builder_is_one_index(
+    buildkitd: RunningBuildkitd,
+    demo_index: str,
+    registry: RunningRegistry,
+    workspace: Workspace,
+    created_refs: list[str],
+    arm64_emulated: None,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A buildx remote-driver builder on the tests' buildkitd; buildx's state is the test's.
+    monkeypatch.setenv("BUILDX_CONFIG", str(tmp_path / "buildx"))
+    name = "imagekit-test-platforms"
+    subprocess.run(
+        [buildx_client(), "buildx", "create", "--name", name, "--driver", "remote",
+         buildkitd.address],
+        capture_output=True, check=True,
+    )  # fmt: skip
+    _platforms_variant(workspace, "demo-two", TWO)
+    repo = f"{registry.host}/imagekit-test/demo-two-buildx"
+    code, out, err = _build(
+        "demo-two", "--base", demo_index, "--buildx-builder", name, "--push", repo
+    )
+    assert code == 0, err[-4000:]
+    doc = json.loads(out)
+    created_refs.extend(p["pushed"] for p in doc["platforms"])
+    assert doc["builder"] == "buildx" and doc["buildkit"] == name
+    assert f'building with "{name}" instance using remote driver' in Path(doc["log"]).read_text()
+    _check_index(doc, repo, workspace)
