@@ -53,7 +53,13 @@ from imagekit.attest.signer import Signer
 from imagekit.build.built import Succeeded
 from imagekit.build.options import BuildOptions
 from imagekit.build.push import check_push_repo, push_image
-from imagekit.build.record import read_base_details, record_plan_image, record_push, record_rejected
+from imagekit.build.record import (
+    read_base_details,
+    record_plan_image,
+    record_push,
+    record_rejected,
+    rendered_build_details,
+)
 from imagekit.errors import (
     BuildFailed,
     EngineUnavailable,
@@ -62,7 +68,7 @@ from imagekit.errors import (
     UsageError,
 )
 from imagekit.evidence import new_run_dir, write_bytes
-from imagekit.ledger import BuildDetails, RejectedBuildDetails
+from imagekit.ledger import RejectedBuildDetails
 from imagekit.plans.plan import LoadedPlan, load_named_plan
 from imagekit.plans.render import (
     ASSERT_FAIL_MARKER,
@@ -75,7 +81,7 @@ from imagekit.plans.render import (
     render,
 )
 from imagekit.provenance import BuilderFacts, attest_build, rendered_facts, signer_for
-from imagekit.refs import Digest, Reference
+from imagekit.refs import Reference
 from imagekit.registry import RegistryClient
 from imagekit.runtime.engine import Engine, connect, docker_error_text, engine_tls_error
 from imagekit.workspace import Workspace
@@ -446,13 +452,8 @@ def build_plan(
                 "nothing was run on a GPU"
             ),
             evidence=log_path,
-            details=BuildDetails(
-                image_id=image_id,
-                plan_sha256=loaded.digest.hex,
-                dockerfile_sha256=rendered.digest.hex,
-                rendered_sha256={n: Digest.of_bytes(d).hex for n, d in rendered.files().items()},
-                builder=builder,
-                base=base_details,
+            details=rendered_build_details(
+                loaded, rendered, builder, base_details, image_id=image_id
             ),
         )
     result = replace(result, ledger=[seq])

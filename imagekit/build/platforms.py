@@ -42,7 +42,6 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, TextIO
 
-from imagekit.build.assemble.builder import _assertion_details
 from imagekit.build.assemble.check import AssertionRun, not_run, run_assertions
 from imagekit.build.assemble.config import dump
 from imagekit.build.buildkit import _ca_bundle, _run_build, _Tee
@@ -50,10 +49,12 @@ from imagekit.build.built import Succeeded
 from imagekit.build.options import BuildOptions
 from imagekit.build.push import check_push_repo, push_image
 from imagekit.build.record import (
+    assertion_details,
     read_base_details,
     record_index_push,
     record_plan_image,
     record_rejected,
+    rendered_build_details,
 )
 from imagekit.build.remote import _run as run_on_daemon
 from imagekit.build.remote import buildctl_base, buildx_base, probe
@@ -65,7 +66,7 @@ from imagekit.errors import (
     UsageError,
 )
 from imagekit.evidence import new_run_dir, write_bytes
-from imagekit.ledger import BuildDetails, RejectedBuildDetails
+from imagekit.ledger import RejectedBuildDetails
 from imagekit.plans.plan import LoadedPlan, load_named_plan, same_platform_key
 from imagekit.plans.render import Rendered, render
 from imagekit.refs import Digest, Platform, Reference, parse_platform, parse_reference
@@ -372,7 +373,7 @@ def _runs_here(run: _Run) -> None:
                 reason="assertions-not-run",
                 step=None,
                 message=f"{refused.scope}; nothing was built",
-                assertions=_assertion_details(run.workspace, refused),
+                assertions=assertion_details(run.workspace, refused),
                 platform=str(platform),
             ),
             image=str(run.repo),
@@ -563,7 +564,7 @@ def _reject_unless_proved(run: _Run, image: PlatformImage) -> None:
             step="assertions",
             message=f"{image.platform}: {message}",
             manifest_digest=image.manifest_digest,
-            assertions=_assertion_details(run.workspace, assertions),
+            assertions=assertion_details(run.workspace, assertions),
             platform=image.platform,
         ),
         image=image.pushed,
@@ -587,7 +588,6 @@ def _reject_unless_proved(run: _Run, image: PlatformImage) -> None:
 def _record(run: _Run, result: PlatformsResult, client: RegistryClient) -> list[int]:
     """A ``build`` record a platform, then the index's ``push`` record."""
     seqs: list[int] = []
-    rendered_sha = {n: Digest.of_bytes(d).hex for n, d in run.rendered.files().items()}
     for image in result.images:
         platform = parse_platform(image.platform)
         execution = image.assertions.execution
@@ -607,15 +607,14 @@ def _record(run: _Run, result: PlatformsResult, client: RegistryClient) -> list[
                     f"{image.assertions.scope}; nothing was run on a GPU"
                 ),
                 evidence=run.log_path,
-                details=BuildDetails(
+                details=rendered_build_details(
+                    run.loaded,
+                    run.rendered,
+                    run.builder,
+                    read_base_details(run.loaded, client, platform),
                     image_id=image.config_digest,
-                    plan_sha256=run.loaded.digest.hex,
-                    dockerfile_sha256=run.rendered.digest.hex,
-                    rendered_sha256=rendered_sha,
-                    builder=run.builder,
-                    base=read_base_details(run.loaded, client, platform),
                     manifest_digest=image.manifest_digest,
-                    assertions=_assertion_details(run.workspace, image.assertions),
+                    assertions=assertion_details(run.workspace, image.assertions),
                     platform=image.platform,
                     index_digest=result.index_digest,
                 ),

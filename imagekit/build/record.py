@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from imagekit.errors import ImagekitError
 from imagekit.ledger import (
@@ -19,10 +19,15 @@ from imagekit.ledger import (
     RejectedBuildDetails,
     append_record,
 )
+from imagekit.ledger.record import AssertionRunDetails
 from imagekit.plans.plan import LoadedPlan
-from imagekit.refs import Platform
+from imagekit.refs import Digest, Platform
 from imagekit.registry import RegistryClient, ResolvedImage
 from imagekit.workspace import Workspace
+
+if TYPE_CHECKING:
+    from imagekit.build.assemble.check import AssertionRun
+    from imagekit.plans.render import Rendered
 
 
 def _record(workspace: Workspace, kind: str, **kwargs: Any) -> int:
@@ -183,3 +188,35 @@ def base_image_details(
     return BaseImageDetails(
         **_known_base(loaded, platform), **{key: inspected[key] for key in keys}
     )
+
+
+def rendered_build_details(
+    loaded: LoadedPlan,
+    rendered: Rendered,
+    builder: str,
+    base: BaseImageDetails,
+    **more: Any,
+) -> BuildDetails:
+    """The ``build`` record's details of an image built from the plan's rendered Dockerfile
+    (the engine, a BuildKit daemon, each platform of several): the plan, the Dockerfile and
+    every rendered file by sha256, the builder and the base, and what the builder adds."""
+    return BuildDetails(
+        plan_sha256=loaded.digest.hex,
+        dockerfile_sha256=rendered.digest.hex,
+        rendered_sha256={n: Digest.of_bytes(d).hex for n, d in rendered.files().items()},
+        builder=builder,
+        base=base,
+        **more,
+    )
+
+
+def assertion_details(workspace: Workspace, run: AssertionRun) -> AssertionRunDetails:
+    """An assertion run in the pushed image, for the ledger, its log named relative to the
+    project (outside it, by name only: never a host path)."""
+    document = run.to_json()
+    if run.log is not None:
+        try:
+            document["log"] = run.log.resolve().relative_to(workspace.root.resolve()).as_posix()
+        except ValueError:
+            document["log"] = run.log.name
+    return AssertionRunDetails.model_validate(document)

@@ -27,7 +27,6 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from imagekit.attest.attach import AttestOutcome
-from imagekit.build.assemble.builder import _assertion_details
 from imagekit.build.assemble.check import AssertionRun, run_assertions
 from imagekit.build.buildkit import (
     _ca_bundle,
@@ -39,14 +38,20 @@ from imagekit.build.buildkit import (
 from imagekit.build.built import Succeeded
 from imagekit.build.options import BuildOptions
 from imagekit.build.push import check_push_repo
-from imagekit.build.record import read_base_details, record_plan_image, record_rejected
+from imagekit.build.record import (
+    assertion_details,
+    read_base_details,
+    record_plan_image,
+    record_rejected,
+    rendered_build_details,
+)
 from imagekit.errors import BuildFailed, CouldNotFinish, RecordRefused, UsageError
 from imagekit.evidence import new_run_dir, write_bytes
-from imagekit.ledger import BuildDetails, RejectedBuildDetails
+from imagekit.ledger import RejectedBuildDetails
 from imagekit.plans.plan import LoadedPlan, load_named_plan
 from imagekit.plans.render import PIP_CA_SECRET, PIP_INDEX_SECRET, Rendered, render
 from imagekit.provenance import attest_build, rendered_facts, signer_for
-from imagekit.refs import Digest, parse_reference
+from imagekit.refs import parse_reference
 from imagekit.runtime.engine import buildx_client, connect
 from imagekit.workspace import Workspace
 
@@ -259,7 +264,7 @@ def build_remote(
             log=lambda text: tee.write(text + "\n"),
         )
         tee.write(f"imagekit: assertions {assertions.status}: {assertions.scope}\n")
-    details = _assertion_details(workspace, assertions)
+    details = assertion_details(workspace, assertions)
     if assertions.status in ("failed", "NOT RUN"):
         reason = "assertion-failed" if assertions.status == "failed" else "assertions-not-run"
         message = (
@@ -331,13 +336,12 @@ def build_remote(
                 f"the build; pushed by digest; {assertions.scope}; nothing was run on a GPU"
             ),
             evidence=log_path,
-            details=BuildDetails(
+            details=rendered_build_details(
+                loaded,
+                rendered,
+                builder,
+                read_base_details(loaded, None),
                 image_id=config or None,
-                plan_sha256=loaded.digest.hex,
-                dockerfile_sha256=rendered.digest.hex,
-                rendered_sha256={n: Digest.of_bytes(d).hex for n, d in rendered.files().items()},
-                builder=builder,
-                base=read_base_details(loaded, None),
                 manifest_digest=manifest,
                 assertions=details,
                 attestation=outcome.ledger_value if outcome else None,

@@ -52,7 +52,12 @@ from imagekit.build.assemble.index import IndexStore
 from imagekit.build.assemble.layer import LayerBlob, TarEntry, check_tree, write_layer
 from imagekit.build.built import Succeeded
 from imagekit.build.push import check_push_repo
-from imagekit.build.record import base_image_details, record_plan_image, record_rejected
+from imagekit.build.record import (
+    assertion_details,
+    base_image_details,
+    record_plan_image,
+    record_rejected,
+)
 from imagekit.errors import (
     BuildFailed,
     CouldNotFinish,
@@ -73,7 +78,6 @@ from imagekit.ledger import (
     append_record,
 )
 from imagekit.ledger.record import (
-    AssertionRunDetails,
     CopyDetails,
     GuardReport,
     OverlayLayerDetails,
@@ -308,17 +312,6 @@ def _guard_report(checks: Sequence[OverlayCheck], uses: Sequence[LayerUse]) -> G
     return GuardReport.model_validate(
         {"checks": [c.to_json() for c in checks], "base_layers": [u.to_json() for u in uses]}
     )
-
-
-def _assertion_details(workspace: Workspace, run: AssertionRun) -> AssertionRunDetails:
-    """The assertion run for the ledger, its log named relative to the project."""
-    document = run.to_json()
-    if run.log is not None:
-        try:
-            document["log"] = run.log.resolve().relative_to(workspace.root.resolve()).as_posix()
-        except ValueError:
-            document["log"] = run.log.name  # outside the project: its name, not a host path
-    return AssertionRunDetails.model_validate(document)
 
 
 def assemble_plan(
@@ -632,7 +625,7 @@ def _check_assertions(
         step="assertions",
         manifest_digest=str(made.manifest_digest),
         guard=guard_report,
-        assertions=_assertion_details(run.workspace, assertions),
+        assertions=assertion_details(run.workspace, assertions),
     )
     if assertions.status == "failed":
         message = "assertions rejected the build: " + "; ".join(assertions.failed)
@@ -754,7 +747,7 @@ def _append_records(run: _Run, image: ResolvedImage, result: AssembleResult) -> 
             manifest_digest=result.manifest_digest,
             epoch=result.epoch,
             guard=_guard_report(result.guard, result.layers),
-            assertions=_assertion_details(workspace, result.assertions),
+            assertions=assertion_details(workspace, result.assertions),
             base=base_image_details(loaded, image),
             **(
                 {"layer": OverlayLayerDetails.model_validate(result.layer.to_json())}
