@@ -21,13 +21,17 @@ case "$state" in
   /*) ;;
   *) state=$called_from/$state ;;
 esac
-state=${state%/}
-# --purge deletes the folder: never the repository itself or the file system's root.
-if [ -z "$state" ] || [ "$state" = "$root" ]; then
-  printf '%s: %s_STATE must name a folder of its own, not %s\n' "$script" "$env_prefix" \
-    "${state:-/}" >&2
-  exit 2
-fi
+state=$(realpath -m -- "$state")
+# --purge deletes the folder: never the repository or a folder holding it (/ included).
+holder=$state
+[ "$holder" = / ] && holder=
+case "$root/" in
+  "$holder"/*)
+    printf '%s: %s_STATE must name a folder of its own, not %s (it holds the repository)\n' \
+      "$script" "$env_prefix" "$state" >&2
+    exit 2
+    ;;
+esac
 shown=${state#"$root"/}
 log() { printf '%s: %s\n' "$script" "$*" >&2; }
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import time
@@ -257,3 +258,30 @@ def test_a_public_key_that_is_not_the_signing_keys_fails_the_demo(
     ]
     assert len(cosign) == COSIGN_TYPES and all(ln.startswith("-> refused (exit ") for ln in cosign)
     assert "ACCEPTED" not in done.stdout and "-> verified" not in done.stdout
+
+
+@pytest.mark.parametrize("holder", ["checkout", "above"])
+def test_purge_refuses_a_state_folder_that_holds_the_repository(
+    tmp_path: Path, holder: str
+) -> None:
+    """--purge deletes the state folder: IMAGEKIT_DEMO_STATE naming the repository or a folder
+    above it is refused (exit 2) before anything is deleted. Tried on a copy of the scripts,
+    so that a broken guard deletes only the copy."""
+    checkout = tmp_path / "above" / "checkout"
+    shutil.copytree(REPO / "scripts", checkout / "scripts")
+    state = checkout if holder == "checkout" else checkout.parent
+    environment = {k: v for k, v in os.environ.items() if not k.startswith("IMAGEKIT_")}
+    done = subprocess.run(
+        [str(checkout / "scripts" / "demo.sh"), "--purge"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        env={**environment, "IMAGEKIT_DEMO_STATE": str(state)},
+    )
+    assert done.returncode == 2, done.stderr
+    assert done.stderr == (
+        f"demo: IMAGEKIT_DEMO_STATE must name a folder of its own, not {state} "
+        "(it holds the repository)\n"
+    )
+    assert (checkout / "scripts" / "demo.sh").is_file()
