@@ -3,7 +3,8 @@
 # internet but the package registries.
 #
 #   1. two loopback registries (R: push target, M: mirror), their data under .demo/ in the
-#      repository root; kept between runs and reused when they already answer;
+#      repository root (IMAGEKIT_DEMO_STATE moves the whole folder: key pair, ledger,
+#      evidence and all); kept between runs and reused when they already answer;
 #   2. the base image (Debian bookworm from mmdebstrap, cached) pushed to R, pinned by digest;
 #   3. a signing key pair under .demo/ (`imagekit keys generate .demo/signing`, made once and
 #      never committed: .demo/ is ignored);
@@ -30,7 +31,7 @@ imagekit=$root/.venv/bin/imagekit
 
 case "${1:-}" in
   --stop) stop_all; exit 0 ;;
-  --purge) stop_all; rm -rf "$state"; log "removed .demo/"; exit 0 ;;
+  --purge) stop_all; rm -rf "$state"; log "removed $shown/"; exit 0 ;;
   "") ;;
   *) log "usage: scripts/demo.sh [--stop|--purge]"; exit 2 ;;
 esac
@@ -58,7 +59,7 @@ public=$state/signing.pub
 if [ ! -f "$key" ] || [ ! -f "$public" ]; then
   rm -f "$key" "$public"
   "$imagekit" keys generate "$state/signing" >&2
-  log "made the demo's signing key pair: .demo/signing.key (private, stays here), .demo/signing.pub"
+  log "made the demo's signing key pair: $shown/signing.key (private, stays here), $shown/signing.pub"
 fi
 before=0
 if [ -s "$IMAGEKIT_LEDGER" ]; then
@@ -116,10 +117,10 @@ POLICY
   for ref in "$pushed" "$final"; do
     for with_policy in no yes; do
       args=(verify "$ref" --key "$public")
-      label="imagekit verify $ref --key .demo/signing.pub"
+      label="imagekit verify $ref --key $shown/signing.pub"
       if [ "$with_policy" = yes ]; then
         args+=(--policy "$policy")
-        label+=" --policy .demo/policy.yaml"
+        label+=" --policy $shown/policy.yaml"
       fi
       echo
       echo "== $label =="
@@ -135,7 +136,7 @@ POLICY
   echo "== the same proof, read by cosign (key pairs: no transparency log; loopback: plain HTTP) =="
   for type in https://imagekit.dev/attestation/audit/v1 slsaprovenance1 \
     https://imagekit.dev/attestation/final-pull/v1; do
-    echo "cosign verify-attestation --key .demo/signing.pub --insecure-ignore-tlog --allow-http-registry \\"
+    echo "cosign verify-attestation --key $shown/signing.pub --insecure-ignore-tlog --allow-http-registry \\"
     echo "  --type $type $final"
     if [ -x "$cosign" ]; then
       set +e
@@ -155,13 +156,13 @@ fi
 echo
 cat <<EOF
 == where to look ==
-  evidence: build logs, doctor and audit reports in .demo/evidence/demo/,
-            mirror reports in .demo/evidence/mirror/, final pulls in .demo/evidence/pull/
-  the pipeline summary as JSON:   ls -t .demo/evidence/demo/pipeline/*/pipeline.json | head -1
-  every record of the plan:       IMAGEKIT_LEDGER=.demo/ledger.jsonl .venv/bin/imagekit ledger show --plan demo
+  evidence: build logs, doctor and audit reports in $shown/evidence/demo/,
+            mirror reports in $shown/evidence/mirror/, final pulls in $shown/evidence/pull/
+  the pipeline summary as JSON:   ls -t $shown/evidence/demo/pipeline/*/pipeline.json | head -1
+  every record of the plan:       IMAGEKIT_LEDGER=$shown/ledger.jsonl .venv/bin/imagekit ledger show --plan demo
   the attestations, as oras lists them: .tools/bin/oras discover --plain-http ${final:-M/imagekit/demo@sha256:...}
   run it again:                   make demo   (registries and base are reused)
-  stop the registries:            make clean-demo   (data stays in .demo/; scripts/demo.sh --purge removes it)
+  stop the registries:            make clean-demo   (data stays in $shown/; scripts/demo.sh --purge removes it)
 EOF
 if [ "$status" -ne 0 ]; then
   exit "$status"

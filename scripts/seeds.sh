@@ -33,7 +33,7 @@ registries=("bases:$bases_port" "registry:$registry_port" "mirror:$mirror_port")
 case "${1:-}" in
   --stop) stop_all; exit 0 ;;
   --purge)
-    stop_all; rm -rf "$state"; log "removed .seeds/"
+    stop_all; rm -rf "$state"; log "removed $shown/"
     # What the runs left in the engine under the three registries' names (replica bases,
     # final pulls); an image another name still holds stays.
     client=/usr/bin/docker; [ -x "$client" ] || client=docker
@@ -69,7 +69,7 @@ export IMAGEKIT_EVIDENCE_DIR=$state/evidence
 if [ ! -f "$state/signing.key" ] || [ ! -f "$state/signing.pub" ]; then
   rm -f "$state/signing.key" "$state/signing.pub"
   "$root/.venv/bin/imagekit" keys generate "$state/signing" >&2
-  log "made the seeds' signing key pair: .seeds/signing.key (private, stays here), .seeds/signing.pub"
+  log "made the seeds' signing key pair: $shown/signing.key (private, stays here), $shown/signing.pub"
 fi
 export IMAGEKIT_SIGNING_KEY=$state/signing.key
 run=$state/runs/$(date -u +%Y%m%dT%H%M%SZ)
@@ -84,8 +84,8 @@ cat <<INFO
 
 == where to look ==
   this run's table and summary:   ${run#"$root"/}/table.txt, summary.json
-  evidence (audits, builds, ...): .seeds/evidence/
-  the ledger:                     IMAGEKIT_LEDGER=.seeds/ledger.jsonl .venv/bin/imagekit ledger show
-  stop the registries:            make clean-seeds   (scripts/seeds.sh --purge also removes .seeds/)
+  evidence (audits, builds, ...): $shown/evidence/
+  the ledger:                     IMAGEKIT_LEDGER=$shown/ledger.jsonl .venv/bin/imagekit ledger show
+  stop the registries:            make clean-seeds   (scripts/seeds.sh --purge also removes $shown/)
 INFO
 exit "$status"

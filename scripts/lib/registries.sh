@@ -1,18 +1,38 @@
 # Loopback registries for `make demo` and `make seeds`: sourced, not run.
 #
 # The caller sets script (demo or seeds) before sourcing it. It changes to the repository
-# and sets root (the repository), python (the project's interpreter), state (the folder the
-# run's registries, ledger and evidence live under: .demo or .seeds), env_prefix
-# (IMAGEKIT_DEMO or IMAGEKIT_SEEDS, for the port hint) and log (one line to stderr, named
-# after the script). The caller then lists its registries in the array registries, as
+# and sets root (the repository), python (the project's interpreter), env_prefix
+# (IMAGEKIT_DEMO or IMAGEKIT_SEEDS, for the port and state variables), state (the folder the
+# run's registries, key pair, ledger and evidence live under: .demo or .seeds, or
+# ${env_prefix}_STATE when set, so that a test's run never touches a user's folder), shown
+# (state as messages name it: relative to the repository when inside it) and log (one line
+# to stderr, named after the script). The caller then lists its registries in the array registries, as
 # name:port words. Each registry is Debian's docker-registry with its own config: 127.0.0.1
 # only, its own storage, no auth (private to this machine), deletes enabled.
 
+called_from=$(pwd)
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 root=$(pwd)
 python=$root/.venv/bin/python
-state=$root/.$script
 env_prefix=IMAGEKIT_$(echo "$script" | tr '[:lower:]' '[:upper:]')
+state_variable=${env_prefix}_STATE
+state=${!state_variable:-$root/.$script}
+case "$state" in
+  /*) ;;
+  *) state=$called_from/$state ;;
+esac
+state=$(realpath -m -- "$state")
+# --purge deletes the folder: never the repository or a folder holding it (/ included).
+holder=$state
+[ "$holder" = / ] && holder=
+case "$root/" in
+  "$holder"/*)
+    printf '%s: %s_STATE must name a folder of its own, not %s (it holds the repository)\n' \
+      "$script" "$env_prefix" "$state" >&2
+    exit 2
+    ;;
+esac
+shown=${state#"$root"/}
 log() { printf '%s: %s\n' "$script" "$*" >&2; }
 
 stop_all() {
@@ -66,7 +86,7 @@ CONFIG
   setsid nohup docker-registry serve "$dir/config.yml" >>"$dir/registry.log" 2>&1 </dev/null &
   echo $! >"$dir/registry.pid"
   for _ in $(seq 1 50); do
-    answers "$port" && { log "registry $name started on 127.0.0.1:$port (data in ${state##*/}/$name)"; return; }
+    answers "$port" && { log "registry $name started on 127.0.0.1:$port (data in $shown/$name)"; return; }
     sleep 0.2
   done
   log "registry $name did not answer; its log:"

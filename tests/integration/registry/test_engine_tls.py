@@ -5,8 +5,9 @@ The real registry serves TLS with a CA the tests make, on a loopback name the en
 into the engine's own /etc/docker/certs.d/HOST:PORT/ca.crt, which imagekit's client reads by
 default too ($IMAGEKIT_CERTS_D is unset here, so both read the same folder), and is removed
 after each test. The three pulls the engine makes for imagekit (an engine build's base,
-`imagekit pull`, the image an audit runs) each go through it; without it, each ends in one
-line naming the registry and what to do, exit 3. The engine reads the folder on each pull:
+`imagekit pull`, the image an audit runs, the pushed image the registry builder's assertions
+run in) each go through it; without it, each ends in one line naming the registry and what to
+do, exit 3. The engine reads the folder on each pull:
 the CA is put there between two pulls of one test, with no restart, and the second works.
 """
 
@@ -14,17 +15,22 @@ from __future__ import annotations
 
 import json
 import os
+import ssl
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import httpx
 import pytest
 
 from imagekit.build.push import push_image
 from imagekit.errors import RegistryTLSError
+from imagekit.ledger import read_records
 from imagekit.runtime.engine import ENGINE_CERTS_D, Engine
+from imagekit.workspace import Workspace
+from tests.integration.build.assemble.test_builder import _overlay_only
 from tests.support.base_image import BaseImage
 from tests.support.engine_tls import SECURE_LOOPBACK, engine_trusts, hosts_entry, new_name
 from tests.support.registries import RunningRegistry
@@ -189,6 +195,58 @@ def test_an_engine_build_pulls_its_base_through_certs_d(
     assert f"imagekit: pulling the base {base_there}" in log
     assert "using docker driver" in log
     assert _docker(engine, "image", "inspect", "--format", "{{.Id}}", tag) == doc["image_id"]
+
+
+def _tags(secure: SecureRegistry, repository: str) -> list[str]:
+    """The repository's tags, read over TLS with the test's CA (none yet: an empty list)."""
+    url = f"https://{secure.host}/v2/{repository}/tags/list"
+    trust = ssl.create_default_context(cafile=str(secure.cert.ca_path))
+    answer = httpx.get(url, verify=trust, timeout=30)
+    if answer.status_code == 404:
+        return []
+    answer.raise_for_status()
+    return list(answer.json().get("tags") or [])
+
+
+def test_the_registry_builder_runs_its_assertions_only_where_the_engine_trusts_the_registry(
+    engine: Engine,
+    secure: SecureRegistry,
+    base_there: str,
+    forget_after: None,
+    workspace: Workspace,
+) -> None:
+    """The registry builder pushes by digest, then the engine pulls that digest to run the
+    plan's assertions. imagekit's own client has the CA (--ca-file) in both runs; only the
+    engine's certs.d differs, so the refusal is the engine's and nothing is called a pass."""
+    # The demo plan's pip step needs an engine build; its overlay-only variant does not.
+    name = _overlay_only(workspace, "demo-tls-assembled")
+    repository = "imagekit-test/tls-assembled"
+    argv = (
+        "build", name, "--builder", "registry", "--base", base_there,
+        "--push", f"{secure.host}/{repository}", "--ca-file", str(secure.cert.ca_path),
+    )  # fmt: skip
+    refused = _imagekit(*argv, "--tag", "refused")
+    _engine_tls_line(refused, secure.host)
+    assert "assertions: pulling" in refused.stderr  # it got as far as the assertions
+    # Pushed by digest only: no tag put, no record (a pass least of all), no verdict claimed.
+    assert _tags(secure, repository) == []
+    assert not workspace.ledger_path.exists() or read_records(workspace.ledger_path) == []
+    assert "assertions: passed" not in refused.stderr
+    with engine_trusts(secure.host, secure.cert.ca_path):
+        done = _imagekit(*argv, "--tag", "trusted", "--json")
+    assert done.returncode == 0, done.stderr[-3000:]
+    doc = json.loads(done.stdout)
+    assert doc["builder"] == "registry"
+    assert doc["pushed"].startswith(f"{secure.host}/{repository}@sha256:")
+    assert doc["tag"] == f"{secure.host}/{repository}:trusted"
+    assertions = doc["assertions"]
+    assert assertions["status"] == "passed", assertions
+    assert assertions["engine_image"] == doc["pushed"]
+    assert assertions["passed"], assertions
+    assert _tags(secure, repository) == ["trusted"]
+    records = read_records(workspace.ledger_path)
+    assert [r.kind for r in records] == ["build", "push"]
+    assert records[0].status == "built" and records[0].images["image"] == doc["pushed"], records
 
 
 def test_a_push_by_the_engine_without_the_ca_is_one_line_naming_the_registry(
