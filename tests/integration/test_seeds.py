@@ -385,6 +385,11 @@ def test_m3_vllm_builds_on_a_buildkit_daemon_with_no_engine_and_audits_as_the_en
         assert doc["builder"] == "buildkit" and doc["buildkit"] == daemon.address
         assert re.fullmatch(rf"{re.escape(repo)}@sha256:[0-9a-f]{{64}}", doc["pushed"])
         assert daemon_build["engine_held"] is False
+        # The same question finds it once the assertions pulled it: the check above can fail.
+        pulled = subprocess.run(
+            [engine.client_path, "image", "inspect", doc["image_id"]], capture_output=True
+        )
+        assert pulled.returncode == 0, pulled.stderr
         log = Path(doc["log"]).read_text()
         assert f"with the BuildKit daemon at {daemon.address}" in log
         assert (
