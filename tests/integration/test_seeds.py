@@ -8,8 +8,9 @@ whose compiled arch list holds sm_90 (read in a zero-GPU container), the rejecte
 attempt that removed nixl, the deferred GPU CLI with its raw failure kept (both vLLM commands
 read with --help=all, the benchmark client's flags required: a client lacking two is
 incomplete, naming them), AV_ROUNDTRIP_PASS 8 with PyAV 16.1.0 through numpy, the image
-lock's versions, the arm64 index and the cut-short digest. Images the tests pull or build
-are removed at the end.
+lock's versions, m3-vllm built on a BuildKit daemon with no engine and audited the same,
+the arm64 index and the cut-short digest. Images the tests pull or build are removed at the
+end.
 """
 
 from __future__ import annotations
@@ -20,8 +21,10 @@ import os
 import re
 import subprocess
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -30,17 +33,22 @@ from click.testing import CliRunner
 from imagekit.audit.profiles import load_profile
 from imagekit.audit.report import CheckResult
 from imagekit.audit.stage import AuditRequest, AuditResult, audit
+from imagekit.build import remote
 from imagekit.build.buildkit import build_plan
 from imagekit.build.options import BuildOptions
+from imagekit.cli.audit_cmd import command as audit_command
+from imagekit.cli.build_cmd import command as build_command
 from imagekit.cli.plans_cmd import command as plans_command
-from imagekit.errors import BuildRejected
+from imagekit.errors import BuildRejected, EngineUnavailable
 from imagekit.ledger import read_records
 from imagekit.ledger.lockfile import write_lock
 from imagekit.refs import parse_platform, parse_reference
 from imagekit.registry import RegistryClient
-from imagekit.runtime.engine import Engine
+from imagekit.runtime.engine import Engine, connect
 from imagekit.workspace import Workspace
 from tests.support import replicas
+from tests.support.buildkitd import start_buildkitd
+from tests.support.demo_variants import index_url
 from tests.support.engine_refs import pipeline_into_fresh_registries, removing
 from tests.support.registries import RunningRegistry, free_port
 
@@ -316,6 +324,111 @@ def test_m3_vllm_on_its_replica_ends_deferred_with_the_raw_failure_and_pyav_16_1
         assert "--num-warmups, --request-id-prefix" in older.verdict.sentence
         assert _check(older, "cli:serve-help").status == "DEFERRED"
         assert _check(older, "record").status == "PASS"  # a proper install, not a patch
+
+
+def test_m3_vllm_builds_on_a_buildkit_daemon_with_no_engine_and_audits_as_the_engine_build(
+    engine: Engine,
+    seed_replica: Callable[[str], replicas.PublishedReplica],
+    registry: RunningRegistry,
+    workspace: Workspace,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """`imagekit build m3-vllm --buildkit`: the daemon pulls the replica, removes the three
+    system packages, installs PyAV from the package index (its URL and the host CA bundle as
+    BuildKit secrets, as on the engine path) and pushes by digest; the engine is unreachable
+    while the daemon builds and holds no image of the build afterwards. The assertions then
+    run in the pushed image, and the audit of that digest ends as the engine-built image's."""
+    base = seed_replica("vllm")
+    daemon = start_buildkitd(tmp_path / "bkd", [base.registry_host, registry.host])
+    repo = f"{registry.host}/imagekit/m3-vllm"
+    daemon_build: dict[str, Any] = {}
+    real_run = remote._run
+
+    def engine_off_while_building(*args: Any, **kwargs: Any) -> dict[str, Any]:
+        # The way the remote tests prove no engine is on the build path: a docker client
+        # that does not exist, so any engine call the build made would have failed it.
+        with monkeypatch.context() as off:
+            off.setenv("IMAGEKIT_DOCKER_CLIENT", "/nonexistent/docker")
+            connect.cache_clear()
+            with pytest.raises(EngineUnavailable):
+                connect()
+            started = time.monotonic()
+            try:
+                metadata = real_run(*args, **kwargs)
+            finally:
+                daemon_build["seconds"] = time.monotonic() - started
+                connect.cache_clear()
+        # BuildKit pushed it and the assertions have not pulled it yet: no engine holds it.
+        config = str(metadata["containerimage.config.digest"])
+        held = subprocess.run(
+            [engine.client_path, "image", "inspect", config], capture_output=True, check=False
+        )
+        daemon_build["engine_held"] = held.returncode == 0
+        return metadata
+
+    monkeypatch.setattr(remote, "_run", engine_off_while_building)
+    with removing(engine, force=True) as made:
+        try:
+            started = time.monotonic()
+            built = CliRunner().invoke(
+                build_command,
+                ["m3-vllm", "--base", base.reference, "--buildkit", daemon.address,
+                 "--push", repo, "--index-url", index_url(), "--json"],
+            )  # fmt: skip
+            whole = time.monotonic() - started
+        finally:
+            daemon.stop()
+        assert built.exit_code == 0, built.stderr[-3000:]
+        doc = json.loads(built.stdout)
+        made.append(doc["pushed"])  # the assertions (and the audit) pulled it by digest
+        assert doc["builder"] == "buildkit" and doc["buildkit"] == daemon.address
+        assert re.fullmatch(rf"{re.escape(repo)}@sha256:[0-9a-f]{{64}}", doc["pushed"])
+        assert daemon_build["engine_held"] is False
+        # The same question finds it once the assertions pulled it: the check above can fail.
+        pulled = subprocess.run(
+            [engine.client_path, "image", "inspect", doc["image_id"]], capture_output=True
+        )
+        assert pulled.returncode == 0, pulled.stderr
+        log = Path(doc["log"]).read_text()
+        assert f"with the BuildKit daemon at {daemon.address}" in log
+        assert (
+            "apt-get remove -y python3-gi python3-software-properties "
+            "software-properties-common" in log
+        )
+        assert re.search(r"^#\d+ .*Successfully installed av-16\.1\.0$", log, re.M), log[-3000:]
+        assert "IMAGEKIT_ASSERTIONS_PASSED" in log  # in the build, on the daemon
+        # Once more in the pushed image, through the engine, natively.
+        assert doc["assertions"]["status"] == "passed"
+        assert doc["assertions"]["execution"] == "native"
+        assert doc["assertions"]["passed"] == ["pip_check: exit 0"]
+        [build] = read_records(workspace.ledger_path)
+        assert (build.kind, build.status) == ("build", "built")
+        assert build.details["builder"] == "buildkit"
+        assert f"on the BuildKit daemon at {daemon.address}" in build.scope
+        assert build.details["manifest_digest"] == doc["manifest_digest"]
+        assert build.details["assertions"]["status"] == "passed"
+        assert build.images == {"image": doc["pushed"], "base": base.reference}
+
+        # The audit reads the image from the registry by digest: the engine-built image's end.
+        audited = CliRunner().invoke(
+            audit_command,
+            [doc["pushed"], "--profile", str(PROFILES / "vllm-replica.yaml"), "--offline",
+             "--json"],
+        )  # fmt: skip
+        assert audited.exit_code == 0, audited.stderr[-3000:]
+        report = json.loads(audited.stdout)
+        assert report["status"] == "CPU_PASS_GPU_CLI_DEFERRED", report["status_sentence"]
+        assert report["deferred_checks"] == ["cli:serve-help", "cli:bench-serve-help"]
+        assert report["image"]["manifest_digest"] == doc["manifest_digest"]
+        records = read_records(workspace.ledger_path)
+        [audit_record] = [r for r in records if r.kind == "audit"]
+        assert audit_record.status == "CPU_PASS_GPU_CLI_DEFERRED"
+        assert audit_record.details["image_id"] == doc["image_id"]
+        print(
+            f"m3-vllm on the BuildKit daemon: {daemon_build['seconds']:.1f} s on the daemon, "
+            f"{whole:.1f} s with the assertions in the pushed image; audit {report['status']}"
+        )
 
 
 # --------------------------------------------------------------------------- h3-spark
