@@ -24,7 +24,8 @@ platform's image verified by diffID) -> final pull from M of the index by digest
 takes this host's platform) -> ledger verify. There is no push stage: the index is in R by
 digest before any audit (the build pushes it; a failed audit leaves it there untagged, as a
 rejected build does), and only an index whose every platform passed its audit is mirrored.
-``sign_key`` is refused for such a plan (exit 2): no stage signs an index yet.
+``sign_key`` is refused for such a plan (exit 2): the audit, mirror and final-pull stages
+do not sign an index yet (``imagekit build --sign-key`` signs the index's provenance).
 
 Fail-closed: the first stage that says no (or cannot finish) stops the run; the stages after
 it are reported as "not run", never as passed. The exit code is the failing stage's: 1 when a
@@ -647,9 +648,10 @@ def run_pipeline(
     platforms = _plan_platforms(workspace, name, options.base_override)
     if platforms and options.sign_key is not None:
         raise UsageError(
-            f"--sign-key is not supported for plan {name} of {len(platforms)} platforms: no "
-            "stage signs an index yet",
-            hint="drop --sign-key; docs/multi-platform.md says what is done",
+            f"--sign-key is not supported by the pipeline for plan {name} of {len(platforms)} "
+            "platforms: its audit, mirror and final-pull stages do not sign an index yet",
+            hint="drop --sign-key (`imagekit build NAME --push REPO --sign-key FILE` signs the "
+            "index's provenance); docs/multi-platform.md says what is done",
         )
     if options.sign_key is not None:  # a key that cannot sign: exit 2 before any stage
         from imagekit.attest.signer import KeyFileSigner

@@ -181,7 +181,9 @@ def test_a_plan_of_several_platforms_refuses_a_signing_key(
 ) -> None:
     called = _patch_platform_stages(monkeypatch, {})
     options = PipelineOptions(registry="127.0.0.1:1", mirror="127.0.0.1:2", sign_key=tmp_path)
-    with pytest.raises(UsageError, match="--sign-key is not supported for plan demo-two of 2"):
+    with pytest.raises(
+        UsageError, match="--sign-key is not supported by the pipeline for plan demo-two of 2"
+    ):
         run_pipeline(ws, "demo-two", options)
     assert called == []
 
