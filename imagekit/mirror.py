@@ -165,6 +165,9 @@ class MirrorReport:
     error: dict[str, Any] | None = None
     attestation: dict[str, Any] | None = None  # with --sign-key: stored, or why not
     ledger_seqs: tuple[int, ...] = ()  # the mirror-verify record, when one was appended
+    # An index verified platform by platform: each platform's own report (the fields above
+    # then say what holds for all of them: the worst verdict, every layer).
+    platforms: tuple[MirrorReport, ...] = ()
 
     @property
     def ok(self) -> bool:
@@ -199,6 +202,7 @@ class MirrorReport:
             "evidence": str(self.evidence) if self.evidence else None,
             "error": self.error,
             **({"attestation": self.attestation} if self.attestation else {}),
+            **({"platforms": [p.to_json() for p in self.platforms]} if self.platforms else {}),
         }
 
 
@@ -548,6 +552,9 @@ def mirror(
                     dst = dst_future.result()
             step = "verifying DST's layers"
             report = verify_images(client, src, dst, options, progress)
+            if options.platform is None and src.index_digest is not None:
+                step = "verifying every platform of DST's index"
+                report = _every_platform(client, src_ref, dst_ref, src, report, options, progress)
         except ImagekitError as exc:
             if isinstance(exc, UsageError):
                 raise
@@ -563,6 +570,71 @@ def mirror(
             client.close()
     report = _with(report, copy=copy_summary, seconds=round(time.monotonic() - started, 3))
     return _save(report, workspace, src_ref, dst_ref, options, signer)
+
+
+# The verdict an index gets from its platforms' verdicts: the first of these any one has.
+_WORST_FIRST = (
+    Verdict.ERROR,
+    Verdict.MISMATCH,
+    Verdict.CONFIG_DIFFERS,
+    Verdict.CONTENT_IDENTICAL,
+    Verdict.IDENTICAL,
+)
+
+
+def _image_platforms(image: ResolvedImage) -> list[Platform]:
+    """The platforms of an index's images, in its order (attestation manifests, whose
+    platform is unknown/unknown, are no image)."""
+    return [
+        d.platform
+        for d in image.index_manifests
+        if d.platform is not None and d.platform.os != "unknown"
+    ]
+
+
+def _every_platform(
+    client: RegistryClient,
+    src_ref: Reference,
+    dst_ref: Reference,
+    first_src: ResolvedImage,
+    first: MirrorReport,
+    options: MirrorOptions,
+    progress: Progress | None,
+) -> MirrorReport:
+    """SRC is an index and no --platform was given: every platform's image is verified.
+
+    A copy of an index holds an image a platform; a verdict on the default platform alone
+    would say nothing of the others. Each platform of SRC's index is resolved in SRC and in
+    DST (a platform DST lacks is an error) and verified layer by layer, as the first was.
+    """
+    reports = [first]
+    for platform in _image_platforms(first_src):
+        if first_src.platform is not None and platform == first_src.platform:
+            continue
+        src = client.resolve(src_ref, platform)
+        dst = client.resolve(dst_ref, platform)
+        reports.append(verify_images(client, src, dst, options, progress))
+    if len(reports) == 1:
+        return first
+    verdict = next(v for v in _WORST_FIRST if any(r.verdict is v for r in reports))
+    return replace(
+        first,
+        verdict=verdict,
+        message="; ".join(f"{_platform_of(r)}: {r.message}" for r in reports),
+        config_digest_equal=all(r.config_digest_equal for r in reports),
+        compressed_digests_equal=all(r.compressed_digests_equal for r in reports),
+        manifest_digest_equal=all(r.manifest_digest_equal for r in reports),
+        config_differences=tuple(
+            f"{_platform_of(r)}: {d}" for r in reports for d in r.config_differences
+        ),
+        layers=tuple(layer for r in reports for layer in r.layers),
+        notes=tuple(dict.fromkeys(n for r in reports for n in r.notes)),
+        platforms=tuple(reports),
+    )
+
+
+def _platform_of(report: MirrorReport) -> str:
+    return str((report.destination or report.source or {}).get("platform"))
 
 
 def _verified(so_far: dict[str, Any]) -> str:
@@ -626,15 +698,18 @@ def _save(
     report = _with(report, evidence=path)
     write_json(path, report.to_json())
     outcome = None
-    if signer is not None and report.source and report.destination:
+    # An index's binding is its first platform's, as its scope says: the attestation names
+    # one image by digest and its diffIDs.
+    bound = report.platforms[0] if report.platforms else report
+    if signer is not None and bound.source and bound.destination:
         outcome = attest_mirror(
             signer,
-            source=report.source,
-            destination=report.destination,
-            verdict=str(report.verdict),
-            message=report.message,
-            diff_ids=[layer.actual_diff_id or "" for layer in report.layers],
-            scope=_scope(report, options),
+            source=bound.source,
+            destination=bound.destination,
+            verdict=str(bound.verdict),
+            message=bound.message,
+            diff_ids=[layer.actual_diff_id or "" for layer in bound.layers],
+            scope=_scope(bound, options),
             platform=options.platform,
             insecure=options.insecure,
         )
@@ -649,6 +724,13 @@ def _save(
 
 
 def _scope(report: MirrorReport, options: MirrorOptions) -> str:
+    if report.platforms:
+        index = (report.destination or {}).get("index_digest")
+        return (
+            f"diffIDs of every layer of each platform of the index {index} "
+            f"({', '.join(_platform_of(r) for r in report.platforms)}), DST blobs streamed and "
+            "hashed; SRC judged by its config"
+        )
     platform = (report.destination or report.source or {}).get("platform") or (
         str(options.platform) if options.platform else "default platform"
     )
@@ -670,8 +752,8 @@ def _record(
     from imagekit.ledger import MirrorDetails, append_record
 
     images = {
-        "source": _pinned(report.source, src_ref),
-        "destination": _pinned(report.destination, dst_ref),
+        "source": _pinned(report.source, src_ref, index=bool(report.platforms)),
+        "destination": _pinned(report.destination, dst_ref, index=bool(report.platforms)),
     }
     return append_record(
         workspace,
@@ -692,7 +774,9 @@ def _record(
     ).seq
 
 
-def _pinned(resolution: dict[str, Any] | None, ref: Reference) -> str:
+def _pinned(resolution: dict[str, Any] | None, ref: Reference, *, index: bool = False) -> str:
+    """The image the record names, by digest: the index's when every platform was verified."""
     if resolution is None:
         return str(ref)
-    return str(ref.pinned_only(Digest(resolution["manifest_digest"])))
+    key = "index_digest" if index and resolution.get("index_digest") else "manifest_digest"
+    return str(ref.pinned_only(Digest(resolution[key])))

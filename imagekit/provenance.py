@@ -9,6 +9,10 @@ builder: the overlay layer it wrote, the config and the guard's verdicts), and t
 log's sha256 as a byproduct. The policy's ``provenance: {plan, base}`` reads
 ``externalParameters.plan.name`` and the base among ``resolvedDependencies``.
 
+A plan of several platforms (imagekit.build.platforms) is one index: its provenance names
+the index and each platform's manifest as subjects (:func:`attest_index_build`), so a
+verifier that holds either the index or one platform's digest finds it.
+
 All three builders go through :func:`attest_build` once their image is pushed and accepted:
 the engine builder (`imagekit build --push`), a BuildKit of its own (`--buildkit`,
 `--buildx-builder`) and the registry builder (imagekit's assembler, no engine build). Each
@@ -17,19 +21,20 @@ names itself in ``runDetails.builder`` by a :class:`BuilderFacts` of its own.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from imagekit.attest.attach import AttestOutcome, attest_reference
+from imagekit.attest.attach import AttestOutcome, attest, attest_reference
 from imagekit.attest.predicates import SLSA_PROVENANCE_V1
 from imagekit.attest.signer import KeyFileSigner, Signer
-from imagekit.errors import UsageError
+from imagekit.errors import RegistryError, UsageError
 from imagekit.plans.plan import LoadedPlan
 from imagekit.plans.render import Rendered
-from imagekit.refs import Digest, parse_reference
+from imagekit.refs import Digest, Reference, parse_reference
+from imagekit.registry import RegistryClient
 from imagekit.version import __version__
 
 BUILD_TYPE = "https://imagekit.dev/buildtypes/plan/v1"
@@ -147,3 +152,35 @@ def attest_build(
     return attest_reference(
         signer, parse_reference(pushed), SLSA_PROVENANCE_V1, predicate, platform=platform
     )
+
+
+def attest_index_build(
+    signer: Signer,
+    loaded: LoadedPlan,
+    facts: BuilderFacts,
+    *,
+    pushed: str,
+    manifests: Sequence[str],
+    log: Path,
+    run_id: str,
+    client: RegistryClient | None = None,
+) -> AttestOutcome:
+    """Sign the provenance of an index of several platforms pushed as PUSHED (repo@index
+    digest) and store it beside the index and beside each platform's manifest (MANIFESTS,
+    digests in that repository): one statement whose subjects are all of them. A registry
+    that refuses it is an outcome ("not attested"), never an exception."""
+    predicate = provenance_predicate(loaded, facts, log=log, run_id=run_id)
+    reference = parse_reference(pushed)
+    if reference.digest is None:
+        raise ValueError(f"{pushed} names no index digest")  # the caller pushed by digest
+    subjects = [reference.digest, *(Digest(m) for m in manifests)]
+    repo = Reference(reference.registry, reference.repository)
+    own = client is None
+    client = client or RegistryClient()
+    try:
+        return AttestOutcome(attest(client, repo, subjects, SLSA_PROVENANCE_V1, predicate, signer))
+    except RegistryError as exc:
+        return AttestOutcome(None, exc.message)
+    finally:
+        if own:
+            client.close()

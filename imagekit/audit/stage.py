@@ -254,8 +254,10 @@ def _summary_markdown(result: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _emulation(scope: str) -> str:
-    """``emulated (qemu-...)`` when the audit's scope says its probe ran emulated."""
+def emulation(scope: str) -> str:
+    """``emulated (qemu-...)`` when the audit's scope says its probe ran emulated, else "".
+
+    The pipeline names it beside each platform's audit."""
     marker = scope.find("emulated (")
     return scope[marker : scope.index(")", marker) + 1] if marker >= 0 else ""
 
@@ -266,9 +268,9 @@ def _scan_scope(result: AuditResult) -> str:
     source = result.vulns.source
     if database:
         source += f" {database['digest']} ({database['described']})"
-    emulation = _emulation(result.scope)
+    emulated = emulation(result.scope)
     return f"{source} over the Python distributions the probe found installed" + (
-        f" (the probe ran {emulation})" if emulation else ""
+        f" (the probe ran {emulated})" if emulated else ""
     )
 
 

@@ -42,6 +42,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, TextIO
 
+from imagekit.attest.attach import AttestOutcome
+from imagekit.attest.signer import Signer
 from imagekit.build.assemble.check import AssertionRun, not_run, run_assertions
 from imagekit.build.assemble.config import dump
 from imagekit.build.buildkit import _ca_bundle, _run_build, _Tee
@@ -69,6 +71,7 @@ from imagekit.evidence import new_run_dir, write_bytes
 from imagekit.ledger import RejectedBuildDetails
 from imagekit.plans.plan import LoadedPlan, load_named_plan, same_platform_key
 from imagekit.plans.render import Rendered, render
+from imagekit.provenance import attest_index_build, rendered_facts, signer_for
 from imagekit.refs import Digest, Platform, Reference, parse_platform, parse_reference
 from imagekit.registry import RegistryClient
 from imagekit.registry.client import select_platform
@@ -130,6 +133,7 @@ class PlatformsResult(Succeeded):
     log: Path
     dockerfile_sha256: str
     ledger: tuple[int, ...] = ()
+    attestation: AttestOutcome | None = None  # with --sign-key: stored, or why not
 
     @property
     def manifest_digest(self) -> str:
@@ -170,6 +174,7 @@ class PlatformsResult(Succeeded):
             "log": str(self.log),
             "dockerfile_sha256": self.dockerfile_sha256,
             "ledger_seq": list(self.ledger),
+            **({"attestation": self.attestation.to_json()} if self.attestation else {}),
         }
 
 
@@ -190,7 +195,6 @@ def _refuse_options(options: BuildOptions) -> None:
     for flag, given in (
         ("--index", options.index),
         ("--no-assertions", not options.assertions),
-        ("--sign-key", options.sign_key is not None),
         ("--tag", options.tag is not None),
     ):
         if given:
@@ -263,6 +267,7 @@ def build_platforms(
     loaded = load_named_plan(workspace, name, base_override=options.base_override)
     _refuse_options(options)
     assert options.push is not None  # noqa: S101 - _refuse_options
+    signer = signer_for(options.sign_key, options.push)  # a key that cannot sign: exit 2
     repo = check_push_repo(options.push)
     if options.cache_ref is not None:
         parse_reference(options.cache_ref)
@@ -323,9 +328,47 @@ def build_platforms(
                 log=log_path,
                 dockerfile_sha256=rendered.digest.hex,
             )
+            if signer is not None:  # every platform accepted: the provenance, before records
+                result = replace(result, attestation=_attest(run, result, signer, client))
             with RecordRefused.keeping(result):
                 seqs = _record(run, result, client)
-    return replace(result, ledger=tuple(seqs))
+    result = replace(result, ledger=tuple(seqs))
+    if result.attestation is not None:
+        result.attestation.raise_unless_stored(result)
+    return result
+
+
+def _attest(
+    run: _Run, result: PlatformsResult, signer: Signer, client: RegistryClient
+) -> AttestOutcome:
+    """SLSA provenance of the index, its subjects the index and each platform's manifest."""
+    where = {"buildx": "buildx_builder", "buildkit": "buildkit"}.get(result.builder)
+    version = {"builder": result.builder}
+    if where is not None and result.address is not None:
+        version[where] = result.address
+    facts = rendered_facts(
+        "buildkit" if result.address is not None else "engine",
+        run.rendered,
+        version,
+        index_digest=result.index_digest,
+        platforms={
+            i.platform: {"manifest_digest": i.manifest_digest, "config_digest": i.config_digest}
+            for i in result.images
+        },
+    )
+    outcome = attest_index_build(
+        signer,
+        run.loaded,
+        facts,
+        pushed=result.pushed,
+        manifests=[i.manifest_digest for i in result.images],
+        log=run.log_path,
+        run_id=run.run_dir.name,
+        client=client,
+    )
+    run.say(f"provenance of the index and its {len(result.images)} platforms: "
+            f"{outcome.ledger_value}")  # fmt: skip
+    return outcome
 
 
 @contextmanager
@@ -617,6 +660,7 @@ def _record(run: _Run, result: PlatformsResult, client: RegistryClient) -> list[
                     assertions=assertion_details(run.workspace, image.assertions),
                     platform=image.platform,
                     index_digest=result.index_digest,
+                    attestation=result.attestation.ledger_value if result.attestation else None,
                 ),
             )
         )
@@ -630,6 +674,7 @@ def _record(run: _Run, result: PlatformsResult, client: RegistryClient) -> list[
             plan=run.loaded.name,
             scope=f"one index of {len(result.images)} platforms pushed by digest ({listed}); "
             "each platform's build record names it",
+            attestation=result.attestation.ledger_value if result.attestation else None,
         )
     )
     return seqs

@@ -132,8 +132,10 @@ def record_index_push(
     *,
     plan: str,
     scope: str,
+    attestation: str | None = None,
 ) -> int:
-    """Append the push record of an index of several platforms (imagekit.build.platforms)."""
+    """Append the push record of an index of several platforms (imagekit.build.platforms);
+    ``attestation``: its provenance's envelope digest, or "not attested: WHY"."""
     return _record(
         workspace,
         "push",
@@ -142,7 +144,7 @@ def record_index_push(
         status="pushed",
         scope=scope,
         evidence=log_path,
-        details=PushDetails(index_digest=index_digest),
+        details=PushDetails(index_digest=index_digest, attestation=attestation),
     )
 
 

@@ -123,7 +123,11 @@ def _size_option(name: str, default: int, text: str) -> Callable[[F], F]:
     "is accepted as the documented spelling.",
 )
 @click.option("--copy", "do_copy", is_flag=True, help="Copy SRC to DST first, then verify.")
-@click.option("--platform", default=None, help="os/arch[/variant] to compare (linux/amd64).")
+@click.option(
+    "--platform",
+    default=None,
+    help="os/arch[/variant] to compare; without it, every platform of an index is verified.",
+)
 @click.option(
     "--allow-config-differences",
     is_flag=True,

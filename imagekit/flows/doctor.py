@@ -231,10 +231,19 @@ def check_ca_bundle(plan: LoadedPlan | None, facts: HostFacts) -> PreflightCheck
 
 
 def check_platform(plan: LoadedPlan | None, facts: HostFacts) -> PreflightCheck:
+    """Whether this host runs each platform the plan builds (natively or under qemu-user);
+    a plan of several platforms says no when any one of them cannot run here."""
     host = host_architecture(facts.machine)
     if plan is None:
         return PreflightCheck("platform", SKIP, f"host is linux/{host}; no plan given to compare")
-    want: Platform = plan.platform
+    checks = [_check_one_platform(want, host, facts) for want in plan.platforms]
+    failed = [c for c in checks if c.status == NO]
+    if failed:
+        return PreflightCheck("platform", NO, "; ".join(c.detail for c in failed), failed[0].hint)
+    return PreflightCheck("platform", OK, "; ".join(c.detail for c in checks))
+
+
+def _check_one_platform(want: Platform, host: str, facts: HostFacts) -> PreflightCheck:
     if want.architecture == host:
         return PreflightCheck("platform", OK, f"host linux/{host} runs {want} natively")
     qemu = _OCI_TO_QEMU.get(want.architecture, want.architecture)
@@ -371,23 +380,27 @@ def check_push_access(client: RegistryClient, repository: str, role: str) -> Pre
 def check_base(
     client: RegistryClient, plan: LoadedPlan
 ) -> tuple[PreflightCheck, int | None, str | None]:
-    """Resolve the pinned base for the plan's platform: proves pull access and sizes it."""
-    try:
-        resolved = client.resolve(plan.base, plan.platform)
-    except ImagekitError as exc:
-        return (
-            PreflightCheck("base", NO, f"{plan.base}: {exc.message}", exc.hint),
-            None,
-            exc.message,
+    """Resolve the pinned base for each platform the plan builds: proves pull access and
+    sizes it (the sum over its platforms' images)."""
+    total = 0
+    found: list[str] = []
+    for platform in plan.platforms:
+        try:
+            resolved = client.resolve(plan.base, platform)
+        except ImagekitError as exc:
+            return (
+                PreflightCheck("base", NO, f"{plan.base}: {exc.message}", exc.hint),
+                None,
+                exc.message,
+            )
+        total += resolved.compressed_layer_bytes
+        found.append(
+            f"for {platform}: {len(resolved.layers)} layers, "
+            f"{_gib(resolved.compressed_layer_bytes)} compressed"
         )
     return (
-        PreflightCheck(
-            "base",
-            OK,
-            f"{plan.base} resolves for {plan.platform}: {len(resolved.layers)} layers, "
-            f"{_gib(resolved.compressed_layer_bytes)} compressed",
-        ),
-        resolved.compressed_layer_bytes,
+        PreflightCheck("base", OK, f"{plan.base} resolves " + "; ".join(found)),
+        total,
         None,
     )
 

@@ -15,6 +15,18 @@ pull signs what the target pulled. A key that cannot sign is exit 2 before any s
 an attestation the registry refused stops the run there (exit 3), its stage's verdict,
 evidence and record kept, the record saying "not attested".
 
+A plan of several platforms (``base.platforms``, docs/multi-platform.md) runs as: doctor
+(each platform runs here, the base resolves for each) -> build (imagekit.build.platforms:
+each platform built and asserted, one index pushed by digest to R) -> an audit stage a
+platform (``audit linux/arm64``: that platform's image read from R by its digest, emulated
+under qemu-user where it is not this host's) -> mirror the index to M (copied whole, every
+platform's image verified by diffID) -> final pull from M of the index by digest (the engine
+takes this host's platform) -> ledger verify. There is no push stage: the index is in R by
+digest before any audit (the build pushes it; a failed audit leaves it there untagged, as a
+rejected build does), and only an index whose every platform passed its audit is mirrored.
+``sign_key`` is refused for such a plan (exit 2): the audit, mirror and final-pull stages
+do not sign an index yet (``imagekit build --sign-key`` signs the index's provenance).
+
 Fail-closed: the first stage that says no (or cannot finish) stops the run; the stages after
 it are reported as "not run", never as passed. The exit code is the failing stage's: 1 when a
 check said no, 3 when something could not be finished, 2 for bad input.
@@ -39,6 +51,7 @@ from imagekit.workspace import Workspace
 
 if TYPE_CHECKING:
     from imagekit.attest.attach import AttestOutcome
+    from imagekit.audit.stage import AuditResult
     from imagekit.mirror import MirrorReport
 
 
@@ -289,17 +302,21 @@ def _audit(run: Run, results: Results) -> Step:
         vulns=run.options.vulns,
     )
     result = audit(run.workspace, request)
+    return Step(result, _audit_detail(run, result), digest=built.image_id)
+
+
+def _audit_detail(run: Run, result: AuditResult) -> str:
+    """The audit's status, and the findings that fail it when its status alone would not."""
     status = result.verdict.status
-    detail = str(status)
     # As `imagekit audit` exits: known vulnerabilities under --fail-on fail the stage, so the
     # image is not pushed. An unknown scan (no database, the service silent) is in the
     # audit's records and fails nothing, as in `imagekit audit`.
     if result.exit_code != 0 and status.accepted:
         findings = len(result.vulns.findings)
-        detail = (
+        return (
             f"{status}; {findings} vulnerability findings (--fail-on {run.options.vulns.fail_on})"
         )
-    return Step(result, detail, digest=built.image_id)
+    return str(status)
 
 
 def _attest_pushed(
@@ -439,6 +456,160 @@ PIPELINE: tuple[Stage, ...] = (
 STAGES = tuple(stage.name for stage in PIPELINE)
 
 
+# A plan of several platforms: the build pushes the index; each platform is audited from the
+# registry; the index is mirrored and verified platform by platform; the engine pulls its own.
+
+
+def _build_platforms(run: Run, results: Results) -> Step:
+    from imagekit.build.options import BuildOptions
+    from imagekit.build.platforms import build_platforms
+
+    result = build_platforms(
+        run.workspace,
+        run.name,
+        BuildOptions(base_override=run.options.base_override, push=run.push_repo),
+        echo=run.echo,
+    )
+    listed = ", ".join(image.platform for image in result.images)
+    return Step(
+        result,
+        f"{listed} built and asserted; index pushed by digest",
+        digest=result.index_digest,
+        data={
+            "pushed": result.pushed,
+            "builder": result.builder,
+            "platforms": [
+                {
+                    "platform": image.platform,
+                    "manifest_digest": image.manifest_digest,
+                    "assertions": image.assertions.status,
+                    "execution": image.assertions.execution.how
+                    if image.assertions.execution is not None
+                    else None,
+                }
+                for image in result.images
+            ],
+        },
+    )
+
+
+def _audit_platform(platform: str) -> Callable[[Run, Results], Step]:
+    """The audit stage of one platform: its image in the pushed index, read by its digest."""
+
+    def stage(run: Run, results: Results) -> Step:
+        from imagekit.audit.stage import AuditRequest, audit, emulation
+        from imagekit.build.platforms import PlatformsResult
+
+        built = _need(results, "build", PlatformsResult)
+        [image] = [i for i in built.images if i.platform == platform]
+        request = AuditRequest(
+            ref=image.pushed,
+            plan=run.name,
+            profile=run.options.profile,
+            vulns=run.options.vulns,
+            platform=platform,
+        )
+        result = audit(run.workspace, request)
+        how = emulation(result.scope) or "native"
+        return Step(
+            result,
+            f"{_audit_detail(run, result)} ({how})",
+            digest=image.manifest_digest,
+            data={"platform": platform, "image": image.pushed, "execution": how},
+        )
+
+    return stage
+
+
+def _index_destination(run: Run, results: Results) -> str:
+    """The mirror's tag for the index: the build's run (a copy is pushed by tag)."""
+    from imagekit.build.platforms import PlatformsResult
+
+    built = _need(results, "build", PlatformsResult)
+    return f"{run.mirror_repo}:{built.evidence_dir.name}"
+
+
+def _mirrored_index(destination: str, report: MirrorReport) -> str | None:
+    """The mirror's copy of the index pinned by its digest, once every platform verified."""
+    digest = (report.destination or {}).get("index_digest")
+    if report.exit_code == 0 and digest and report.platforms:
+        return str(parse_reference(destination).pinned_only(digest))
+    return None
+
+
+def _mirror_index(run: Run, results: Results) -> Step:
+    from imagekit.build.platforms import PlatformsResult
+    from imagekit.mirror import MirrorOptions, mirror
+
+    built = _need(results, "build", PlatformsResult)
+    destination = _index_destination(run, results)
+    report = mirror(
+        built.pushed,
+        destination,
+        options=MirrorOptions(copy=True, plan=run.name),
+        workspace=run.workspace,
+    )
+    mirrored = _mirrored_index(destination, report)
+    if report.exit_code == 0 and mirrored is None:  # one platform verified: not the index
+        raise CheckFailed(
+            f"the mirror verified {built.pushed} as one image, not each platform of its index",
+            hint="docs/multi-platform.md",
+        )
+    verified = [str((p.destination or {}).get("platform")) for p in report.platforms]
+    return Step(
+        report,
+        f"{report.verdict}: {len(verified)} platforms verified by diffID",
+        digest=(report.destination or {}).get("index_digest"),
+        data={
+            "verdict": str(report.verdict),
+            "destination": mirrored or destination,
+            "platforms": {
+                str((p.destination or {}).get("platform")): str(p.verdict) for p in report.platforms
+            },
+        },
+    )
+
+
+def _final_pull_index(run: Run, results: Results) -> Step:
+    from imagekit.mirror import MirrorReport
+    from imagekit.pull import final_pull
+
+    report = _need(results, "mirror", MirrorReport)
+    mirrored = _mirrored_index(_index_destination(run, results), report)
+    assert mirrored is not None  # noqa: S101 - mirror passed
+    result = final_pull(run.workspace, mirrored, record=True, plan=run.name)
+    return Step(
+        result,
+        f"{result.status}: {result.manifest_digest} of the index, image ID {result.image_id}",
+        digest=str(result.manifest_digest),
+        data={"reference": mirrored, "image_id": result.image_id},
+    )
+
+
+def platform_stages(platforms: tuple[str, ...]) -> tuple[Stage, ...]:
+    """The pipeline of a plan of several platforms, an audit stage for each of them."""
+    return (
+        Stage("doctor", (), _doctor),
+        Stage("build", (), _build_platforms),
+        *(Stage(f"audit {p}", ("build",), _audit_platform(p)) for p in platforms),
+        Stage("mirror", ("build",), _mirror_index),
+        Stage("final-pull", ("build", "mirror"), _final_pull_index),
+        Stage("ledger", (), _ledger),
+    )
+
+
+def _plan_platforms(workspace: Workspace, name: str, base_override: str | None) -> tuple[str, ...]:
+    """The platforms of a plan of several, else (): a plan that does not load is the build
+    stage's to report, as for any plan."""
+    from imagekit.plans.plan import load_named_plan
+
+    try:
+        loaded = load_named_plan(workspace, name, base_override=base_override)
+    except ImagekitError:
+        return ()
+    return tuple(loaded.plan.base.targets) if loaded.multi_platform else ()
+
+
 def _outcome(name: str, step: Step) -> StageOutcome:
     """A stage's line in the table, judged from its result alone."""
     result = step.result
@@ -474,6 +645,14 @@ def run_pipeline(
             f"--registry and --mirror both name {run.push_repo}",
             hint="a mirror is a second registry (or another repository)",
         )
+    platforms = _plan_platforms(workspace, name, options.base_override)
+    if platforms and options.sign_key is not None:
+        raise UsageError(
+            f"--sign-key is not supported by the pipeline for plan {name} of {len(platforms)} "
+            "platforms: its audit, mirror and final-pull stages do not sign an index yet",
+            hint="drop --sign-key (`imagekit build NAME --push REPO --sign-key FILE` signs the "
+            "index's provenance); docs/multi-platform.md says what is done",
+        )
     if options.sign_key is not None:  # a key that cannot sign: exit 2 before any stage
         from imagekit.attest.signer import KeyFileSigner
 
@@ -484,7 +663,7 @@ def run_pipeline(
     results: dict[str, StageResult] = {}
     error: dict[str, Any] | None = None
     stopped = False
-    for stage in PIPELINE:
+    for stage in platform_stages(platforms) if platforms else PIPELINE:
         if stopped:
             outcomes.append(StageOutcome(stage.name, NOT_RUN))
             continue

@@ -9,6 +9,14 @@ manifest and config digests, the CPU audit status, the prepared image's key vers
 the destination status, the final pull (and the newest engine and containerd final pulls side
 by side), and the rejected attempts kept as investigations.
 
+A plan of several platforms is built as one index with a ``build`` record a platform (each
+naming the index) and one ``push`` record of the index. Its current state is that whole
+build: ``prepared_image`` names the index, its push, and under ``platforms`` each platform's
+build, manifest and config; ``upstream_base`` gives the base's image of each platform;
+``audit``, ``vulnerability_scan`` and ``prepared_versions`` are given a platform (each the
+newest about that platform's own image). The mirror verdict and the final pulls are of the
+index.
+
 Only records that concern the current prepared image count for it: an audit of an earlier
 build is not an audit of this one, so a plan whose newest build was never audited says
 ``not-recorded`` rather than inheriting an older pass. The output is deterministic (sorted
@@ -225,7 +233,7 @@ def _prepared_versions(candidates: list[Entry], ids: set[str]) -> Any:
     return dict(sorted(info.report.versions.items()))
 
 
-def _investigations(entries: list[Entry], current: int | None) -> list[dict[str, Any]]:
+def _investigations(entries: list[Entry], current: set[int]) -> list[dict[str, Any]]:
     """Rejected and failed attempts and superseded builds: kept in the lock, never hidden."""
     found = []
     for entry in entries:
@@ -234,7 +242,7 @@ def _investigations(entries: list[Entry], current: int | None) -> list[dict[str,
         if rec.kind == "rejected-build":
             rejected: RejectedBuildDetails = rec.info
             reason = rejected.reason or rec.scope or "rejected build"
-        elif rec.kind == "build" and rec.seq != current:
+        elif rec.kind == "build" and rec.seq not in current:
             reason = "superseded by a later build"
         elif rec.kind == "mirror-verify" and rec.status in _FAILED:
             reason = rec.info.message or rec.scope or rec.status
@@ -253,13 +261,103 @@ def _investigations(entries: list[Entry], current: int | None) -> list[dict[str,
     return found
 
 
+def _index_of(entry: Entry) -> str | None:
+    """The index a build record's image was pushed in (a plan of several platforms)."""
+    info: BuildDetails = entry.record.info
+    return info.index_digest
+
+
+def _platform_builds(builds: Iterable[Entry], newest: Entry) -> list[Entry]:
+    """The build records of the newest build's index, one a platform (the newest of each),
+    in the order they were recorded; [] for a build of one image."""
+    index = _index_of(newest)
+    if index is None:
+        return []
+    by_platform: dict[str | None, Entry] = {}
+    for entry in builds:
+        if _index_of(entry) == index:
+            info: BuildDetails = entry.record.info
+            by_platform.pop(info.platform, None)
+            by_platform[info.platform] = entry
+    return list(by_platform.values())
+
+
+def _index_push(entries: Iterable[Entry], builds: list[Entry]) -> Entry | None:
+    """The push record of the index the platform builds name, after the first of them."""
+    index = _index_of(builds[0])
+    return _latest(
+        e
+        for e in entries
+        if e.record.kind == "push"
+        and e.record.seq > builds[0].record.seq
+        and e.record.status == "pushed"
+        and e.record.info.index_digest == index
+    )
+
+
+def _platform_ids(build: Entry) -> set[str]:
+    """The names one platform's image goes by: its config (image ID) and repo@manifest."""
+    info: BuildDetails = build.record.info
+    return _identifiers(info.image_id, build.record.images.get("image"), info.manifest_digest)
+
+
+def _index_prepared(
+    entries: list[Entry], builds: list[Entry]
+) -> tuple[dict[str, Any], dict[str, Any], set[str]]:
+    """The upstream base and the prepared index of a build of several platforms, each
+    platform's build beside the other, and every name the index and its images go by."""
+    first = builds[0].record
+    index = _index_of(builds[0])
+    base_doc: dict[str, Any] = {"reference": first.images.get("base"), "platforms": {}}
+    platforms: dict[str, Any] = {}
+    ids = _identifiers(index)
+    for entry in builds:
+        rec = entry.record
+        info: BuildDetails = rec.info
+        platform = str(info.platform)
+        if info.base is not None:
+            base_doc["platforms"][platform] = {k: getattr(info.base, k) for k in _BASE_KEYS}
+        platforms[platform] = {
+            "build": {"status": rec.status, "image_id": info.image_id, **_ref(entry)},
+            "reference": rec.images.get("image"),
+            "manifest_digest": info.manifest_digest,
+            "config_digest": info.image_id,
+        }
+        ids |= _platform_ids(entry)
+    prepared: dict[str, Any] = {
+        "index_digest": index,
+        "reference": None,
+        "platforms": platforms,
+    }
+    push = _index_push(entries, builds)
+    if push is not None:
+        prepared["reference"] = push.record.images.get("pushed")
+        prepared["push"] = _ref(push)
+        ids |= _identifiers(push.record.images.get("pushed"))
+    return base_doc, prepared, ids
+
+
+def _base_ids(base: dict[str, Any]) -> set[str]:
+    """The names the upstream base goes by: its reference, and each platform's manifest."""
+    found = _identifiers(base.get("reference"), base.get("manifest_digest"))
+    for image in base.get("platforms", {}).values():
+        found |= _identifiers(image.get("manifest_digest"))
+    return found
+
+
 def _render_plan(entries: list[Entry], unplanned: list[Entry]) -> dict[str, Any]:
     """One plan's section; ``unplanned`` records (no plan) count when they name its images."""
-    build = _latest(e for e in entries if e.record.kind == "build")
+    builds = [e for e in entries if e.record.kind == "build"]
+    build = _latest(builds)
+    group = _platform_builds(builds, build) if build is not None else []
     section: dict[str, Any] = {}
     ids: set[str] = set()
     base_ids: set[str] = set()
-    if build is None:
+    if group:
+        base, section["prepared_image"], ids = _index_prepared(entries, group)
+        section["upstream_base"] = base
+        base_ids = _base_ids(base)
+    elif build is None:
         section["upstream_base"] = NOT_RECORDED
         section["prepared_image"] = NOT_RECORDED
     else:
@@ -280,9 +378,20 @@ def _render_plan(entries: list[Entry], unplanned: list[Entry]) -> dict[str, Any]
     section["destination"] = _mirror_verdict(
         _latest(e for e in mirrors if ids and _concerns(e.record, ids))
     )
-    section["audit"] = _status_of(candidates, "audit", ids)
-    section["prepared_versions"] = _prepared_versions(candidates, ids)
-    section["vulnerability_scan"] = _status_of(candidates, "vulnerability-scan", ids)
+    if group:
+        # Each platform's audit is of its own image: one platform's pass is not another's.
+        by_platform = {str(e.record.info.platform): _platform_ids(e) for e in group}
+        section["audit"] = {p: _status_of(candidates, "audit", i) for p, i in by_platform.items()}
+        section["prepared_versions"] = {
+            p: _prepared_versions(candidates, i) for p, i in by_platform.items()
+        }
+        section["vulnerability_scan"] = {
+            p: _status_of(candidates, "vulnerability-scan", i) for p, i in by_platform.items()
+        }
+    else:
+        section["audit"] = _status_of(candidates, "audit", ids)
+        section["prepared_versions"] = _prepared_versions(candidates, ids)
+        section["vulnerability_scan"] = _status_of(candidates, "vulnerability-scan", ids)
     pull = _latest(
         e for e in candidates if e.record.kind == "final-pull" and _concerns(e.record, ids)
     )
@@ -292,7 +401,8 @@ def _render_plan(entries: list[Entry], unplanned: list[Entry]) -> dict[str, Any]
         d: FinalPullDetails = pull.record.info
         section["final_pull"] = {**_pull_entry(pull), "engine_version": d.engine_version}
     section["final_pulls"] = _final_pulls(candidates, ids)
-    section["investigations"] = _investigations(entries, build.record.seq if build else None)
+    current = {e.record.seq for e in group} or ({build.record.seq} if build else set())
+    section["investigations"] = _investigations(entries, current)
     return section
 
 
@@ -303,15 +413,28 @@ _ABOUT_IMAGES = ("mirror-verify", "audit", "vulnerability-scan", "final-pull")
 
 @dataclass
 class _Current:
-    """Pass one's answer for a plan: its newest build and the push of that build."""
+    """Pass one's answer for a plan: its newest build and the push of that build; for a
+    build of several platforms, the build record of each (one index) and the index's push."""
 
     build: Entry | None = None
     push: Entry | None = None
+    platforms: list[Entry] = field(default_factory=list)
 
     def feed(self, entry: Entry) -> None:
         rec = entry.record
         if rec.kind == "build":
+            index = _index_of(entry)
+            if index is None:
+                self.platforms = []
+            elif self.platforms and _index_of(self.platforms[0]) == index:
+                self.platforms = _platform_builds([*self.platforms, entry], entry)
+            else:
+                self.platforms = [entry]
             self.build, self.push = entry, None
+        elif rec.kind == "push" and self.platforms and rec.status == "pushed":
+            index_push: PushDetails = rec.info
+            if index_push.index_digest == _index_of(self.platforms[0]):
+                self.push = entry
         elif rec.kind == "push" and self.build is not None and rec.status == "pushed":
             built: BuildDetails = self.build.record.info
             ids = _identifiers(built.image_id, self.build.record.images.get("image"))
@@ -323,6 +446,10 @@ class _Current:
         """Every name the plan's image and its base may be called by in other records."""
         if self.build is None:
             return set()
+        if self.platforms:
+            entries = [*self.platforms, *([self.push] if self.push else [])]
+            base, _prepared_doc, ids = _index_prepared(entries, self.platforms)
+            return ids | _base_ids(base)
         entries = [self.build] + ([self.push] if self.push else [])
         base, _prepared_doc, ids = _prepared(entries, self.build)
         return ids | _identifiers(base.get("reference"), base.get("manifest_digest"))

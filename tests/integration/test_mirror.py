@@ -205,9 +205,60 @@ def test_index_with_two_platforms_and_attestation_compares_only_the_platform(
     assert all(layer.match for layer in report.layers)
     # zstd recompression rewrote the index and the manifests: diffIDs carry the proof
     assert report.verdict in (Verdict.CONTENT_IDENTICAL, Verdict.CONFIG_DIFFERS)
-    default = _verify(src, dst, workspace)  # linux/amd64, never the attestation
-    assert default.destination is not None and default.destination["platform"] == "linux/amd64"
-    assert [layer.expected_diff_id for layer in default.layers] == [x.diff_id for x in amd]
+    # Without --platform every platform of the index is verified, never the attestation.
+    default = _verify(src, dst, workspace)
+    assert [p.destination["platform"] for p in default.platforms if p.destination] == [
+        "linux/amd64",
+        "linux/arm64/v8",
+    ]
+    assert [layer.expected_diff_id for layer in default.platforms[0].layers] == [
+        x.diff_id for x in amd
+    ]
+    assert [layer.expected_diff_id for layer in default.layers] == [x.diff_id for x in amd + arm]
+    assert all(layer.match for layer in default.layers)
+    assert default.verdict in (Verdict.CONTENT_IDENTICAL, Verdict.CONFIG_DIFFERS)
+    index = default.destination["index_digest"] if default.destination else None
+    record = read_records(workspace.ledger_path)[-1]
+    assert record.images["destination"] == f"{dst.split(':1')[0]}@{index}"
+    assert "each platform of the index" in record.scope and "linux/arm64/v8" in record.scope
+
+
+def test_an_index_whose_second_platform_differs_is_a_mismatch(
+    registry: RunningRegistry, make_registry: MakeRegistry, workspace: Workspace, tmp_path: Path
+) -> None:
+    # DST holds the same amd64 image but another arm64 one: checking the default platform
+    # alone would call the copy identical in content.
+    amd = [Layer.gzip(make_tar(60 + i)) for i in range(2)]
+    arm = [Layer.gzip(make_tar(70 + i)) for i in range(2)]
+    other = [arm[0], Layer.gzip(make_tar(79))]
+    refs = []
+    for name, arm_layers, host in (
+        ("src", arm, registry.host),
+        ("dst", other, make_registry().host),
+    ):
+        folder = tmp_path / name
+        writer = LayoutWriter(folder)
+        writer.index(
+            [
+                {
+                    **writer.image(amd, config_for(amd, arch="amd64")),
+                    "platform": {"os": "linux", "architecture": "amd64"},
+                },
+                {
+                    **writer.image(arm_layers, config_for(arm_layers, arch="arm64")),
+                    "platform": {"os": "linux", "architecture": "arm64"},
+                },
+            ]
+        )
+        refs.append(f"{host}/imagekit-test/index-{name}:1")
+        push_layout(folder, refs[-1], "--all")
+    report = _verify(refs[0], refs[1], workspace)
+    assert report.verdict is Verdict.MISMATCH and report.exit_code == 1
+    assert [p.verdict for p in report.platforms] == [Verdict.IDENTICAL, Verdict.MISMATCH]
+    assert "linux/arm64: layer 1" in report.message
+    assert arm[1].diff_id in report.message
+    narrowed = _verify(refs[0], refs[1], workspace, platform=parse_platform("linux/amd64"))
+    assert narrowed.verdict is Verdict.IDENTICAL and not narrowed.platforms
 
 
 def test_media_type_gzip_but_bytes_zstd_is_detected_and_policy_applies(

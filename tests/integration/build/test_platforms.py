@@ -9,9 +9,10 @@ pip on two cores is slow: the pip steps install one small pure wheel (six).
 
 from __future__ import annotations
 
+import base64
 import json
 import subprocess
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -19,10 +20,13 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
+from imagekit.attest.keys import generate_key_pair
 from imagekit.cli.build_cmd import command as build_command
 from imagekit.cli.inspect_cmd import command as inspect_command
 from imagekit.cli.plans_cmd import command as plans_command
-from imagekit.ledger import read_records
+from imagekit.flows.pipeline import PipelineOptions, run_pipeline
+from imagekit.ledger import read_records, verify
+from imagekit.ledger.lockfile import write_lock
 from imagekit.refs import parse_platform
 from imagekit.runtime.engine import BINFMT_DIR, buildx_client, execution_for
 from imagekit.workspace import Workspace
@@ -31,6 +35,7 @@ from tests.support.base_image import BaseImage
 from tests.support.buildkitd import RunningBuildkitd, start_buildkitd
 from tests.support.demo_index import arm64_demo_layer, push_demo_index, with_debian_pip
 from tests.support.demo_variants import index_url, write_variant
+from tests.support.gotools import cosign_verify_attestation
 from tests.support.images import Writer
 from tests.support.registries import RunningRegistry
 
@@ -340,3 +345,138 @@ def test_the_demo_for_amd64_and_arm64_on_a_buildx_builder_is_one_index(
     assert doc["builder"] == "buildx" and doc["buildkit"] == name
     assert f'building with "{name}" instance using remote driver' in Path(doc["log"]).read_text()
     _check_index(doc, repo, workspace)
+
+
+def test_the_pipeline_of_the_demo_for_amd64_and_arm64_audits_each_platform(
+    demo_index: str,
+    make_registry: Callable[..., RunningRegistry],
+    workspace: Workspace,
+    docker_config: Path,
+    created_refs: list[str],
+    arm64_emulated: None,
+) -> None:
+    # One run of every stage on the engine: both platforms built and asserted, one index
+    # pushed by digest, each platform's image audited from the registry (arm64 under qemu),
+    # the index mirrored and every platform verified by diffID, the host's platform pulled.
+    _platforms_variant(workspace, "demo-two", TWO)
+    push_to, mirror_to = make_registry("none"), make_registry("none")
+    result = run_pipeline(
+        workspace,
+        "demo-two",
+        PipelineOptions(registry=push_to.host, mirror=mirror_to.host, base_override=demo_index),
+    )
+    document = result.to_json()
+    stages = {s["stage"]: s for s in document["stages"]}
+    built = stages["build"]["data"]
+    created_refs.extend(
+        f"{document['registry']}@{p['manifest_digest']}" for p in built.get("platforms", [])
+    )
+    run_id = Path(stages["build"]["evidence"] or "x/x").parent.name
+    for suffix in ("linux-amd64", "linux-arm64"):
+        created_refs.append(f"imagekit/demo-two:{run_id}-{suffix}")
+        created_refs.append(f"{document['registry']}:{run_id}-{suffix}")
+    if document["final_reference"]:
+        created_refs.append(document["final_reference"])
+    assert list(stages) == [
+        "doctor", "build", "audit linux/amd64", "audit linux/arm64", "mirror", "final-pull",
+        "ledger",
+    ]  # fmt: skip
+    assert result.ok and result.exit_code == 0, document["stages"]
+    table = "\n".join(result.table())
+    assert "audit linux/amd64" in table and "audit linux/arm64" in table
+    amd, arm = (stages[f"audit {p}"] for p in TWO)
+    assert amd["detail"].endswith("(native)") and amd["data"]["execution"] == "native"
+    assert arm["data"]["execution"] == "emulated (qemu-aarch64)"
+    assert arm["detail"].endswith("(emulated (qemu-aarch64))")
+    manifests = {p["platform"]: p["manifest_digest"] for p in built["platforms"]}
+    assert amd["digest"] == manifests["linux/amd64"] and arm["digest"] == manifests["linux/arm64"]
+    index = stages["build"]["digest"]
+    assert built["pushed"] == f"{document['registry']}@{index}"
+    assert stages["mirror"]["data"]["platforms"] == {
+        "linux/amd64": "identical",
+        "linux/arm64": "identical",
+    }
+    assert document["final_reference"] == f"{document['mirror']}@{index}"
+    assert stages["final-pull"]["digest"] == manifests["linux/amd64"]
+
+    records = read_records(workspace.ledger_path)
+    assert [r.kind for r in records] == [
+        "build", "build", "push", "audit", "vulnerability-scan", "audit", "vulnerability-scan",
+        "mirror-verify", "final-pull",
+    ]  # fmt: skip
+    audits = [r for r in records if r.kind == "audit"]
+    assert [a.images["image"] for a in audits] == [
+        f"{document['registry']}@{manifests[p]}" for p in TWO
+    ]
+    assert "emulated (qemu-aarch64)" in audits[1].scope
+    assert "emulated" not in audits[0].scope
+    assert all(a.status in ("CPU_PASS", "CPU_PASS_GPU_CLI_DEFERRED") for a in audits)
+    [mirrored] = [r for r in records if r.kind == "mirror-verify"]
+    assert mirrored.images["destination"].endswith(f"@{index}")
+    saved = json.loads((workspace.root / stages["mirror"]["evidence"]).read_text())
+    assert [p["destination"]["platform"] for p in saved["platforms"]] == TWO
+    assert all(layer["match"] for p in saved["platforms"] for layer in p["layers"])
+    assert mirrored.details["layers"] == sum(len(p["layers"]) for p in saved["platforms"])
+    assert verify(workspace).ok
+    # `ledger lock` shows each platform, its audit, and the index's push and mirror.
+    lock = write_lock(workspace, None).document["images"]["demo-two"]
+    assert lock["prepared_image"]["index_digest"] == index
+    assert lock["prepared_image"]["reference"] == built["pushed"]
+    assert {p: i["manifest_digest"] for p, i in lock["prepared_image"]["platforms"].items()} == (
+        manifests
+    )
+    assert {p: a["record_seq"] for p, a in lock["audit"].items()} == {
+        p: a.seq for p, a in zip(TWO, audits, strict=True)
+    }
+    assert lock["destination"]["verdict"] == "identical"
+    assert lock["final_pull"]["status"] == "verified"
+
+
+def test_a_signed_build_of_two_platforms_attests_the_index_and_each_platform(
+    buildkitd: RunningBuildkitd,
+    demo_index: str,
+    registry: RunningRegistry,
+    workspace: Workspace,
+    created_refs: list[str],
+    arm64_emulated: None,
+    tmp_path: Path,
+) -> None:
+    # One SLSA provenance whose subjects are the index and each platform's manifest, stored
+    # beside each: cosign finds it from the index's reference and from each platform's.
+    pair = generate_key_pair(tmp_path / "build")
+    _platforms_variant(workspace, "demo-two", TWO)
+    repo = f"{registry.host}/imagekit-test/demo-two-signed"
+    code, out, err = _build(
+        "demo-two", "--base", demo_index, "--buildkit", buildkitd.address, "--push", repo,
+        "--sign-key", str(pair.private),
+    )  # fmt: skip
+    assert code == 0, err[-4000:]
+    doc = json.loads(out)
+    created_refs.extend(p["pushed"] for p in doc["platforms"])
+    assert doc["attestation"]["attested"] is True
+    manifests = [p["manifest_digest"] for p in doc["platforms"]]
+    for reference in (doc["pushed"], *(f"{repo}@{m}" for m in manifests)):
+        accepted = cosign_verify_attestation(reference, pair.public, "slsaprovenance1")
+        assert accepted.returncode == 0, (reference, accepted.stderr)
+        statement = json.loads(
+            base64.b64decode(json.loads(accepted.stdout.splitlines()[0])["payload"])
+        )
+        assert [s["digest"]["sha256"] for s in statement["subject"]] == [
+            d.partition(":")[2] for d in (doc["index_digest"], *manifests)
+        ]
+        assert statement["predicate"]["buildDefinition"]["externalParameters"]["plan"] == {
+            "name": "demo-two",
+            "sha256": doc["plan_sha256"],
+        }
+        internal = statement["predicate"]["buildDefinition"]["internalParameters"]
+        assert internal["index_digest"] == doc["index_digest"]
+        assert {p: i["manifest_digest"] for p, i in internal["platforms"].items()} == dict(
+            zip(TWO, manifests, strict=True)
+        )
+    envelope = doc["attestation"]["envelope_digest"]
+    records = read_records(workspace.ledger_path)
+    assert [r.details.get("attestation") for r in records] == [envelope] * 3
+    # Another key's signature is not accepted.
+    other = generate_key_pair(tmp_path / "other")
+    refused = cosign_verify_attestation(doc["pushed"], other.public, "slsaprovenance1")
+    assert refused.returncode != 0

@@ -48,7 +48,11 @@ def facts(tmp_path: Path, **kw: Any) -> HostFacts:
 def fake_plan(platform: str = "linux/amd64", pip: bool = True) -> Any:
     """Only what the checks read from a LoadedPlan: its platform and its steps."""
     steps = [PipInstall(kind="pip_install", requirements=["tqdm==4.66.1"])] if pip else []
-    return SimpleNamespace(platform=parse_platform(platform), plan=SimpleNamespace(steps=steps))
+    return SimpleNamespace(
+        platform=parse_platform(platform),
+        platforms=(parse_platform(platform),),
+        plan=SimpleNamespace(steps=steps),
+    )
 
 
 def test_host_architecture_names() -> None:
@@ -79,6 +83,20 @@ def test_platform_foreign_with_disabled_handler(tmp_path: Path) -> None:
     f = facts(tmp_path)
     (f.binfmt_dir / "qemu-aarch64").write_text("disabled\n")
     assert check_platform(fake_plan("linux/arm64"), f).status == NO
+
+
+def test_a_plan_of_several_platforms_says_no_when_one_cannot_run_here(tmp_path: Path) -> None:
+    f = facts(tmp_path)
+    (f.binfmt_dir / "qemu-aarch64").write_text("enabled\ninterpreter /usr/bin/qemu-aarch64\n")
+    plan = fake_plan()
+    plan.platforms = tuple(parse_platform(p) for p in ("linux/amd64", "linux/arm64"))
+    check = check_platform(plan, f)
+    assert check.status == OK
+    assert "runs linux/amd64 natively" in check.detail and "emulated" in check.detail
+    plan.platforms = (*plan.platforms, parse_platform("linux/s390x"))
+    check = check_platform(plan, f)
+    assert check.status == NO and "linux/s390x" in check.detail and "qemu-s390x" in check.detail
+    assert check.hint and "qemu-user-static" in check.hint
 
 
 def test_platform_without_plan_is_a_skip(tmp_path: Path) -> None:

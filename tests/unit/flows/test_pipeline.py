@@ -131,6 +131,63 @@ def test_an_import_error_inside_a_stage_is_a_crash_not_a_reinstall_hint(
         run_pipeline(ws, "demo", _TWO)
 
 
+def _patch_platform_stages(monkeypatch: pytest.MonkeyPatch, behaviour: dict[str, Any]) -> list[str]:
+    """A plan of linux/amd64 and linux/arm64, each of its stages a stand-in saying what
+    ``behaviour`` gives for its name (passed unless told)."""
+    called: list[str] = []
+
+    def make(stage: str) -> Any:
+        def run(run: Any, results: Any) -> pipeline.Step:
+            called.append(stage)
+            return pipeline.Step(_Said(behaviour.get(stage, PASSED)), "detail")
+
+        return run
+
+    two = ("linux/amd64", "linux/arm64")
+    monkeypatch.setattr(pipeline, "_plan_platforms", lambda *_: two)
+    for function, stage in (
+        ("_doctor", "doctor"),
+        ("_build_platforms", "build"),
+        ("_mirror_index", "mirror"),
+        ("_final_pull_index", "final-pull"),
+        ("_ledger", "ledger"),
+    ):
+        monkeypatch.setattr(pipeline, function, make(stage))
+    monkeypatch.setattr(pipeline, "_audit_platform", lambda p: make(f"audit {p}"))
+    return called
+
+
+def test_a_plan_of_several_platforms_audits_each_and_a_failed_one_stops_the_run(
+    ws: Workspace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    called = _patch_platform_stages(monkeypatch, {})
+    result = run_pipeline(ws, "demo-two", _TWO)
+    names = ["doctor", "build", "audit linux/amd64", "audit linux/arm64", "mirror",
+             "final-pull", "ledger"]  # fmt: skip
+    assert called == names and [s.stage for s in result.stages] == names
+    assert result.ok and "push" not in called
+
+    called = _patch_platform_stages(monkeypatch, {"audit linux/arm64": FAILED})
+    result = run_pipeline(ws, "demo-two", _TWO)
+    statuses = {s.stage: s.status for s in result.stages}
+    assert statuses["audit linux/amd64"] == PASSED
+    assert statuses["audit linux/arm64"] == FAILED
+    assert [statuses[s] for s in ("mirror", "final-pull", "ledger")] == [NOT_RUN] * 3
+    assert not result.ok and result.exit_code == 1 and result.final_reference is None
+
+
+def test_a_plan_of_several_platforms_refuses_a_signing_key(
+    ws: Workspace, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    called = _patch_platform_stages(monkeypatch, {})
+    options = PipelineOptions(registry="127.0.0.1:1", mirror="127.0.0.1:2", sign_key=tmp_path)
+    with pytest.raises(
+        UsageError, match="--sign-key is not supported by the pipeline for plan demo-two of 2"
+    ):
+        run_pipeline(ws, "demo-two", options)
+    assert called == []
+
+
 def test_registry_and_mirror_must_differ(ws: Workspace) -> None:
     with pytest.raises(UsageError):
         run_pipeline(ws, "demo", PipelineOptions(registry="127.0.0.1:1", mirror="127.0.0.1:1"))

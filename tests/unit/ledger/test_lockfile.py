@@ -6,6 +6,7 @@ import json
 import tracemalloc
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -294,3 +295,124 @@ def test_the_lock_holds_bounded_memory_whatever_the_ledger_length(tmp_path: Path
         peaks.append(_peak(lambda ws=ws: write_lock(ws, None)))
     small, large = peaks
     assert large < small * 2, f"peak {small} bytes for 500 records, {large} for 5000"
+
+
+INDEX = "sha256:" + "8" * 64
+AMD_MANIFEST, AMD_ID = "sha256:" + "9" * 64, "sha256:" + "a" * 64
+ARM_MANIFEST, ARM_ID = "sha256:" + "b" * 64, "sha256:" + "c" * 64
+REPO = "registry.example.com/serving/demo-two"
+ARM_BASE = {**BASE, "platform": "linux/arm64", "manifest_digest": "sha256:" + "d" * 64}
+
+
+def _platform_build(platform: str, manifest: str, image_id: str, base: dict[str, Any]) -> Rec:
+    return Rec(
+        "build",
+        "two",
+        {"image": f"{REPO}@{manifest}", "base": BASE_REF},
+        "built",
+        details={
+            "image_id": image_id,
+            "base": base,
+            "manifest_digest": manifest,
+            "platform": platform,
+            "index_digest": INDEX,
+        },
+    )
+
+
+def test_lock_of_a_plan_of_several_platforms_shows_each_platform_and_the_index(
+    ws: Workspace,
+) -> None:
+    """Each platform's build and audit, and the index's push: not the last platform only."""
+    append_all(
+        ws,
+        _platform_build("linux/amd64", "sha256:" + "e" * 64, "sha256:" + "f" * 64, BASE),
+        _platform_build("linux/amd64", AMD_MANIFEST, AMD_ID, BASE),
+        _platform_build("linux/arm64", ARM_MANIFEST, ARM_ID, ARM_BASE),
+        Rec(
+            "push",
+            "two",
+            {"image": f"{REPO}@{INDEX}", "pushed": f"{REPO}@{INDEX}"},
+            "pushed",
+            details={"index_digest": INDEX},
+        ),
+        Rec("audit", "two", {"image": f"{REPO}@{AMD_MANIFEST}"}, "CPU_PASS", "native"),
+        Rec("vulnerability-scan", "two", {"image": f"{REPO}@{AMD_MANIFEST}"}, "clean", "osv"),
+        Rec(
+            "audit",
+            "two",
+            {"image": f"{REPO}@{ARM_MANIFEST}"},
+            "CPU_PASS_GPU_CLI_DEFERRED",
+            "emulated (qemu-aarch64)",
+            {"profile": "generic", "report": {"versions": {"av": "9.2.0"}}},
+        ),
+        Rec(
+            "mirror-verify",
+            "two",
+            {"source": f"{REPO}@{INDEX}", "destination": f"mirror.example.com/demo-two@{INDEX}"},
+            "identical",
+            details={"message": "linux/amd64: identical; linux/arm64/v8: identical"},
+        ),
+        Rec(
+            "final-pull",
+            "two",
+            {"image": f"mirror.example.com/demo-two@{INDEX}"},
+            "verified",
+            details={"image_id": AMD_ID},
+        ),  # fmt: skip
+    )
+    for lock in (render_lock(ws), write_lock(ws, None).document):
+        two = lock["images"]["two"]
+        prepared = two["prepared_image"]
+        assert prepared["index_digest"] == INDEX
+        assert prepared["reference"] == f"{REPO}@{INDEX}"
+        assert prepared["push"]["record_seq"] == 4
+        assert {p: (i["manifest_digest"], i["config_digest"], i["build"]["record_seq"])
+                for p, i in prepared["platforms"].items()} == {
+            "linux/amd64": (AMD_MANIFEST, AMD_ID, 2),
+            "linux/arm64": (ARM_MANIFEST, ARM_ID, 3),
+        }  # fmt: skip
+        assert prepared["platforms"]["linux/arm64"]["reference"] == f"{REPO}@{ARM_MANIFEST}"
+        assert two["upstream_base"]["platforms"]["linux/arm64"]["platform"] == "linux/arm64"
+        assert two["upstream_base"]["platforms"]["linux/amd64"] == BASE
+        # Each platform's audit is of its own image.
+        assert two["audit"]["linux/amd64"]["status"] == "CPU_PASS"
+        assert two["audit"]["linux/amd64"]["record_seq"] == 5
+        assert two["audit"]["linux/arm64"]["status"] == "CPU_PASS_GPU_CLI_DEFERRED"
+        assert two["audit"]["linux/arm64"]["profile"] == "generic"
+        assert two["prepared_versions"] == {"linux/amd64": NOT_RECORDED,
+                                            "linux/arm64": {"av": "9.2.0"}}  # fmt: skip
+        assert two["vulnerability_scan"]["linux/amd64"]["status"] == "clean"
+        assert two["vulnerability_scan"]["linux/arm64"] == NOT_RECORDED
+        assert two["destination"]["verdict"] == "identical"
+        assert two["final_pull"]["status"] == "verified"
+        # The first amd64 build of the same index was superseded by the second.
+        assert [(i["kind"], i["record_seq"]) for i in two["investigations"]] == [("build", 1)]
+
+
+def test_a_platform_without_its_audit_is_not_recorded_and_a_later_single_build_replaces_all(
+    ws: Workspace,
+) -> None:
+    append_all(
+        ws,
+        _platform_build("linux/amd64", AMD_MANIFEST, AMD_ID, BASE),
+        _platform_build("linux/arm64", ARM_MANIFEST, ARM_ID, ARM_BASE),
+        Rec("audit", "two", {"image": f"{REPO}@{AMD_MANIFEST}"}, "CPU_PASS", "native"),
+    )
+    two = render_lock(ws)["images"]["two"]
+    assert two["prepared_image"]["reference"] is None  # no push of the index recorded
+    assert two["audit"]["linux/arm64"] == NOT_RECORDED  # amd64's pass is not arm64's
+    Rec(
+        "build",
+        "two",
+        {"image": "two:one", "base": BASE_REF},
+        "built",
+        details={"image_id": NEW_ID, "base": BASE},
+    ).append(ws)
+    two = render_lock(ws)["images"]["two"]
+    assert (
+        two["prepared_image"]["build"]["image_id"] == NEW_ID
+        and "platforms" not in two["prepared_image"]
+    )
+    assert two["audit"] == NOT_RECORDED
+    assert [i["record_seq"] for i in two["investigations"]] == [1, 2]
