@@ -10,9 +10,9 @@ BuildKit, imagekit, cosign.
 What the walkthrough promises and the test holds it to: exit 0 only when the pipeline passed,
 the ledger verifies and the gate accepts both R's image and M's copy (default policy and the
 demo's policy) and cosign verifies the final image's attestations; the ledger gets this run's
-records; a second run reuses the key pair and the registries and still passes; `--purge`
-stops the registries it started. And it fails closed: a public key that is not the signing
-key's makes the gate refuse and the script exit non-zero, though the pipeline itself passed.
+records; a second run reuses the key pair and the registries; `--purge` stops the
+registries it started. And it fails closed: in that second run the public key is another
+key's, so the gate refuses and the script exits non-zero, though the pipeline itself passed.
 """
 
 from __future__ import annotations
@@ -192,59 +192,45 @@ def _passes(demo: DemoState, done: subprocess.CompletedProcess[str], records_bef
     return len(records)
 
 
-def test_make_demo_passes_twice_on_one_key_and_purge_stops_its_registries(
-    demo: DemoState, created_refs: list[str]
+def test_make_demo_passes_then_a_key_not_the_signers_fails_it_and_purge_stops_its_registries(
+    demo: DemoState, tmp_path: Path, created_refs: list[str]
 ) -> None:
+    """One state folder, two runs (a third whole pipeline would cost the suite half a
+    minute): the first makes the key pair and passes; before the second, the public key is
+    swapped for another key's. The second reuses the pair it finds (the private key is not
+    made again, the registries are reused) and its pipeline passes, but every gate and every
+    cosign check must refuse and the script exit non-zero: it fails closed."""
     first = demo.run()
     created_refs.extend(_engine_refs(demo, first))
     assert "demo: made the demo's signing key pair" in first.stderr
     after_first = _passes(demo, first, 0)
-    public = (demo.state / "signing.pub").read_bytes()
     private = (demo.state / "signing.key").read_bytes()
     pids = demo.registry_pids()
     assert len(pids) == 2 and all(_running(p) for p in pids)
 
+    other = subprocess.run(
+        [sys.executable, "-m", "imagekit", "keys", "generate", str(tmp_path / "other")],
+        capture_output=True, text=True, check=False, env=demo.env(),
+    )  # fmt: skip
+    assert other.returncode == 0, other.stderr
+    (demo.state / "signing.pub").write_bytes((tmp_path / "other.pub").read_bytes())
+
     second = demo.run()
     created_refs.extend(_engine_refs(demo, second))
-    # The same key pair and the same registries, reused.
+    # The same key pair file and the same registries, reused; nothing made again.
     assert "signing key pair" not in second.stderr
-    assert (demo.state / "signing.pub").read_bytes() == public
     assert (demo.state / "signing.key").read_bytes() == private
+    assert (demo.state / "signing.pub").read_bytes() == (tmp_path / "other.pub").read_bytes()
     for port in (demo.registry_port, demo.mirror_port):
         assert f"already answers on 127.0.0.1:{port} (reused)" in second.stderr
     assert demo.registry_pids() == pids
-    assert _passes(demo, second, after_first) == 2 * len(RUN_KINDS)
-
-    purged = demo.run("--purge")
-    assert purged.returncode == 0, purged.stderr
-    assert not demo.state.exists()
-    deadline = time.monotonic() + 10
-    while any(_running(p) for p in pids) and time.monotonic() < deadline:
-        time.sleep(0.2)
-    assert not any(_running(p) for p in pids), f"registry processes left behind: {pids}"
-    assert not _answers(demo.registry_port) and not _answers(demo.mirror_port)
-
-
-def test_a_public_key_that_is_not_the_signing_keys_fails_the_demo(
-    demo: DemoState, tmp_path: Path, created_refs: list[str]
-) -> None:
-    """The pipeline signs with .demo/signing.key as always; the gate is handed another key's
-    public key. Every verdict must be a refusal and the script must exit non-zero."""
-    demo.state.mkdir()
-    for prefix in (demo.state / "signing", tmp_path / "other"):
-        made = subprocess.run(
-            [sys.executable, "-m", "imagekit", "keys", "generate", str(prefix)],
-            capture_output=True, text=True, check=False, env=demo.env(),
-        )  # fmt: skip
-        assert made.returncode == 0, made.stderr
-    (demo.state / "signing.pub").write_bytes((tmp_path / "other.pub").read_bytes())
-
-    done = demo.run()
-    created_refs.extend(_engine_refs(demo, done))
-    assert done.returncode != 0, done.stdout[-4000:]
-    assert "Traceback" not in done.stderr
-    assert "pipeline demo: complete" in done.stdout  # it is the gate that says no
-    blocks = _blocks(done.stdout)
+    records = read_records(demo.state / "ledger.jsonl")
+    assert [r.kind for r in records[after_first:]] == RUN_KINDS
+    # It is the gate that says no: the pipeline itself passed.
+    assert second.returncode != 0, second.stdout[-4000:]
+    assert "Traceback" not in second.stderr
+    assert "pipeline demo: complete" in second.stdout
+    blocks = _blocks(second.stdout)
     pushed, final = _final_and_pushed(demo)
     for ref in (pushed, final):
         for header in _gate_headers(demo, ref):
@@ -257,7 +243,16 @@ def test_a_public_key_that_is_not_the_signing_keys_fails_the_demo(
         if "->" in ln
     ]
     assert len(cosign) == COSIGN_TYPES and all(ln.startswith("-> refused (exit ") for ln in cosign)
-    assert "ACCEPTED" not in done.stdout and "-> verified" not in done.stdout
+    assert "ACCEPTED" not in second.stdout and "-> verified" not in second.stdout
+
+    purged = demo.run("--purge")
+    assert purged.returncode == 0, purged.stderr
+    assert not demo.state.exists()
+    deadline = time.monotonic() + 10
+    while any(_running(p) for p in pids) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not any(_running(p) for p in pids), f"registry processes left behind: {pids}"
+    assert not _answers(demo.registry_port) and not _answers(demo.mirror_port)
 
 
 @pytest.mark.parametrize("holder", ["checkout", "above"])
