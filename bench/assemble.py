@@ -274,13 +274,23 @@ def _timed(argv: list[str], env: dict[str, str], out: Path) -> tuple[float, floa
 
 
 def imagekit_build(
-    project: Path, base: str, push: str, cache: Path, tag: str, tmp: Path
+    project: Path,
+    base: str,
+    push: str,
+    cache: Path,
+    tag: str,
+    tmp: Path,
+    code: Path | None = None,
 ) -> dict[str, Any]:
+    """One `imagekit build --builder registry` in a fresh process; ``code``: a folder whose
+    ``imagekit`` package is run instead of this checkout's (a baseline)."""
     script = Path(sys.executable).with_name("imagekit")
     env = dict(os.environ, IMAGEKIT_ROOT=str(project), IMAGEKIT_CACHE_DIR=str(cache),
                IMAGEKIT_LEDGER=str(project / "manifests" / "ledger.jsonl"))  # fmt: skip
     for var in ("IMAGEKIT_PLANS_DIR", "IMAGEKIT_DOCKERFILES_DIR", "IMAGEKIT_EVIDENCE_DIR"):
         env.pop(var, None)
+    if code is not None:
+        env["PYTHONPATH"] = str(code)
     argv = [str(script), "build", "bench", "--builder", "registry", "--base", base,
             "--push", push, "--tag", tag, "--json"]  # fmt: skip
     out = tmp / f"imagekit-{tag}.json"
@@ -292,6 +302,7 @@ def imagekit_build(
     return {
         "seconds": round(seconds, 2),
         "seconds_in_process": report["seconds"],
+        "seconds_reading_layers": round(sum(u.get("seconds", 0) for u in read), 2),
         "peak_rss_mib": round(peak, 1),
         "manifest_digest": report["manifest_digest"],
         "layers_read": len(read),

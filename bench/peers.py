@@ -68,6 +68,7 @@ from bench.assemble import (  # noqa: E402
     generate_base,
     startup_only,
 )
+from bench.assemble import imagekit_build as assemble_build  # noqa: E402
 from bench.report import SIDE_BY_SIDE, Report, machine  # noqa: E402
 from tests.support.registries import start_registry  # noqa: E402
 
@@ -164,35 +165,12 @@ def imagekit_download(reference: str) -> float:
 def imagekit_build(
     project: Path, base: str, push: str, cache: Path, tag: str, tmp: Path, code: Path | None
 ) -> dict[str, Any]:
-    """One `imagekit build --builder registry` in a fresh process; ``code``: a folder whose
-    ``imagekit`` package is run instead of this checkout's (the baseline)."""
-    script = Path(sys.executable).with_name("imagekit")
-    env = dict(os.environ, IMAGEKIT_ROOT=str(project), IMAGEKIT_CACHE_DIR=str(cache),
-               IMAGEKIT_LEDGER=str(project / "manifests" / "ledger.jsonl"))  # fmt: skip
-    for var in ("IMAGEKIT_PLANS_DIR", "IMAGEKIT_DOCKERFILES_DIR", "IMAGEKIT_EVIDENCE_DIR"):
-        env.pop(var, None)
-    if code is not None:
-        env["PYTHONPATH"] = str(code)
-    argv = [str(script), "build", "bench", "--builder", "registry", "--base", base,
-            "--push", push, "--tag", tag, "--json"]  # fmt: skip
-    out = tmp / f"imagekit-{tag}.json"
+    """The registry build benchmark's one build (bench.assemble), with the load before it."""
     load = _load()
-    seconds, peak, exit_code = _timed(argv, env, out)
-    report = json.loads(out.read_text())
-    if exit_code != 0:
-        raise SystemExit(f"imagekit build failed ({exit_code}): {report.get('error')}")
-    read = [u for u in report["base_layers"] if u["how"] == "read"]
-    return {
-        "seconds": round(seconds, 2),
-        "seconds_in_process": report["seconds"],
-        "seconds_reading_layers": round(sum(u.get("seconds", 0) for u in read), 2),
-        "peak_rss_mib": round(peak, 1),
-        "manifest_digest": report["manifest_digest"],
-        "layers_read": len(read),
-        "bytes_read": sum(u.get("compressed_bytes", 0) for u in read),
-        "guard": [g["verdict"] for g in report["guard"]],
-        "load": load,
-    }
+    run = assemble_build(project, base, push, cache, tag, tmp, code)
+    keys = ("seconds", "seconds_in_process", "seconds_reading_layers", "peak_rss_mib",
+            "manifest_digest", "layers_read", "bytes_read", "guard")  # fmt: skip
+    return {**{key: run[key] for key in keys}, "load": load}
 
 
 def overlay_tar(path: Path) -> Path:
