@@ -480,8 +480,8 @@ def parse(path: Path, data: bytes) -> Scan:
 
 def read_records(path: Path) -> list[LedgerRecord]:
     """Every record at once; for a ledger of any length, :func:`iter_records` streams."""
-    with reading(path) as lines:
-        return [line.record for line in lines if isinstance(line, Entry)]
+    with iter_records(path) as records:
+        return list(records)
 
 
 @contextmanager
