@@ -202,6 +202,20 @@ def _resolve(
         return client.resolve(ref, platform=platform)
 
 
+def pulled_platform(os: str | None, architecture: str | None) -> Platform | None:
+    """The platform of the image the engine pulled, so the registry is asked for that entry
+    of an index: the engine picks its own platform (linux/arm64 on an arm64 host), and the
+    registry client's default, linux/amd64, would compare the pull with another image.
+
+    Without a variant: an arm64 entry may or may not say v8, and os and architecture are
+    enough to find the entry the engine chose, except on 32-bit arm with entries for v6 and
+    v7, where the first arm entry is taken (a mismatch then fails closed, never passes).
+    """
+    if not os or not architecture:
+        return None
+    return Platform(str(os), str(architecture))
+
+
 def _repo_digest_matches(repo_digests: tuple[str, ...], ref: Reference, digest: Digest) -> bool:
     for text in repo_digests:
         try:
@@ -329,12 +343,12 @@ def final_pull(
     ref, expected = _target(reference, expect_digest)
     signer = _signer(sign_key, record)
     engine = engine or connect()
-    resolved = _resolve(registry, ref)
     pull_name = str(ref)
     with engine_errors(f"pulling {pull_name}", registry=ref.registry):
         engine.client.image.pull(pull_name, quiet=True)
     with engine_errors(f"inspecting {pull_name}"):
         image = engine.client.image.inspect(pull_name)
+    resolved = _resolve(registry, ref, pulled_platform(image.os, image.architecture))
     image_id = str(image.id)
     repo_digests = tuple(str(d) for d in (image.repo_digests or ()))
     checks = compare(

@@ -71,8 +71,19 @@ if ! "$client" info >/dev/null 2>&1; then
   log "starting dockerd (no default bridge, no iptables)"
   # No container may reach private address ranges here: no bridge at all, builds use
   # --network host and audits --network none.
-  as_root sh -c 'nohup dockerd --bridge=none --iptables=false --ip-masq=false \
-    >/var/log/imagekit-dockerd.log 2>&1 &'
+  # Its BuildKit keeps at most 10 GB of build cache: without a limit the replica builds of
+  # the seed tests (5.5 GB layers) pile up run after run until the disk is full. A machine
+  # with its own /etc/docker/daemon.json keeps that file's settings instead.
+  config_args=""
+  if [ ! -e /etc/docker/daemon.json ]; then
+    engine_config="${XDG_CACHE_HOME:-$HOME/.cache}/imagekit/dockerd.json"
+    mkdir -p "$(dirname "$engine_config")"
+    printf '%s\n' '{"builder": {"gc": {"enabled": true, "defaultKeepStorage": "10GB"}}}' \
+      >"$engine_config"
+    config_args="--config-file $engine_config"
+  fi
+  as_root sh -c "nohup dockerd --bridge=none --iptables=false --ip-masq=false $config_args \
+    >/var/log/imagekit-dockerd.log 2>&1 &"
   for _ in $(seq 1 60); do
     "$client" info >/dev/null 2>&1 && break
     sleep 1

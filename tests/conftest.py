@@ -12,6 +12,7 @@ import shutil
 import subprocess
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -137,6 +138,61 @@ def workspace(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Workspace:
     monkeypatch.setenv("IMAGEKIT_ROOT", str(root))
     monkeypatch.setenv("IMAGEKIT_LEDGER", str(root / "manifests" / "ledger.jsonl"))
     return Workspace.from_env(root)
+
+
+# `make test` runs the suite on two workers (pytest-xdist): each test file is one unit of
+# work, kept whole on one worker with its module fixtures. Files that look at state the engine
+# shares between workers go in one unit together: the nightly files count the engine's
+# `imagekit/demo:nightly-*` candidates, and the seed files push the replicas (11 GB) once per
+# worker that needs them.
+SHARED_UNITS = {
+    "tests/integration/flows/test_nightly.py": "nightly-candidates",
+    "tests/integration/flows/test_nightly_watch.py": "nightly-candidates",
+    "tests/integration/flows/test_nightly_remote.py": "nightly-candidates",
+    "tests/integration/test_seeds.py": "seed-replicas",
+    "tests/integration/test_audit_osv.py": "seed-replicas",
+}
+# The longest units start first (seconds, serial, from `pytest --durations=0` on 2 cores), so
+# no worker is left alone at the end with one of them; the rest keep the collection order.
+LONGEST_FIRST = (
+    "nightly-candidates",  # 172 s
+    "tests/integration/build/test_platforms.py",  # 150 s
+    "seed-replicas",  # 150 s
+    "tests/integration/flows/test_pipeline.py",  # 105 s
+    "tests/integration/test_demo_script.py",  # 43 s
+    "tests/integration/build/test_remote.py",  # 36 s
+    "tests/integration/test_audit.py",  # 34 s
+    "tests/integration/attest/test_audit_attestation.py",  # 29 s
+)
+
+
+def unit_of(nodeid: str) -> str:
+    """The unit of work a test belongs to: its file, or the shared unit its file is in."""
+    path = nodeid.partition("::")[0]
+    return SHARED_UNITS.get(path, path)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Under xdist: the longest units first (a plain run keeps the collection order)."""
+    if not hasattr(config, "workerinput"):
+        return
+    rank = {unit: position for position, unit in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(unit_of(item.nodeid), len(rank)))  # files stay whole
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """`--dist loadfile` with the shared units above: xdist's own scheduling by file, told
+    which files go together. (Its `loadgroup` marks cannot do this under pytest 9.2: they
+    work by renaming a test's node ID, which pytest 9.2 no longer lets a plugin do.)"""
+    if config.getoption("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class UnitScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return unit_of(nodeid)
+
+    return UnitScheduling(config, log)
 
 
 def pytest_report_header(config: pytest.Config) -> str:

@@ -412,9 +412,12 @@ def _containers_of(engine: Engine, image: str) -> list[str]:
     return done.stdout.split()
 
 
-def _wait_for_container(engine: Engine, image: str, proc: subprocess.Popen[str]) -> None:
+def _wait_for_container(
+    engine: Engine, image: str, proc: subprocess.Popen[str], before: list[str]
+) -> None:
+    """Until ``proc`` has started a container of ``image`` that was not there ``before``."""
     deadline = time.monotonic() + 120
-    while not _containers_of(engine, image):
+    while not set(_containers_of(engine, image)) - set(before):
         assert proc.poll() is None, proc.communicate()
         assert time.monotonic() < deadline, "the audit container never started"
         time.sleep(0.2)
@@ -450,12 +453,14 @@ def test_a_python3_that_never_returns_times_out_and_its_container_is_removed(
 def test_an_interrupted_audit_removes_its_container(
     engine: Engine, wrapped: dict[str, str], workspace: Workspace, signum: int, code: int
 ) -> None:
+    before = _containers_of(engine, wrapped["hang"])
+    assert before == [], f"a container of {wrapped['hang']} is left from an earlier test"
     proc = subprocess.Popen(
         [IMAGEKIT, "audit", wrapped["hang"], "--offline", "--json"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
     )  # fmt: skip
     try:
-        _wait_for_container(engine, wrapped["hang"], proc)
+        _wait_for_container(engine, wrapped["hang"], proc, before)
         if signum == signal.SIGINT:
             os.killpg(proc.pid, signum)  # Ctrl-C reaches the whole foreground group
         else:

@@ -103,15 +103,27 @@ class BaseImage:
 
 
 def ensure_local_image(client_path: str) -> str:
-    """Import the tarball into the engine once; later runs reuse the image by its tag."""
-    tag = f"{REPOSITORY}:{SUITE}-{cache_key()}"
+    """Import the tarball into the engine once; later runs reuse the image by its tag.
+
+    Under pytest-xdist each worker gets a base of its own: the same layer, and a config that
+    names the worker (a label). The engine's BuildKit merges identical steps of builds that
+    run at the same time (same base config, same instructions) and streams such a step's
+    output to one of them only, so two workers building the demo plan at once would each miss
+    some of the in-build check lines their tests read. A config of its own per worker keeps
+    every build's steps its own.
+    """
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    tag = f"{REPOSITORY}:{SUITE}-{cache_key()}" + (f"-{worker}" if worker else "")
+    changes = ["--change", 'CMD ["python3"]']
+    if worker:
+        changes += ["--change", f"LABEL io.imagekit.test.worker={worker}"]
     with locked(cache_dir() / "base-import.lock"):
         probe = subprocess.run(
             [client_path, "image", "inspect", tag], capture_output=True, check=False
         )
         if probe.returncode != 0:
             subprocess.run(
-                [client_path, "import", "--change", 'CMD ["python3"]', str(base_tarball()), tag],
+                [client_path, "import", *changes, str(base_tarball()), tag],
                 check=True,
                 capture_output=True,
             )
