@@ -398,11 +398,11 @@ def _gzip_layer(tarball: Path, blobs: Path) -> tuple[str, str, int]:
     diff = hashlib.sha256()
     with tmp.open("wb") as raw:
         writer = _HashingWriter(raw)
-        with isal.igzip.IGzipFile(fileobj=writer, mode="wb", compresslevel=2, mtime=0) as gz:  # type: ignore[arg-type]
+        with isal.igzip.IGzipFile(fileobj=writer, mode="wb", compresslevel=2, mtime=0) as gz:  # type: ignore[no-untyped-call]
             with tarball.open("rb") as src:
                 while chunk := src.read(1 << 20):
                     diff.update(chunk)
-                    gz.write(chunk)
+                    gz.write(chunk)  # type: ignore[no-untyped-call]
     digest = writer.hash.hexdigest()
     tmp.rename(blobs / digest)
     return f"sha256:{digest}", f"sha256:{diff.hexdigest()}", writer.size
