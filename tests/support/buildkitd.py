@@ -44,7 +44,11 @@ class RunningBuildkitd:
         )
 
     def stop(self) -> None:
+        """Stop the daemon and remove its state (content store and snapshots, about 1 GB
+        after the remote-build tests; pytest keeps three runs' temporary folders, and
+        these filled the disk). Its configuration and log stay beside it."""
         stop_process(self.process, timeout=30)
+        shutil.rmtree(self.root / "root", ignore_errors=True)
 
 
 def free_port() -> int:
