@@ -42,7 +42,8 @@ way that registry behaves, in front of the real one:
   sends its whole API to ghcr.io, a registry with its own login).
 
 ``method="*"`` matches every method. ``proxy.max_in_flight`` is the most requests whose
-``METHOD path`` matches ``proxy.count_in_flight`` (a regex) that were in flight at once.
+``METHOD path`` matches ``proxy.count_in_flight`` (a regex) that were in flight at once (under
+``drip``, until its last piece is sent, not until its handler returns).
 
 ``after`` and ``offset`` move to the middle of a body shorter than them, so a fault that
 fired (counted in ``Fault.fired``) always changed something.
@@ -206,10 +207,21 @@ class FaultProxy:
             def _handle(self) -> None:
                 request = f"{self.command} {self.path}"
                 proxy._flight(request, 1)
+                self._landing = False
                 try:
                     self._handle_counted()
                 finally:
-                    proxy._flight(request, -1)
+                    if not self._landing:
+                        proxy._flight(request, -1)
+
+            def _land(self) -> None:
+                """This request stops counting as in flight: its last piece is about to go.
+                Counted until the handler returned, a client that had its last byte and
+                started the next request was seen as one request too many whenever this
+                thread waited for a core (two test workers on two cores)."""
+                if not self._landing:
+                    self._landing = True
+                    proxy._flight(f"{self.command} {self.path}", -1)
 
             def _handle_counted(self) -> None:
                 offsite = self.headers.get("Host", "").startswith(f"{OFFSITE_HOST}:")
@@ -329,6 +341,8 @@ class FaultProxy:
                     for start in range(0, len(data), fault.piece):
                         if start:
                             time.sleep(fault.delay)
+                        if start + fault.piece >= len(data):
+                            self._land()
                         self.wfile.write(data[start : start + fault.piece])
                         self.wfile.flush()
                     return
