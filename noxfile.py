@@ -38,9 +38,8 @@ def tests(session: nox.Session) -> None:
     so two workers on two cores finish the suite in about two thirds of the time; each test
     file stays whole on one worker (the units and their order: tests/conftest.py)."""
     workers = os.environ.get("IMAGEKIT_TEST_WORKERS", "2")
+    # -n 0 keeps xdist loaded (tests/conftest.py implements one of its hooks) and runs here.
     spread = ["-n", workers, "--dist", "loadfile", "--no-loadscope-reorder"]
-    if workers == "0":
-        spread = ["-p", "no:xdist"]
     session.run(PY, "-m", "pytest", "-q", "-ra", "--durations=15", *spread, *session.posargs)
 
 
