@@ -211,14 +211,13 @@ class FaultProxy:
                 try:
                     self._handle_counted()
                 finally:
-                    if not self._landing:
-                        proxy._flight(request, -1)
+                    self._land()
 
             def _land(self) -> None:
-                """This request stops counting as in flight: its last piece is about to go.
-                Counted until the handler returned, a client that had its last byte and
-                started the next request was seen as one request too many whenever this
-                thread waited for a core (two test workers on two cores)."""
+                """This request stops counting as in flight (once): its last piece is about
+                to go, or its handler returned. Counted until the handler returned, a client
+                that had its last byte and started the next request was seen as one request
+                too many whenever this thread waited for a core (two workers, two cores)."""
                 if not self._landing:
                     self._landing = True
                     proxy._flight(f"{self.command} {self.path}", -1)
