@@ -44,14 +44,18 @@ An upload that does not finish, because the copy failed or was interrupted (SIGI
 SIGTERM), is cancelled (``DELETE`` on its upload URL, distribution-spec "Canceling an
 upload") so no session is left open on the registry; the blob workers stop between pieces
 of work when the command is interrupted.
+
+One blob is never written to one registry by two threads of this process at once
+(:func:`blob_write`): registries get two commits of one blob at the same time wrong.
 """
 
 from __future__ import annotations
 
 import re
 import threading
-from collections.abc import Callable, Generator, Iterable, Sequence
+from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass, field, fields
 from typing import Any
 
@@ -68,6 +72,7 @@ from imagekit.registry.manifest import (
     ImageManifest,
     parse_manifest,
 )
+from imagekit.registry.transport import api_host
 
 MiB = 1 << 20
 PUSH = ("pull", "push")
@@ -89,6 +94,47 @@ _STATED_MAX = re.compile(
 )
 _UNITS = {"b": 1, "bytes": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
           "kib": 1 << 10, "mib": 1 << 20, "gib": 1 << 30, "tib": 1 << 40}  # fmt: skip
+
+
+@dataclass
+class _WriteGuard:
+    """The lock of one (registry, blob) being written, and how many threads hold or want it."""
+
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    users: int = 0
+
+
+_write_guards: dict[tuple[str, str], _WriteGuard] = {}
+_write_guards_lock = threading.Lock()
+
+
+@contextmanager
+def blob_write(registry: str, digest: Digest) -> Iterator[None]:
+    """Hold while making sure REGISTRY holds the blob DIGEST (checking, mounting, uploading):
+    one thread of this process at a time per registry and blob.
+
+    Registries do not take two commits of one blob at once well. Distribution's filesystem
+    storage rewrites the repository's link file for the blob on every commit (truncate, then
+    write); a manifest PUT that reads that link in between finds no digest in it and is
+    refused ``DIGEST_INVALID`` ("provided digest did not match uploaded content"), and Nexus
+    refuses the second commit itself (``BLOB_UPLOAD_INVALID``). imagekit has several writers
+    of one blob at once where they share it: an attestation's envelope is a layer of each
+    subject's cosign tag and of each subject's referrer, written side by side. Behind this
+    guard the second writer finds the blob there and writes nothing. Other processes
+    writing the same blob are not held back (nothing here can see them).
+    """
+    key = (api_host(registry), str(digest))
+    with _write_guards_lock:
+        guard = _write_guards.setdefault(key, _WriteGuard())
+        guard.users += 1
+    try:
+        with guard.lock:
+            yield
+    finally:
+        with _write_guards_lock:
+            guard.users -= 1
+            if guard.users == 0:
+                del _write_guards[key]
 
 
 def stated_max_size(message: str) -> int | None:
@@ -189,7 +235,13 @@ class _Copier:
         self.push(BlobSource(desc, repository=self.src))
 
     def push(self, source: BlobSource) -> None:
-        """Make sure DST holds the blob: there already, mounted, or uploaded."""
+        """Make sure DST holds the blob: there already, mounted, or uploaded; never while
+        another thread of this client writes the same blob to the same registry
+        (:func:`blob_write`)."""
+        with blob_write(self.dst.registry, source.descriptor.digest):
+            self._push(source)
+
+    def _push(self, source: BlobSource) -> None:
         desc = source.descriptor
         digest = desc.digest
         if self.client.blob_exists(self.dst, digest):

@@ -7,6 +7,7 @@ import json
 import threading
 from collections.abc import Callable
 from pathlib import Path
+from urllib.parse import unquote
 
 import pytest
 
@@ -18,8 +19,10 @@ from imagekit.refs import Reference, parse_reference
 from imagekit.registry import RegistryClient
 from imagekit.registry.referrers import list_referrers
 from imagekit.workspace import Workspace
+from tests.support.faultproxy import FaultProxy
 from tests.support.gotools import cosign_verify, cosign_verify_attestation, run_tool
 from tests.support.images import Pushed
+from tests.support.registries import RunningRegistry
 
 PREDICATE = "https://imagekit.dev/test/storage/v1"
 PASSWORD = {"COSIGN_PASSWORD": "storage-test-password"}
@@ -141,6 +144,41 @@ def test_two_writers_at_once_both_end_up_in_the_tag(
     accepted = cosign_verify_attestation(str(image), pair.public, PREDICATE)
     assert accepted.returncode == 0, accepted.stderr
     assert len([line for line in accepted.stdout.splitlines() if line.strip()]) == 6
+
+
+def test_each_blob_of_an_attestation_is_written_once_though_its_forms_are_written_at_once(
+    make_image: Callable[[str], Pushed], tmp_path: Path, registry: RunningRegistry
+) -> None:
+    """The envelope is a layer of each subject's cosign tag and of each subject's referrer:
+    four writers of one blob on four threads. Two commits of one blob at once make the real
+    registry rewrite its link file while a manifest PUT reads it (refused DIGEST_INVALID,
+    seen once in CI), so the client writes each blob once and the others find it there."""
+    pair = generate_key_pair(tmp_path / "once")
+    first = _ref(make_image("storage/once"))
+    second = _ref(make_image("storage/once"))
+    assert first.digest is not None and second.digest is not None
+    signer = KeyFileSigner.from_file(pair.private)
+    with FaultProxy(registry.host) as proxy:
+        repo = Reference(proxy.host, first.repository)
+        with RegistryClient() as client:
+            stored = attest(
+                client, repo, [first.digest, second.digest], PREDICATE, {"once": 1}, signer
+            )
+    envelope = str(stored.envelope_digest)
+    commits = [
+        e for e in proxy.log if e.method == "PUT" and f"digest={envelope}" in unquote(e.path)
+    ]
+    checks = [e for e in proxy.log if e.method == "HEAD" and e.path.endswith(f"/{envelope}")]
+    assert len(commits) == 1, [(e.method, e.path, e.status) for e in proxy.log]
+    assert commits[0].status == 201
+    assert len(checks) == 4  # every writer asked; three found it there
+    assert len(stored.stored) == 4
+    with RegistryClient() as client:
+        for subject in (first.digest, second.digest):
+            layers = attached_layers(client, first, att_tag(subject))
+            assert [str(layer.digest) for layer in layers] == [envelope]
+            referrers, _ = list_referrers(client, first, subject)
+            assert len(referrers) == 1
 
 
 def test_a_cosign_key_with_the_wrong_password_is_exit_2_naming_the_file(
