@@ -698,20 +698,30 @@ def _save(
     report = _with(report, evidence=path)
     write_json(path, report.to_json())
     outcome = None
-    # An index's binding is its first platform's, as its scope says: the attestation names
-    # one image by digest and its diffIDs.
-    bound = report.platforms[0] if report.platforms else report
-    if signer is not None and bound.source and bound.destination:
+    # An index is bound whole: every platform's images, verdict and diffIDs, the first
+    # platform's named first, and the index's verdict (the worst of theirs).
+    first = report.platforms[0] if report.platforms else report
+    if signer is not None and first.source and first.destination:
         outcome = attest_mirror(
             signer,
-            source=bound.source,
-            destination=bound.destination,
-            verdict=str(bound.verdict),
-            message=bound.message,
-            diff_ids=[layer.actual_diff_id or "" for layer in bound.layers],
-            scope=_scope(bound, options),
+            source=first.source,
+            destination=first.destination,
+            verdict=str(report.verdict),
+            message=report.message,
+            diff_ids=_diff_ids(first),
+            scope=_scope(report, options),
             platform=options.platform,
             insecure=options.insecure,
+            platforms=[
+                {
+                    "source": p.source,
+                    "destination": p.destination,
+                    "verdict": str(p.verdict),
+                    "diff_ids": _diff_ids(p),
+                }
+                for p in report.platforms
+                if p.source and p.destination
+            ],
         )
         report = _with(report, attestation=outcome.to_json())
     if options.record:
@@ -721,6 +731,10 @@ def _save(
     if outcome is not None and str(report.verdict) in BINDING_VERDICTS:
         outcome.raise_unless_stored(report)  # a refused push: exit 3, the verdict kept
     return report
+
+
+def _diff_ids(report: MirrorReport) -> list[str]:
+    return [layer.actual_diff_id or "" for layer in report.layers]
 
 
 def _scope(report: MirrorReport, options: MirrorOptions) -> str:

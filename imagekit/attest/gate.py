@@ -277,16 +277,13 @@ def _through_binding(
             continue
         if binding.verdict not in BINDING_VERDICTS:
             continue
-        if str(digest) not in (
-            binding.destination.manifest_digest,
-            binding.destination.index_digest,
-        ):
+        followed = _followed(binding, digest)
+        if followed is None:
             continue
-        source = parse_reference(binding.source.reference)
-        source_digest = Digest(binding.source.index_digest or binding.source.manifest_digest)
+        verdict, source, source_digest = followed
         theirs = collect(client, Reference(source.registry, source.repository), source_digest, keys)
         said = (
-            f"{binding.verdict} to {source.name}@{source_digest} "
+            f"{verdict} to {source.name}@{source_digest} "
             f"(attestation {attestation.envelope_digest.short})"
         )
         merged = Collected(
@@ -296,3 +293,23 @@ def _through_binding(
         )
         return said, merged
     return None, collected
+
+
+def _followed(binding: MirrorPredicate, digest: Digest) -> tuple[str, Reference, Digest] | None:
+    """What BINDING vouches DIGEST is the same content as: (verdict, source repository,
+    source digest), or None where it does not name DIGEST.
+
+    An image's manifest is followed to its own source image, never to the source's index:
+    the index's attestations may be about another platform. An index is followed to the
+    source index. A binding of several platforms names each platform's pair."""
+    wanted = str(digest)
+    pairs = [(p.verdict, p.source, p.destination) for p in binding.platforms or ()]
+    if binding.platforms is None:
+        pairs.append((binding.verdict, binding.source, binding.destination))
+    for verdict, source, destination in pairs:
+        if destination.manifest_digest == wanted and verdict in BINDING_VERDICTS:
+            return verdict, parse_reference(source.reference), Digest(source.manifest_digest)
+    if binding.destination.index_digest is not None and wanted == binding.destination.index_digest:
+        source_digest = binding.source.index_digest or binding.source.manifest_digest
+        return binding.verdict, parse_reference(binding.source.reference), Digest(source_digest)
+    return None

@@ -79,6 +79,16 @@ class MirroredImage(_Model):
     platform: str | None = None
 
 
+class MirroredPlatform(_Model):
+    """One platform of a mirrored index: its two images, its verdict and its diffIDs."""
+
+    platform: str = Field(description="os/arch[/variant]")
+    source: MirroredImage
+    destination: MirroredImage
+    verdict: str = Field(description="identical or content-identical")
+    diff_ids: list[str] = Field(description="the diffIDs of DST's layers, each hashed here")
+
+
 class MirrorPredicate(_Model):
     """What `imagekit mirror` proved: DST (the subject) holds SRC's content."""
 
@@ -90,6 +100,12 @@ class MirrorPredicate(_Model):
     scope: str
     verified_at: str = Field(description="RFC 3339 UTC")
     imagekit_version: str
+    platforms: list[MirroredPlatform] | None = Field(
+        default=None,
+        description="an index verified platform by platform: each platform (source, "
+        "destination, verdict and diffIDs above are then its first platform's, and the "
+        "verdict the index's, the worst of them); absent for one image",
+    )
 
 
 class FinalPullPredicate(_Model):

@@ -108,3 +108,111 @@ def test_a_content_identical_mirror_is_verified_through_its_binding(
     other = generate_key_pair(workspace.root / "other")
     code, refused = _verify(mirrored, other.public)
     assert code == 1 and refused["binding"] is None
+
+
+def _two_platform_index(
+    writer: Writer, repo: str, members: dict[str, list[M]], *, zstd: bool, configs: dict[str, bytes]
+) -> tuple[str, dict[str, Pushed]]:
+    """An index of linux/amd64 and linux/arm64 images (gzip or zstd layers of MEMBERS)."""
+    images = {}
+    for arch, files in members.items():
+        layer = Blob.zstd(files) if zstd else Blob.gzip(files)
+        images[arch] = writer.image(
+            repo, f"v1-{arch}", [layer], arch=arch, config_bytes=configs.get(arch)
+        )
+    index = writer.index(repo, "v1", [(images[a], f"linux/{a}") for a in images])
+    return index, images
+
+
+def test_a_content_identical_index_is_bound_whole_and_each_platform_to_its_own_source(
+    registry: RunningRegistry, workspace: Workspace, tmp_path: Path
+) -> None:
+    """A recompressed copy of a two-platform index: one binding names the index and both
+    platforms' manifests; `imagekit verify` of each platform's manifest follows the binding
+    to that platform's source image (only amd64 was audited: amd64 passes, arm64 does not,
+    though the source index's attestations include amd64's audit); cosign accepts the
+    binding on each digest."""
+    pair = generate_key_pair(tmp_path / "index")
+    signer = KeyFileSigner.from_file(pair.private)
+    members = {
+        "amd64": [M("app/amd64.txt", data=b"amd64 weights " * 3000)],
+        "arm64": [M("app/arm64.txt", data=b"arm64 weights " * 3000)],
+    }
+    with Writer(registry.host) as writer:
+        src_index, src = _two_platform_index(
+            writer, "mirror/index-src", members, zstd=False, configs={}
+        )
+        dst_index, dst = _two_platform_index(
+            writer,
+            "mirror/index-dst",
+            members,
+            zstd=True,
+            configs={arch: image.config for arch, image in src.items()},
+        )
+    src_ref = parse_reference(src_index)
+    assert src_ref.digest is not None and all(dst[a].digest != src[a].digest for a in src)
+    with RegistryClient() as client:
+        amd64 = parse_reference(src["amd64"].reference)
+        assert amd64.digest is not None
+        # the audit stage's subjects: the platform's manifest and its index
+        attest(client, amd64, [amd64.digest, src_ref.digest], AUDIT_V1, audit_predicate(), signer)
+    report = mirror(
+        src_index, dst_index, options=MirrorOptions(sign_key=pair.private), workspace=workspace
+    )
+    assert str(report.verdict) == "content-identical", report.message
+    assert report.attestation is not None and report.attestation["attested"] is True
+    dst_ref = parse_reference(dst_index)
+    assert report.attestation["subjects"] == [
+        str(dst_ref.digest),
+        dst["amd64"].digest,
+        dst["arm64"].digest,
+    ]
+    code, on_amd64 = _verify(dst["amd64"].reference, pair.public)
+    assert code == 0, on_amd64
+    assert on_amd64["binding"] == (
+        f"content-identical to {registry.host}/mirror/index-src@{src['amd64'].digest} "
+        f"(attestation {report.attestation['envelope_digest'][7:19]})"
+    )
+    code, on_arm64 = _verify(dst["arm64"].reference, pair.public)
+    assert code == 1, on_arm64
+    assert str(on_arm64["binding"]).startswith(
+        f"content-identical to {registry.host}/mirror/index-src@{src['arm64'].digest}"
+    )
+    code, on_index = _verify(dst_index, pair.public)
+    assert code == 0, on_index
+    assert str(on_index["binding"]).startswith(
+        f"content-identical to {registry.host}/mirror/index-src@{src_ref.digest}"
+    )
+    for digest_ref in (dst_index, dst["amd64"].reference, dst["arm64"].reference):
+        accepted = cosign_verify_attestation(digest_ref, pair.public, MIRROR_V1)
+        assert accepted.returncode == 0, accepted.stderr
+    record = json.loads(workspace.ledger_path.read_text().splitlines()[-1])
+    assert record["details"]["attestation"] == report.attestation["envelope_digest"]
+
+
+def test_an_index_one_platform_of_which_differs_is_bound_not_at_all(
+    registry: RunningRegistry, workspace: Workspace, tmp_path: Path
+) -> None:
+    """amd64 identical, arm64 another file: the index is a mismatch and nothing is signed,
+    not even amd64's half (before, the first platform's verdict was signed for the index)."""
+    pair = generate_key_pair(tmp_path / "partial")
+    same = [M("app/same.txt", data=b"same " * 3000)]
+    with Writer(registry.host) as writer:
+        src_index, _ = _two_platform_index(
+            writer, "mirror/partial-src", {"amd64": same, "arm64": same}, zstd=False, configs={}
+        )
+        dst_index, _ = _two_platform_index(
+            writer,
+            "mirror/partial-dst",
+            {"amd64": same, "arm64": [M("app/same.txt", data=b"other " * 3000)]},
+            zstd=False,
+            configs={},
+        )
+    report = mirror(
+        src_index, dst_index, options=MirrorOptions(sign_key=pair.private), workspace=workspace
+    )
+    assert str(report.verdict) not in ("identical", "content-identical"), report.message
+    assert report.attestation is not None and report.attestation["attested"] is False
+    assert "binds nothing" in report.attestation["problem"]
+    code, refused = _verify(dst_index, pair.public)
+    assert code == 1 and refused["binding"] is None
