@@ -180,11 +180,14 @@ class RegistryClient:
         self._log = log if log is not None else mirrors_log()
         self._served_by: set[str] = set()
         policy = retry_policy or RetryPolicy(max_attempts=max_attempts)
+        unverified = [m.host for m in self._mirrors if m.skip_verify]  # hosts.toml's say
         self._transport = Transport(
             transport=transport,
             policy=policy,
             timeout=timeout,
-            tls=TLSSettings.from_env(insecure=insecure, ca_file=ca_file).with_host_files(
+            tls=TLSSettings.from_env(
+                insecure=[*insecure, *unverified], ca_file=ca_file
+            ).with_host_files(
                 {m.host: (m.cas, m.clients) for m in self._mirrors if m.cas or m.clients}
             ),
         )
@@ -252,7 +255,7 @@ class RegistryClient:
                 try:
                     answer = self._send(
                         method, where, mirror.origin, registry, repository, scopes,
-                        headers, content, stream, allow_status,
+                        headers, content, stream, allow_status, mirror.headers,
                     )  # fmt: skip
                 except RegistryError as exc:
                     self._say(f"{HUB}: mirror {mirror.host} failed ({exc.message}); next")
@@ -296,9 +299,11 @@ class RegistryClient:
         content: Content,
         stream: bool,
         allow_status: Sequence[int],
+        origin_headers: Sequence[tuple[str, str]] = (),
     ) -> httpx.Response:
         """:meth:`request` once its URL and the origin that answers for the registry are
-        known (the registry's own, or a mirror's)."""
+        known (the registry's own, or a mirror's, with ORIGIN_HEADERS: hosts.toml's, sent to
+        that origin only, never after a redirect elsewhere)."""
         what = f"{method} {public_url(url)}"
         own_host = netloc(origin)
 
@@ -331,6 +336,7 @@ class RegistryClient:
                     headers=headers,
                     authorization=authorize,
                     content=content,
+                    origin_headers=origin_headers,
                 )
                 if response.status_code == 401:
                     host = netloc(response.request.url)

@@ -15,8 +15,11 @@ engine is not). The mirrors, in this order, each taken once:
    is with ``override_path = true`` (a Harbor proxy project, zot's ``/v2/docker.io``);
    ``ca`` (a path or a list) are CAs trusted for that host and ``client`` (a path holding
    certificate and key, or ``[cert, key]`` pairs, or a list of either) its client
-   certificates, relative paths from the hosts.toml's folder. ``skip_verify`` is not
-   read: such a mirror fails verification, is said, and the next is asked.
+   certificates, relative paths from the hosts.toml's folder; ``skip_verify = true`` is
+   TLS to that host without verifying its certificate (as ``--insecure HOST``: plain HTTP
+   when it does not speak TLS); ``[host."URL".header]`` adds its headers (a string or a
+   list of strings each) to every request sent to that mirror, never shown in any output
+   (they often carry a token). ``dial_timeout`` is not read: the client's own timeouts hold.
 
 Only reads (GET and HEAD) of docker.io go to a mirror; when a mirror fails (unreachable, an
 error, not found) the next is asked and finally registry-1.docker.io, and the client says so
@@ -32,7 +35,7 @@ import re
 import tomllib
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
@@ -54,6 +57,9 @@ class Mirror:
     root: str = "/v2"  # what stands for /v2 in each request's path
     cas: tuple[Path, ...] = ()
     clients: tuple[tuple[Path, Path | None], ...] = ()
+    skip_verify: bool = False
+    #: hosts.toml's ``header`` table, in its order; kept out of repr (a token, often)
+    headers: tuple[tuple[str, str], ...] = field(default=(), repr=False)
 
     @property
     def host(self) -> str:
@@ -145,10 +151,26 @@ def _mirror(url_text: str, entry: dict[str, object], base: Path) -> Mirror | Non
         path += "/v2"
     cas = _paths(entry["ca"], base) if "ca" in entry else []
     clients = _clients(entry["client"], base) if "client" in entry else []
-    if cas is None or clients is None:
+    headers = _headers(entry["header"]) if "header" in entry else []
+    skip_verify = entry.get("skip_verify", False)
+    if cas is None or clients is None or headers is None or not isinstance(skip_verify, bool):
         return None
     origin = url.copy_with(path="/", query=None, fragment=None)
-    return Mirror(origin, path or "/", tuple(cas), tuple(clients))
+    return Mirror(origin, path or "/", tuple(cas), tuple(clients), skip_verify, tuple(headers))
+
+
+def _headers(value: object) -> list[tuple[str, str]] | None:
+    """``header``: a table of names to a string or a list of strings (each value sent, as
+    containerd adds them); None when it is anything else."""
+    if not isinstance(value, dict):
+        return None
+    pairs: list[tuple[str, str]] = []
+    for name, values in value.items():
+        items = [values] if isinstance(values, str) else values
+        if not isinstance(items, list) or not all(isinstance(i, str) for i in items):
+            return None
+        pairs += [(str(name), item) for item in items]
+    return pairs
 
 
 def _from_daemon_json(path: Path) -> list[str]:

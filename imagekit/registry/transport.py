@@ -32,7 +32,7 @@ import re
 import ssl
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
@@ -389,11 +389,14 @@ class Transport:
         headers: Mapping[str, str] | None = None,
         authorization: Authorize = None,
         content: Content = None,
+        origin_headers: Sequence[tuple[str, str]] = (),
     ) -> httpx.Response:
         """One attempt: send, follow redirects by hand, raise Transient on retryable faults.
 
         ``authorization`` as a string goes only to the origin of ``url``; a redirect to
         another origin drops it. As a function it is asked for each URL visited, and decides.
+        ``origin_headers`` (a mirror's, from hosts.toml) go only to the origin of ``url``,
+        under the request's own headers.
         The response is returned with its body unread (the caller closes it); its
         ``request.url`` is where it came from.
         """
@@ -401,6 +404,13 @@ class Transport:
         current = origin
         for _ in range(MAX_REDIRECTS + 1):
             request_headers = dict(headers or {})
+            if origin_headers and _same_origin(current, origin):
+                own = {name.lower() for name in request_headers}
+                extra: dict[str, str] = {}
+                for name, given in origin_headers:
+                    if name.lower() not in own:
+                        extra[name] = f"{extra[name]}, {given}" if name in extra else given
+                request_headers = {**extra, **request_headers}
             value = (
                 authorization(current)
                 if callable(authorization)

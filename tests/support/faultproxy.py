@@ -130,6 +130,7 @@ class Exchange:
     offsite: bool = False  # it arrived at the "object store" a ``redirect`` points to
     length: int = 0  # the request body's Content-Length
     cookie: str | None = None  # the Cookie header that arrived
+    headers: tuple[tuple[str, str], ...] = ()  # every header that arrived, names lowercased
 
 
 @dataclass
@@ -201,6 +202,7 @@ class FaultProxy:
                         offsite,
                         int(self.headers.get("Content-Length") or 0),
                         self.headers.get("Cookie"),
+                        tuple((k.lower(), v) for k, v in self.headers.items()),
                     )
                 )
 

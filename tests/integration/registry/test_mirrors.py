@@ -18,6 +18,7 @@ from imagekit.errors import RegistryError
 from imagekit.refs import parse_reference
 from imagekit.registry import RegistryClient, RetryPolicy
 from imagekit.registry.upload import copy_image
+from tests.support.faultproxy import Fault, FaultProxy
 from tests.support.oci_layout import Layer, LayoutWriter, make_tar, push_layout
 from tests.support.registries import RunningRegistry
 from tests.support.tls import make_client_certificate, make_server_certificate
@@ -95,6 +96,43 @@ def test_containerds_hosts_toml_names_a_mirror(
         image = client.resolve(parse_reference(HUB_REF))
     assert len(image.layers) == 1
     assert said == [f"docker.io: reading through the mirror {hub_mirror.host}"]
+
+
+def test_hosts_toml_headers_go_to_the_mirror_and_not_where_it_redirects(
+    hub_mirror: RunningRegistry,
+    no_mirrors: dict[str, str],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A mirror whose hosts.toml gives it headers (a token, a team): every request to the
+    mirror carries them, its blob downloads are sent to an "object store" (another origin)
+    that never sees them, and no output shows the token."""
+    hosts = tmp_path / "certs.d" / "docker.io" / "hosts.toml"
+    hosts.parent.mkdir(parents=True)
+    monkeypatch.setenv("IMAGEKIT_CONTAINERD_CERTS_D", str(tmp_path / "certs.d"))
+    with FaultProxy(hub_mirror.host, [Fault("redirect", times=-1)]) as proxy:
+        hosts.write_text(
+            f'[host."http://{proxy.host}"]\n  capabilities = ["pull", "resolve"]\n'
+            f'  [host."http://{proxy.host}".header]\n'
+            '    x-mirror-token = "t0ken-for-the-mirror"\n    x-team = ["infer", "serving"]\n'
+        )
+        said: list[str] = []
+        with RegistryClient(log=said.append) as client:
+            image = client.resolve(parse_reference(HUB_REF))
+            repr_text = repr(client)
+    assert len(image.layers) == 1
+    assert proxy.fired("redirect") >= 1  # the config came from the "object store"
+    own = [e for e in proxy.log if not e.offsite]
+    offsite = [e for e in proxy.log if e.offsite]
+    assert own and offsite
+    for exchange in own:
+        sent = dict(exchange.headers)
+        assert sent.get("x-mirror-token") == "t0ken-for-the-mirror", exchange
+        assert sent.get("x-team") == "infer, serving", exchange
+    for exchange in offsite:
+        names = {name for name, _ in exchange.headers}
+        assert not names & {"x-mirror-token", "x-team"}, exchange
+    assert "t0ken" not in " ".join(said) + repr_text
 
 
 def test_a_failing_mirror_is_said_and_the_next_one_asked(
@@ -182,6 +220,16 @@ def test_hosts_toml_ca_client_and_override_path_are_read_as_containerd_reads_the
     # With ca and client (relative to the hosts.toml, a [cert, key] pair), it serves.
     (folder / "hosts.toml").write_text(
         entry + '  ca = "mirror-ca.pem"\n  client = [["mine.cert", "mine.key"]]\n'
+    )
+    said.clear()
+    with RegistryClient(retry_policy=policy, log=said.append) as c:
+        image = c.resolve(parse_reference(HUB_REF))
+    assert len(image.layers) == 1
+    assert said == [f"docker.io: reading through the mirror {mirror.host}"]
+
+    # Without its ca but with skip_verify, the certificate is not checked: it serves too.
+    (folder / "hosts.toml").write_text(
+        entry + '  skip_verify = true\n  client = [["mine.cert", "mine.key"]]\n'
     )
     said.clear()
     with RegistryClient(retry_policy=policy, log=said.append) as c:

@@ -83,3 +83,32 @@ def test_hosts_toml_paths_and_tls_files_as_containerd_reads_them(files: Path) ->
     assert harbor.cas == (folder / "a.pem", folder / "b.pem")
     assert harbor.clients == ((folder / "c.cert", folder / "c.key"), (folder / "both.pem", None))
     assert found["single.example"].clients == ((folder / "one.pem", None),)
+
+
+def test_hosts_toml_skip_verify_and_headers_as_containerd_reads_them(files: Path) -> None:
+    folder = files / "certs.d" / "docker.io"
+    folder.mkdir(parents=True)
+    (folder / "hosts.toml").write_text(
+        '[host."https://unverified.example"]\n  skip_verify = true\n'
+        '  dial_timeout = "5s"\n'
+        '[host."https://headers.example"]\n'
+        '  [host."https://headers.example".header]\n'
+        '    x-mirror-token = "t0ken-not-shown"\n    x-team = ["infer", "serving"]\n'
+        '[host."https://bad-skip.example"]\n  skip_verify = "yes"\n'
+        '[host."https://bad-header.example"]\n  header = ["x-a"]\n'
+        '[host."https://bad-value.example"]\n'
+        '  [host."https://bad-value.example".header]\n    x-a = 1\n'
+    )
+    found = {m.host: m for m in hub_mirrors()}
+    # containerd refuses these files; here only the malformed hosts are left out
+    assert sorted(found) == ["headers.example", "unverified.example"]
+    assert found["unverified.example"].skip_verify is True
+    assert found["unverified.example"].headers == ()
+    headers = found["headers.example"]
+    assert headers.skip_verify is False
+    assert headers.headers == (
+        ("x-mirror-token", "t0ken-not-shown"),
+        ("x-team", "infer"),
+        ("x-team", "serving"),
+    )
+    assert "t0ken" not in repr(headers)
