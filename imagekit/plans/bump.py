@@ -40,7 +40,7 @@ from imagekit.ledger.record import GuardReport
 from imagekit.plans.plan import LoadedPlan, load_plan, parse_plan, plan_path
 from imagekit.plans.render import DOCKERFILE, render, write_rendered
 from imagekit.plans.upstream import TagState, UpstreamTag, watch_tag
-from imagekit.refs import Digest, Reference, parse_reference
+from imagekit.refs import Digest, Platform, Reference, parse_reference
 from imagekit.registry import RegistryClient, ResolvedImage
 from imagekit.workspace import Workspace
 
@@ -53,11 +53,13 @@ class BumpStatus(StrEnum):
 
 @dataclass(frozen=True)
 class GuardedBase:
-    """A candidate base and every overlay guard checked against it."""
+    """A candidate base and every overlay guard checked against it (for a plan of several
+    platforms, one platform's image, named in ``platform``)."""
 
     image: ResolvedImage
     checks: tuple[OverlayCheck, ...]
     layers: tuple[LayerUse, ...]
+    platform: Platform | None = None
 
     @property
     def drifted(self) -> tuple[OverlayCheck, ...]:
@@ -73,9 +75,10 @@ class GuardedBase:
 
     def drift_lines(self) -> list[str]:
         """One line a drifted overlay: the path, what the plan expects, what the base has."""
+        on = f" for {self.platform}" if self.platform is not None else ""
         return [
-            f"steps[{c.step}] {c.destination}: the plan expects {c.expected}, the new base has "
-            f"{c.found} ({c.verdict})"
+            f"steps[{c.step}] {c.destination}: the plan expects {c.expected}, the new base{on} "
+            f"has {c.found} ({c.verdict})"
             for c in self.drifted
         ]
 
@@ -83,15 +86,26 @@ class GuardedBase:
 class BaseDrift(CheckFailed):
     """The new base no longer has what an overlay was written for; nothing was changed."""
 
-    def __init__(self, message: str, *, checks: tuple[OverlayCheck, ...], hint: str) -> None:
+    def __init__(self, message: str, *, guards: tuple[GuardedBase, ...], hint: str) -> None:
         super().__init__(message, hint=hint)
-        self.checks = checks
+        self.guards = guards
+
+    @property
+    def checks(self) -> tuple[OverlayCheck, ...]:
+        return tuple(c for guard in self.guards for c in guard.drifted)
 
     def fields(self) -> dict[str, Any]:
         return {
             "drifted": [
-                {"step": c.step, "path": c.destination, "expected": c.expected, "found": c.found}
-                for c in self.checks
+                {
+                    "step": c.step,
+                    "path": c.destination,
+                    "expected": c.expected,
+                    "found": c.found,
+                    **({"platform": str(g.platform)} if g.platform is not None else {}),
+                }
+                for g in self.guards
+                for c in g.drifted
             ]
         }
 
@@ -108,6 +122,27 @@ def guard_base(
     image = client.resolve(base, loaded.platform)
     checks, uses = guard_overlays(client, image, loaded.plan.steps, IndexStore(cache_dir), log=log)
     return GuardedBase(image, checks, uses)
+
+
+def guard_platforms(
+    client: RegistryClient,
+    loaded: LoadedPlan,
+    base: Reference,
+    *,
+    cache_dir: Path | None = None,
+    log: Callable[[str], None] | None = None,
+) -> tuple[GuardedBase, ...]:
+    """Every overlay guard against ``base``: for the plan's one platform, or against each
+    platform's image of a plan of several (an overlay must fit every image it lands in)."""
+    if not loaded.multi_platform:
+        return (guard_base(client, loaded, base, cache_dir=cache_dir, log=log),)
+    store = IndexStore(cache_dir)
+    guarded = []
+    for platform in loaded.platforms:
+        image = client.resolve(base, platform)
+        checks, uses = guard_overlays(client, image, loaded.plan.steps, store, log=log)
+        guarded.append(GuardedBase(image, checks, uses, platform))
+    return tuple(guarded)
 
 
 @dataclass(frozen=True)
@@ -297,11 +332,18 @@ class BumpResult:
     old_reference: str
     new_reference: str | None
     upstream: UpstreamTag | None
-    guard: GuardedBase | None
+    #: the guards checked: one, or one a platform for a plan of several; empty when current
+    guards: tuple[GuardedBase, ...]
     proposal: Proposal | None
     written: tuple[Path, ...] = ()
 
+    @property
+    def guard(self) -> GuardedBase | None:
+        """The one platform's guard (None for a plan of several: see ``guards``)."""
+        return self.guards[0] if len(self.guards) == 1 and self.guards[0].platform is None else None
+
     def to_json(self) -> dict[str, Any]:
+        by_platform = {str(g.platform): g.report().to_json() for g in self.guards if g.platform}
         return {
             "plan": self.plan,
             "path": str(self.path),
@@ -310,6 +352,7 @@ class BumpResult:
             "new_reference": self.new_reference,
             "upstream": self.upstream.to_json() if self.upstream else None,
             "guard": self.guard.report().to_json() if self.guard else None,
+            **({"guards": by_platform} if by_platform else {}),
             "proposal": self.proposal.to_json() if self.proposal else None,
             "written": [str(p) for p in self.written],
         }
@@ -366,15 +409,15 @@ def bump_plan(
             if upstream.state is TagState.CURRENT or upstream.served is None:
                 return BumpResult(
                     name, path, BumpStatus.CURRENT, loaded.plan.base.reference, None, upstream,
-                    None, None,
+                    (), None,
                 )  # fmt: skip
             digest = upstream.served
         if digest == loaded.base.digest:
             return BumpResult(
                 name, path, BumpStatus.CURRENT, loaded.plan.base.reference, None, upstream,
-                None, None,
+                (), None,
             )  # fmt: skip
-        guarded = guard_base(
+        guarded = guard_platforms(
             client,
             loaded,
             loaded.base.pinned_only(digest),
@@ -384,11 +427,13 @@ def bump_plan(
     finally:
         if own:
             client.close()
-    if guarded.drifted:
+    drifted = [g for g in guarded if g.drifted]
+    if drifted:
+        lines = [line for g in drifted for line in g.drift_lines()]
         raise BaseDrift(
             f"cannot bump {name} to {digest}: the new base breaks "
-            f"{len(guarded.drifted)} overlay guard(s): " + "; ".join(guarded.drift_lines()),
-            checks=guarded.drifted,
+            f"{len(lines)} overlay guard(s): " + "; ".join(lines),
+            guards=tuple(drifted),
             hint="nothing was written; review the upstream change, then re-pin the overlay "
             "(`imagekit plans pin-overlay NAME --base REPO@DIGEST`) or keep the old base",
         )

@@ -14,6 +14,9 @@ is never HEAD's word alone, and a GET whose bytes hash to another digest than HE
 converting proxy, a registry bug, a lie) is a no (:class:`~imagekit.errors.DigestMismatch`,
 exit 1) naming both. A plan may pin one platform's manifest of a multi-platform tag; then
 the index read decides, by that platform's entry, whether the image the plan builds on moved.
+A plan of several platforms pins the index: a served index of another digest is held
+against the pinned one platform by platform, and is ``current`` when each of the plan's
+platforms has the same manifest in both (the index moved for other platforms only).
 
 The answers are ``current``, ``moved`` (with the digest to pin now) or ``gone`` (the
 registry answers 404 for the tag: a vanished tag is a no, never a pass). A registry that
@@ -178,6 +181,24 @@ def watch_tag(client: RegistryClient, loaded: LoadedPlan) -> UpstreamTag:
             digest=str(served),
         )  # fmt: skip
         assert isinstance(index, ImageIndex)  # noqa: S101 - parse_manifest's contract
+        if loaded.multi_platform:
+            moved = _platforms_moved(client, loaded, index, str(where), str(served))
+            if not moved:
+                return answer(
+                    TagState.CURRENT,
+                    served,
+                    media_type,
+                    f"{where} serves the index {served}, whose "
+                    f"{', '.join(map(str, loaded.platforms))} manifests are the pinned index's "
+                    "(the index moved for other platforms only)",
+                )
+            return answer(
+                TagState.MOVED,
+                served,
+                media_type,
+                f"{where} moved: it serves the index {served} ({'; '.join(moved)}); the plan "
+                f"pins {pinned}",
+            )
         entry = select_platform(
             index, loaded.platform, where=str(where), registry=base.registry,
             repository=base.repository, digest=str(served),
@@ -205,3 +226,42 @@ def watch_tag(client: RegistryClient, loaded: LoadedPlan) -> UpstreamTag:
         media_type,
         f"{where} moved: it serves {served}; the plan pins {pinned}",
     )
+
+
+def _platforms_moved(
+    client: RegistryClient, loaded: LoadedPlan, served: ImageIndex, where: str, digest: str
+) -> list[str]:
+    """Each of the plan's platforms whose manifest in SERVED is not the pinned index's, as
+    ``os/arch: old -> new``. The pinned index is read by its digest (checked); a pin that is
+    no index has moved for every platform."""
+    base = loaded.base
+    body, media_type, pinned = client.get_manifest(base, str(base.digest))
+    old: ImageIndex | None = None
+    if media_type in INDEX_TYPES:
+        parsed = parse_manifest(
+            body, media_type, registry=base.registry, repository=base.repository,
+            digest=str(pinned),
+        )  # fmt: skip
+        assert isinstance(parsed, ImageIndex)  # noqa: S101 - parse_manifest's contract
+        old = parsed
+    moved = []
+    for platform in loaded.platforms:
+        new = select_platform(
+            served, platform, where=where, registry=base.registry,
+            repository=base.repository, digest=digest,
+        )  # fmt: skip
+        before = (
+            select_platform(
+                old,
+                platform,
+                where=str(base),
+                registry=base.registry,
+                repository=base.repository,
+                digest=str(pinned),
+            ).digest  # fmt: skip
+            if old is not None
+            else None
+        )
+        if new.digest != before:
+            moved.append(f"{platform}: {before or 'no index'} -> {new.digest}")
+    return moved
