@@ -539,7 +539,19 @@ def mirror(
                 copied = copy_image(client, src_ref, dst_ref, log=log)
                 copy_summary = copied.to_json()
                 step = "copying SRC's attestations, signatures and referrers"
-                subjects = [src.manifest_digest, *([src.index_digest] if src.index_digest else [])]
+                # The copy holds the whole index: every platform's image takes its own
+                # attestations along (each platform's audit names its manifest).
+                subjects = [
+                    src.manifest_digest,
+                    *([src.index_digest] if src.index_digest else []),
+                    *(
+                        entry.digest
+                        for entry in src.index_manifests
+                        if entry.platform is not None
+                        and entry.platform.os != "unknown"
+                        and entry.digest != src.manifest_digest
+                    ),
+                ]
                 copy_summary["attachments"] = carry_attachments(client, src_ref, dst_ref, subjects)
                 step = "resolving DST"
                 dst = client.resolve(dst_ref, options.platform)

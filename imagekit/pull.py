@@ -282,6 +282,7 @@ def _recorded(
     document: dict[str, Any],
     details: FinalPullDetails,
     signer: Signer | None = None,
+    platform: Platform | None = None,
 ) -> _Result:
     """The result with its evidence (``document``, as pull.json in ``run_dir``) and its
     final-pull record: status and scope sentence from the result, never edited.
@@ -293,7 +294,9 @@ def _recorded(
     write_json(evidence, document)
     outcome = None
     if signer is not None:  # before the record, so that the record names the attestation
-        outcome = attest_final_pull(signer, result.reference, result.expected_digest, document)
+        outcome = attest_final_pull(
+            signer, result.reference, result.expected_digest, document, platform=platform
+        )
         details = details.model_copy(update={"attestation": outcome.ledger_value})
     with RecordRefused.keeping(replace(result, evidence=evidence)):
         saved = append_record(
@@ -412,6 +415,7 @@ def final_pull(
             checks=[c.record() for c in checks],
         ),
         signer,
+        resolved.platform,
     )
 
 
@@ -690,4 +694,5 @@ def final_pull_containerd(
             **{key: document[key] for key in keys},
         ),
         signer,
+        resolved.platform,
     )

@@ -1,6 +1,7 @@
 """Carrying an image's attachments with it: `imagekit mirror --copy` copies, for each digest
-of the image (the index and the manifest), cosign's ``.att`` and ``.sig`` tags and the OCI
-referrers (their fallback index and every artifact it lists) from SRC's repository to DST's.
+of the image (the index and each platform's manifest), cosign's ``.att`` and ``.sig`` tags
+and the OCI referrers (their fallback index and every artifact it lists) from SRC's
+repository to DST's.
 
 A copy keeps digests, so what was attached to SRC's digests is about DST's too and still
 verifies there. What DST's tags already hold is kept: entries are added to them

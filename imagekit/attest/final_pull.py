@@ -14,7 +14,7 @@ from typing import Any
 from imagekit.attest.attach import AttestOutcome, attest_reference
 from imagekit.attest.predicates import FINAL_PULL_V1, FinalPullPredicate
 from imagekit.attest.signer import Signer
-from imagekit.refs import Digest, Reference
+from imagekit.refs import Digest, Platform, Reference
 from imagekit.version import __version__
 
 
@@ -38,11 +38,20 @@ def final_pull_predicate(document: dict[str, Any]) -> FinalPullPredicate:
 
 
 def attest_final_pull(
-    signer: Signer, reference: Reference, expected: Digest, document: dict[str, Any]
+    signer: Signer,
+    reference: Reference,
+    expected: Digest,
+    document: dict[str, Any],
+    *,
+    platform: Platform | None = None,
 ) -> AttestOutcome:
     """Sign and store the pull's attestation on the digest pulled (a registry fault is an
-    outcome saying "not attested", never an exception)."""
+    outcome saying "not attested", never an exception). For an index, its subjects are the
+    index and the manifest of PLATFORM, the one the target pulled (not the registry
+    client's default platform: on an arm64 node that is another image)."""
     if not document.get("ok"):
         return AttestOutcome(None, "the pull did not verify: it names no image to attest")
     predicate = final_pull_predicate(document).model_dump(mode="json")
-    return attest_reference(signer, reference.pinned_only(expected), FINAL_PULL_V1, predicate)
+    return attest_reference(
+        signer, reference.pinned_only(expected), FINAL_PULL_V1, predicate, platform=platform
+    )

@@ -24,8 +24,10 @@ platform's image verified by diffID) -> final pull from M of the index by digest
 takes this host's platform) -> ledger verify. There is no push stage: the index is in R by
 digest before any audit (the build pushes it; a failed audit leaves it there untagged, as a
 rejected build does), and only an index whose every platform passed its audit is mirrored.
-``sign_key`` is refused for such a plan (exit 2): the audit, mirror and final-pull stages
-do not sign an index yet (``imagekit build --sign-key`` signs the index's provenance).
+With ``sign_key`` the build signs the index's SLSA provenance (its subjects the index and
+each platform's manifest), each platform's audit signs its verdict and scan onto that
+platform's manifest, the mirror copies them and signs one binding of the whole index, and
+the final pull signs the index and the manifest this host pulled.
 
 Fail-closed: the first stage that says no (or cannot finish) stops the run; the stages after
 it are reported as "not run", never as passed. The exit code is the failing stage's: 1 when a
@@ -467,7 +469,11 @@ def _build_platforms(run: Run, results: Results) -> Step:
     result = build_platforms(
         run.workspace,
         run.name,
-        BuildOptions(base_override=run.options.base_override, push=run.push_repo),
+        BuildOptions(
+            base_override=run.options.base_override,
+            push=run.push_repo,
+            sign_key=run.options.sign_key,
+        ),
         echo=run.echo,
     )
     listed = ", ".join(image.platform for image in result.images)
@@ -508,6 +514,7 @@ def _audit_platform(platform: str) -> Callable[[Run, Results], Step]:
             profile=run.options.profile,
             vulns=run.options.vulns,
             platform=platform,
+            sign_key=run.options.sign_key,
         )
         result = audit(run.workspace, request)
         how = emulation(result.scope) or "native"
@@ -546,7 +553,7 @@ def _mirror_index(run: Run, results: Results) -> Step:
     report = mirror(
         built.pushed,
         destination,
-        options=MirrorOptions(copy=True, plan=run.name),
+        options=MirrorOptions(copy=True, plan=run.name, sign_key=run.options.sign_key),
         workspace=run.workspace,
     )
     mirrored = _mirrored_index(destination, report)
@@ -577,7 +584,9 @@ def _final_pull_index(run: Run, results: Results) -> Step:
     report = _need(results, "mirror", MirrorReport)
     mirrored = _mirrored_index(_index_destination(run, results), report)
     assert mirrored is not None  # noqa: S101 - mirror passed
-    result = final_pull(run.workspace, mirrored, record=True, plan=run.name)
+    result = final_pull(
+        run.workspace, mirrored, record=True, plan=run.name, sign_key=run.options.sign_key
+    )
     return Step(
         result,
         f"{result.status}: {result.manifest_digest} of the index, image ID {result.image_id}",
@@ -646,13 +655,6 @@ def run_pipeline(
             hint="a mirror is a second registry (or another repository)",
         )
     platforms = _plan_platforms(workspace, name, options.base_override)
-    if platforms and options.sign_key is not None:
-        raise UsageError(
-            f"--sign-key is not supported by the pipeline for plan {name} of {len(platforms)} "
-            "platforms: its audit, mirror and final-pull stages do not sign an index yet",
-            hint="drop --sign-key (`imagekit build NAME --push REPO --sign-key FILE` signs the "
-            "index's provenance); docs/multi-platform.md says what is done",
-        )
     if options.sign_key is not None:  # a key that cannot sign: exit 2 before any stage
         from imagekit.attest.signer import KeyFileSigner
 

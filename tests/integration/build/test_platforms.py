@@ -21,9 +21,11 @@ import yaml
 from click.testing import CliRunner
 
 from imagekit.attest.keys import generate_key_pair
+from imagekit.attest.predicates import AUDIT_V1, FINAL_PULL_V1, MIRROR_V1
 from imagekit.cli.build_cmd import command as build_command
 from imagekit.cli.inspect_cmd import command as inspect_command
 from imagekit.cli.plans_cmd import command as plans_command
+from imagekit.cli.verify_cmd import command as verify_command
 from imagekit.flows.pipeline import PipelineOptions, run_pipeline
 from imagekit.ledger import read_records, verify
 from imagekit.ledger.lockfile import write_lock
@@ -354,16 +356,25 @@ def test_the_pipeline_of_the_demo_for_amd64_and_arm64_audits_each_platform(
     docker_config: Path,
     created_refs: list[str],
     arm64_emulated: None,
+    tmp_path: Path,
 ) -> None:
     # One run of every stage on the engine: both platforms built and asserted, one index
     # pushed by digest, each platform's image audited from the registry (arm64 under qemu),
-    # the index mirrored and every platform verified by diffID, the host's platform pulled.
+    # the index mirrored and every platform verified by diffID, the host's platform pulled;
+    # signed: each stage's attestation beside the mirror's copy, where cosign and the gate
+    # find it.
     _platforms_variant(workspace, "demo-two", TWO)
     push_to, mirror_to = make_registry("none"), make_registry("none")
+    pair = generate_key_pair(tmp_path / "pipeline")
     result = run_pipeline(
         workspace,
         "demo-two",
-        PipelineOptions(registry=push_to.host, mirror=mirror_to.host, base_override=demo_index),
+        PipelineOptions(
+            registry=push_to.host,
+            mirror=mirror_to.host,
+            base_override=demo_index,
+            sign_key=pair.private,
+        ),
     )
     document = result.to_json()
     stages = {s["stage"]: s for s in document["stages"]}
@@ -430,6 +441,36 @@ def test_the_pipeline_of_the_demo_for_amd64_and_arm64_audits_each_platform(
     }
     assert lock["destination"]["verdict"] == "identical"
     assert lock["final_pull"]["status"] == "verified"
+
+    # Every stage signed, and its record names the envelope (never "not attested").
+    attested = {r.kind: r.details.get("attestation") for r in records}
+    assert all(str(v).startswith("sha256:") for v in attested.values()), attested
+    # On the mirror: the provenance and the final pull from the index; each platform's audit
+    # and the binding (one, of the whole index) from that platform's manifest.
+    on_mirror = document["final_reference"]
+    assert on_mirror is not None
+    mirror_repo = on_mirror.rsplit("@", 1)[0]
+    checks = [(on_mirror, "slsaprovenance1"), (on_mirror, FINAL_PULL_V1),
+              (on_mirror, MIRROR_V1)]  # fmt: skip
+    for platform in TWO:
+        checks += [(f"{mirror_repo}@{manifests[platform]}", AUDIT_V1),
+                   (f"{mirror_repo}@{manifests[platform]}", MIRROR_V1)]  # fmt: skip
+    for reference, kind in checks:
+        accepted = cosign_verify_attestation(reference, pair.public, kind)
+        assert accepted.returncode == 0, (reference, kind, accepted.stderr[-2000:])
+    # The final pull names the manifest this host pulled, with the index, and no other.
+    pulled = cosign_verify_attestation(on_mirror, pair.public, FINAL_PULL_V1)
+    statement = json.loads(base64.b64decode(json.loads(pulled.stdout.splitlines()[0])["payload"]))
+    assert sorted(s["digest"]["sha256"] for s in statement["subject"]) == sorted(
+        d.partition(":")[2] for d in (manifests["linux/amd64"], index)
+    )
+    # The gate accepts each platform's copy on its own audit.
+    for platform in TWO:
+        gate = CliRunner().invoke(
+            verify_command,
+            ["--json", f"{mirror_repo}@{manifests[platform]}", "--key", str(pair.public)],
+        )
+        assert gate.exit_code == 0, gate.output
 
 
 def test_a_signed_build_of_two_platforms_attests_the_index_and_each_platform(

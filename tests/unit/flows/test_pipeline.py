@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from imagekit.build.buildkit import BuildResult
-from imagekit.errors import BuildRejected, RegistryError, UsageError
+from imagekit.errors import BuildRejected, ImagekitError, RegistryError, UsageError
 from imagekit.flows import pipeline
 from imagekit.flows.pipeline import (
     ERROR,
@@ -176,15 +176,15 @@ def test_a_plan_of_several_platforms_audits_each_and_a_failed_one_stops_the_run(
     assert not result.ok and result.exit_code == 1 and result.final_reference is None
 
 
-def test_a_plan_of_several_platforms_refuses_a_signing_key(
+def test_a_plan_of_several_platforms_refuses_a_key_that_cannot_sign_before_any_stage(
     ws: Workspace, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     called = _patch_platform_stages(monkeypatch, {})
-    options = PipelineOptions(registry="127.0.0.1:1", mirror="127.0.0.1:2", sign_key=tmp_path)
-    with pytest.raises(
-        UsageError, match="--sign-key is not supported by the pipeline for plan demo-two of 2"
-    ):
+    missing = tmp_path / "no-such.key"
+    options = PipelineOptions(registry="127.0.0.1:1", mirror="127.0.0.1:2", sign_key=missing)
+    with pytest.raises(ImagekitError) as caught:
         run_pipeline(ws, "demo-two", options)
+    assert caught.value.exit_code == 2 and str(missing) in caught.value.message
     assert called == []
 
 
