@@ -4,6 +4,10 @@ Each overlay says what it replaces. Writing that hash by hand invites copying it
 image; here it is read from the pinned base: a container is created (never started, no
 network) and the destination is copied out with ``docker cp``, so the bytes hashed are exactly
 the bytes the build's guard will see. Overlays that must replace nothing are checked too.
+A plan of several platforms is read from the registry instead, each platform's image with the
+registry builder's guard (imagekit.build.assemble.guard: nothing pulled, links followed as
+COPY follows them); one ``replaces`` holds for every platform, so where the platforms' bases
+differ at a destination nothing is pinned.
 
 The plan file is rewritten in place, textually: only the 64-hex values of the overlays change,
 comments and layout stay, and nothing is written unless every overlay could be pinned.
@@ -23,9 +27,12 @@ from pathlib import Path
 
 from python_on_whales.exceptions import DockerException
 
+from imagekit.build.assemble.guard import guard_overlays
+from imagekit.build.assemble.index import IndexStore
 from imagekit.build.buildkit import ensure_base
 from imagekit.errors import CheckFailed, EngineUnavailable, PlanError
-from imagekit.plans.plan import Overlay, load_plan, plan_path
+from imagekit.plans.plan import LoadedPlan, Overlay, load_plan, plan_path
+from imagekit.registry import RegistryClient
 from imagekit.runtime.engine import Engine, connect, engine_errors
 from imagekit.workspace import Workspace
 
@@ -91,6 +98,82 @@ def pin_overlays(
     loaded = load_plan(path, dockerfiles_dir=workspace.dockerfiles_dir, base_override=base_override)
     if not loaded.plan.overlays:
         return PinReport(loaded.name, path, str(loaded.base), (), rewritten=False)
+    results = _from_registry(loaded) if loaded.multi_platform else _from_engine(loaded)
+    bad = [r for r in results if r.status in (PinStatus.MISSING, PinStatus.DRIFT)]
+    if bad:
+        raise CheckFailed(
+            "cannot pin: "
+            + "; ".join(
+                f"steps[{r.step}] {r.destination}: expected {r.expected}, base has {r.found}"
+                for r in bad
+            ),
+            hint="fix the overlay's destination or its replaces: in the plan; nothing was written",
+        )
+    rewritten = False
+    updates = [r for r in results if r.status is PinStatus.UPDATED]
+    if updates and write:
+        _rewrite(path, loaded.raw, updates)
+        rewritten = True
+    return PinReport(loaded.name, path, str(loaded.base), tuple(results), rewritten)
+
+
+def _status(overlay: Overlay, step: int, found: str) -> PinnedOverlay:
+    """One overlay's pin from what the base has at its destination (``sha256:<hex>``,
+    ``absent``, or another word for what is there instead of a file)."""
+    if overlay.replaces.absent:
+        status = PinStatus.OK if found == "absent" else PinStatus.DRIFT
+        shown = found if found == "absent" else "present"
+        return PinnedOverlay(step, overlay.destination, "absent", shown, status)
+    expected = f"sha256:{overlay.replaces.sha256}"
+    if not found.startswith("sha256:"):
+        status = PinStatus.MISSING
+    else:
+        status = PinStatus.UNCHANGED if found == expected else PinStatus.UPDATED
+    return PinnedOverlay(step, overlay.destination, expected, found, status)
+
+
+def _from_registry(loaded: LoadedPlan) -> list[PinnedOverlay]:
+    """A plan of several platforms: each overlay's destination read in each platform's image
+    from the registry, with the registry builder's guard (links followed as COPY follows
+    them; nothing pulled). One ``replaces`` holds for every platform, so the platforms must
+    have the same there; where they differ nothing is pinned."""
+    found: dict[int, dict[str, str]] = {}
+    with RegistryClient() as client:
+        store = IndexStore(None)
+        for platform in loaded.platforms:
+            image = client.resolve(loaded.base, platform)
+            checks, _ = guard_overlays(client, image, loaded.plan.steps, store)
+            for check in checks:
+                if check.verdict == "blocked":
+                    raise PlanError(
+                        f"{check.destination} resolves in the {platform} base to a path the "
+                        f"runtime mounts over ({check.found})",
+                        path=str(loaded.path),
+                        key=f"steps[{check.step}].destination",
+                        hint="overlay another path",
+                    )
+                found.setdefault(check.step, {})[str(platform)] = check.found
+    results = []
+    for index, step in enumerate(loaded.plan.steps):
+        if not isinstance(step, Overlay):
+            continue
+        by_platform = found[index]
+        if len(set(by_platform.values())) > 1:
+            raise CheckFailed(
+                f"cannot pin steps[{index}] {step.destination}: the platforms' bases differ "
+                "there (" + "; ".join(f"{p} has {f}" for p, f in by_platform.items()) + "), "
+                "and one replaces: must hold for each",
+                hint="overlay a path that is the same in every platform's base, or build the "
+                "platforms as plans of their own; nothing was written",
+            )
+        results.append(_status(step, index, next(iter(by_platform.values()))))
+    return results
+
+
+def _from_engine(loaded: LoadedPlan) -> list[PinnedOverlay]:
+    """A plan of one platform: each destination copied out of a stopped container of the
+    base in the engine and hashed, the bytes the build's guard will see."""
+    path = loaded.path
     engine = connect()
     ensure_base(engine, loaded.base, loaded.plan.base.platform, _NullLog())
     results: list[PinnedOverlay] = []
@@ -114,36 +197,11 @@ def pin_overlays(
                     hint="overlay the file a link points to",
                 )
             found = "absent" if data is None else "sha256:" + hashlib.sha256(data).hexdigest()
-            if step.replaces.absent:
-                status = PinStatus.OK if data is None else PinStatus.DRIFT
-                expected = "absent"
-                found = found if data is None else "present"
-            else:
-                expected = f"sha256:{step.replaces.sha256}"
-                if data is None:
-                    status = PinStatus.MISSING
-                else:
-                    status = PinStatus.UNCHANGED if found == expected else PinStatus.UPDATED
-            results.append(PinnedOverlay(index, step.destination, expected, found, status))
+            results.append(_status(step, index, found))
     finally:
         with engine_errors("removing the pin-overlay container"):
             engine.client.container.remove(container, force=True)
-    bad = [r for r in results if r.status in (PinStatus.MISSING, PinStatus.DRIFT)]
-    if bad:
-        raise CheckFailed(
-            "cannot pin: "
-            + "; ".join(
-                f"steps[{r.step}] {r.destination}: expected {r.expected}, base has {r.found}"
-                for r in bad
-            ),
-            hint="fix the overlay's destination or its replaces: in the plan; nothing was written",
-        )
-    rewritten = False
-    updates = [r for r in results if r.status is PinStatus.UPDATED]
-    if updates and write:
-        _rewrite(path, loaded.raw, updates)
-        rewritten = True
-    return PinReport(loaded.name, path, str(loaded.base), tuple(results), rewritten)
+    return results
 
 
 def _rewrite(path: Path, raw: bytes, updates: list[PinnedOverlay]) -> None:

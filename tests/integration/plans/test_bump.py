@@ -1,63 +1,32 @@
 """`imagekit plans bump` on a plan of several platforms, against a real registry.
 
-The plan pins an index; its one overlay must fit the image of each platform. Bases are small
-indexes written straight into the session's registry (tests/support/images.py): each
-platform's image holds the overlaid file, so each platform's guard reads it.
+The plan pins an index; its one overlay must fit the image of each platform
+(tests/support/two_platforms.py).
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import secrets
-from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 
 from imagekit.cli.plans_cmd import command as plans_command
 from imagekit.workspace import Workspace
-from tests.support.images import Blob, M, Pushed, Writer
+from tests.support.images import Writer
 from tests.support.registries import RunningRegistry
+from tests.support.two_platforms import (
+    DESTINATION,
+    ORIGINAL,
+    UPSTREAM_CHANGED,
+    image,
+    index,
+    sha256,
+    write_plan,
+)
 
 pytestmark = pytest.mark.integration
-
-ORIGINAL = b"# about.py as the base ships it\nVERSION = '1'\n"
-UPSTREAM_CHANGED = b"# about.py as a new upstream ships it\nVERSION = '2'\n"
-DESTINATION = "/opt/app/about.py"
-
-
-def _image(writer: Writer, repo: str, arch: str, about: bytes, extra: bytes = b"") -> Pushed:
-    files = [M(DESTINATION.lstrip("/"), data=about), M("opt/app/notes.txt", data=extra)]
-    return writer.image(repo, f"{arch}-{secrets.token_hex(3)}", [Blob.gzip(files)], arch=arch)
-
-
-def _index(writer: Writer, repo: str, images: dict[str, Pushed], tag: str = "latest") -> str:
-    """An index of linux/ARCH entries, tagged TAG; returns host/repo@digest."""
-    return writer.index(repo, tag, [(image, f"linux/{arch}") for arch, image in images.items()])
-
-
-def _plan(ws: Workspace, name: str, reference: str) -> Path:
-    path = ws.plans_dir / f"{name}.yaml"
-    path.write_text(
-        f"# a plan of two platforms (its comments are kept by a bump)\n"
-        f"name: {name}\n"
-        "description: two platforms, one guarded overlay\n"
-        "base:\n"
-        f"  reference: {reference}\n"
-        "  found_as: latest\n"
-        "  platforms: [linux/amd64, linux/arm64]\n"
-        "steps:\n"
-        "  - kind: overlay\n"
-        "    source: overlay/about.py\n"
-        f"    destination: {DESTINATION}\n"
-        "    replaces:\n"
-        f"      sha256: '{hashlib.sha256(ORIGINAL).hexdigest()}'\n"
-    )
-    overlay = ws.dockerfiles_dir / name / "overlay"
-    overlay.mkdir(parents=True)
-    (overlay / "about.py").write_bytes(b"VERSION = 'patched'\n")
-    return path
 
 
 def _bump(ws: Workspace, *args: str) -> tuple[int, dict[str, object]]:
@@ -72,12 +41,12 @@ def test_a_two_platform_plan_is_bumped_when_each_platforms_overlay_still_fits(
 ) -> None:
     repo = f"bump/two-{secrets.token_hex(3)}"
     with Writer(registry.host) as writer:
-        v1 = {a: _image(writer, repo, a, ORIGINAL) for a in ("amd64", "arm64")}
-        pinned = _index(writer, repo, v1)
-        path = _plan(workspace, "two", pinned)
+        v1 = {a: image(writer, repo, a, ORIGINAL) for a in ("amd64", "arm64")}
+        pinned = index(writer, repo, v1)
+        path = write_plan(workspace, "two", pinned)
         before = path.read_text()
         # The tag moves for a platform the plan does not build: nothing to change.
-        extra = _image(writer, repo, "ppc64le", ORIGINAL)
+        extra = image(writer, repo, "ppc64le", ORIGINAL)
         moved_elsewhere = writer.index(
             repo, "latest", [(v1["amd64"], "linux/amd64"), (v1["arm64"], "linux/arm64"),
                              (extra, "linux/ppc64le")],
@@ -91,8 +60,8 @@ def test_a_two_platform_plan_is_bumped_when_each_platforms_overlay_still_fits(
         assert "moved for other platforms only" in str(upstream["detail"])
         assert path.read_text() == before
         # Now arm64's image changes (its overlaid file does not): bumped, each platform guarded.
-        v2 = {"amd64": v1["amd64"], "arm64": _image(writer, repo, "arm64", ORIGINAL, b"fix")}
-        moved = _index(writer, repo, v2)
+        v2 = {"amd64": v1["amd64"], "arm64": image(writer, repo, "arm64", ORIGINAL, b"fix")}
+        moved = index(writer, repo, v2)
     code, bumped = _bump(workspace, "two")
     assert code == 0, bumped
     assert bumped["status"] == "bumped"
@@ -102,7 +71,7 @@ def test_a_two_platform_plan_is_bumped_when_each_platforms_overlay_still_fits(
     for report in guards.values():
         [check] = report["checks"]
         assert check["destination"] == DESTINATION and check["verdict"] == "ok", check
-        assert check["found"] == f"sha256:{hashlib.sha256(ORIGINAL).hexdigest()}"
+        assert check["found"] == f"sha256:{sha256(ORIGINAL)}"
     upstream = bumped["upstream"]
     assert isinstance(upstream, dict)
     assert f"linux/arm64: {v1['arm64'].digest} -> {v2['arm64'].digest}" in str(upstream["detail"])
@@ -119,12 +88,12 @@ def test_a_two_platform_bump_is_refused_naming_the_platform_whose_file_drifted(
 ) -> None:
     repo = f"bump/drift-{secrets.token_hex(3)}"
     with Writer(registry.host) as writer:
-        v1 = {a: _image(writer, repo, a, ORIGINAL) for a in ("amd64", "arm64")}
-        pinned = _index(writer, repo, v1)
-        path = _plan(workspace, "drift", pinned)
+        v1 = {a: image(writer, repo, a, ORIGINAL) for a in ("amd64", "arm64")}
+        pinned = index(writer, repo, v1)
+        path = write_plan(workspace, "drift", pinned)
         before = path.read_text()
-        changed = _image(writer, repo, "arm64", UPSTREAM_CHANGED)
-        _index(writer, repo, {"amd64": v1["amd64"], "arm64": changed})
+        changed = image(writer, repo, "arm64", UPSTREAM_CHANGED)
+        index(writer, repo, {"amd64": v1["amd64"], "arm64": changed})
     code, refused = _bump(workspace, "drift")
     assert code == 1, refused
     error = refused["error"]
@@ -132,6 +101,6 @@ def test_a_two_platform_bump_is_refused_naming_the_platform_whose_file_drifted(
     assert error["type"] == "BaseDrift"
     [drifted] = error["drifted"]
     assert drifted["platform"] == "linux/arm64" and drifted["path"] == DESTINATION
-    assert drifted["found"] == f"sha256:{hashlib.sha256(UPSTREAM_CHANGED).hexdigest()}"
+    assert drifted["found"] == f"sha256:{sha256(UPSTREAM_CHANGED)}"
     assert "for linux/arm64" in str(error["message"])
     assert path.read_text() == before  # nothing written

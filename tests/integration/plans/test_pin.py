@@ -1,8 +1,10 @@
-"""`plans pin-overlay` reads the destination's hash from the real base image."""
+"""`plans pin-overlay` reads the destination's hash from the real base image (a plan of
+several platforms: from each platform's image in the real registry)."""
 
 from __future__ import annotations
 
 import json
+import secrets
 
 import pytest
 from click.testing import CliRunner
@@ -11,6 +13,17 @@ from imagekit.cli.plans_cmd import command as plans_command
 from imagekit.runtime.engine import Engine
 from imagekit.workspace import Workspace
 from tests.support.base_image import BaseImage
+from tests.support.images import Writer
+from tests.support.registries import RunningRegistry
+from tests.support.two_platforms import (
+    DESTINATION,
+    ORIGINAL,
+    UPSTREAM_CHANGED,
+    image,
+    index,
+    sha256,
+    write_plan,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -63,3 +76,63 @@ def test_pin_overlay_refuses_when_the_absent_file_exists(
     assert result.exit_code == 1
     assert "/usr/bin/python3: expected absent, base has present" in result.stderr
     assert path.read_text() == text
+
+
+def _pin(ws: Workspace, name: str) -> tuple[int, dict[str, object]]:
+    done = CliRunner().invoke(
+        plans_command, ["pin-overlay", name, "--json"], env={"IMAGEKIT_ROOT": str(ws.root)}
+    )
+    return done.exit_code, json.loads(done.stdout)
+
+
+def test_a_plan_of_two_platforms_is_pinned_from_each_platforms_image_in_the_registry(
+    registry: RunningRegistry, workspace: Workspace
+) -> None:
+    """No engine, nothing pulled: the file is read in each platform's image; both have the
+    same bytes, so the one hash is written."""
+    repo = f"pin/two-{secrets.token_hex(3)}"
+    with Writer(registry.host) as writer:
+        images = {a: image(writer, repo, a, ORIGINAL) for a in ("amd64", "arm64")}
+        path = write_plan(workspace, "pin-two", index(writer, repo, images), replaces="b" * 64)
+    original = path.read_text()
+    code, pinned = _pin(workspace, "pin-two")
+    assert code == 0, pinned
+    assert pinned["rewritten"] is True
+    assert pinned["overlays"] == [
+        {
+            "step": 0,
+            "destination": DESTINATION,
+            "expected": "sha256:" + "b" * 64,
+            "found": f"sha256:{sha256(ORIGINAL)}",
+            "status": "updated",
+        }
+    ]
+    assert path.read_text() == original.replace("b" * 64, sha256(ORIGINAL))
+    code, again = _pin(workspace, "pin-two")
+    assert code == 0 and again["rewritten"] is False
+    overlays = again["overlays"]
+    assert isinstance(overlays, list) and overlays[0]["status"] == "unchanged"
+
+
+def test_a_plan_of_two_platforms_whose_bases_differ_there_is_not_pinned(
+    registry: RunningRegistry, workspace: Workspace
+) -> None:
+    """amd64 and arm64 ship other bytes at the destination: one replaces: cannot hold for
+    both, so nothing is written and each platform's hash is named."""
+    repo = f"pin/differ-{secrets.token_hex(3)}"
+    with Writer(registry.host) as writer:
+        images = {
+            "amd64": image(writer, repo, "amd64", ORIGINAL),
+            "arm64": image(writer, repo, "arm64", UPSTREAM_CHANGED),
+        }
+        path = write_plan(workspace, "pin-differ", index(writer, repo, images), replaces="c" * 64)
+    original = path.read_text()
+    code, refused = _pin(workspace, "pin-differ")
+    assert code == 1, refused
+    error = refused["error"]
+    assert isinstance(error, dict)
+    message = str(error["message"])
+    assert "the platforms' bases differ there" in message
+    assert f"linux/amd64 has sha256:{sha256(ORIGINAL)}" in message
+    assert f"linux/arm64 has sha256:{sha256(UPSTREAM_CHANGED)}" in message
+    assert path.read_text() == original
