@@ -211,12 +211,8 @@ def test_a_swapped_subject_is_refused_by_both(
     assert image.digest is not None and other.digest is not None
     _attest(other, a, audit_predicate())
     # the other image's passing statement, its subject swapped for this image's digest
-    _rewrite_att(
-        registry,
-        other,
-        image.digest,
-        _edit_payload(lambda p: p.replace(other.digest.hex.encode(), image.digest.hex.encode())),
-    )  # type: ignore[union-attr]
+    theirs, ours = other.digest.hex.encode(), image.digest.hex.encode()
+    _rewrite_att(registry, other, image.digest, _edit_payload(lambda p: p.replace(theirs, ours)))
     document = _both_refuse(image, a.public)
     assert "not signed by any of the keys" in document["skipped"][0]["reason"]
 

@@ -85,7 +85,7 @@ def test_unchanged_plan_is_reproducible_or_equivalent(accepted: Accepted) -> Non
     assert plan.baseline.record_kind == "final-pull"
     assert plan.audit_status == plan.baseline.audit_status
     comparison = plan.comparison
-    assert comparison is not None and comparison.verdict == plan.status
+    assert comparison is not None and str(comparison.verdict) == str(plan.status)
     if plan.status == EQUIVALENT:
         assert comparison.diff is not None
         assert not comparison.diff.packages and not comparison.diff.files

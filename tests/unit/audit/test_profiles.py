@@ -131,7 +131,7 @@ _GOOD_CLI = {
 
 
 def _cli(**changes: object) -> dict[str, object]:
-    probe = json.loads(json.dumps(_GOOD_CLI))
+    probe: dict[str, object] = json.loads(json.dumps(_GOOD_CLI))
     probe.update(changes)
     return probe
 

@@ -19,6 +19,7 @@ from imagekit.flows.doctor import (
     GiB,
     HostFacts,
     PreflightCheck,
+    PreflightStatus,
     check_ca_bundle,
     check_disk,
     check_platform,
@@ -196,7 +197,7 @@ def test_report_fails_when_any_check_says_no() -> None:
 
 
 @pytest.mark.parametrize("status", [OK, SKIP])
-def test_report_ok_statuses(status: str) -> None:
+def test_report_ok_statuses(status: PreflightStatus) -> None:
     assert DoctorReport(None, (PreflightCheck("a", status, "x"),)).ok
 
 

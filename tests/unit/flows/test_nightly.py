@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from imagekit.audit.report import audit_rank
 from imagekit.errors import UsageError
 from imagekit.flows.nightly import (
     AUDIT_WORSE,
@@ -25,7 +26,6 @@ from imagekit.flows.nightly import (
     NightOptions,
     PlanNight,
     _Night,
-    audit_rank,
     find_baseline,
     run_nightly,
 )

@@ -24,6 +24,7 @@ from imagekit.flows.pipeline import (
     STAGES,
     PipelineOptions,
     StageOutcome,
+    StageStatus,
     run_pipeline,
 )
 from imagekit.workspace import Workspace
@@ -42,7 +43,7 @@ def ws(tmp_path: Path) -> Workspace:
 class _Said:
     """A stage result that says ``status`` (what the stage functions are replaced by)."""
 
-    status: str
+    status: StageStatus
     evidence: Path | None = None
     ledger_seqs: tuple[int, ...] = ()
 

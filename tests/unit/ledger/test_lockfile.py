@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import tracemalloc
 from collections.abc import Callable
@@ -292,7 +293,7 @@ def test_the_lock_holds_bounded_memory_whatever_the_ledger_length(tmp_path: Path
         lock = write_lock(ws, None)
         assert lock.document["ledger"]["records"] == count
         assert set(lock.plans) == {f"plan-{n}" for n in range(7)}
-        peaks.append(_peak(lambda ws=ws: write_lock(ws, None)))
+        peaks.append(_peak(functools.partial(write_lock, ws, None)))
     small, large = peaks
     assert large < small * 2, f"peak {small} bytes for 500 records, {large} for 5000"
 

@@ -520,7 +520,7 @@ def test_reading_in_chunks_sees_the_lines_parse_sees(
         "Entry", "Entry", "Entry", "Malformed", "Malformed", "TornLine",
     ]  # fmt: skip
     entries = [line for line in read if isinstance(line, store.Entry)]
-    assert b"".join(e.raw for e in entries) == data[: read[3].offset]  # type: ignore[union-attr]
-    assert read[3] == store.Malformed(4, read[3].offset, 1501)  # type: ignore[union-attr]
-    assert read[4] == store.Malformed(5, read[3].offset + 1501, 1)  # type: ignore[union-attr]
+    assert b"".join(e.raw for e in entries) == data[: read[3].offset]
+    assert read[3] == store.Malformed(4, read[3].offset, 1501)
+    assert read[4] == store.Malformed(5, read[3].offset + 1501, 1)
     assert read[5] == store.TornLine(6, len(data) - 9, 9)

@@ -4,6 +4,7 @@ at all, a malformed head, and a forged ``prev`` blamed on the record that carrie
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import os
 import time
@@ -172,7 +173,7 @@ def test_verify_holds_bounded_memory_whatever_the_ledger_length(tmp_path: Path) 
         write_chain(ws.ledger_path, records=count)
         report = verify(ws)
         assert report.ok and report.records == count
-        peaks.append(_peak(lambda ws=ws: verify(ws)))
+        peaks.append(_peak(functools.partial(verify, ws)))
     small, large = peaks
     assert large < small * 2, f"peak {small} bytes for 500 records, {large} for 5000"
 

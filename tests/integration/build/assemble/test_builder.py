@@ -119,7 +119,7 @@ def test_demo_overlay_only_builds_reproducibly_and_the_tools_agree(
     image = engine.client.image.inspect(second.tag)
     assert image.id == first.config_digest
     assert any(d.endswith(first.manifest_digest) for d in image.repo_digests or [])
-    assert [str(d) for d in image.root_fs.layers][-1] == str(
+    assert [str(d) for d in image.root_fs.layers or []][-1] == str(
         first.layer.diff_id if first.layer else ""
     )
     run = [engine.client_path, "run", "--rm", "--network", "none", first.pushed]

@@ -11,7 +11,12 @@ from imagekit.errors import UsageError
 from imagekit.plans.plan import Plan
 
 BASE = {"reference": "127.0.0.1:5000/x/base@sha256:" + "ab" * 32}
-OVERLAY = {"kind": "overlay", "source": "f", "destination": "/f", "replaces": {"absent": True}}
+OVERLAY: dict[str, object] = {
+    "kind": "overlay",
+    "source": "f",
+    "destination": "/f",
+    "replaces": {"absent": True},
+}
 
 
 def _plan(*steps: dict[str, object], epoch: int | None = None) -> Plan:
