@@ -731,7 +731,7 @@ def _save(
                     "verdict": str(p.verdict),
                     "diff_ids": _diff_ids(p),
                 }
-                for p in report.platforms
+                for p in _whole_index(report, options)
                 if p.source and p.destination
             ],
         )
@@ -743,6 +743,17 @@ def _save(
     if outcome is not None and str(report.verdict) in BINDING_VERDICTS:
         outcome.raise_unless_stored(report)  # a refused push: exit 3, the verdict kept
     return report
+
+
+def _whole_index(report: MirrorReport, options: MirrorOptions) -> tuple[MirrorReport, ...]:
+    """The platforms of DST's index that were verified, when that is all of them: each one's
+    report (an index of one image platform: that report). Empty when DST is no index or
+    ``--platform`` chose one: then the binding names that image alone, never the index."""
+    if report.platforms:
+        return report.platforms
+    if options.platform is None and (report.destination or {}).get("index_digest"):
+        return (report,)
+    return ()
 
 
 def _diff_ids(report: MirrorReport) -> list[str]:

@@ -301,7 +301,9 @@ def _followed(binding: MirrorPredicate, digest: Digest) -> tuple[str, Reference,
 
     An image's manifest is followed to its own source image, never to the source's index:
     the index's attestations may be about another platform. An index is followed to the
-    source index. A binding of several platforms names each platform's pair."""
+    source index only by a binding of the whole index (one that lists its platforms): a
+    binding of one image, or one written before imagekit bound indexes whole (its first
+    platform's), says nothing of the index's other platforms."""
     wanted = str(digest)
     pairs = [(p.verdict, p.source, p.destination) for p in binding.platforms or ()]
     if binding.platforms is None:
@@ -309,7 +311,8 @@ def _followed(binding: MirrorPredicate, digest: Digest) -> tuple[str, Reference,
     for verdict, source, destination in pairs:
         if destination.manifest_digest == wanted and verdict in BINDING_VERDICTS:
             return verdict, parse_reference(source.reference), Digest(source.manifest_digest)
-    if binding.destination.index_digest is not None and wanted == binding.destination.index_digest:
+    whole = binding.platforms is not None
+    if whole and wanted == binding.destination.index_digest:
         source_digest = binding.source.index_digest or binding.source.manifest_digest
         return binding.verdict, parse_reference(binding.source.reference), Digest(source_digest)
     return None

@@ -8,9 +8,11 @@ mirror on the strength of the source's own attestations and that binding
 
 An index verified platform by platform is bound whole or not at all: one attestation whose
 subjects are DST's index and each platform's manifest, listing every platform's images,
-verdict and diffIDs, signed only when every platform's verdict binds. The gate follows a
-platform's manifest to that platform's source image, never to the source index (whose
-attestations may be another platform's).
+verdict and diffIDs, signed only when every platform's verdict binds. One platform of an
+index (``--platform``) is bound as that image alone: its manifest is the only subject. The
+gate follows a platform's manifest to that platform's source image, never to the source
+index (whose attestations may be another platform's), and an index only through a binding
+of the whole index.
 """
 
 from __future__ import annotations
@@ -93,15 +95,18 @@ def attest_mirror(
     ).model_dump(mode="json")
     if not entries:
         del predicate["platforms"]  # one image's binding reads as it always has
-    reference = parse_reference(str(destination["reference"])).pinned_only(
-        str(destination["index_digest"] or destination["manifest_digest"])
-    )
+    reference = parse_reference(str(destination["reference"]))
     from imagekit.registry.client import RegistryClient
 
     with RegistryClient(insecure=insecure) as client:
-        if not entries:
+        if not entries:  # one image (or one platform of an index): its manifest alone
             return attest_reference(
-                signer, reference, MIRROR_V1, predicate, platform=platform, client=client
+                signer,
+                reference.pinned_only(str(destination["manifest_digest"])),
+                MIRROR_V1,
+                predicate,
+                platform=platform,
+                client=client,
             )
         subjects = [Digest(str(destination["index_digest"]))] + [
             Digest(entry.destination.manifest_digest) for entry in entries

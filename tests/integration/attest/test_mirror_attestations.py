@@ -18,7 +18,7 @@ from imagekit.attest.predicates import AUDIT_V1, MIRROR_V1
 from imagekit.attest.signer import KeyFileSigner
 from imagekit.cli import main
 from imagekit.mirror import MirrorOptions, mirror
-from imagekit.refs import parse_reference
+from imagekit.refs import parse_platform, parse_reference
 from imagekit.registry import RegistryClient
 from imagekit.workspace import Workspace
 from tests.integration.attest.test_gate import audit_predicate
@@ -216,3 +216,48 @@ def test_an_index_one_platform_of_which_differs_is_bound_not_at_all(
     assert "binds nothing" in report.attestation["problem"]
     code, refused = _verify(dst_index, pair.public)
     assert code == 1 and refused["binding"] is None
+
+
+def test_one_platform_of_an_index_is_bound_as_that_image_alone(
+    registry: RunningRegistry, workspace: Workspace, tmp_path: Path
+) -> None:
+    """`mirror --platform linux/arm64` verifies one image of the index: the binding's only
+    subject is that image's manifest, so the gate accepts the arm64 copy through it and not
+    the index (whose amd64 image nobody verified)."""
+    pair = generate_key_pair(tmp_path / "one")
+    signer = KeyFileSigner.from_file(pair.private)
+    members = {
+        "amd64": [M("app/amd64.txt", data=b"amd64 only " * 3000)],
+        "arm64": [M("app/arm64.txt", data=b"arm64 only " * 3000)],
+    }
+    with Writer(registry.host) as writer:
+        src_index, src = _two_platform_index(
+            writer, "mirror/one-src", members, zstd=False, configs={}
+        )
+        dst_index, dst = _two_platform_index(
+            writer,
+            "mirror/one-dst",
+            members,
+            zstd=True,
+            configs={arch: image.config for arch, image in src.items()},
+        )
+    src_ref, arm64 = parse_reference(src_index), parse_reference(src["arm64"].reference)
+    assert src_ref.digest is not None and arm64.digest is not None
+    with RegistryClient() as client:
+        attest(client, arm64, [arm64.digest, src_ref.digest], AUDIT_V1, audit_predicate(), signer)
+    report = mirror(
+        src_index,
+        dst_index,
+        options=MirrorOptions(sign_key=pair.private, platform=parse_platform("linux/arm64")),
+        workspace=workspace,
+    )
+    assert str(report.verdict) == "content-identical", report.message
+    assert report.attestation is not None
+    assert report.attestation["subjects"] == [dst["arm64"].digest]
+    code, on_arm64 = _verify(dst["arm64"].reference, pair.public)
+    assert code == 0, on_arm64
+    assert str(on_arm64["binding"]).startswith(
+        f"content-identical to {registry.host}/mirror/one-src@{src['arm64'].digest}"
+    )
+    code, on_index = _verify(dst_index, pair.public)
+    assert code == 1 and on_index["binding"] is None, on_index
