@@ -7,12 +7,18 @@ their subject (imagekit.attest.collect), and holds each requirement of the polic
 them. Every requirement that does not hold is named with why; an attestation that was not
 trusted is named with why it was skipped. The claims are trusted as far as the keys are:
 the gate proves who signed what about which digest, not that the signer was right.
+
+An index is held to the policy image by image: each platform's manifest on the attestations
+naming that manifest (through its own mirror binding where it has one), and the index holds
+only when every image does (the images of the policy's audit platform, where it names one).
+An attestation naming the index is about one of its images at most (an audit is of one
+platform), so it never stands in for another platform's.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -31,8 +37,9 @@ from imagekit.attest.predicates import (
     MirrorPredicate,
 )
 from imagekit.errors import UsageError
-from imagekit.refs import Digest, Reference, parse_reference
-from imagekit.registry.client import RegistryClient
+from imagekit.refs import Digest, Platform, Reference, parse_platform, parse_reference
+from imagekit.registry.client import ManifestHead, RegistryClient, is_attestation
+from imagekit.registry.manifest import INDEX_TYPES, Descriptor, ImageIndex, parse_manifest
 
 
 @dataclass(frozen=True)
@@ -62,6 +69,8 @@ class GateResult:
     source: str
     keys: tuple[str, ...]
     binding: str | None = None  # "content-identical to SRC@DIGEST (attestation ...)"
+    #: an index: the platforms whose images were held to the policy, each on its own
+    platforms: tuple[str, ...] = ()
 
     @property
     def ok(self) -> bool:
@@ -80,8 +89,14 @@ class GateResult:
             if self.binding
             else ""
         )
+        each = (
+            f"an index, each of its images held to the policy on its own attestations "
+            f"({', '.join(self.platforms)}): "
+            if self.platforms
+            else ""
+        )
         return (
-            f"decided from the registry alone: {len(self.verified)} attestation(s) in "
+            f"{each}decided from the registry alone: {len(self.verified)} attestation(s) in "
             f"{self.source} signed by {len(self.keys)} key(s) given{through}; "
             "no ledger, no engine; a signed claim is trusted as far as its key"
         )
@@ -98,6 +113,7 @@ class GateResult:
             "skipped": [s.to_json() for s in self.skipped],
             "keys": list(self.keys),
             "binding": self.binding,
+            **({"platforms": list(self.platforms)} if self.platforms else {}),
         }
 
 
@@ -234,21 +250,22 @@ def verify_image(
     keys: tuple[PublicKey, ...] = tuple(load_public_key(path) for path in key_paths)
     policy = load_policy(policy_path) if policy_path is not None else DEFAULT_POLICY
     ref = parse_reference(reference)
+    now = now or datetime.now(UTC)
     with RegistryClient(insecure=insecure) as client:
         if ref.digest is not None:
             digest = ref.digest
-            client.head_manifest(ref, str(digest))  # there, or RegistryNotFound (exit 3)
+            head = client.head_manifest(ref, str(digest))  # or RegistryNotFound (exit 3)
         else:
-            digest = client.head_manifest(ref, ref.identifier).digest
+            head = client.head_manifest(ref, ref.identifier)
+            digest = head.digest
         repo = Reference(ref.registry, ref.repository)
-        collected = collect(client, repo, digest, keys)
-        binding, collected = _through_binding(client, collected, digest, keys)
-    now = now or datetime.now(UTC)
-    requirements = (
-        _audit_requirement(policy, collected, now)
-        + _vulnerability_requirement(policy, collected)
-        + _provenance_requirement(policy, collected)
-    )
+        images = _index_images(client, ref, digest, policy) if _is_index(head) else None
+        if images is None:
+            collected = collect(client, repo, digest, keys)
+            binding, collected = _through_binding(client, collected, digest, keys)
+            requirements = _requirements(policy, collected, now)
+        else:
+            requirements, collected, binding = _each_image(client, repo, images, keys, policy, now)
     return GateResult(
         reference=str(ref),
         digest=digest,
@@ -259,7 +276,87 @@ def verify_image(
         source=collected.source,
         keys=tuple(key.source for key in keys),
         binding=binding,
+        platforms=tuple(str(platform) for platform, _ in images or ()),
     )
+
+
+def _requirements(policy: Policy, collected: Collected, now: datetime) -> list[Requirement]:
+    return (
+        _audit_requirement(policy, collected, now)
+        + _vulnerability_requirement(policy, collected)
+        + _provenance_requirement(policy, collected)
+    )
+
+
+def _is_index(head: ManifestHead) -> bool:
+    return head.media_type in INDEX_TYPES
+
+
+def _index_images(
+    client: RegistryClient, ref: Reference, digest: Digest, policy: Policy
+) -> list[tuple[Platform, Digest]]:
+    """The index's images (attestation manifests are none), by platform; only the audit
+    platform's where the policy names one (an index without one: the caller says so)."""
+    body, media_type, _ = client.get_manifest(ref, digest)
+    index = parse_manifest(
+        body, media_type, registry=ref.registry, repository=ref.repository, digest=str(digest)
+    )
+    assert isinstance(index, ImageIndex)  # noqa: S101 - parse_manifest's contract
+    entries = [Descriptor.from_model(m) for m in index.manifests]
+    images = [
+        (entry.platform, entry.digest)
+        for entry in entries
+        if entry.platform is not None and not is_attestation(entry)
+        and entry.platform.os != "unknown"
+    ]  # fmt: skip
+    wanted = policy.audit.platform if policy.audit is not None else None
+    if wanted:
+        want = parse_platform(wanted)
+        images = [
+            (platform, d)
+            for platform, d in images
+            if want.matches(platform.os, platform.architecture, platform.variant)
+        ]
+    return images
+
+
+def _each_image(
+    client: RegistryClient,
+    repo: Reference,
+    images: list[tuple[Platform, Digest]],
+    keys: tuple[PublicKey, ...],
+    policy: Policy,
+    now: datetime,
+) -> tuple[list[Requirement], Collected, str | None]:
+    """Every image of an index held to the policy on its own attestations; each requirement
+    named with its platform. An index with no image to hold is a requirement not held."""
+    if not images:
+        wanted = policy.audit.platform if policy.audit is not None else None
+        why = f"the index has no {wanted} image" if wanted else "the index lists no image"
+        return (
+            [Requirement("an image to hold to the policy", False, why)],
+            Collected("the index", (), ()),
+            None,
+        )
+    requirements: list[Requirement] = []
+    verified: dict[Digest, VerifiedAttestation] = {}
+    skipped: list[Skipped] = []
+    sources: list[str] = []
+    bindings: list[str] = []
+    for platform, manifest in images:
+        collected = collect(client, repo, manifest, keys)
+        binding, collected = _through_binding(client, collected, manifest, keys)
+        requirements += [
+            replace(r, name=f"{platform}: {r.name}") for r in _requirements(policy, collected, now)
+        ]
+        for attestation in collected.verified:
+            verified.setdefault(attestation.envelope_digest, attestation)
+        skipped += collected.skipped
+        sources.append(collected.source)
+        if binding:
+            bindings.append(f"{platform}: {binding}")
+    merged = Collected("; ".join(dict.fromkeys(sources)), tuple(verified.values()), tuple(skipped))
+    return requirements, merged, "; ".join(bindings) or None
 
 
 def _through_binding(

@@ -309,8 +309,9 @@ def test_a_layer_that_is_not_a_dsse_envelope_is_skipped_and_named(
 def test_an_index_is_attested_on_both_digests_and_verified_by_either(
     registry: RunningRegistry, keys: tuple[KeyPairFiles, KeyPairFiles]
 ) -> None:
-    """Subjects: the platform's manifest digest and the index digest; cosign (which asks
-    about the digest REF names: the index) and imagekit verify accept either."""
+    """Subjects: the platform's manifest digest and the index digest. cosign (which asks
+    about the digest REF names: the index) accepts either; imagekit verify accepts the
+    amd64 image, and not the index, whose arm64 image nobody audited."""
     from imagekit.attest.attach import attest_reference
 
     a, _ = keys
@@ -330,6 +331,59 @@ def test_an_index_is_attested_on_both_digests_and_verified_by_either(
     assert {str(s) for s in outcome.attestation.subjects} == {amd64.digest, index_digest}
     for reference in (index, amd64.reference, f"{registry.host}/gate/index:multi"):
         assert cosign_verify_attestation(reference, a.public, AUDIT_V1).returncode == 0, reference
-        assert _verify(reference, "--key", str(a.public))[0] == 0, reference
+    assert _verify(amd64.reference, "--key", str(a.public))[0] == 0
+    for reference in (index, f"{registry.host}/gate/index:multi"):
+        code, document = _verify(reference, "--key", str(a.public))
+        assert code == 1, reference
+        assert [r["requirement"].split(":")[0] for r in document["requirements"]
+                if not r["held"]] == ["linux/arm64"]  # fmt: skip
     # the other platform's manifest was not attested
     assert _verify(arm64.reference, "--key", str(a.public))[0] == 1
+
+
+def test_an_index_holds_only_when_each_of_its_images_does(
+    registry: RunningRegistry, keys: tuple[KeyPairFiles, KeyPairFiles], tmp_path: Path
+) -> None:
+    """An audit of the amd64 image that names the index too (as `imagekit audit IDX
+    --platform linux/amd64` signs it) is no audit of the arm64 image: the index is refused,
+    naming arm64, until arm64 has its own; a policy that names its audit platform holds the
+    index to that platform's image alone."""
+    a, _ = keys
+    with Writer(registry.host) as writer:
+        images = {
+            arch: writer.image(
+                "gate/index", f"v-{arch}", [Blob.gzip([M(f"{arch}.txt", data=arch.encode())])],
+                arch=arch,
+            )
+            for arch in ("amd64", "arm64")
+        }  # fmt: skip
+        index = parse_reference(
+            writer.index("gate/index", "v", [(images[x], f"linux/{x}") for x in images])
+        )
+    amd64, arm64 = (parse_reference(images[x].reference) for x in ("amd64", "arm64"))
+    assert index.digest is not None and amd64.digest is not None and arm64.digest is not None
+    signer = KeyFileSigner.from_file(a.private)
+    with RegistryClient() as client:
+        attest(client, amd64, [amd64.digest, index.digest], AUDIT_V1, audit_predicate(), signer)
+    code, refused = _verify(str(index), "--key", str(a.public))
+    assert code == 1, refused
+    assert refused["platforms"] == ["linux/amd64", "linux/arm64"]
+    held = {r["requirement"]: r["held"] for r in refused["requirements"]}
+    assert held == {
+        "linux/amd64: audit status in {CPU_PASS, CPU_PASS_GPU_CLI_DEFERRED}": True,
+        "linux/arm64: audit status in {CPU_PASS, CPU_PASS_GPU_CLI_DEFERRED}": False,
+    }, refused["requirements"]
+    assert "each of its images held to the policy" in refused["scope"]
+    # A policy for amd64 clusters: the index is held to its amd64 image.
+    policy = tmp_path / "amd64.yaml"
+    policy.write_text("version: 1\naudit:\n  status: [CPU_PASS]\n  platform: linux/amd64\n")
+    code, amd64_only = _verify(str(index), "--key", str(a.public), "--policy", str(policy))
+    assert code == 0, amd64_only
+    assert amd64_only["platforms"] == ["linux/amd64"]
+    # arm64 audited too (its own manifest only): the index holds.
+    arm64_audit = {**audit_predicate(), "platform": "linux/arm64"}
+    with RegistryClient() as client:
+        attest(client, arm64, [arm64.digest], AUDIT_V1, arm64_audit, signer)
+    code, accepted = _verify(str(index), "--key", str(a.public))
+    assert code == 0, accepted
+    assert all(r["held"] for r in accepted["requirements"]) and len(accepted["requirements"]) == 2

@@ -464,13 +464,11 @@ def test_the_pipeline_of_the_demo_for_amd64_and_arm64_audits_each_platform(
     assert sorted(s["digest"]["sha256"] for s in statement["subject"]) == sorted(
         d.partition(":")[2] for d in (manifests["linux/amd64"], index)
     )
-    # The gate accepts each platform's copy on its own audit.
-    for platform in TWO:
-        gate = CliRunner().invoke(
-            verify_command,
-            ["--json", f"{mirror_repo}@{manifests[platform]}", "--key", str(pair.public)],
-        )
+    # The gate accepts each platform's copy on its own audit, and the index as both.
+    for reference in (*(f"{mirror_repo}@{manifests[p]}" for p in TWO), on_mirror):
+        gate = CliRunner().invoke(verify_command, ["--json", reference, "--key", str(pair.public)])
         assert gate.exit_code == 0, gate.output
+    assert json.loads(gate.stdout)["platforms"] == TWO
 
 
 def test_a_signed_build_of_two_platforms_attests_the_index_and_each_platform(
