@@ -178,10 +178,21 @@ def test_a_content_identical_index_is_bound_whole_and_each_platform_to_its_own_s
     assert str(on_arm64["binding"]).startswith(
         f"content-identical to {registry.host}/mirror/index-src@{src['arm64'].digest}"
     )
+    # The index is held image by image: arm64's source has no audit, so neither has its copy.
+    code, on_index = _verify(dst_index, pair.public)
+    assert code == 1, on_index
+    failing = [r["requirement"] for r in on_index["requirements"] if not r["held"]]
+    assert [name.split(":")[0] for name in failing] == ["linux/arm64"], on_index
+    arm64 = parse_reference(src["arm64"].reference)
+    assert arm64.digest is not None
+    with RegistryClient() as client:
+        attest(client, arm64, [arm64.digest], AUDIT_V1, audit_predicate(), signer)
     code, on_index = _verify(dst_index, pair.public)
     assert code == 0, on_index
-    assert str(on_index["binding"]).startswith(
-        f"content-identical to {registry.host}/mirror/index-src@{src_ref.digest}"
+    assert on_index["binding"] == "; ".join(
+        f"linux/{arch}: content-identical to {registry.host}/mirror/index-src@"
+        f"{src[arch].digest} (attestation {report.attestation['envelope_digest'][7:19]})"
+        for arch in ("amd64", "arm64")
     )
     for digest_ref in (dst_index, dst["amd64"].reference, dst["arm64"].reference):
         accepted = cosign_verify_attestation(digest_ref, pair.public, MIRROR_V1)
@@ -259,5 +270,9 @@ def test_one_platform_of_an_index_is_bound_as_that_image_alone(
     assert str(on_arm64["binding"]).startswith(
         f"content-identical to {registry.host}/mirror/one-src@{src['arm64'].digest}"
     )
+    # The index: its amd64 image has neither an audit nor a binding.
     code, on_index = _verify(dst_index, pair.public)
-    assert code == 1 and on_index["binding"] is None, on_index
+    assert code == 1, on_index
+    failing = [r["requirement"] for r in on_index["requirements"] if not r["held"]]
+    assert [name.split(":")[0] for name in failing] == ["linux/amd64"], on_index
+    assert "linux/amd64" not in str(on_index["binding"])
