@@ -121,6 +121,7 @@ def schema_cmd(as_json: bool) -> None:
     "--base", "base", help="Use this pinned base instead of the plan's (REPO@sha256:...)."
 )
 @click.option("--dry-run", is_flag=True, help="Report what would change; write nothing.")
+@registry_options
 @json_option
 def pin_overlay_cmd(name: str, base: str | None, dry_run: bool, as_json: bool) -> None:
     """Fill the overlays' expected sha256 from the files in the base image."""

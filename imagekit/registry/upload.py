@@ -236,9 +236,10 @@ class _Copier:
 
     def push(self, source: BlobSource) -> None:
         """Make sure DST holds the blob: there already, mounted, or uploaded; never while
-        another thread of this client writes the same blob to the same registry
+        another thread of this process writes the same blob to the same registry
         (:func:`blob_write`)."""
         with blob_write(self.dst.registry, source.descriptor.digest):
+            self.stop.check()  # interrupted while it waited: write nothing more
             self._push(source)
 
     def _push(self, source: BlobSource) -> None:
