@@ -48,6 +48,13 @@ def _verify(reference: str, public: Path) -> tuple[int, dict[str, object]]:
     return result.exit_code, json.loads(result.stdout)
 
 
+def _failing(document: dict[str, object]) -> list[str]:
+    """The requirements `imagekit verify --json` says do not hold, by name."""
+    requirements = document["requirements"]
+    assert isinstance(requirements, list)
+    return [str(r["requirement"]) for r in requirements if not r["held"]]
+
+
 def test_mirror_copy_carries_attestations_signatures_and_referrers(
     source: tuple[Pushed, KeyPairFiles], registry: RunningRegistry, workspace: Workspace
 ) -> None:
@@ -181,7 +188,7 @@ def test_a_content_identical_index_is_bound_whole_and_each_platform_to_its_own_s
     # The index is held image by image: arm64's source has no audit, so neither has its copy.
     code, on_index = _verify(dst_index, pair.public)
     assert code == 1, on_index
-    failing = [r["requirement"] for r in on_index["requirements"] if not r["held"]]
+    failing = _failing(on_index)
     assert [name.split(":")[0] for name in failing] == ["linux/arm64"], on_index
     arm64 = parse_reference(src["arm64"].reference)
     assert arm64.digest is not None
@@ -273,6 +280,6 @@ def test_one_platform_of_an_index_is_bound_as_that_image_alone(
     # The index: its amd64 image has neither an audit nor a binding.
     code, on_index = _verify(dst_index, pair.public)
     assert code == 1, on_index
-    failing = [r["requirement"] for r in on_index["requirements"] if not r["held"]]
+    failing = _failing(on_index)
     assert [name.split(":")[0] for name in failing] == ["linux/amd64"], on_index
     assert "linux/amd64" not in str(on_index["binding"])
