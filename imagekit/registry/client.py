@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -67,6 +68,8 @@ DEFAULT_PLATFORM = Platform("linux", "amd64")
 # The errors that name a registry and repository (see _fault).
 _E = TypeVar("_E", RegistryError, DigestMismatch, ImageContentError)
 _DIGEST_IN_PATH = re.compile(r"/(?:manifests|blobs)/(sha(?:256|512):[0-9a-f]+)$")
+#: The pause before a manifest PUT refused during another writer's blob commit is sent again.
+_RACE_PAUSE_S = 0.5
 _CONTENT_RANGE = re.compile(r"bytes (\d+)-(\d+)/(\d+|\*)")
 # Attestation manifests (BuildKit provenance/SBOM) sit in indexes as platform unknown/unknown:
 # https://docs.docker.com/build/metadata/attestations/attestation-storage/
@@ -363,25 +366,35 @@ class RegistryClient:
             raise AssertionError("unreachable")  # pragma: no cover
 
         named = _DIGEST_IN_PATH.search(url.path)
-        response = self._policy.run(
-            attempt,
-            registry=registry,
-            what=what,
-            repository=repository,
-            digest=named.group(1) if named else None,
-        )
-        status = response.status_code
-        if 200 <= status < 300 or status in allow_status:
-            return response
-        body = b""
-        if method != "HEAD":
-            try:
-                body = read_limited(
-                    response, MAX_SMALL_BODY_BYTES, registry=registry, what="error body"
+        for again in (False, True):
+            response = self._policy.run(
+                attempt,
+                registry=registry,
+                what=what,
+                repository=repository,
+                digest=named.group(1) if named else None,
+            )
+            status = response.status_code
+            if 200 <= status < 300 or status in allow_status:
+                return response
+            body = b""
+            if method != "HEAD":
+                try:
+                    body = read_limited(
+                        response, MAX_SMALL_BODY_BYTES, registry=registry, what="error body"
+                    )
+                except Transient:
+                    body = b""  # the status says enough; a cut-off error body is no retry
+            response.close()
+            if not again and _blob_link_race(method, url, status, body):
+                self._say(
+                    f"{registry}: {what} was refused DIGEST_INVALID although imagekit hashed "
+                    "the manifest it sent: a registry answers so while another writer commits "
+                    "one of the manifest's blobs; sending it once more"
                 )
-            except Transient:
-                body = b""  # the status says enough; a cut-off error body is not worth a retry
-        response.close()
+                time.sleep(_RACE_PAUSE_S)
+                continue
+            break
         error = self._status_error(status, body, registry, repository, url)
         error.digest = named.group(1) if named else None
         raise error
@@ -866,6 +879,21 @@ class RegistryClient:
             diff_ids=diff_ids,
             index_manifests=index_manifests,
         )
+
+
+def _blob_link_race(method: str, url: httpx.URL, status: int, body: bytes) -> bool:
+    """A manifest PUT refused 400 DIGEST_INVALID. imagekit sends manifests whose digest it
+    computed from the very bytes sent, and blobs it uploaded before; distribution answers so
+    when its check of a blob reads the blob's link file while another writer's commit of the
+    same blob rewrites it (truncate, then write: imagekit.registry.upload.blob_write keeps
+    this process's writers apart, not other processes'). One more PUT settles it either way:
+    the registry checks everything again."""
+    return (
+        method == "PUT"
+        and "/manifests/" in url.path
+        and status == 400
+        and b"DIGEST_INVALID" in body
+    )
 
 
 def is_attestation(desc: Descriptor) -> bool:

@@ -121,7 +121,8 @@ def blob_write(registry: str, digest: Digest) -> Iterator[None]:
     of one blob at once where they share it: an attestation's envelope is a layer of each
     subject's cosign tag and of each subject's referrer, written side by side. Behind this
     guard the second writer finds the blob there and writes nothing. Other processes
-    writing the same blob are not held back (nothing here can see them).
+    writing the same blob are not held back (nothing here can see them); a manifest PUT
+    refused so is sent once more (imagekit.registry.client).
     """
     key = (api_host(registry), str(digest))
     with _write_guards_lock:

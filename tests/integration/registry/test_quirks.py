@@ -19,6 +19,7 @@ import random
 import stat
 import subprocess
 import sys
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -26,9 +27,10 @@ import pytest
 
 from imagekit.errors import RegistryError
 from imagekit.mirror import MirrorOptions, Verdict, mirror
-from imagekit.refs import parse_reference
-from imagekit.registry import RegistryClient, RetryPolicy
-from imagekit.registry.upload import copy_image
+from imagekit.refs import Digest, Reference, parse_reference
+from imagekit.registry import Descriptor, RegistryClient, RetryPolicy
+from imagekit.registry.manifest import OCI_CONFIG, OCI_MANIFEST
+from imagekit.registry.upload import BlobSource, copy_image, push_manifest
 from imagekit.workspace import Workspace
 from tests.support.faultproxy import Fault, FaultProxy
 from tests.support.media_types import OCI_TAR
@@ -52,6 +54,10 @@ HUB_429 = json.dumps(
 ).encode()
 HUB_LIMITS = {"RateLimit-Limit": "100;w=21600", "RateLimit-Remaining": "0;w=21600"}
 DENIED = b'{"errors":[{"code":"DENIED","message":"requested access to the resource is denied"}]}'
+DIGEST_INVALID = (
+    b'{"errors":[{"code":"DIGEST_INVALID","message":"provided digest did not match uploaded '
+    b'content"}]}'
+)
 
 
 def _random_layer(seed: int, size: int) -> Layer:
@@ -440,3 +446,52 @@ def test_a_copy_through_a_registry_that_is_ghcr_harbor_hub_and_nexus_at_once(
     assert proxy.fired("status") >= 11 + 2  # refused mounts and the 429s
     assert all(e.cookie is None for e in proxy.log)
     assert 1 < proxy.max_in_flight <= 4
+
+
+# ------------------------------------------------- a blob commit racing a manifest PUT
+
+
+def _small_image(client: RegistryClient, repo: Reference, salt: str) -> Digest:
+    """A manifest of one config blob, pushed to REPO through CLIENT; its digest."""
+    config = json.dumps({"architecture": "amd64", "os": "linux", "salt": salt}).encode()
+    desc = Descriptor(OCI_CONFIG, Digest.of_bytes(config), len(config))
+    body = json.dumps(
+        {
+            "schemaVersion": 2,
+            "mediaType": OCI_MANIFEST,
+            "config": {"mediaType": OCI_CONFIG, "digest": str(desc.digest), "size": desc.size},
+            "layers": [],
+        }
+    ).encode()
+    push_manifest(client, repo, body, OCI_MANIFEST, [BlobSource(desc, data=lambda: [config])])
+    return Digest.of_bytes(body)
+
+
+def test_a_manifest_refused_digest_invalid_is_sent_once_more_and_a_second_refusal_stands(
+    proxy: FaultProxy,
+) -> None:
+    """Distribution answers a manifest PUT 400 DIGEST_INVALID while another process commits
+    one of its blobs (the link file rewritten; docs/registries.md); imagekit hashed what it
+    sent, so one more PUT is worth it, said on the log. The registry cannot be made to do
+    this on demand: the proxy answers for it, once, then twice."""
+    repo = Reference(proxy.host, f"quirks/race-{os.getpid()}-{time.monotonic_ns()}")
+    proxy.set_faults(
+        Fault("status", method="PUT", path=r"/manifests/", status=400, body=DIGEST_INVALID)
+    )
+    said: list[str] = []
+    with RegistryClient(log=said.append) as client:
+        digest = _small_image(client, repo, "once")
+        assert client.head_manifest(repo, str(digest)).digest == digest  # it is there
+    puts = [e.status for e in proxy.log if e.method == "PUT" and "/manifests/" in e.path]
+    assert puts == [400, 201] and proxy.fired("status") == 1
+    assert len(said) == 1 and "sending it once more" in said[0], said
+    proxy.log.clear()
+    proxy.set_faults(
+        Fault("status", method="PUT", path=r"/manifests/", status=400, body=DIGEST_INVALID,
+              times=2)
+    )  # fmt: skip
+    with RegistryClient() as client, pytest.raises(RegistryError) as caught:
+        _small_image(client, repo, "twice")
+    assert "HTTP 400: DIGEST_INVALID" in caught.value.message
+    puts = [e.status for e in proxy.log if e.method == "PUT" and "/manifests/" in e.path]
+    assert puts == [400, 400]
