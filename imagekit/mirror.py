@@ -57,6 +57,7 @@ from imagekit.layers import (
 )
 from imagekit.refs import Digest, Platform, Reference
 from imagekit.registry import Descriptor, RegistryClient, ResolvedImage
+from imagekit.registry.client import index_images
 from imagekit.workspace import Workspace
 
 ZSTD_NOTE = (
@@ -546,10 +547,8 @@ def mirror(
                     *([src.index_digest] if src.index_digest else []),
                     *(
                         entry.digest
-                        for entry in src.index_manifests
-                        if entry.platform is not None
-                        and entry.platform.os != "unknown"
-                        and entry.digest != src.manifest_digest
+                        for entry in index_images(src.index_manifests)
+                        if entry.digest != src.manifest_digest
                     ),
                 ]
                 copy_summary["attachments"] = carry_attachments(client, src_ref, dst_ref, subjects)
@@ -597,11 +596,7 @@ _WORST_FIRST = (
 def _image_platforms(image: ResolvedImage) -> list[Platform]:
     """The platforms of an index's images, in its order (attestation manifests, whose
     platform is unknown/unknown, are no image)."""
-    return [
-        d.platform
-        for d in image.index_manifests
-        if d.platform is not None and d.platform.os != "unknown"
-    ]
+    return [d.platform for d in index_images(image.index_manifests) if d.platform is not None]
 
 
 def _every_platform(

@@ -38,7 +38,7 @@ from imagekit.attest.predicates import (
 )
 from imagekit.errors import UsageError
 from imagekit.refs import Digest, Platform, Reference, parse_platform, parse_reference
-from imagekit.registry.client import ManifestHead, RegistryClient, is_attestation
+from imagekit.registry.client import RegistryClient, index_images
 from imagekit.registry.manifest import INDEX_TYPES, Descriptor, ImageIndex, parse_manifest
 
 
@@ -259,7 +259,8 @@ def verify_image(
             head = client.head_manifest(ref, ref.identifier)
             digest = head.digest
         repo = Reference(ref.registry, ref.repository)
-        images = _index_images(client, ref, digest, policy) if _is_index(head) else None
+        is_index = head.media_type in INDEX_TYPES
+        images = _index_images(client, ref, digest, policy) if is_index else None
         if images is None:
             collected = collect(client, repo, digest, keys)
             binding, collected = _through_binding(client, collected, digest, keys)
@@ -288,10 +289,6 @@ def _requirements(policy: Policy, collected: Collected, now: datetime) -> list[R
     )
 
 
-def _is_index(head: ManifestHead) -> bool:
-    return head.media_type in INDEX_TYPES
-
-
 def _index_images(
     client: RegistryClient, ref: Reference, digest: Digest, policy: Policy
 ) -> list[tuple[Platform, Digest]]:
@@ -302,13 +299,11 @@ def _index_images(
         body, media_type, registry=ref.registry, repository=ref.repository, digest=str(digest)
     )
     assert isinstance(index, ImageIndex)  # noqa: S101 - parse_manifest's contract
-    entries = [Descriptor.from_model(m) for m in index.manifests]
     images = [
         (entry.platform, entry.digest)
-        for entry in entries
-        if entry.platform is not None and not is_attestation(entry)
-        and entry.platform.os != "unknown"
-    ]  # fmt: skip
+        for entry in index_images(Descriptor.from_model(m) for m in index.manifests)
+        if entry.platform is not None
+    ]
     wanted = policy.audit.platform if policy.audit is not None else None
     if wanted:
         want = parse_platform(wanted)

@@ -27,10 +27,9 @@ from pathlib import Path
 
 from python_on_whales.exceptions import DockerException
 
-from imagekit.build.assemble.guard import guard_overlays
-from imagekit.build.assemble.index import IndexStore
 from imagekit.build.buildkit import ensure_base
 from imagekit.errors import CheckFailed, EngineUnavailable, PlanError
+from imagekit.plans.bump import guard_platforms
 from imagekit.plans.plan import LoadedPlan, Overlay, load_plan, plan_path
 from imagekit.registry import RegistryClient
 from imagekit.runtime.engine import Engine, connect, engine_errors
@@ -137,22 +136,20 @@ def _from_registry(loaded: LoadedPlan) -> list[PinnedOverlay]:
     from the registry, with the registry builder's guard (links followed as COPY follows
     them; nothing pulled). One ``replaces`` holds for every platform, so the platforms must
     have the same there; where they differ nothing is pinned."""
-    found: dict[int, dict[str, str]] = {}
     with RegistryClient() as client:
-        store = IndexStore(None)
-        for platform in loaded.platforms:
-            image = client.resolve(loaded.base, platform)
-            checks, _ = guard_overlays(client, image, loaded.plan.steps, store)
-            for check in checks:
-                if check.verdict == "blocked":
-                    raise PlanError(
-                        f"{check.destination} resolves in the {platform} base to a path the "
-                        f"runtime mounts over ({check.found})",
-                        path=str(loaded.path),
-                        key=f"steps[{check.step}].destination",
-                        hint="overlay another path",
-                    )
-                found.setdefault(check.step, {})[str(platform)] = check.found
+        guarded = guard_platforms(client, loaded, loaded.base)
+    found: dict[int, dict[str, str]] = {}
+    for guard in guarded:
+        for check in guard.checks:
+            if check.verdict == "blocked":
+                raise PlanError(
+                    f"{check.destination} resolves in the {guard.platform} base to a path the "
+                    f"runtime mounts over ({check.found})",
+                    path=str(loaded.path),
+                    key=f"steps[{check.step}].destination",
+                    hint="overlay another path",
+                )
+            found.setdefault(check.step, {})[str(guard.platform)] = check.found
     results = []
     for index, step in enumerate(loaded.plan.steps):
         if not isinstance(step, Overlay):

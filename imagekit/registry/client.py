@@ -12,7 +12,7 @@ import hashlib
 import json
 import re
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, TypeVar
@@ -906,6 +906,12 @@ def is_attestation(desc: Descriptor) -> bool:
     )
 
 
+def index_images(entries: Iterable[Descriptor]) -> list[Descriptor]:
+    """The entries of an index that are images: those with a platform that are no
+    attestation manifest, in the index's order."""
+    return [e for e in entries if e.platform is not None and not is_attestation(e)]
+
+
 def select_platform(
     index: ImageIndex,
     want: Platform,
@@ -920,8 +926,7 @@ def select_platform(
     An exact variant match wins; a request without variant takes the first entry of that
     os/architecture (an entry without variant before one with).
     """
-    entries = [Descriptor.from_model(m) for m in index.manifests]
-    usable = [e for e in entries if e.platform is not None and not is_attestation(e)]
+    usable = index_images(Descriptor.from_model(m) for m in index.manifests)
     matches = [
         e
         for e in usable
