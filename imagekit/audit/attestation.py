@@ -10,19 +10,14 @@ from pathlib import Path
 from typing import Any
 
 from imagekit.attest.attach import AttestOutcome, attest_reference
-from imagekit.attest.predicates import (
-    AUDIT_V1,
-    COSIGN_VULN_V1,
-    AuditCheck,
-    AuditPredicate,
-    AuditVulnerabilities,
-)
 from imagekit.attest.signer import Signer
 from imagekit.audit.report import AuditVerdict, ProbeReport
-from imagekit.audit.runner import EngineImage
 from imagekit.audit.vulns import VulnScan
+from imagekit.kinds.audit import AUDIT_V1, AuditCheck, AuditPredicate, AuditVulnerabilities
+from imagekit.kinds.vulnerability_scan import COSIGN_VULN_V1
 from imagekit.refs import Digest, Reference
 from imagekit.registry.client import RegistryClient
+from imagekit.runtime.images import EngineImage
 from imagekit.version import __version__
 
 

@@ -29,11 +29,8 @@ from imagekit.audit.report import (
 )
 from imagekit.audit.runner import (
     DEFAULT_TIMEOUT_S,
-    EngineImage,
     Limits,
-    ProbeRun,
     read_report,
-    resolve_image,
     run_in_container,
 )
 from imagekit.audit.runner import run_on_host as _run_on_host
@@ -50,7 +47,9 @@ from imagekit.ledger import (
     append_record,
 )
 from imagekit.refs import Reference
+from imagekit.runtime.container import ProcessRun
 from imagekit.runtime.engine import Engine, connect, execution_for
+from imagekit.runtime.images import EngineImage, resolve_image
 from imagekit.workspace import Workspace
 
 
@@ -87,7 +86,7 @@ class AuditResult:
     report_path: Path
     summary_path: Path
     ledger_seqs: tuple[int, ...]
-    probe_run: ProbeRun | None = None
+    probe_run: ProcessRun | None = None
     # How python3 ended when that is not the usual exit 0 ("python3 exited 1 after ...").
     probe_note: str | None = None
     fail_on: FailOn = "findings"
@@ -185,7 +184,7 @@ def _tag_resolution(image: EngineImage) -> dict[str, str] | None:
     }
 
 
-def _probe_run_json(run: ProbeRun | None, note: str | None) -> dict[str, Any]:
+def _probe_run_json(run: ProcessRun | None, note: str | None) -> dict[str, Any]:
     """How the probe ran: its exit, how much it printed, what was kept (and where)."""
     if run is None:
         return {}
@@ -385,7 +384,7 @@ def audit(
         folder = (request.plan or "host-audit", f"host-{socket.gethostname()}")
         run_dir = evidence.new_run_dir(workspace.evidence_dir, *folder)
         evidence.write_json(run_dir / "spec.json", spec)
-        run: ProbeRun = _run_on_host(spec, run_dir=run_dir, timeout_s=request.timeout_s)
+        run: ProcessRun = _run_on_host(spec, run_dir=run_dir, timeout_s=request.timeout_s)
     else:
         if not request.ref:
             raise CouldNotFinish("no image to audit", hint="give REF, or --host")

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from imagekit.audit.runner import PROBE_IN_CONTAINER, EngineImage, Limits, container_argv
+from imagekit.audit.runner import PROBE_IN_CONTAINER, Limits, container_argv
 from imagekit.refs import parse_reference
+from imagekit.runtime.images import EngineImage
 
 
 def test_container_is_locked_down() -> None:

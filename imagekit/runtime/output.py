@@ -1,10 +1,11 @@
-"""The probe's raw output: read with a bound, streamed to evidence, its report found at its end.
+"""A process's raw output: read with a bound, streamed to evidence, its report found at its end.
 
-The image under audit chooses what its python3 prints, so nothing it prints may decide how
-much memory or disk the audit takes. Each stream (stdout, stderr) is read to its end on a
-thread of its own, every byte counted: the first ``FILE_CAP`` bytes go to its evidence file
-as they arrive (``probe-stdout.raw``), and only the last ``TAIL_CAP`` bytes stay in memory,
-which is where the probe's report is (its last line). A longer stream keeps its first part
+The image under test chooses what its processes print (the audit's probe, the GPU
+preflight's ranks), so nothing they print may decide how much memory or disk imagekit takes.
+Each stream (stdout, stderr) is read to its end on a thread of its own, every byte
+counted: the first ``FILE_CAP`` bytes go to its evidence file as they arrive
+(``probe-stdout.raw``), and only the last ``TAIL_CAP`` bytes stay in memory, which is where
+the probe's report is (its last line). A longer stream keeps its first part
 as ``probe-stdout.first-128MiB.raw`` and its last part as ``probe-stdout.last-32MiB.raw``,
 and says how many bytes in between were read but kept nowhere. The names say what the files
 hold: raw bytes, not a JSON document (whatever the image printed).
