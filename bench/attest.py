@@ -46,7 +46,7 @@ PREDICATE_TYPE = "https://imagekit.dev/attestation/audit/v1"
 
 
 def _predicate(n: int) -> dict[str, Any]:
-    from imagekit.attest.predicates import AuditPredicate, AuditVulnerabilities
+    from imagekit.kinds.audit import AuditPredicate, AuditVulnerabilities
 
     return AuditPredicate(
         status="CPU_PASS",

@@ -1,89 +1,36 @@
 """imagekit: build, audit, mirror and record the container images that serve large models.
 
-The public face: the names in ``__all__``, each loaded on first use (PEP 562), so that
-``import imagekit`` (and so the CLI's start-up) loads no stage. docs/API.md shows each with
-an example; everything else under ``imagekit.`` is internal and may move.
+The public face: the names imported in ``imagekit/__init__.pyi``, the one list of them. Type
+checkers read that stub; at import this module reads it too (a few dozen lines, parsed with
+``ast``) and hands each name out on first use (PEP 562), so that ``import imagekit`` (and so
+the CLI's start-up) loads no stage. ``__all__`` is the stub's names, sorted
+them (by code point). docs/API.md shows each with an example; everything else under ``imagekit.`` is
+internal and may move.
 """
 
 from __future__ import annotations
 
+import ast
 import importlib
-from typing import TYPE_CHECKING, Any
+from pathlib import Path
+from typing import Any
 
-from imagekit.version import __version__
+from imagekit.version import __version__ as __version__
 
-__all__ = [
-    "AuditRequest",
-    "AuditResult",
-    "AuditStatus",
-    "AuditTimeout",
-    "BuildFailed",
-    "BuildOptions",
-    "BuiltImage",
-    "CheckFailed",
-    "CouldNotFinish",
-    "ImagekitError",
-    "GateResult",
-    "Ledger",
-    "LedgerRecord",
-    "LoadedPlan",
-    "MirrorOptions",
-    "MirrorReport",
-    "MirrorVerdict",
-    "Platform",
-    "PullResult",
-    "RecordRefused",
-    "ResolvedImage",
-    "UsageError",
-    "VerifyReport",
-    "Workspace",
-    "__version__",
-    "audit_image",
-    "build_image",
-    "final_pull",
-    "inspect_image",
-    "load_plan",
-    "verify_image",
-    "verify_mirror",
-]
 
-# Public name -> (module, its name there).
-_WHERE: dict[str, tuple[str, str]] = {
-    # the calls
-    "audit_image": ("imagekit.api", "audit_image"),
-    "build_image": ("imagekit.api", "build_image"),
-    "final_pull": ("imagekit.api", "final_pull"),
-    "inspect_image": ("imagekit.api", "inspect_image"),
-    "load_plan": ("imagekit.api", "load_plan"),
-    "verify_mirror": ("imagekit.api", "verify_mirror"),
-    "verify_image": ("imagekit.attest.gate", "verify_image"),
-    "Ledger": ("imagekit.ledger.ledger", "Ledger"),
-    "Workspace": ("imagekit.workspace", "Workspace"),
-    # their options and results
-    "AuditRequest": ("imagekit.audit.stage", "AuditRequest"),
-    "AuditResult": ("imagekit.audit.stage", "AuditResult"),
-    "AuditStatus": ("imagekit.audit.report", "AuditStatus"),
-    "BuildOptions": ("imagekit.build.options", "BuildOptions"),
-    "BuiltImage": ("imagekit.build.built", "BuiltImage"),
-    "GateResult": ("imagekit.attest.gate", "GateResult"),
-    "LedgerRecord": ("imagekit.ledger.record", "LedgerRecord"),
-    "LoadedPlan": ("imagekit.plans.plan", "LoadedPlan"),
-    "MirrorOptions": ("imagekit.mirror", "MirrorOptions"),
-    "MirrorReport": ("imagekit.mirror", "MirrorReport"),
-    "MirrorVerdict": ("imagekit.mirror", "Verdict"),
-    "Platform": ("imagekit.refs", "Platform"),
-    "PullResult": ("imagekit.pull", "PullResult"),
-    "ResolvedImage": ("imagekit.registry.client", "ResolvedImage"),
-    "VerifyReport": ("imagekit.ledger.verify", "VerifyReport"),
-    # the errors (imagekit/errors.py: the class gives the exit code)
-    "AuditTimeout": ("imagekit.errors", "AuditTimeout"),
-    "BuildFailed": ("imagekit.errors", "BuildFailed"),
-    "CheckFailed": ("imagekit.errors", "CheckFailed"),
-    "CouldNotFinish": ("imagekit.errors", "CouldNotFinish"),
-    "ImagekitError": ("imagekit.errors", "ImagekitError"),
-    "RecordRefused": ("imagekit.errors", "RecordRefused"),
-    "UsageError": ("imagekit.errors", "UsageError"),
-}
+def _face() -> dict[str, tuple[str, str]]:
+    """Public name -> (module, its name there), read from the stub beside this file."""
+    tree = ast.parse(Path(__file__).with_suffix(".pyi").read_text())
+    where: dict[str, tuple[str, str]] = {}
+    for node in tree.body:
+        if isinstance(node, ast.ImportFrom) and node.module:
+            for alias in node.names:
+                where[alias.asname or alias.name] = (node.module, alias.name)
+    return where
+
+
+_WHERE = _face()
+__all__ = sorted(_WHERE)
 
 
 def __getattr__(name: str) -> Any:
@@ -97,38 +44,3 @@ def __getattr__(name: str) -> Any:
 
 def __dir__() -> list[str]:
     return sorted({*globals(), *__all__})
-
-
-if TYPE_CHECKING:  # what type checkers and editors see; nothing of this runs
-    from imagekit.api import (
-        audit_image,
-        build_image,
-        final_pull,
-        inspect_image,
-        load_plan,
-        verify_mirror,
-    )
-    from imagekit.attest.gate import GateResult, verify_image
-    from imagekit.audit.report import AuditStatus
-    from imagekit.audit.stage import AuditRequest, AuditResult
-    from imagekit.build.built import BuiltImage
-    from imagekit.build.options import BuildOptions
-    from imagekit.errors import (
-        AuditTimeout,
-        BuildFailed,
-        CheckFailed,
-        CouldNotFinish,
-        ImagekitError,
-        RecordRefused,
-        UsageError,
-    )
-    from imagekit.ledger.ledger import Ledger
-    from imagekit.ledger.record import LedgerRecord
-    from imagekit.ledger.verify import VerifyReport
-    from imagekit.mirror import MirrorOptions, MirrorReport
-    from imagekit.mirror import Verdict as MirrorVerdict
-    from imagekit.plans.plan import LoadedPlan
-    from imagekit.pull import PullResult
-    from imagekit.refs import Platform
-    from imagekit.registry.client import ResolvedImage
-    from imagekit.workspace import Workspace

@@ -35,7 +35,6 @@ import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
-from enum import StrEnum
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -46,6 +45,7 @@ from imagekit.attest.signer import KeyFileSigner, Signer
 from imagekit.errors import CheckFailed, ImagekitError, UsageError
 from imagekit.evidence import new_run_dir, write_json
 from imagekit.interrupt import Stop, interrupted, wait_all
+from imagekit.kinds.mirror import MirrorVerdict as Verdict
 from imagekit.layers import (
     RESTART,
     Compression,
@@ -64,14 +64,6 @@ ZSTD_NOTE = (
     "DST has zstd layers: Docker Engine before 23.0 cannot pull them (20.10 fails with "
     '"archive/tar: invalid tar header"); containerd and Docker 23.0+ can'
 )
-
-
-class Verdict(StrEnum):
-    IDENTICAL = "identical"
-    CONTENT_IDENTICAL = "content-identical"
-    CONFIG_DIFFERS = "config-differs"
-    MISMATCH = "mismatch"
-    ERROR = "error"
 
 
 class Progress(Protocol):

@@ -12,8 +12,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from imagekit.attest.attach import AttestOutcome, attest_reference
-from imagekit.attest.predicates import FINAL_PULL_V1, FinalPullPredicate
 from imagekit.attest.signer import Signer
+from imagekit.kinds.final_pull import FINAL_PULL_V1, FinalPullPredicate
 from imagekit.refs import Digest, Platform, Reference
 from imagekit.version import __version__
 

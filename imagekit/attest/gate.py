@@ -23,39 +23,17 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from imagekit.attest.collect import Collected, Skipped, VerifiedAttestation, collect
 from imagekit.attest.keys import PublicKey, load_public_key
-from imagekit.attest.mirror_binding import BINDING_VERDICTS
-from imagekit.attest.policy import DEFAULT_POLICY, Policy, age_seconds, load_policy
-from imagekit.attest.predicates import (
-    AUDIT_V1,
-    MIRROR_V1,
-    SLSA_PROVENANCE_V1,
-    AuditPredicate,
-    MirrorPredicate,
-)
+from imagekit.attest.policy import DEFAULT_POLICY, load_policy, rules
+from imagekit.attest.rules import Requirement
 from imagekit.errors import UsageError
+from imagekit.kinds.mirror import BINDING_VERDICTS, MIRROR_V1, MirrorPredicate
 from imagekit.refs import Digest, Platform, Reference, parse_platform, parse_reference
 from imagekit.registry.client import RegistryClient, index_images
 from imagekit.registry.manifest import INDEX_TYPES, Descriptor, ImageIndex, parse_manifest
-
-
-@dataclass(frozen=True)
-class Requirement:
-    name: str
-    held: bool
-    why: str
-    attestation: Digest | None = None
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "requirement": self.name,
-            "held": self.held,
-            "why": self.why,
-            "attestation": str(self.attestation) if self.attestation else None,
-        }
 
 
 @dataclass(frozen=True)
@@ -117,125 +95,6 @@ class GateResult:
         }
 
 
-def _audits(collected: Collected) -> list[tuple[VerifiedAttestation, AuditPredicate | None]]:
-    found: list[tuple[VerifiedAttestation, AuditPredicate | None]] = []
-    for attestation in collected.verified:
-        if attestation.predicate_type != AUDIT_V1:
-            continue
-        predicate: AuditPredicate | None
-        try:
-            predicate = AuditPredicate.model_validate(attestation.statement.predicate)
-        except ValidationError:
-            predicate = None
-        found.append((attestation, predicate))
-    return found
-
-
-def _age_s(predicate: AuditPredicate, now: datetime) -> float | None:
-    try:
-        at = datetime.strptime(predicate.audited_at, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
-    except ValueError:
-        return None
-    return (now - at).total_seconds()
-
-
-def _newest_audit(
-    collected: Collected,
-) -> tuple[VerifiedAttestation | None, AuditPredicate | None, list[str]]:
-    """The newest signed audit of this digest (by its signed audited_at): a later audit
-    supersedes an earlier one, so a pass followed by a failure is a failure."""
-    newest: tuple[VerifiedAttestation, AuditPredicate] | None = None
-    unreadable = []
-    for attestation, predicate in _audits(collected):
-        if predicate is None:
-            unreadable.append(f"{attestation.envelope_digest.short}: not an imagekit audit/v1")
-            continue
-        if newest is None or predicate.audited_at >= newest[1].audited_at:
-            newest = (attestation, predicate)
-    if newest is None:
-        return None, None, unreadable
-    return newest[0], newest[1], unreadable
-
-
-def _audit_requirement(policy: Policy, collected: Collected, now: datetime) -> list[Requirement]:
-    rule = policy.audit
-    if rule is None:
-        return []
-    name = f"audit status in {{{', '.join(rule.status)}}}"
-    if rule.platform:
-        name += f" on {rule.platform}"
-    if rule.max_age:
-        name += f", at most {rule.max_age} old"
-    attestation, predicate, unreadable = _newest_audit(collected)
-    if attestation is None or predicate is None:
-        why = "no audit attestation signed by the keys given for this digest"
-        return [Requirement(name, False, "; ".join([why, *unreadable]))]
-    problems = []
-    if predicate.status not in rule.status:
-        problems.append(f"status {predicate.status}")
-    if rule.platform and predicate.platform != rule.platform:
-        problems.append(f"platform {predicate.platform}")
-    age = _age_s(predicate, now)
-    if rule.max_age and (age is None or age > age_seconds(rule.max_age)):
-        problems.append(f"audited at {predicate.audited_at}, older than {rule.max_age}")
-    where = attestation.envelope_digest
-    if problems:
-        return [
-            Requirement(
-                name, False, f"the newest audit {where.short}: {', '.join(problems)}", where
-            )
-        ]
-    return [Requirement(name, True, f"{predicate.status} ({predicate.scope})", where)]
-
-
-def _vulnerability_requirement(policy: Policy, collected: Collected) -> list[Requirement]:
-    rule = policy.vulnerabilities
-    if rule is None:
-        return []
-    name = f"vulnerabilities: {rule}"
-    attestation, predicate, _ = _newest_audit(collected)
-    if attestation is None or predicate is None:
-        return [Requirement(name, False, "no signed vulnerability scan for this digest")]
-    vulns = predicate.vulnerabilities
-    where = attestation.envelope_digest
-    if vulns.status in ("unknown", "skipped"):
-        return [Requirement(name, False, f"the scan was {vulns.status} ({vulns.reason})", where)]
-    count = vulns.findings if rule == "none" else vulns.fixable
-    said = f"{vulns.findings} finding(s), {vulns.fixable} fixable"
-    if count:
-        return [Requirement(name, False, f"{said} ({', '.join(vulns.finding_ids)})", where)]
-    return [Requirement(name, True, f"{vulns.status}: {said}", where)]
-
-
-def _provenance_requirement(policy: Policy, collected: Collected) -> list[Requirement]:
-    rule = policy.provenance
-    if rule is None:
-        return []
-    parts = [f"plan {rule.plan}" if rule.plan else "", f"base {rule.base}" if rule.base else ""]
-    name = "provenance from " + " on ".join(p for p in parts if p)
-    reasons = []
-    for attestation in collected.verified:
-        if attestation.predicate_type != SLSA_PROVENANCE_V1:
-            continue
-        definition = attestation.statement.predicate.get("buildDefinition") or {}
-        parameters = definition.get("externalParameters") or {}
-        plan = (parameters.get("plan") or {}).get("name")
-        bases = {
-            f"sha256:{dep.get('digest', {}).get('sha256')}"
-            for dep in definition.get("resolvedDependencies") or []
-            if isinstance(dep, dict)
-        }
-        problems = []
-        if rule.plan and plan != rule.plan:
-            problems.append(f"plan {plan}")
-        if rule.base and rule.base not in bases:
-            problems.append("another base")
-        if not problems:
-            return [Requirement(name, True, "SLSA v1 provenance", attestation.envelope_digest)]
-        reasons.append(f"{attestation.envelope_digest.short}: {', '.join(problems)}")
-    return [Requirement(name, False, "; ".join(reasons) or "no signed SLSA v1 provenance")]
-
-
 def verify_image(
     reference: str,
     key_paths: Sequence[Path],
@@ -281,16 +140,18 @@ def verify_image(
     )
 
 
-def _requirements(policy: Policy, collected: Collected, now: datetime) -> list[Requirement]:
-    return (
-        _audit_requirement(policy, collected, now)
-        + _vulnerability_requirement(policy, collected)
-        + _provenance_requirement(policy, collected)
-    )
+def _requirements(policy: BaseModel, collected: Collected, now: datetime) -> list[Requirement]:
+    """Every rule of the policy held against one image's attestations, in order."""
+    return [found for rule in rules(policy) for found in rule.evaluate(collected, now)]
+
+
+def _wanted_platform(policy: BaseModel) -> str | None:
+    """The platform a rule of the policy requires (an index is then held on that image)."""
+    return next((rule.platform for rule in rules(policy) if rule.platform), None)
 
 
 def _index_images(
-    client: RegistryClient, ref: Reference, digest: Digest, policy: Policy
+    client: RegistryClient, ref: Reference, digest: Digest, policy: BaseModel
 ) -> list[tuple[Platform, Digest]]:
     """The index's images (attestation manifests are none), by platform; only the audit
     platform's where the policy names one (an index without one: the caller says so)."""
@@ -304,7 +165,7 @@ def _index_images(
         for entry in index_images(Descriptor.from_model(m) for m in index.manifests)
         if entry.platform is not None
     ]
-    wanted = policy.audit.platform if policy.audit is not None else None
+    wanted = _wanted_platform(policy)
     if wanted:
         want = parse_platform(wanted)
         images = [
@@ -320,13 +181,13 @@ def _each_image(
     repo: Reference,
     images: list[tuple[Platform, Digest]],
     keys: tuple[PublicKey, ...],
-    policy: Policy,
+    policy: BaseModel,
     now: datetime,
 ) -> tuple[list[Requirement], Collected, str | None]:
     """Every image of an index held to the policy on its own attestations; each requirement
     named with its platform. An index with no image to hold is a requirement not held."""
     if not images:
-        wanted = policy.audit.platform if policy.audit is not None else None
+        wanted = _wanted_platform(policy)
         why = f"the index has no {wanted} image" if wanted else "the index lists no image"
         return (
             [Requirement("an image to hold to the policy", False, why)],

@@ -22,18 +22,19 @@ from datetime import UTC, datetime
 from typing import Any
 
 from imagekit.attest.attach import AttestOutcome, attest, attest_reference
-from imagekit.attest.predicates import (
+from imagekit.attest.signer import Signer
+from imagekit.errors import RegistryError
+from imagekit.kinds.mirror import (
+    BINDING_VERDICTS,
     MIRROR_V1,
     MirroredImage,
     MirroredPlatform,
     MirrorPredicate,
 )
-from imagekit.attest.signer import Signer
-from imagekit.errors import RegistryError
 from imagekit.refs import Digest, Platform, Reference, parse_reference
 from imagekit.version import __version__
 
-BINDING_VERDICTS = ("identical", "content-identical")
+__all__ = ["BINDING_VERDICTS", "attest_mirror"]
 
 
 def _image(resolution: dict[str, Any]) -> MirroredImage:

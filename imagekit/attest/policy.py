@@ -13,66 +13,89 @@ digest verified::
     provenance:                                       # optional: SLSA v1 from imagekit build
       plan: demo
       base: sha256:...
+    gpu_preflight:                                    # optional: imagekit gpu-preflight
+      status: [GPU_PREFLIGHT_PASS]
+      min_gpus: 8
+      gpu_name: H20
+      max_age: 30d
 
+Each key is the requirement a kind of record registers (imagekit.kinds: its spec's
+``policy``), and each becomes one rule (imagekit.attest.rules) the gate holds the image to.
 Without --policy, the default is the audit requirement alone with the two passing statuses.
 """
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
+from imagekit.attest.rules import Rule, age_seconds
 from imagekit.errors import PolicyError
+from imagekit.kinds import KINDS
+from imagekit.kinds.audit import PASSING
 
-PASSING = ("CPU_PASS", "CPU_PASS_GPU_CLI_DEFERRED")
-_AGE = re.compile(r"^(\d+)([smhd])$")
-_UNIT = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+POLICY_V1 = "https://imagekit.dev/policy/v1"
 
-
-def age_seconds(text: str) -> int:
-    match = _AGE.fullmatch(text.strip())
-    if match is None:
-        raise ValueError(f"{text!r} is not an age such as 90m, 24h or 7d")
-    return int(match.group(1)) * _UNIT[match.group(2)]
-
-
-class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class AuditRequirement(_Model):
-    status: tuple[str, ...] = Field(default=PASSING, min_length=1)
-    platform: str | None = None
-    max_age: str | None = Field(default=None, description="90m, 24h, 7d: the audit's age")
-
-    @field_validator("max_age")
-    @classmethod
-    def _age(cls, value: str | None) -> str | None:
-        if value is not None:
-            age_seconds(value)
-        return value
+__all__ = [
+    "DEFAULT_POLICY",
+    "PASSING",
+    "POLICY_V1",
+    "Policy",
+    "age_seconds",
+    "load_policy",
+    "rules",
+]
 
 
-class ProvenanceRequirement(_Model):
-    plan: str | None = None
-    base: str | None = Field(default=None, description="the base image's manifest digest")
+def _policy_model() -> type[BaseModel]:
+    """The policy file's model: ``version`` and one optional key a kind that registers a
+    requirement (imagekit.kinds), in the registry's order."""
+    fields: dict[str, Any] = {"version": (Literal[1], 1)}
+    for spec in KINDS:
+        entry = spec.policy
+        if entry is None:
+            continue
+        description = entry.description or None
+        if entry.default is not None:
+            field = Field(default_factory=entry.default, description=description)
+        else:
+            field = Field(default=None, description=description)
+        fields[entry.key] = (entry.annotation, field)
+    model: type[BaseModel] = create_model(
+        "Policy", __config__=ConfigDict(extra="forbid", frozen=True), **fields
+    )
+    return model
 
 
-class Policy(_Model):
-    version: Literal[1] = 1
-    audit: AuditRequirement | None = Field(default_factory=AuditRequirement)
-    vulnerabilities: Literal["none", "none-fixable"] | None = None
-    provenance: ProvenanceRequirement | None = None
-
-
+Policy = _policy_model()
 DEFAULT_POLICY = Policy()
 
 
-def load_policy(path: Path) -> Policy:
+def requirement(policy: BaseModel, key: str) -> Any:
+    """What POLICY requires under KEY (None when nothing): the model is built from the
+    registry, so its fields are read by name."""
+    if key not in type(policy).model_fields:
+        raise KeyError(f"a policy has no requirement {key!r}")
+    return getattr(policy, key)
+
+
+def rules(policy: BaseModel) -> list[Rule]:
+    """The rules POLICY makes: one a requirement it names, in the registry's order."""
+    made: list[Rule] = []
+    for spec in KINDS:
+        entry = spec.policy
+        if entry is None:
+            continue
+        value = requirement(policy, entry.key)
+        if value is not None:
+            made.append(entry.rule(value))
+    return made
+
+
+def load_policy(path: Path) -> BaseModel:
     """Read and validate a policy file; bad input names the file and the key."""
     try:
         text = path.read_text()

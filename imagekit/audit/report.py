@@ -22,25 +22,13 @@ from packaging.utils import canonicalize_name
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from imagekit.errors import CouldNotFinish
+from imagekit.kinds.audit import AuditStatus
 
 SCOPE = "CPU-only checks, no weights loaded, no GPU test"
 HOST_SCOPE = (
     "checks of the current Python environment on this host, no weights loaded, no GPU "
     "service test (the GPU was only queried for its compute capability)"
 )
-
-
-class AuditStatus(StrEnum):
-    """The audit's overall status, best first; the one vocabulary every module imports."""
-
-    CPU_PASS = "CPU_PASS"  # noqa: S105 - a status, not a password
-    CPU_PASS_GPU_CLI_DEFERRED = "CPU_PASS_GPU_CLI_DEFERRED"  # noqa: S105
-    CPU_CHECK_INCOMPLETE = "CPU_CHECK_INCOMPLETE"
-
-    @property
-    def accepted(self) -> bool:
-        """Whether an image may go on: a deferred GPU CLI is still a CPU pass."""
-        return self is not AuditStatus.CPU_CHECK_INCOMPLETE
 
 
 def audit_rank(status: str | None) -> int:

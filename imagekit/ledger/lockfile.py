@@ -4,7 +4,9 @@ The ledger is the history; the lock is the answer to "what is accepted now, and 
 proved about it?", in the shape of the public MiniMax-M3 image lock: per plan, the upstream
 base (source tag, index digest, platform, manifest and config digests, compressed layer bytes,
 layer digests), the base content verification verdict and its sentence, the prepared image's
-manifest and config digests, the CPU audit status, the prepared image's key versions
+manifest and config digests, the CPU audit status (and each kind's column of the newest
+verdict about the prepared image: the vulnerability scan, ``gpu_preflight_status``, as each
+kind's spec in imagekit.kinds names it), the prepared image's key versions
 (``prepared_versions``, from that audit's record; null for a distribution it found absent),
 the destination status, the final pull (and the newest engine and containerd final pulls side
 by side), and the rejected attempts kept as investigations.
@@ -13,7 +15,8 @@ A plan of several platforms is built as one index with a ``build`` record a plat
 naming the index) and one ``push`` record of the index. Its current state is that whole
 build: ``prepared_image`` names the index, its push, and under ``platforms`` each platform's
 build, manifest and config; ``upstream_base`` gives the base's image of each platform;
-``audit``, ``vulnerability_scan`` and ``prepared_versions`` are given a platform (each the
+each kind's column (``audit``, ``vulnerability_scan``, ...) and ``prepared_versions`` are
+given a platform (each the
 newest about that platform's own image). The mirror verdict and the final pulls are of the
 index.
 
@@ -34,15 +37,15 @@ from typing import Any, ClassVar
 
 from imagekit.errors import LedgerBroken
 from imagekit.evidence import utc_stamp
+from imagekit.kinds import KINDS, kind
+from imagekit.kinds.build import BUILD
 from imagekit.ledger.record import (
     AuditDetails,
-    AuditedImageDetails,
     BuildDetails,
     FinalPullDetails,
     LedgerRecord,
     MirrorDetails,
     PushDetails,
-    RejectedBuildDetails,
 )
 from imagekit.ledger.store import Entry, Line, passes
 from imagekit.ledger.verify import VerifyReport, verify_lines
@@ -59,7 +62,6 @@ _BASE_KEYS = (
     "compressed_layer_bytes",
     "layer_digests",
 )
-_FAILED = {"failed", "mismatch", "error", "rejected", "config-differs"}
 
 
 @dataclass(frozen=True)
@@ -203,17 +205,18 @@ def _mirror_verdict(entry: Entry | None) -> Any:
     }
 
 
-def _status_of(candidates: list[Entry], kind: str, ids: set[str]) -> Any:
-    """The newest audit or vulnerability scan of the image (never of an earlier build)."""
-    entry = _latest(e for e in candidates if e.record.kind == kind and _concerns(e.record, ids))
+def _status_of(candidates: list[Entry], name: str, ids: set[str]) -> Any:
+    """The newest record of kind NAME about the image (never about an earlier build): its
+    status, scope and where it is; a kind's lock column (imagekit.kinds)."""
+    entry = _latest(e for e in candidates if e.record.kind == name and _concerns(e.record, ids))
     if entry is None or not ids:
         return NOT_RECORDED
     found = {"status": entry.record.status, "scope": entry.record.scope, **_ref(entry)}
     # An audit's verdict depends on the profile it ran with (a generic CPU_PASS and a vllm
     # CPU_CHECK_INCOMPLETE can both be true of one image): the lock names it.
-    info: AuditedImageDetails = entry.record.info
-    if info.profile is not None:
-        found["profile"] = info.profile
+    profile = getattr(entry.record.info, "profile", None)
+    if profile is not None:
+        found["profile"] = profile
     return found
 
 
@@ -234,20 +237,20 @@ def _prepared_versions(candidates: list[Entry], ids: set[str]) -> Any:
 
 
 def _investigations(entries: list[Entry], current: set[int]) -> list[dict[str, Any]]:
-    """Rejected and failed attempts and superseded builds: kept in the lock, never hidden."""
+    """Rejected and failed attempts and superseded builds: kept in the lock, never hidden.
+
+    A record is a failed attempt when its kind's spec says its status failed
+    (imagekit.kinds), whatever stage made it; the reason is the record's own sentence."""
     found = []
     for entry in entries:
         rec = entry.record
         reason: str | None = None
-        if rec.kind == "rejected-build":
-            rejected: RejectedBuildDetails = rec.info
-            reason = rejected.reason or rec.scope or "rejected build"
-        elif rec.kind == "build" and rec.seq not in current:
+        if kind(rec.kind).failed(rec.status):
+            info = rec.info
+            said = getattr(info, "reason", None) or getattr(info, "message", None)
+            reason = said or rec.scope or rec.status
+        elif rec.kind == BUILD.name and rec.seq not in current:
             reason = "superseded by a later build"
-        elif rec.kind == "mirror-verify" and rec.status in _FAILED:
-            reason = rec.info.message or rec.scope or rec.status
-        elif rec.kind in ("final-pull", "audit") and rec.status in _FAILED:
-            reason = rec.scope or rec.status
         if reason is not None:
             found.append(
                 {
@@ -381,17 +384,15 @@ def _render_plan(entries: list[Entry], unplanned: list[Entry]) -> dict[str, Any]
     if group:
         # Each platform's audit is of its own image: one platform's pass is not another's.
         by_platform = {str(e.record.info.platform): _platform_ids(e) for e in group}
-        section["audit"] = {p: _status_of(candidates, "audit", i) for p, i in by_platform.items()}
+        for column, name in _COLUMNS:
+            section[column] = {p: _status_of(candidates, name, i) for p, i in by_platform.items()}
         section["prepared_versions"] = {
             p: _prepared_versions(candidates, i) for p, i in by_platform.items()
         }
-        section["vulnerability_scan"] = {
-            p: _status_of(candidates, "vulnerability-scan", i) for p, i in by_platform.items()
-        }
     else:
-        section["audit"] = _status_of(candidates, "audit", ids)
+        for column, name in _COLUMNS:
+            section[column] = _status_of(candidates, name, ids)
         section["prepared_versions"] = _prepared_versions(candidates, ids)
-        section["vulnerability_scan"] = _status_of(candidates, "vulnerability-scan", ids)
     pull = _latest(
         e for e in candidates if e.record.kind == "final-pull" and _concerns(e.record, ids)
     )
@@ -408,7 +409,9 @@ def _render_plan(entries: list[Entry], unplanned: list[Entry]) -> dict[str, Any]
 
 #: The kinds a plan's section reads besides its builds and pushes: a record of these kinds
 #: counts for a plan when it names the plan's image or base (``_concerns``).
-_ABOUT_IMAGES = ("mirror-verify", "audit", "vulnerability-scan", "final-pull")
+_ABOUT_IMAGES = tuple(spec.name for spec in KINDS if spec.about_images)
+#: The columns of the newest verdict of a kind about the prepared image (each kind's spec).
+_COLUMNS = tuple((spec.lock_column, spec.name) for spec in KINDS if spec.lock_column)
 
 
 @dataclass
@@ -463,7 +466,7 @@ def _kept(entry: Entry, current: _Current, names: set[str]) -> bool:
     if rec.kind == "push":
         return current.push is not None and rec.seq == current.push.record.seq
     if rec.kind in _ABOUT_IMAGES:
-        return (bool(names) and _concerns(rec, names)) or rec.status in _FAILED
+        return (bool(names) and _concerns(rec, names)) or kind(rec.kind).failed(rec.status)
     return False
 
 

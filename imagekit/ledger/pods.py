@@ -280,7 +280,7 @@ def expected_from_plan(workspace: Workspace, plan: str) -> tuple[Digest, Digest 
     return Digest(manifest), Digest(config) if config is not None else None
 
 
-def _judge(
+def judge_image_id(
     parsed: ParsedImageID, manifest: Digest, config: Digest | None, raw: str
 ) -> tuple[FinalPullStatus, str]:
     if parsed.form == "repo-digest":
@@ -411,7 +411,7 @@ def record_pod(
                 verdict, reason, pulled = judge_against_pull(pulls, node, status, parsed)
             else:
                 assert manifest is not None  # noqa: S101 - set above unless against a pull
-                verdict, reason = _judge(parsed, manifest, config, status.imageID)
+                verdict, reason = judge_image_id(parsed, manifest, config, status.imageID)
             pending.append(
                 ContainerCheck(
                     pod=pod.metadata.name,

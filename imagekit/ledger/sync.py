@@ -7,8 +7,9 @@ imagekit.attest.collect), and appends a record for each one the ledger lacks (no
 carries its envelope digest yet), of the stage's own kind, marked as imported with the key
 that signed it. Nothing is ever edited; running it twice appends nothing the second time.
 
-Imported: audit, vulnerability scans (cosign's vuln predicate), mirror verifications and
-final pulls. Build provenance is not imported (a build record needs the local build's
+Imported: every kind whose spec says how (imagekit.kinds: its predicate's ``imports``):
+audits, vulnerability scans (cosign's vuln predicate), mirror verifications, final pulls and
+GPU preflights. Build provenance is not imported (a build record needs the local build's
 evidence); it stays verifiable in the registry.
 
 ``--from PIECE`` merges what other copies of this ledger appended (the nightly's matrix: one
@@ -31,30 +32,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pydantic import ValidationError
-
 from imagekit.attest.collect import VerifiedAttestation, collect
 from imagekit.attest.keys import PublicKey, load_public_key
-from imagekit.attest.predicates import (
-    AUDIT_V1,
-    COSIGN_VULN_V1,
-    FINAL_PULL_V1,
-    MIRROR_V1,
-    AuditPredicate,
-    FinalPullPredicate,
-    MirrorPredicate,
-)
 from imagekit.errors import LedgerBroken, ReferenceFormatError, UsageError
-from imagekit.ledger.record import (
-    AuditDetails,
-    AuditSummary,
-    FinalPullDetails,
-    LedgerRecord,
-    MirrorDetails,
-    RecordDetails,
-    VulnerabilityScanDetails,
-    encode_line,
-)
+from imagekit.kinds import KINDS, by_predicate
+from imagekit.kinds.spec import Imported as ImportedRecord
+from imagekit.ledger.record import LedgerRecord, encode_line
 from imagekit.ledger.store import (
     Entry,
     Line,
@@ -152,70 +135,27 @@ def _pinned_images(workspace: Workspace, plans: Sequence[str]) -> dict[str, str 
     return found
 
 
-# The details keys that name an attestation a record made (the pipeline's push record
-# names the audit's too, signed there once the image had a registry digest).
-_ATTESTATION_KEYS = ("attestation", "audit_attestation", "vuln_attestation")
-
-
 def _known(workspace: Workspace) -> set[str]:
+    """Every attestation a record of the ledger names (the pipeline's push record names the
+    audit's too, signed there once the image had a registry digest): each kind's
+    ``*attestation`` detail keys."""
+    keys = {spec.name: spec.attestation_keys() for spec in KINDS}
     with iter_records(workspace.ledger_path) as records:
         return {
             str(record.details[key])
             for record in records
-            for key in _ATTESTATION_KEYS
+            for key in keys[record.kind]
             if isinstance(record.details.get(key), str)
         }
 
 
-def _record_of(
-    attestation: VerifiedAttestation, marked: str
-) -> tuple[str, str, str, RecordDetails, dict[str, str]] | None:
-    """(kind, status, scope, details, extra images) for an attestation, or None."""
-    predicate = attestation.statement.predicate
-    digest = str(attestation.envelope_digest)
-    kind = attestation.predicate_type
-    try:
-        if kind == AUDIT_V1:
-            audit = AuditPredicate.model_validate(predicate)
-            details: RecordDetails = AuditDetails(
-                attestation=digest,
-                imported=marked,
-                profile=audit.profile,
-                image_id=audit.image_id,
-                report=AuditSummary(
-                    checks={c.name: c.status for c in audit.checks},
-                    failing=audit.failing,
-                    deferred=audit.deferred,
-                    skipped=audit.skipped,
-                ),
-            )
-            return "audit", audit.status, audit.scope, details, {}
-        if kind == FINAL_PULL_V1:
-            pull = FinalPullPredicate.model_validate(predicate)
-            source = pull.runtime if pull.runtime in ("engine", "containerd") else None
-            details = FinalPullDetails(
-                attestation=digest,
-                imported=marked,
-                source=source,
-                image_id=pull.image_id,
-                where=pull.node,
-                namespace=pull.namespace,
-            )
-            return "final-pull", pull.status, pull.scope, details, {}
-        if kind == MIRROR_V1:
-            mirror = MirrorPredicate.model_validate(predicate)
-            details = MirrorDetails(attestation=digest, imported=marked, message=mirror.message)
-            source = f"{mirror.source.reference}"
-            return "mirror-verify", mirror.verdict, mirror.scope, details, {"source": source}
-        if kind == COSIGN_VULN_V1:
-            result = (predicate.get("scanner") or {}).get("result") or {}
-            status = str(result.get("status") or "unknown")
-            details = VulnerabilityScanDetails(attestation=digest, imported=marked)
-            scope = "a vulnerability scan imported from its signed attestation"
-            return "vulnerability-scan", status, scope, details, {}
-    except ValidationError:
+def _record_of(attestation: VerifiedAttestation, marked: str) -> tuple[str, ImportedRecord] | None:
+    """(kind, record) for an attestation its kind knows how to import, or None."""
+    spec = by_predicate(attestation.predicate_type)
+    if spec is None or spec.predicate is None or spec.predicate.imports is None:
         return None
-    return None
+    made = spec.predicate.imports(attestation, marked)
+    return None if made is None else (spec.name, made)
 
 
 def _identity(record: LedgerRecord) -> bytes:
@@ -351,15 +291,15 @@ def sync_ledger(
                 if made is None:
                     skipped.append(f"{digest} ({attestation.predicate_type}): not imported")
                     continue
-                kind, status, scope, details, extra = made
+                kind, found = made
                 record = append_record(
                     workspace,
                     kind,
                     plan=plan,
-                    images={"image": image, **extra},
-                    status=status,
-                    scope=f"{scope} [{marked}; attestation {digest}]",
-                    details=details,
+                    images={"image": image, **found.images},
+                    status=found.status,
+                    scope=f"{found.scope} [{marked}; attestation {digest}]",
+                    details=found.details,
                 )
                 known.add(digest)
                 imported.append(

@@ -16,9 +16,10 @@ from pathlib import Path
 import pytest
 import zstandard
 
+from imagekit.kinds.mirror import MirrorVerdict as Verdict
 from imagekit.layers import Compression, MediaTypePolicy
 from imagekit.ledger import read_records
-from imagekit.mirror import MirrorOptions, MirrorReport, Verdict, mirror
+from imagekit.mirror import MirrorOptions, MirrorReport, mirror
 from imagekit.refs import parse_platform, parse_reference
 from imagekit.registry import RegistryClient
 from imagekit.registry.upload import copy_image

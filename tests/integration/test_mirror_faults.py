@@ -22,7 +22,8 @@ from pathlib import Path
 
 import pytest
 
-from imagekit.mirror import MirrorOptions, Verdict, mirror
+from imagekit.kinds.mirror import MirrorVerdict as Verdict
+from imagekit.mirror import MirrorOptions, mirror
 from imagekit.registry import RegistryClient, RetryPolicy
 from imagekit.workspace import Workspace
 from tests.support.faultproxy import Fault, FaultProxy

@@ -15,10 +15,20 @@ PACKAGE = Path(__file__).resolve().parents[2] / "imagekit"
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     (
         "foundations",
-        ("errors", "interrupt", "refs", "workspace", "evidence", "layers", "version", "result"),
+        (
+            "errors",
+            "interrupt",
+            "refs",
+            "workspace",
+            "evidence",
+            "layers",
+            "version",
+            "result",
+            "files",
+        ),
     ),
     ("outside world", ("registry", "runtime")),
-    ("records", ("ledger", "attest")),
+    ("records", ("kinds", "ledger", "attest")),
     (
         "stages",
         (
@@ -31,6 +41,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "layerdiff",
             "provenance",
             "sbom",
+            "gpu",
         ),
     ),
     ("flows", ("flows",)),

@@ -12,9 +12,10 @@ from pathlib import Path
 import pytest
 
 from imagekit.attest.keys import generate_key_pair
-from imagekit.attest.predicates import AUDIT_V1, COSIGN_VULN_V1
 from imagekit.audit.stage import AuditRequest, audit
 from imagekit.errors import NotAttested
+from imagekit.kinds.audit import AUDIT_V1
+from imagekit.kinds.vulnerability_scan import COSIGN_VULN_V1
 from imagekit.runtime.engine import Engine
 from imagekit.workspace import Workspace
 from tests.support.base_image import BaseImage

@@ -16,8 +16,8 @@ import pytest
 from click.testing import CliRunner
 
 from imagekit.attest.keys import generate_key_pair
-from imagekit.attest.predicates import SLSA_PROVENANCE_V1
 from imagekit.cli import main
+from imagekit.kinds.push import SLSA_PROVENANCE_V1
 from imagekit.ledger import read_records
 from imagekit.runtime.engine import Engine
 from imagekit.workspace import Workspace

@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 
 from imagekit.attest.keys import generate_key_pair
-from imagekit.attest.predicates import FINAL_PULL_V1
+from imagekit.kinds.final_pull import FINAL_PULL_V1
 from imagekit.ledger import read_records
 from imagekit.runtime.engine import Engine
 from imagekit.workspace import Workspace

@@ -17,14 +17,10 @@ from click.testing import CliRunner
 from imagekit.attest.attach import attest
 from imagekit.attest.cosign_tags import att_tag
 from imagekit.attest.keys import KeyPairFiles, generate_key_pair
-from imagekit.attest.predicates import (
-    AUDIT_V1,
-    SLSA_PROVENANCE_V1,
-    AuditPredicate,
-    AuditVulnerabilities,
-)
 from imagekit.attest.signer import KeyFileSigner
 from imagekit.cli import main
+from imagekit.kinds.audit import AUDIT_V1, AuditPredicate, AuditVulnerabilities
+from imagekit.kinds.push import SLSA_PROVENANCE_V1
 from imagekit.refs import Digest, Reference, parse_reference
 from imagekit.registry import RegistryClient
 from tests.support.gotools import cosign_verify_attestation

@@ -14,9 +14,10 @@ from click.testing import CliRunner
 from imagekit.attest.attach import attest
 from imagekit.attest.cosign_tags import attach_signature
 from imagekit.attest.keys import KeyPairFiles, generate_key_pair
-from imagekit.attest.predicates import AUDIT_V1, MIRROR_V1
 from imagekit.attest.signer import KeyFileSigner
 from imagekit.cli import main
+from imagekit.kinds.audit import AUDIT_V1
+from imagekit.kinds.mirror import MIRROR_V1
 from imagekit.mirror import MirrorOptions, mirror
 from imagekit.refs import parse_platform, parse_reference
 from imagekit.registry import RegistryClient

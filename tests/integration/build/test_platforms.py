@@ -21,12 +21,14 @@ import yaml
 from click.testing import CliRunner
 
 from imagekit.attest.keys import generate_key_pair
-from imagekit.attest.predicates import AUDIT_V1, FINAL_PULL_V1, MIRROR_V1
 from imagekit.cli.build_cmd import command as build_command
 from imagekit.cli.inspect_cmd import command as inspect_command
 from imagekit.cli.plans_cmd import command as plans_command
 from imagekit.cli.verify_cmd import command as verify_command
 from imagekit.flows.pipeline import PipelineOptions, run_pipeline
+from imagekit.kinds.audit import AUDIT_V1
+from imagekit.kinds.final_pull import FINAL_PULL_V1
+from imagekit.kinds.mirror import MIRROR_V1
 from imagekit.ledger import read_records, verify
 from imagekit.ledger.lockfile import write_lock
 from imagekit.refs import parse_platform

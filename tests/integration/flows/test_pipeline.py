@@ -19,7 +19,6 @@ from pathlib import Path
 import pytest
 
 from imagekit.attest.keys import generate_key_pair
-from imagekit.attest.predicates import AUDIT_V1, FINAL_PULL_V1, SLSA_PROVENANCE_V1
 from imagekit.audit.vulns import VulnPolicy
 from imagekit.flows.pipeline import (
     FAILED,
@@ -29,6 +28,9 @@ from imagekit.flows.pipeline import (
     PipelineOptions,
     run_pipeline,
 )
+from imagekit.kinds.audit import AUDIT_V1
+from imagekit.kinds.final_pull import FINAL_PULL_V1
+from imagekit.kinds.push import SLSA_PROVENANCE_V1
 from imagekit.ledger import read_records, verify
 from imagekit.runtime.engine import Engine
 from imagekit.workspace import Workspace

@@ -26,7 +26,8 @@ from pathlib import Path
 import pytest
 
 from imagekit.errors import RegistryError
-from imagekit.mirror import MirrorOptions, Verdict, mirror
+from imagekit.kinds.mirror import MirrorVerdict as Verdict
+from imagekit.mirror import MirrorOptions, mirror
 from imagekit.refs import Digest, Reference, parse_reference
 from imagekit.registry import Descriptor, RegistryClient, RetryPolicy
 from imagekit.registry.manifest import OCI_CONFIG, OCI_MANIFEST

@@ -6,13 +6,16 @@ from pathlib import Path
 
 import pytest
 
-from imagekit.attest.policy import DEFAULT_POLICY, PASSING, age_seconds, load_policy
+from imagekit.attest.policy import DEFAULT_POLICY, PASSING, age_seconds, load_policy, requirement
 from imagekit.errors import PolicyError
 
 
 def test_the_default_asks_for_a_passing_audit_only() -> None:
-    assert DEFAULT_POLICY.audit is not None and DEFAULT_POLICY.audit.status == PASSING
-    assert DEFAULT_POLICY.vulnerabilities is None and DEFAULT_POLICY.provenance is None
+    audit = requirement(DEFAULT_POLICY, "audit")
+    assert audit is not None and audit.status == PASSING
+    assert requirement(DEFAULT_POLICY, "vulnerabilities") is None
+    assert requirement(DEFAULT_POLICY, "provenance") is None
+    assert requirement(DEFAULT_POLICY, "gpu_preflight") is None
 
 
 def test_a_policy_file_is_read(tmp_path: Path) -> None:
@@ -21,8 +24,9 @@ def test_a_policy_file_is_read(tmp_path: Path) -> None:
         "version: 1\naudit:\n  status: [CPU_PASS]\n  max_age: 24h\nvulnerabilities: none\n"
     )
     policy = load_policy(path)
-    assert policy.audit is not None and policy.audit.status == ("CPU_PASS",)
-    assert age_seconds("24h") == 86400 and policy.vulnerabilities == "none"
+    audit = requirement(policy, "audit")
+    assert audit is not None and audit.status == ("CPU_PASS",)
+    assert age_seconds("24h") == 86400 and requirement(policy, "vulnerabilities") == "none"
 
 
 @pytest.mark.parametrize(

@@ -207,7 +207,7 @@ def _audit_with(
     from types import SimpleNamespace
 
     from imagekit.audit import stage
-    from imagekit.audit.report import AuditStatus
+    from imagekit.kinds.audit import AuditStatus
 
     seen: list[Any] = []
 

@@ -417,3 +417,48 @@ def test_a_platform_without_its_audit_is_not_recorded_and_a_later_single_build_r
     )
     assert two["audit"] == NOT_RECORDED
     assert [i["record_seq"] for i in two["investigations"]] == [1, 2]
+
+
+def test_every_failed_stage_is_an_investigation_whatever_its_kind(ws: Workspace) -> None:
+    """The lock asks each kind's spec whether a status failed: an incomplete audit, a scan
+    that could not answer and a failed GPU preflight are kept as investigations beside a
+    final pull's mismatch (before, only the statuses of one closed set were)."""
+    _history(ws)
+    append_all(
+        ws,
+        Rec("audit", "m3", {"image": PUSHED}, "CPU_CHECK_INCOMPLETE", "pip check failed"),
+        Rec("vulnerability-scan", "m3", {"image": PUSHED}, "unknown", "no database"),
+        Rec("gpu-preflight", "m3", {"image": PUSHED}, "GPU_PREFLIGHT_FAIL", "2 GPUs, not 8"),
+        Rec("final-pull", "m3", {"image": PUSHED}, "mismatch", "wrong", {"image_id": OLD_ID}),
+        Rec("audit", "m3", {"image": PUSHED}, "CPU_PASS", "CPU checks only"),
+    )
+    m3 = render_lock(ws)["images"]["m3"]
+    failed = [(i["kind"], i["status"]) for i in m3["investigations"] if i["kind"] != "build"]
+    assert failed == [
+        ("rejected-build", "rejected"),
+        ("audit", "CPU_CHECK_INCOMPLETE"),
+        ("vulnerability-scan", "unknown"),
+        ("gpu-preflight", "GPU_PREFLIGHT_FAIL"),
+        ("final-pull", "mismatch"),
+    ]
+    assert m3["investigations"][2]["reason"] == "pip check failed"
+    # A later pass stands as the audit of the image; the failure stays an investigation.
+    assert m3["audit"]["status"] == "CPU_PASS"
+
+
+def test_the_lock_shows_the_gpu_preflight_status_of_the_current_image(ws: Workspace) -> None:
+    _history(ws)
+    assert render_lock(ws)["images"]["m3"]["gpu_preflight_status"] == NOT_RECORDED
+    append_all(
+        ws,
+        Rec(
+            "gpu-preflight",
+            "m3",
+            {"image": PUSHED},
+            "GPU_PREFLIGHT_PASS",
+            "a hardware and communication check",
+            {"where": "image", "image_id": NEW_ID, "world_size": 8},
+        ),
+    )
+    shown = render_lock(ws)["images"]["m3"]["gpu_preflight_status"]
+    assert shown["status"] == "GPU_PREFLIGHT_PASS" and shown["record_seq"] == 8

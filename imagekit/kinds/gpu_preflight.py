@@ -1,0 +1,243 @@
+"""The GPU preflight's kind: its statuses, record details, signed predicate, import and rule.
+
+The preflight (imagekit.gpu) runs the image's torch on the GPUs of the node that will serve
+it, one process a GPU under torch's launcher: each GPU's model, memory and capability
+against what the plan expects, the compiled arches, a BF16 product against FP32, NCCL
+all-reduce correctness and bandwidth, the topology recorded. Statuses:
+
+- ``GPU_PREFLIGHT_PASS``: every check passed on every rank. A hardware and communication
+  check: no weights were loaded, no serving engine started, and its figures are not a
+  performance benchmark.
+- ``GPU_PREFLIGHT_FAIL``: a check said no; each failing check and rank is named.
+- ``GPU_PREFLIGHT_INCOMPLETE``: it could not be decided (no GPU visible, NCCL would not
+  start, the run timed out, a CPU self-test); never a pass.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import datetime
+from enum import StrEnum
+from typing import TYPE_CHECKING, Any, Literal
+
+from pydantic import Field, ValidationError, field_validator
+
+from imagekit.attest.rules import Requirement, age_s, age_seconds, newest
+from imagekit.kinds.details import RecordDetails
+from imagekit.kinds.spec import Imported, KindSpec, PolicyEntry, Predicate, PredicateModel
+
+if TYPE_CHECKING:
+    from imagekit.attest.collect import Collected, VerifiedAttestation
+
+GPU_PREFLIGHT_V1 = "https://imagekit.dev/attestation/gpu-preflight/v1"
+
+
+class GpuPreflightStatus(StrEnum):
+    PASS = "GPU_PREFLIGHT_PASS"  # noqa: S105 - a status, not a password
+    FAIL = "GPU_PREFLIGHT_FAIL"
+    INCOMPLETE = "GPU_PREFLIGHT_INCOMPLETE"
+
+
+Where = Literal["image", "host", "pod"]
+
+
+class GpuFacts(PredicateModel):
+    """One GPU as the rank that ran on it saw it."""
+
+    rank: int
+    host: str | None = None
+    name: str
+    memory_gib: float | None = None
+    capability: str | None = None
+    uuid: str | None = None
+    numa_node: int | None = None
+    cpu_list: str | None = None
+
+
+class GpuCheck(PredicateModel):
+    name: str
+    status: str = Field(description="PASS, FAIL, INCOMPLETE, SKIPPED or RECORDED")
+    reason: str
+
+
+class AllReduceFigure(PredicateModel):
+    size_mib: float
+    slowest_rank_mean_us: float
+    algbw_gbps: float
+    busbw_gbps: float
+    all_elements_right: bool
+
+
+class GpuPreflightPredicate(PredicateModel):
+    """What `imagekit gpu-preflight` proved about the subject image on a GPU node, signed."""
+
+    status: str = Field(description=", ".join(GpuPreflightStatus))
+    scope: str
+    where: Where = Field(description="image (run by the engine), pod (a Job's pod) or host")
+    node: str = Field(description="the host name of the node (rank 0's)")
+    image_id: str | None = Field(default=None, description="the image ID the engine or pod ran")
+    pod: str | None = Field(default=None, description="namespace/name, where a pod ran it")
+    world_size: int
+    gpus: list[GpuFacts]
+    expected: dict[str, Any] = Field(description="count, name pattern, memory, capability")
+    checks: list[GpuCheck]
+    failing: list[str]
+    all_reduce: list[AllReduceFigure]
+    topology: dict[str, Any] | None = Field(
+        default=None, description="nvidia-smi topo -m as a matrix, with each GPU's affinity"
+    )
+    versions: dict[str, Any]
+    model_validation: Literal["not_run"] = Field(
+        default="not_run", description="no weights are loaded by a preflight"
+    )
+    preflight_at: str = Field(description="RFC 3339 UTC time the preflight finished")
+    imagekit_version: str
+
+
+class GpuPreflightDetails(RecordDetails):
+    where: Where | None = Field(default=None, description="image, pod or host")
+    image_id: str | None = None
+    pod: str | None = None
+    node: str | None = None
+    world_size: int | None = None
+    gpu_names: list[str] | None = None
+    checks: dict[str, str] | None = None
+    failing: list[str] | None = None
+    busbw_gbps: float | None = Field(
+        default=None, description="bus bandwidth at the largest all-reduce size"
+    )
+    versions: dict[str, Any] | None = None
+    attestation: str | None = Field(
+        default=None,
+        description="with --sign-key: the signed attestation's envelope digest, or "
+        "'not attested: WHY'",
+    )
+    imported: str | None = Field(
+        default=None,
+        description="`ledger sync`: imported from a signed attestation, and with which key",
+    )
+
+
+def details_of(predicate: GpuPreflightPredicate) -> GpuPreflightDetails:
+    """The record a signed (or about to be signed) preflight makes."""
+    return GpuPreflightDetails(
+        where=predicate.where,
+        image_id=predicate.image_id,
+        pod=predicate.pod,
+        node=predicate.node,
+        world_size=predicate.world_size,
+        gpu_names=sorted({g.name for g in predicate.gpus}),
+        checks={c.name: c.status for c in predicate.checks},
+        failing=predicate.failing,
+        busbw_gbps=predicate.all_reduce[-1].busbw_gbps if predicate.all_reduce else None,
+        versions=predicate.versions,
+    )
+
+
+def _imported(attestation: VerifiedAttestation, marked: str) -> Imported | None:
+    try:
+        predicate = GpuPreflightPredicate.model_validate(attestation.statement.predicate)
+    except ValidationError:
+        return None
+    details = details_of(predicate).model_copy(
+        update={"attestation": str(attestation.envelope_digest), "imported": marked}
+    )
+    return Imported(predicate.status, predicate.scope, details)
+
+
+class GpuPreflightRequirement(PredicateModel):
+    status: tuple[str, ...] = Field(default=(GpuPreflightStatus.PASS.value,), min_length=1)
+    min_gpus: int | None = Field(default=None, ge=1, description="at least this many GPUs")
+    gpu_name: str | None = Field(default=None, description="every GPU's name matches this")
+    max_age: str | None = Field(default=None, description="90m, 24h, 7d: the preflight's age")
+
+    @field_validator("max_age")
+    @classmethod
+    def _age(cls, value: str | None) -> str | None:
+        if value is not None:
+            age_seconds(value)
+        return value
+
+    @field_validator("gpu_name")
+    @classmethod
+    def _pattern(cls, value: str | None) -> str | None:
+        if value is not None:
+            re.compile(value)
+        return value
+
+
+@dataclass(frozen=True)
+class GpuPreflightRule:
+    """The newest signed preflight of the image: its status one of those allowed, on at least
+    the GPUs asked for, each named as asked, no older than the maximum age."""
+
+    requirement: GpuPreflightRequirement
+
+    @property
+    def platform(self) -> str | None:
+        return None
+
+    def evaluate(self, collected: Collected, now: datetime) -> list[Requirement]:
+        rule = self.requirement
+        name = f"gpu preflight status in {{{', '.join(rule.status)}}}"
+        if rule.min_gpus:
+            name += f" on at least {rule.min_gpus} GPU(s)"
+        if rule.gpu_name:
+            name += f" named {rule.gpu_name}"
+        if rule.max_age:
+            name += f", at most {rule.max_age} old"
+        found = newest(
+            collected,
+            GPU_PREFLIGHT_V1,
+            GpuPreflightPredicate,
+            lambda p: p.preflight_at,
+            "an imagekit gpu-preflight/v1",
+        )
+        attestation, predicate = found.attestation, found.predicate
+        if attestation is None or predicate is None:
+            why = "no GPU preflight attestation signed by the keys given for this digest"
+            return [Requirement(name, False, "; ".join([why, *found.unreadable]))]
+        problems = []
+        if predicate.status not in rule.status:
+            problems.append(f"status {predicate.status}")
+        if rule.min_gpus and len(predicate.gpus) < rule.min_gpus:
+            problems.append(f"{len(predicate.gpus)} GPU(s)")
+        if rule.gpu_name:
+            others = sorted(
+                {g.name for g in predicate.gpus if not re.search(rule.gpu_name, g.name, re.I)}
+            )
+            if others or not predicate.gpus:
+                problems.append(f"GPU(s) {', '.join(others) or 'none'}")
+        age = age_s(predicate.preflight_at, now)
+        if rule.max_age and (age is None or age > age_seconds(rule.max_age)):
+            problems.append(f"run at {predicate.preflight_at}, older than {rule.max_age}")
+        where = attestation.envelope_digest
+        if problems:
+            return [
+                Requirement(
+                    name, False, f"the newest preflight {where.short}: {', '.join(problems)}", where
+                )
+            ]
+        said = f"{predicate.status} on {len(predicate.gpus)} GPU(s) of {predicate.node}"
+        return [Requirement(name, True, said, where)]
+
+
+GPU_PREFLIGHT = KindSpec(
+    name="gpu-preflight",
+    details=GpuPreflightDetails,
+    statuses=tuple(GpuPreflightStatus),
+    failing=frozenset({GpuPreflightStatus.FAIL, GpuPreflightStatus.INCOMPLETE}),
+    predicate=Predicate(
+        GPU_PREFLIGHT_V1, GpuPreflightPredicate, "gpu-preflight-v1.schema.json", _imported
+    ),
+    lock_column="gpu_preflight_status",
+    about_images=True,
+    identifier_keys=("image_id",),
+    policy=PolicyEntry(
+        key="gpu_preflight",
+        annotation=GpuPreflightRequirement | None,
+        rule=GpuPreflightRule,
+        description="the newest signed GPU preflight's status, GPUs and age",
+    ),
+)

@@ -1,0 +1,112 @@
+"""The mirror verification's kind: verdicts, record details, the signed binding, its import.
+
+Verdicts, in the order they win: ``error`` (something could not be checked), ``mismatch``
+(a layer's diffID or the count differs), ``config-differs`` (every diffID equal, the config
+not), ``identical`` (the same manifest, every blob verified), ``content-identical`` (the same
+config and diffIDs, the compressed blobs differ). Only the last two bind a copy to its
+source (imagekit.attest.mirror_binding), and the gate follows such a binding.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import TYPE_CHECKING
+
+from pydantic import Field, ValidationError
+
+from imagekit.kinds.details import RecordDetails
+from imagekit.kinds.spec import Imported, KindSpec, Predicate, PredicateModel
+
+if TYPE_CHECKING:
+    from imagekit.attest.collect import VerifiedAttestation
+
+MIRROR_V1 = "https://imagekit.dev/attestation/mirror-verification/v1"
+
+
+class MirrorVerdict(StrEnum):
+    IDENTICAL = "identical"
+    CONTENT_IDENTICAL = "content-identical"
+    CONFIG_DIFFERS = "config-differs"
+    MISMATCH = "mismatch"
+    ERROR = "error"
+
+
+#: The verdicts that bind a copy to its source: the same content, proved layer by layer.
+BINDING_VERDICTS = (MirrorVerdict.IDENTICAL.value, MirrorVerdict.CONTENT_IDENTICAL.value)
+
+
+class MirrorDetails(RecordDetails):
+    message: str | None = Field(default=None, description="the verdict sentence")
+    config_digest_equal: bool | None = None
+    compressed_digests_equal: bool | None = None
+    layers: int | None = None
+    copied: bool | None = None
+    attestation: str | None = Field(
+        default=None,
+        description="with --sign-key: the binding attestation's envelope digest, or "
+        "'not attested: WHY'",
+    )
+    imported: str | None = Field(
+        default=None,
+        description="`ledger sync`: imported from a signed attestation, and with which key",
+    )
+
+
+class MirroredImage(PredicateModel):
+    reference: str
+    manifest_digest: str
+    index_digest: str | None = None
+    config_digest: str
+    platform: str | None = None
+
+
+class MirroredPlatform(PredicateModel):
+    """One platform of a mirrored index: its two images, its verdict and its diffIDs."""
+
+    platform: str = Field(description="os/arch[/variant]")
+    source: MirroredImage
+    destination: MirroredImage
+    verdict: str = Field(description="identical or content-identical")
+    diff_ids: list[str] = Field(description="the diffIDs of DST's layers, each hashed here")
+
+
+class MirrorPredicate(PredicateModel):
+    """What `imagekit mirror` proved: DST (the subject) holds SRC's content."""
+
+    source: MirroredImage
+    destination: MirroredImage
+    verdict: str = Field(description="identical or content-identical (only these attest)")
+    message: str
+    diff_ids: list[str] = Field(description="the diffIDs of DST's layers, each hashed here")
+    scope: str
+    verified_at: str = Field(description="RFC 3339 UTC")
+    imagekit_version: str
+    platforms: list[MirroredPlatform] | None = Field(
+        default=None,
+        description="an index verified platform by platform: each platform (source, "
+        "destination, verdict and diffIDs above are then its first platform's, and the "
+        "verdict the index's, the worst of them); absent for one image",
+    )
+
+
+def _imported(attestation: VerifiedAttestation, marked: str) -> Imported | None:
+    try:
+        mirror = MirrorPredicate.model_validate(attestation.statement.predicate)
+    except ValidationError:
+        return None
+    details = MirrorDetails(
+        attestation=str(attestation.envelope_digest), imported=marked, message=mirror.message
+    )
+    return Imported(mirror.verdict, mirror.scope, details, {"source": mirror.source.reference})
+
+
+MIRROR = KindSpec(
+    name="mirror-verify",
+    details=MirrorDetails,
+    statuses=tuple(MirrorVerdict),
+    failing=frozenset({MirrorVerdict.CONFIG_DIFFERS, MirrorVerdict.MISMATCH, MirrorVerdict.ERROR}),
+    predicate=Predicate(
+        MIRROR_V1, MirrorPredicate, "mirror-verification-v1.schema.json", _imported
+    ),
+    about_images=True,
+)

@@ -1,0 +1,113 @@
+"""A kind of record, described once: everything the records layer needs to know about it.
+
+A stage proves something about an image and appends a record of its kind to the ledger; it
+may also sign the same verdict as an attestation beside the image. The ledger (what the
+details of a record of this kind are), ``ledger sync`` (how a verified attestation becomes
+such a record), the lock (which column shows the newest verdict, which statuses are failed
+attempts kept as investigations, which detail keys name the image) and the gate (which
+requirement a policy file may make of it, and the rule that decides it) all read the kind's
+:class:`KindSpec`, registered once in ``imagekit.kinds.KINDS``. Nothing else lists kinds, so
+a stage left out of one of those places cannot fail silently: it is in the tuple or nowhere.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from pydantic import BaseModel, ConfigDict
+
+from imagekit.kinds.details import RecordDetails
+
+if TYPE_CHECKING:
+    from imagekit.attest.collect import VerifiedAttestation
+    from imagekit.attest.rules import Rule
+
+
+class PredicateModel(BaseModel):
+    """Base of the predicates and policy requirements imagekit reads: what a signed statement
+    or a policy file says is read through a model that refuses unknown keys."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+@dataclass(frozen=True)
+class Imported:
+    """A record made from a verified attestation by ``ledger sync``: its status, scope and
+    details, and the images it names besides the attested one (a mirror's source)."""
+
+    status: str
+    scope: str
+    details: RecordDetails
+    images: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Predicate:
+    """The in-toto predicate a kind's verdict is signed as.
+
+    ``model`` and ``schema`` are set for imagekit's own types (the JSON schema committed under
+    imagekit/attest/schemas/ is generated from the model and held equal to it by a test);
+    published types (SLSA provenance, cosign's vuln) have neither. ``imports`` turns a
+    verified attestation into the record ``ledger sync`` appends (given the sentence saying
+    who signed it), or None where the predicate does not fit; a kind without it is never
+    imported (a build's provenance: a build record needs the build's own evidence).
+    """
+
+    uri: str
+    model: type[BaseModel] | None = None
+    schema: str | None = None
+    imports: Callable[[VerifiedAttestation, str], Imported | None] | None = None
+
+
+@dataclass(frozen=True)
+class PolicyEntry:
+    """What a policy file may require of this kind: its key in the file, the type of its
+    value, the requirement when the key is absent (the audit's: a passing audit), and the
+    rule that holds an image to it."""
+
+    key: str
+    annotation: Any
+    rule: Callable[[Any], Rule]
+    default: Callable[[], Any] | None = None
+    description: str = ""
+
+
+@dataclass(frozen=True)
+class KindSpec:
+    """One kind of ledger record (see the module docstring)."""
+
+    name: str
+    details: type[RecordDetails]
+    #: every status a record of this kind may carry ((): free, as a note's)
+    statuses: tuple[str, ...] = ()
+    #: the statuses that are failed attempts: kept among the lock's investigations
+    failing: frozenset[str] = frozenset()
+    predicate: Predicate | None = None
+    #: the lock's column holding the newest verdict of this kind about the prepared image
+    #: (per platform for a plan of several); None where the lock shows the kind otherwise
+    lock_column: str | None = None
+    #: whether a record of this kind counts for a plan when it names the plan's images, even
+    #: when it was made with no plan (`imagekit audit REF` run on its own)
+    about_images: bool = False
+    #: the detail keys that name the image a record is about (image IDs, digests)
+    identifier_keys: tuple[str, ...] = ()
+    policy: PolicyEntry | None = None
+    #: a details model chosen by status instead of ``details`` (a night's note)
+    details_by_status: Callable[[str], type[RecordDetails] | None] | None = None
+
+    def details_model(self, status: str) -> type[RecordDetails]:
+        if self.details_by_status is not None:
+            chosen = self.details_by_status(status)
+            if chosen is not None:
+                return chosen
+        return self.details
+
+    def failed(self, status: str) -> bool:
+        return status in self.failing
+
+    def attestation_keys(self) -> tuple[str, ...]:
+        """The detail keys that hold an attestation's envelope digest a record made (a
+        pipeline's push record names the audit's too): every field named ``*attestation``."""
+        return tuple(name for name in self.details.model_fields if name.endswith("attestation"))
