@@ -27,6 +27,7 @@ _COMMAND_MODULES: dict[str, str] = {
     "audit": "imagekit.cli.audit_cmd",
     "mirror": "imagekit.cli.mirror_cmd",
     "pull": "imagekit.cli.pull_cmd",
+    "gpu-preflight": "imagekit.cli.gpu_preflight_cmd",
     "ledger": "imagekit.cli.ledger_cmd",
     "doctor": "imagekit.cli.doctor_cmd",
     "pipeline": "imagekit.cli.pipeline_cmd",

@@ -590,6 +590,19 @@ class Assertions(_Model):
         return not (self.pip_check or self.find_spec or self.imports or self.commands)
 
 
+class GpuExpectation(_Model):
+    """What the GPU node that will serve the image must have (``imagekit gpu-preflight
+    --plan NAME``): the number of GPUs, a pattern every GPU's name matches, each GPU's
+    memory and compute capability at least."""
+
+    count: int | None = Field(default=None, ge=1, description="GPUs on the node, e.g. 8")
+    name: str | None = Field(default=None, description="a pattern of every GPU's name: H20")
+    min_memory_gib: float | None = Field(default=None, gt=0, description="each GPU's, GiB")
+    min_capability: str | None = Field(
+        default=None, pattern=r"^\d+\.\d+$", description="each GPU's, e.g. 9.0"
+    )
+
+
 class Plan(_Model):
     """One build plan, as written in manifests/NAME.yaml."""
 
@@ -601,6 +614,9 @@ class Plan(_Model):
     audit_profile: str = Field(
         default="generic",
         description="generic, sglang, vllm, or a relative path to a profile YAML file",
+    )
+    gpu: GpuExpectation | None = Field(
+        default=None, description="the serving node's GPUs, for imagekit gpu-preflight"
     )
     epoch: int | None = Field(
         default=None,

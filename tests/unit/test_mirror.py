@@ -16,7 +16,8 @@ import httpx
 import pytest
 from click.testing import CliRunner
 
-from imagekit.mirror import MirrorOptions, Verdict, config_differences, mirror
+from imagekit.kinds.mirror import MirrorVerdict as Verdict
+from imagekit.mirror import MirrorOptions, config_differences, mirror
 from imagekit.registry import RegistryClient
 from imagekit.workspace import Workspace
 from tests.support.oci_layout import config_for, make_tar

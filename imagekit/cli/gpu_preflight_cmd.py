@@ -1,0 +1,266 @@
+"""`imagekit gpu-preflight`: the image on the GPU node that will serve it, before any weights."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+
+from imagekit.cli._common import echo_err, json_option, run, sign_key_option
+from imagekit.errors import UsageError
+from imagekit.gpu.stage import PreflightRequest, PreflightResult
+from imagekit.workspace import Workspace
+
+
+def _sizes(_ctx: click.Context, _param: click.Parameter, value: str | None) -> tuple[float, ...]:
+    if value is None:
+        from imagekit.gpu.launch import DEFAULT_SIZES_MIB
+
+        return DEFAULT_SIZES_MIB
+    try:
+        sizes = tuple(float(part) for part in value.split(",") if part.strip())
+    except ValueError:
+        raise click.BadParameter(f"{value!r} is not a list of sizes in MiB: 1,16,128") from None
+    if not sizes or any(s <= 0 for s in sizes):
+        raise click.BadParameter("give positive sizes in MiB, e.g. 1,16,128")
+    return sizes
+
+
+def _human(result: PreflightResult) -> None:
+    where = {"host": "this host", "image": result.reference, "pod": result.pod}[result.where]
+    click.echo(f"{where}: {result.verdict.status}")
+    click.echo(f"  scope: {result.scope}")
+    click.echo(f"  {result.verdict.sentence}")
+    report = result.report
+    if report is not None:
+        for name, check in report.checks.items():
+            click.echo(f"  {check.status:<10} {name}: {check.reason}")
+        for figure in result.predicate.all_reduce:
+            click.echo(
+                f"    all-reduce {figure.size_mib:g} MiB: {figure.slowest_rank_mean_us:.1f} us "
+                f"(slowest rank), algbw {figure.algbw_gbps:.2f} GB/s, busbw "
+                f"{figure.busbw_gbps:.2f} GB/s"
+            )
+        click.echo(f"  versions: {json.dumps(report.versions, sort_keys=True)}")
+        click.echo(f"  NVLink multicast: {report.nvlink_multicast}")
+    if result.seconds is not None:
+        click.echo(f"  {result.seconds:.1f} s, launch included")
+    click.echo(f"evidence: {result.evidence_dir}")
+    if result.attestation is not None:
+        stored = result.attestation.attestation
+        if stored is not None:
+            click.echo(f"attested: {stored.envelope_digest} ({stored.predicate_type})")
+        else:
+            click.echo(f"NOT ATTESTED: {result.attestation.problem}")
+
+
+@click.command("gpu-preflight")
+@click.argument("ref", required=False)
+@click.option("--host", is_flag=True, help="This host's Python environment; no image claimed.")
+@click.option(
+    "--python", metavar="PATH", help="With --host: the interpreter holding torch (this one)."
+)
+@click.option("--plan", metavar="NAME", help="Expect the plan's gpu: section; record for it.")
+@click.option(
+    "--profile",
+    metavar="NAME|FILE",
+    help="Re-run the serving CLI checks this audit profile defers on CPU (default: the "
+    "plan's profile).",
+)
+@click.option("--gpus", type=click.IntRange(min=1), metavar="N", help="GPUs the node must have.")
+@click.option("--gpu-name", metavar="PATTERN", help="A pattern every GPU's name matches: H20.")
+@click.option(
+    "--min-memory-gib", type=click.FloatRange(min=0, min_open=True), help="Each GPU's memory."
+)
+@click.option("--min-capability", metavar="X.Y", help="Each GPU's compute capability: 9.0.")
+@click.option("--sizes", callback=_sizes, metavar="MIB,...", help="All-reduce sizes [1,16,128].")
+@click.option("--warmups", type=click.IntRange(min=0), default=5, show_default=True)
+@click.option("--iterations", type=click.IntRange(min=1), default=20, show_default=True)
+@click.option(
+    "--min-busbw",
+    type=click.FloatRange(min=0, min_open=True),
+    metavar="GBPS",
+    help="Fail below this bus bandwidth at the largest size.",
+)
+@click.option(
+    "--nproc-per-node",
+    type=click.IntRange(min=1),
+    help="Processes (GPUs) a node; default: torch's count of the visible GPUs.",
+)
+@click.option(
+    "--launcher-arg",
+    "launcher_args",
+    multiple=True,
+    metavar="ARG",
+    help="A rendezvous option passed to torch.distributed.run for several nodes "
+    "(--nnodes=2, --node-rank=0, --rdzv-backend=c10d, --rdzv-endpoint=HOST:PORT).",
+)
+@click.option(
+    "--timeout",
+    "timeout_s",
+    type=click.FloatRange(min=0, min_open=True),
+    default=900.0,
+    show_default=True,
+    metavar="SECONDS",
+    help="Wall-clock limit; past it every rank is killed and the verdict is INCOMPLETE.",
+)
+@click.option(
+    "--device-request",
+    "device_request",
+    default="all",
+    show_default=True,
+    metavar="VALUE",
+    help="The engine's --gpus value for the container (all, a count, device=0,1).",
+)
+@click.option("--cdi", "cdi_devices", multiple=True, metavar="NAME", help="A CDI device.")
+@click.option("--shm-size", default="16g", show_default=True, help="The container's /dev/shm.")
+@click.option("--env", "env", multiple=True, metavar="KEY=VALUE", help="Set in the probe's run.")
+@click.option("--platform", metavar="OS/ARCH", help="The image of an index to pull.")
+@click.option("--self-test", is_flag=True, help="gloo on CPU: the probe's logic, never a pass.")
+@click.option("--report", "report_file", type=click.Path(path_type=Path), help="A Job's log.")
+@click.option("--pod", "pod_file", type=click.Path(path_type=Path), help="Its pod's JSON.")
+@click.option("--emit-job", is_flag=True, help="Print the Kubernetes Job and exit.")
+@click.option("--job-name", default="imagekit-gpu-preflight", show_default=True)
+@click.option("--namespace", metavar="NS")
+@click.option("--node-selector", multiple=True, metavar="KEY=VALUE")
+@click.option("--toleration", multiple=True, metavar="KEY[=VALUE]:EFFECT")
+@click.option("--priority-class", metavar="NAME")
+@click.option(
+    "--preemption-policy",
+    type=click.Choice(["Never", "PreemptLowerPriority"]),
+    help="Checked against --priority-class (admission sets it from the class).",
+)
+@click.option("--fault", hidden=True, help="Test the check itself: a fault for one rank (JSON).")
+@sign_key_option(
+    "Sign the verdict as an in-toto attestation beside the image in its registry (not for "
+    "--host: there is no image); a registry that refuses it is exit 3, the record kept.",
+)
+@json_option
+def command(
+    ref: str | None,
+    host: bool,
+    python: str | None,
+    plan: str | None,
+    profile: str | None,
+    gpus: int | None,
+    gpu_name: str | None,
+    min_memory_gib: float | None,
+    min_capability: str | None,
+    sizes: tuple[float, ...],
+    warmups: int,
+    iterations: int,
+    min_busbw: float | None,
+    nproc_per_node: int | None,
+    launcher_args: tuple[str, ...],
+    timeout_s: float,
+    device_request: str,
+    cdi_devices: tuple[str, ...],
+    shm_size: str,
+    env: tuple[str, ...],
+    platform: str | None,
+    self_test: bool,
+    report_file: Path | None,
+    pod_file: Path | None,
+    emit_job: bool,
+    job_name: str,
+    namespace: str | None,
+    node_selector: tuple[str, ...],
+    toleration: tuple[str, ...],
+    priority_class: str | None,
+    preemption_policy: str | None,
+    fault: str | None,
+    sign_key: Path | None,
+    as_json: bool,
+) -> None:
+    """Check, before any weights are loaded, that the GPUs of the node that will serve REF
+    work: each GPU's model, memory and capability against what is expected, the compiled
+    arches, a BF16 product against FP32, NCCL all-reduce correctness and bandwidth at each
+    size (the slowest rank's), the topology recorded. Runs in REF through the engine, from a
+    Kubernetes Job (--emit-job, then --report and --pod), or in this host's Python (--host).
+    Exit 0 GPU_PREFLIGHT_PASS, 1 GPU_PREFLIGHT_FAIL or _INCOMPLETE, 2 bad input, 3 when it
+    could not be run."""
+    from imagekit.gpu.job import JobOptions, dumps, env_pairs, job_manifest, selector_pairs
+    from imagekit.gpu.launch import Expectations, ProbeOptions
+    from imagekit.gpu.stage import deferred_cli, gpu_preflight
+    from imagekit.plans.plan import load_named_plan
+
+    def options() -> ProbeOptions:
+        workspace = Workspace.from_env(Path.cwd())
+        wanted = load_named_plan(workspace, plan).plan if plan else None
+        section = wanted.gpu if wanted is not None else None
+        expect = Expectations(
+            gpus=gpus if gpus is not None else (section.count if section else None),
+            gpu_name=gpu_name or (section.name if section else None),
+            min_memory_gib=min_memory_gib or (section.min_memory_gib if section else None),
+            min_capability=min_capability or (section.min_capability if section else None),
+        )
+        chosen = profile or (wanted.audit_profile if wanted is not None else None)
+        return ProbeOptions(
+            expect=expect,
+            sizes_mib=sizes,
+            warmups=warmups,
+            iterations=iterations,
+            min_busbw=min_busbw,
+            timeout_s=timeout_s,
+            nproc_per_node=nproc_per_node,
+            launcher_args=launcher_args,
+            self_test=self_test,
+            commands=deferred_cli(chosen) if chosen and not self_test else (),
+            fault=_fault(fault),
+        )
+
+    if emit_job:
+
+        def emit() -> dict[str, object]:
+            if ref is None or host:
+                raise UsageError("--emit-job needs the image REF@sha256:DIGEST, not --host")
+            probe = options()
+            job = JobOptions(
+                name=job_name,
+                namespace=namespace,
+                node_selector=selector_pairs(node_selector),
+                tolerations=toleration,
+                priority_class=priority_class,
+                preemption_policy=preemption_policy,
+                env=env_pairs(env),
+            )
+            return job_manifest(ref, probe, job, probe.expect.gpus)
+
+        run(emit, as_json=as_json, human=lambda doc: click.echo(dumps(doc)), to_json=dict)
+        return
+
+    def action() -> PreflightResult:
+        request = PreflightRequest(
+            options=options(),
+            reference=ref,
+            host=host,
+            python=python,
+            report_file=report_file,
+            pod_file=pod_file,
+            plan=plan,
+            platform=platform,
+            gpus=device_request,
+            cdi_devices=cdi_devices,
+            shm_size=shm_size,
+            env=env_pairs(env),
+            sign_key=sign_key,
+        )
+        result = gpu_preflight(Workspace.from_env(Path.cwd()), request)
+        if as_json:
+            echo_err(f"evidence: {result.evidence_dir}")
+        return result
+
+    run(action, as_json=as_json, human=_human, exit_code=lambda r: r.exit_code)
+
+
+def _fault(text: str | None) -> dict[str, object] | None:
+    if text is None:
+        return None
+    try:
+        value = json.loads(text)
+    except ValueError:
+        raise UsageError(f"--fault {text}: not JSON") from None
+    if not isinstance(value, dict) or not isinstance(value.get("rank"), int):
+        raise UsageError('--fault: {"rank": N, ...}, for testing the check itself')
+    return value

@@ -1,0 +1,276 @@
+"""Starting the GPU probe under torch's own launcher: on this host, or in the image.
+
+The probe is never started by a launcher of imagekit's: ``python3 -m torch.distributed.run``
+starts one process a GPU (``--nproc-per-node gpu``, torch's own count of the visible GPUs,
+unless a number is given) and, for several nodes, joins them through its own rendezvous
+options, which are passed through as given (``--nnodes 2 --node-rank 0 --rdzv-backend c10d
+--rdzv-endpoint HOST:29400``). What imagekit adds is the wall-clock limit: the launcher
+and every rank it started run in a process tree (or a container) that is killed whole on
+the limit, SIGINT or SIGTERM, so a collective that hangs leaves no process behind.
+
+In the image (``--gpus all`` or a CDI device, no network, a larger /dev/shm and unlimited
+locked memory for NCCL's buffers) the probe is mounted read-only and writes its report into
+a folder mounted for it alone; on the host it runs in the Python given (the one holding
+torch), its report written into the evidence folder.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from imagekit.errors import UsageError
+from imagekit.gpu.report import ProbeReport, parse_report
+from imagekit.runtime.container import (
+    ContainerSpec,
+    Mount,
+    ProcessRun,
+    gpu_refusal,
+    kill_tree,
+    run_bounded,
+    run_container,
+)
+
+PROBE_IN_CONTAINER = "/imagekit-gpu/probe.py"
+OUT_IN_CONTAINER = "/imagekit-out"
+DEFAULT_SIZES_MIB = (1.0, 16.0, 128.0)
+DEFAULT_TIMEOUT_S = 900.0
+#: The probe's report is a few hundred KiB on eight GPUs; a larger file is not its report.
+REPORT_CAP = 16 << 20
+#: The launcher's options that may be passed through (its rendezvous, for several nodes).
+LAUNCHER_OPTIONS = (
+    "--nnodes",
+    "--node-rank",
+    "--node_rank",
+    "--rdzv-backend",
+    "--rdzv_backend",
+    "--rdzv-endpoint",
+    "--rdzv_endpoint",
+    "--rdzv-id",
+    "--rdzv_id",
+    "--rdzv-conf",
+    "--master-addr",
+    "--master_addr",
+    "--master-port",
+    "--master_port",
+    "--max-restarts",
+)
+# NCCL's settings a user exports for the node carry into the container as they are.
+_PASSED_PREFIXES = ("NCCL_", "TORCH_NCCL_", "TORCH_SYMM_MEM", "NVSHMEM_")
+
+
+@dataclass(frozen=True)
+class Expectations:
+    """What the node must have: from the plan's ``gpu:`` section or the options."""
+
+    gpus: int | None = None
+    gpu_name: str | None = None
+    min_memory_gib: float | None = None
+    min_capability: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        found = {
+            "count": self.gpus,
+            "name": self.gpu_name,
+            "min_memory_gib": self.min_memory_gib,
+            "min_capability": self.min_capability,
+        }
+        return {k: v for k, v in found.items() if v is not None}
+
+
+@dataclass(frozen=True)
+class ProbeOptions:
+    """How the probe runs: its expectations, its sizes and repetitions, its limits."""
+
+    expect: Expectations = field(default_factory=Expectations)
+    sizes_mib: tuple[float, ...] = DEFAULT_SIZES_MIB
+    warmups: int = 5
+    iterations: int = 20
+    min_busbw: float | None = None
+    timeout_s: float = DEFAULT_TIMEOUT_S
+    nproc_per_node: int | None = None  # None: torch's own count ("gpu")
+    launcher_args: tuple[str, ...] = ()
+    self_test: bool = False
+    #: serving CLI checks the CPU audit deferred, re-run on the GPU host (argv, flags)
+    commands: tuple[Mapping[str, Any], ...] = ()
+    #: a fault injected into one rank, to test the check itself (never for a real run)
+    fault: Mapping[str, Any] | None = None
+
+    def __post_init__(self) -> None:
+        if self.expect.gpus is not None and self.expect.gpus < 1:
+            raise UsageError(
+                f"--gpus {self.expect.gpus}: a preflight needs at least one GPU",
+                hint="give the number of GPUs the node must have, e.g. --gpus 8",
+            )
+        if self.nproc_per_node is not None and self.nproc_per_node < 1:
+            raise UsageError(f"--nproc-per-node {self.nproc_per_node}: at least 1")
+        if not self.sizes_mib or any(s <= 0 for s in self.sizes_mib):
+            raise UsageError("--sizes: give positive sizes in MiB, e.g. 1,16,128")
+        if self.warmups < 0 or self.iterations < 1:
+            raise UsageError("--warmups must be 0 or more and --iterations 1 or more")
+        if self.timeout_s <= 0:
+            raise UsageError("--timeout must be positive")
+        for arg in self.launcher_args:
+            name = arg.split("=", 1)[0]
+            if name.startswith("--") and name not in LAUNCHER_OPTIONS:
+                raise UsageError(
+                    f"--launcher-arg {arg}: not one of torch.distributed.run's rendezvous "
+                    "options imagekit passes through",
+                    hint=f"one of {', '.join(LAUNCHER_OPTIONS)}",
+                )
+
+    def spec(self) -> dict[str, Any]:
+        """The probe's ``--spec-json``."""
+        spec: dict[str, Any] = {
+            "expect": self.expect.to_json(),
+            "sizes_mib": list(self.sizes_mib),
+            "warmups": self.warmups,
+            "iterations": self.iterations,
+            "collective_timeout_s": self.timeout_s,
+        }
+        if self.min_busbw is not None:
+            spec["min_busbw"] = self.min_busbw
+        if self.commands:
+            spec["commands"] = [dict(c) for c in self.commands]
+        if self.fault:
+            spec["fault"] = dict(self.fault)
+        if self.self_test:
+            spec["self_test"] = True
+            if self.sizes_mib == DEFAULT_SIZES_MIB:
+                spec["sizes_mib"] = [0.0625, 1.0]  # a CPU all-reduce of 128 MiB takes long
+        return spec
+
+
+@dataclass(frozen=True)
+class ProbeOutcome:
+    """What came back of a run: the report (None when none did), and why there was none."""
+
+    report: ProbeReport | None
+    run: ProcessRun
+    report_path: Path
+    why_none: str | None = None
+    #: the engine refused the GPU request (no NVIDIA runtime, no such CDI device)
+    refused: str | None = None
+
+
+@contextmanager
+def probe_path() -> Iterator[Path]:
+    """The probe shipped as package data, as a real path the engine can bind-mount."""
+    with resources.as_file(resources.files("imagekit.gpu").joinpath("probe.py")) as path:
+        yield path
+
+
+def launcher_argv(python: str, probe: str, out: str, options: ProbeOptions) -> list[str]:
+    nproc = "gpu" if options.nproc_per_node is None else str(options.nproc_per_node)
+    if options.self_test and options.nproc_per_node is None:
+        nproc = "2"  # gloo on CPU: two processes prove the collective's arithmetic
+    return [
+        python,
+        "-m",
+        "torch.distributed.run",
+        "--nproc-per-node",
+        nproc,
+        *options.launcher_args,
+        probe,
+        "--out",
+        out,
+        "--spec-json",
+        json.dumps(options.spec(), sort_keys=True),
+    ]
+
+
+def run_on_host(options: ProbeOptions, run_dir: Path, python: str | None = None) -> ProbeOutcome:
+    """The probe on this host's GPUs, in PYTHON (this interpreter by default)."""
+    python = python or sys.executable
+    if shutil.which(python) is None and not Path(python).exists():
+        raise UsageError(f"--python {python}: no such interpreter", hint="give the one with torch")
+    out = run_dir / "gpu-preflight-report.json"
+    with probe_path() as probe:
+        argv = launcher_argv(python, str(probe), str(out), options)
+        shown = ("python3", *argv[1:-1], "SPEC")
+        shown = tuple("probe.py" if a == str(probe) else a for a in shown)
+        run = run_bounded(
+            argv, shown, run_dir, options.timeout_s, stop=kill_tree, stream_prefix="gpu-probe"
+        )
+    return _outcome(run, out)
+
+
+def run_in_image(
+    client: str,
+    image_id: str,
+    options: ProbeOptions,
+    run_dir: Path,
+    *,
+    gpus: str | None = "all",
+    cdi_devices: tuple[str, ...] = (),
+    shm_size: str = "16g",
+    env: Mapping[str, str] | None = None,
+) -> ProbeOutcome:
+    """The probe in the image, on the GPUs the engine gives it, with no network."""
+    out_dir = run_dir / "gpu-probe-out"
+    out_dir.mkdir()
+    os.chmod(out_dir, 0o777)  # noqa: S103 - the image's user writes its report here
+    passed = {k: v for k, v in os.environ.items() if k.startswith(_PASSED_PREFIXES)}
+    passed.update(env or {})
+    with probe_path() as probe:
+        argv = launcher_argv("-", PROBE_IN_CONTAINER, f"{OUT_IN_CONTAINER}/report.json", options)[
+            1:
+        ]
+        spec = ContainerSpec(
+            image=image_id,
+            argv=tuple(argv),
+            entrypoint="python3",
+            label="io.imagekit.gpu-preflight=1",
+            network="none",
+            gpus=None if options.self_test else gpus,
+            cdi_devices=() if options.self_test else cdi_devices,
+            shm_size=shm_size,
+            ulimits=("memlock=-1", "stack=67108864"),
+            env={"HOME": "/tmp", "PYTHONDONTWRITEBYTECODE": "1", **passed},  # noqa: S108
+            mounts=(
+                Mount(probe, PROBE_IN_CONTAINER),
+                Mount(out_dir, OUT_IN_CONTAINER, read_only=False),
+            ),
+            tmpfs=(("/tmp", "1g"),),  # noqa: S108 - the container's /tmp
+        )
+        shown = ("docker", "run", "...", image_id, "python3", *argv[:-1], "SPEC")
+        run = run_container(
+            client, spec, run_dir, options.timeout_s, stage="gpu-preflight", shown=shown,
+            stream_prefix="gpu-probe",
+        )  # fmt: skip
+    outcome = _outcome(run, out_dir / "report.json")
+    refused = gpu_refusal(run)
+    if refused is not None:
+        return ProbeOutcome(None, run, outcome.report_path, f"no GPU visible: {refused}", refused)
+    return outcome
+
+
+def _outcome(run: ProcessRun, out: Path) -> ProbeOutcome:
+    if out.is_file():
+        size = out.stat().st_size
+        if size > REPORT_CAP:
+            return ProbeOutcome(None, run, out, f"the report is {size} bytes, over {REPORT_CAP}")
+        try:
+            return ProbeOutcome(parse_report(out.read_bytes(), "the probe's report"), run, out)
+        except UsageError as exc:  # what the image wrote is not the probe's: not decided
+            return ProbeOutcome(None, run, out, exc.message)
+    if run.timed_out:
+        why = (
+            f"timed out after {run.seconds:g} s: every rank was killed (a collective that "
+            "hangs, or a rank that never joined)"
+        )
+    else:
+        said = run.stderr.last_words(300) or run.stdout.last_words(300)
+        if "Cuda is not available" in said:
+            why = f"no GPU visible: torch.distributed.run says {said}"
+        else:
+            why = f"the launcher exited {run.exit_code} without a report: {said}"
+    return ProbeOutcome(None, run, out, why)

@@ -1,0 +1,396 @@
+"""`imagekit gpu-preflight`: the image on the GPU node that will serve it, one verdict.
+
+Three ways to run the same probe (imagekit/gpu/probe.py) under torch's own launcher:
+
+- in the image (``REF``): the engine runs it with the node's GPUs (``--gpus all``, or a CDI
+  device), no network, the shared memory NCCL needs; REF is resolved to a digest and pulled
+  as the audit does, and the verdict is bound to the image ID the engine ran;
+- from a Kubernetes Job (``REF --report LOG --pod POD_JSON``): ``--emit-job`` prints the Job,
+  the Job's log carries the report, and the pod's status says which image the kubelet ran;
+  a pod that ran another image than REF is refused (exit 1) and nothing is recorded;
+- on this host (``--host``): the current Python environment's torch, reported as such, with
+  no image claimed (what a bare GPU host, or our lent GPU machine, offers).
+
+Every run writes its evidence (the probe's raw report, the launcher's output, the verdict),
+appends one ``gpu-preflight`` record, and with ``--sign-key`` signs the verdict onto the image
+in its registry (never for ``--host``: there is no image). GPU_PREFLIGHT_PASS is exit 0;
+GPU_PREFLIGHT_FAIL and GPU_PREFLIGHT_INCOMPLETE are exit 1, because both are verdicts about
+the node (a collective that hangs is a finding, not imagekit failing to finish).
+"""
+
+from __future__ import annotations
+
+import socket
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from imagekit import evidence
+from imagekit.attest.attach import AttestOutcome, attest_reference
+from imagekit.attest.signer import KeyFileSigner, Signer
+from imagekit.errors import CheckFailed, RecordRefused, UsageError
+from imagekit.gpu.launch import ProbeOptions, ProbeOutcome, run_in_image, run_on_host
+from imagekit.gpu.report import ProbeReport, Verdict, decide, parse_report, predicate_of
+from imagekit.kinds.gpu_preflight import (
+    GPU_PREFLIGHT_V1,
+    GpuPreflightPredicate,
+    GpuPreflightStatus,
+    Where,
+    details_of,
+)
+from imagekit.ledger.pods import judge_image_id, load_pods, parse_image_id
+from imagekit.ledger.store import append_record
+from imagekit.refs import Digest, parse_reference
+from imagekit.runtime.cri import FinalPullStatus
+from imagekit.version import __version__
+from imagekit.workspace import Workspace
+
+HOST_SCOPE = (
+    "the current Python environment on this host, no image claimed: a hardware and "
+    "communication check of its GPUs; no weights loaded, no serving engine started, not a "
+    "performance benchmark"
+)
+IMAGE_SCOPE = (
+    "the image's own torch on this node's GPUs, run by the engine with no network: a hardware "
+    "and communication check; no weights loaded, no serving engine started, not a performance "
+    "benchmark"
+)
+POD_SCOPE = (
+    "the image's own torch on the GPUs of the pod that ran it (a Kubernetes Job), the pod's "
+    "imageID checked against the image: a hardware and communication check; no weights "
+    "loaded, no serving engine started, not a performance benchmark"
+)
+
+
+@dataclass(frozen=True)
+class PreflightRequest:
+    """One preflight: where it runs, what it expects, whether it records and signs."""
+
+    options: ProbeOptions = field(default_factory=ProbeOptions)
+    reference: str | None = None
+    host: bool = False
+    python: str | None = None  # --host: the interpreter with torch (this one by default)
+    report_file: Path | None = None  # a Job's log or report, with pod_file
+    pod_file: Path | None = None
+    plan: str | None = None
+    platform: str | None = None
+    gpus: str | None = "all"
+    cdi_devices: tuple[str, ...] = ()
+    shm_size: str = "16g"
+    env: tuple[tuple[str, str], ...] = ()
+    sign_key: Path | None = None
+    record: bool = True
+
+
+@dataclass(frozen=True)
+class PreflightResult:
+    verdict: Verdict
+    where: Where
+    scope: str
+    reference: str | None
+    image_id: str | None
+    pod: str | None
+    report: ProbeReport | None
+    predicate: GpuPreflightPredicate
+    evidence_dir: Path
+    result_path: Path
+    report_path: Path | None
+    why_none: str | None = None
+    command: tuple[str, ...] = ()
+    seconds: float | None = None
+    ledger_seqs: tuple[int, ...] = ()
+    attestation: AttestOutcome | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.verdict.ok
+
+    @property
+    def exit_code(self) -> int:
+        """0 for GPU_PREFLIGHT_PASS; 1 for FAIL and INCOMPLETE (both verdicts, recorded)."""
+        return 0 if self.ok else CheckFailed.exit_code
+
+    @property
+    def evidence(self) -> Path:
+        return self.result_path
+
+    @property
+    def status(self) -> GpuPreflightStatus:
+        return self.verdict.status
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "status": str(self.verdict.status),
+            "sentence": self.verdict.sentence,
+            "ok": self.ok,
+            "scope": self.scope,
+            "where": self.where,
+            "self_test": self.verdict.self_test,
+            "reference": self.reference,
+            "image_id": self.image_id,
+            "pod": self.pod,
+            "failing": list(self.verdict.failing),
+            "why_not_decided": self.why_none,
+            "preflight": self.predicate.model_dump(mode="json"),
+            "command": list(self.command),
+            "seconds": self.seconds,
+            "evidence": str(self.evidence_dir),
+            "report": str(self.report_path) if self.report_path else None,
+            "ledger_seqs": list(self.ledger_seqs),
+            **({"attestation": self.attestation.to_json()} if self.attestation else {}),
+        }
+
+
+def gpu_preflight(
+    workspace: Workspace, request: PreflightRequest, *, client: str | None = None
+) -> PreflightResult:
+    """Run (or take back from a Job) the GPU preflight, write its evidence, record it, and
+    sign it onto the image when asked. Bad input is refused before anything runs."""
+    signer = _signer(request)
+    where = _where(request)
+    run_dir = evidence.new_run_dir(
+        workspace.evidence_dir, request.plan or _name(request), "gpu-preflight"
+    )
+    reference = request.reference
+    image_id: str | None = None
+    pod: str | None = None
+    outcome: ProbeOutcome | None = None
+    if where == "host":
+        outcome = run_on_host(request.options, run_dir, request.python)
+        report = outcome.report
+    elif where == "pod":
+        report, pod, image_id, reference = _from_pod(request, run_dir)
+    else:
+        report, outcome, image_id, reference = _in_image(request, run_dir, client)
+    why_none = outcome.why_none if outcome is not None else None
+    verdict = decide(report, why_none=why_none or "no report")
+    scope = {"host": HOST_SCOPE, "image": IMAGE_SCOPE, "pod": POD_SCOPE}[where]
+    if verdict.self_test and report is not None:
+        scope = report.scope  # the probe's own: "CPU self-test, not a GPU preflight: ..."
+    predicate = _predicate(request, report, verdict, scope, where, image_id, pod)
+    result = PreflightResult(
+        verdict=verdict,
+        where=where,
+        scope=scope,
+        reference=reference,
+        image_id=image_id,
+        pod=pod,
+        report=report,
+        predicate=predicate,
+        evidence_dir=run_dir,
+        result_path=run_dir / "gpu-preflight.json",
+        report_path=outcome.report_path if outcome and report else (
+            run_dir / "gpu-preflight-report.json" if report else None
+        ),
+        why_none=why_none,
+        command=outcome.run.command if outcome is not None else (),
+        seconds=outcome.run.seconds if outcome is not None else None,
+    )  # fmt: skip
+    evidence.write_json(result.result_path, result.to_json())
+    if signer is not None and reference is not None:
+        outcome_att = attest_reference(
+            signer,
+            parse_reference(reference),
+            GPU_PREFLIGHT_V1,
+            predicate.model_dump(mode="json"),
+            platform=None,
+        )
+        result = replace(result, attestation=outcome_att)
+    if request.record:
+        with RecordRefused.keeping(result):
+            seq = _record(workspace, request, result)
+        result = replace(result, ledger_seqs=(seq,))
+    if result.attestation is not None:
+        result.attestation.raise_unless_stored(result)
+    return result
+
+
+def deferred_cli(profile: str) -> tuple[dict[str, Any], ...]:
+    """The serving CLI checks of PROFILE that a CPU audit defers (those with a known
+    environmental failure, the vLLM ``--help=all`` that needs a GPU): re-run on the GPU
+    node without their CPU-platform fallback, so that CPU_PASS_GPU_CLI_DEFERRED can be
+    closed by a GPU-side result."""
+    from imagekit.audit.profiles import load_profile
+
+    return tuple(
+        {
+            "name": probe.name,
+            "argv": list(probe.command),
+            "env": dict(probe.env),
+            "required_flags": list(probe.flags),
+            "timeout_s": probe.timeout_s or 300,
+        }
+        for probe in load_profile(profile).cli
+        if probe.environmental_failure is not None
+    )
+
+
+def _signer(request: PreflightRequest) -> Signer | None:
+    if request.sign_key is None:
+        return None
+    if request.host:
+        raise UsageError(
+            "--sign-key attests an image in a registry; a --host preflight claims no image",
+            hint="drop --sign-key, or run the preflight in the image (imagekit gpu-preflight REF)",
+        )
+    return KeyFileSigner.from_file(request.sign_key)
+
+
+def _where(request: PreflightRequest) -> Where:
+    if request.host:
+        if request.reference or request.report_file or request.pod_file:
+            raise UsageError(
+                "--host runs this host's Python: it takes no image, --report or --pod",
+                hint="imagekit gpu-preflight --host, or imagekit gpu-preflight REF",
+            )
+        return "host"
+    if request.reference is None:
+        raise UsageError(
+            "name the image to preflight, or --host for this host's Python",
+            hint="imagekit gpu-preflight REGISTRY/REPO@sha256:DIGEST",
+        )
+    if (request.report_file is None) != (request.pod_file is None):
+        raise UsageError(
+            "--report and --pod go together: the Job's report and the pod that ran it",
+            hint="kubectl logs job/NAME > job.log; kubectl get pods -l job-name=NAME -o json "
+            "> pod.json",
+        )
+    return "pod" if request.report_file is not None else "image"
+
+
+def _name(request: PreflightRequest) -> str:
+    if request.reference is None:
+        return "host"
+    return parse_reference(request.reference).name
+
+
+def _in_image(
+    request: PreflightRequest, run_dir: Path, client: str | None
+) -> tuple[ProbeReport | None, ProbeOutcome, str, str]:
+    from imagekit.runtime.engine import connect
+    from imagekit.runtime.images import resolve_image
+
+    assert request.reference is not None  # noqa: S101 - _where's contract
+    engine = connect()
+    image = resolve_image(engine, request.reference, request.platform)
+    outcome = run_in_image(
+        client or engine.client_path,
+        image.image_id,
+        request.options,
+        run_dir,
+        gpus=request.gpus,
+        cdi_devices=request.cdi_devices,
+        shm_size=request.shm_size,
+        env=dict(request.env),
+    )
+    pinned = request.reference
+    if image.reference is not None and image.manifest_digest is not None:
+        pinned = str(image.reference.pinned_only(image.manifest_digest))
+    return outcome.report, outcome, image.image_id, pinned
+
+
+#: A Job's log is the launcher's and every rank's output; the report is rank 0's last line
+#: that starts with this marker (the probe's ``--out -``).
+REPORT_MARKER = b"@@IMAGEKIT_GPU_REPORT@@ "
+
+
+def report_from_log(data: bytes, source: str) -> ProbeReport:
+    """The probe's report from a Job's log (its marked line) or from the report file."""
+    start = data.rfind(REPORT_MARKER)
+    if start >= 0:
+        line = data[start + len(REPORT_MARKER) :].split(b"\n", 1)[0]
+        return parse_report(line, source)
+    return parse_report(data, source)
+
+
+def _from_pod(request: PreflightRequest, run_dir: Path) -> tuple[ProbeReport, str, str, str]:
+    """The Job's report and the pod that ran it, checked against REF: the pod's container
+    must have run REF's image (its imageID names REF's manifest, or REF's config as an image
+    ID); another image is exit 1 with nothing recorded."""
+    from imagekit.files import read_bounded
+    from imagekit.registry.client import RegistryClient
+
+    assert request.reference and request.report_file and request.pod_file  # noqa: S101
+    ref = parse_reference(request.reference)
+    if ref.digest is None:
+        raise UsageError(
+            f"{request.reference}: a Job's report is bound to an image by digest",
+            hint="name the image as REGISTRY/REPO@sha256:DIGEST, as --emit-job printed it",
+        )
+    data = read_bounded(request.report_file, "--report", limit=64 << 20)
+    report = report_from_log(data, str(request.report_file))
+    evidence.write_bytes(
+        run_dir / "gpu-preflight-report.json",
+        report.model_dump_json(indent=2).encode("utf-8"),
+    )
+    pods, _ = load_pods(request.pod_file)
+    with RegistryClient() as registry:
+        resolved = registry.resolve(ref, None)
+    manifest = Digest(str(ref.digest))
+    config = Digest(str(resolved.config_digest))
+    seen = []
+    for one in pods:
+        for status in one.status.containerStatuses:
+            verdict, reason = judge_image_id(parse_image_id(status.imageID), manifest, config,
+                                             status.imageID)  # fmt: skip
+            seen.append(f"{one.metadata.namespace}/{one.metadata.name} {status.name}: {reason}")
+            if verdict is FinalPullStatus.VERIFIED:
+                pod = f"{one.metadata.namespace}/{one.metadata.name}"
+                return report, pod, str(config), str(ref)
+    raise CheckFailed(
+        f"no container of the pod ran {ref}: " + "; ".join(seen or ["it lists no container"]),
+        hint="give the pod of the Job that ran this image (kubectl get pods -l job-name=NAME "
+        "-o json); nothing was recorded",
+    )
+
+
+def _predicate(
+    request: PreflightRequest,
+    report: ProbeReport | None,
+    verdict: Verdict,
+    scope: str,
+    where: Where,
+    image_id: str | None,
+    pod: str | None,
+) -> GpuPreflightPredicate:
+    expected = request.options.expect.to_json()
+    if report is not None:
+        return predicate_of(
+            report, verdict, scope=scope, where=where, image_id=image_id, pod=pod,
+            expected=expected,
+        )  # fmt: skip
+    return GpuPreflightPredicate(
+        status=verdict.status,
+        scope=f"{scope}; not decided: {verdict.sentence}",
+        where=where,
+        node=socket.gethostname(),
+        image_id=image_id,
+        pod=pod,
+        world_size=0,
+        gpus=[],
+        expected=expected,
+        checks=[],
+        failing=[],
+        all_reduce=[],
+        versions={},
+        preflight_at=datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        imagekit_version=__version__,
+    )
+
+
+def _record(workspace: Workspace, request: PreflightRequest, result: PreflightResult) -> int:
+    details = details_of(result.predicate)
+    if result.attestation is not None:
+        details = details.model_copy(update={"attestation": result.attestation.ledger_value})
+    images = {"image": result.reference} if result.reference else {}
+    return append_record(
+        workspace,
+        "gpu-preflight",
+        plan=request.plan,
+        images=images,
+        status=result.verdict.status,
+        scope=f"{result.scope}; {result.verdict.sentence}",
+        evidence=result.result_path,
+        details=details,
+    ).seq
