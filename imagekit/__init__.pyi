@@ -6,6 +6,7 @@
 from imagekit.api import audit_image as audit_image
 from imagekit.api import build_image as build_image
 from imagekit.api import final_pull as final_pull
+from imagekit.api import gpu_preflight as gpu_preflight
 from imagekit.api import inspect_image as inspect_image
 from imagekit.api import load_plan as load_plan
 from imagekit.api import verify_mirror as verify_mirror
@@ -22,7 +23,12 @@ from imagekit.errors import CouldNotFinish as CouldNotFinish
 from imagekit.errors import ImagekitError as ImagekitError
 from imagekit.errors import RecordRefused as RecordRefused
 from imagekit.errors import UsageError as UsageError
+from imagekit.gpu.launch import Expectations as Expectations
+from imagekit.gpu.launch import ProbeOptions as ProbeOptions
+from imagekit.gpu.stage import PreflightRequest as PreflightRequest
+from imagekit.gpu.stage import PreflightResult as PreflightResult
 from imagekit.kinds.audit import AuditStatus as AuditStatus
+from imagekit.kinds.gpu_preflight import GpuPreflightStatus as GpuPreflightStatus
 from imagekit.kinds.mirror import MirrorVerdict as MirrorVerdict
 from imagekit.ledger.ledger import Ledger as Ledger
 from imagekit.ledger.record import LedgerRecord as LedgerRecord

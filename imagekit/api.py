@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from imagekit.audit.stage import AuditRequest, AuditResult
     from imagekit.build.built import BuiltImage
     from imagekit.build.options import BuildOptions
+    from imagekit.gpu.stage import PreflightRequest, PreflightResult
     from imagekit.mirror import MirrorOptions, MirrorReport
     from imagekit.plans.plan import LoadedPlan
     from imagekit.pull import PullResult
@@ -155,3 +156,24 @@ def final_pull(
         plan=plan,
         where=where,
     )
+
+
+def gpu_preflight(
+    reference: str | None,
+    options: PreflightRequest | None = None,
+    workspace: Workspace | None = None,
+    *,
+    record: bool = True,
+) -> PreflightResult:
+    """Preflight the image ``reference`` on this node's GPUs (through the engine, no network;
+    ``None`` with ``PreflightRequest(host=True)``: this Python environment, no image
+    claimed). ``options`` is a ``PreflightRequest`` whose ``reference`` this call sets; its
+    ``options`` holds the expectations (``ProbeOptions(expect=Expectations(gpus=8))``). The
+    verdict (``.status``: GPU_PREFLIGHT_PASS, _FAIL, _INCOMPLETE) is a result, not an
+    exception; a ``gpu-preflight`` record is appended unless ``record=False``."""
+    from imagekit.gpu.stage import PreflightRequest
+    from imagekit.gpu.stage import gpu_preflight as preflight
+
+    request = options or PreflightRequest()
+    request = replace(request, reference=reference, record=request.record and record)
+    return preflight(_workspace(workspace), request)

@@ -62,10 +62,11 @@ class StageStatus(StrEnum):
     FAILED = "failed"
     ERROR = "error"
     NOT_RUN = "not run"
+    SKIPPED = "skipped"  # an optional stage that does not apply here, and why: counts as ok
 
 
 # The members under short names, for the stage functions below.
-PASSED, FAILED, ERROR, NOT_RUN = StageStatus
+PASSED, FAILED, ERROR, NOT_RUN, SKIPPED = StageStatus
 
 
 @dataclass(frozen=True)
@@ -122,7 +123,7 @@ class PipelineResult:
 
     @property
     def ok(self) -> bool:
-        return all(s.status == PASSED for s in self.stages)
+        return all(s.status in (PASSED, SKIPPED) for s in self.stages)
 
     @property
     def exit_code(self) -> int:
@@ -233,14 +234,27 @@ class Step:
     data: dict[str, Any] = field(default_factory=dict)
 
 
+StageRun = Callable[["Run", "Results"], Step]
+
+
 @dataclass(frozen=True)
 class Stage:
     """One stage of the pipeline: its name, the earlier stages whose results it reads, and
-    how it runs. A new stage is one of these in PIPELINE; its result meets StageResult."""
+    how it runs, for a plan of one image (``run``) and for a plan of several platforms
+    (``index``, with ``index_needs``; None: the stage is not one of such a plan's, as the
+    push, which the index build does itself). ``each_platform`` makes it one stage a platform
+    (``audit linux/arm64``) for a plan of several. ``when`` says why an optional stage does
+    not apply (it is SKIPPED, saying so, and counts as ok), or None when it runs.
+
+    A new stage is one of these in PIPELINE; its result meets StageResult."""
 
     name: str
     needs: tuple[str, ...]
-    run: Callable[[Run, Results], Step]
+    run: StageRun | None
+    index: StageRun | None = None
+    index_needs: tuple[str, ...] | None = None
+    each_platform: Callable[[str], StageRun] | None = None
+    when: Callable[[Run], str | None] | None = None
 
 
 ResultT = TypeVar("ResultT")
@@ -444,20 +458,6 @@ def _ledger(run: Run, results: Results) -> Step:
     return Step(report, "chain and evidence verify" if report.ok else f"broken: {first}")
 
 
-# The pipeline, in order. A stage reads only the results it names; the first that is not ok
-# stops the run.
-PIPELINE: tuple[Stage, ...] = (
-    Stage("doctor", (), _doctor),
-    Stage("build", (), _build),
-    Stage("audit", ("build",), _audit),
-    Stage("push", ("build", "audit"), _push),
-    Stage("mirror", ("build", "push"), _mirror),
-    Stage("final-pull", ("build", "mirror"), _final_pull),
-    Stage("ledger", (), _ledger),
-)
-STAGES = tuple(stage.name for stage in PIPELINE)
-
-
 # A plan of several platforms: the build pushes the index; each platform is audited from the
 # registry; the index is mirrored and verified platform by platform; the engine pulls its own.
 
@@ -595,16 +595,83 @@ def _final_pull_index(run: Run, results: Results) -> Step:
     )
 
 
-def platform_stages(platforms: tuple[str, ...]) -> tuple[Stage, ...]:
-    """The pipeline of a plan of several platforms, an audit stage for each of them."""
-    return (
-        Stage("doctor", (), _doctor),
-        Stage("build", (), _build_platforms),
-        *(Stage(f"audit {p}", ("build",), _audit_platform(p)) for p in platforms),
-        Stage("mirror", ("build",), _mirror_index),
-        Stage("final-pull", ("build", "mirror"), _final_pull_index),
-        Stage("ledger", (), _ledger),
+def _gpu_preflight(run: Run, results: Results) -> Step:
+    """The final image on this host's GPUs (imagekit.gpu): the serving node's preflight."""
+    from imagekit.gpu.launch import Expectations, ProbeOptions
+    from imagekit.gpu.stage import PreflightRequest, deferred_cli, gpu_preflight
+    from imagekit.plans.plan import load_named_plan
+    from imagekit.pull import PullResult
+
+    pulled = _need(results, "final-pull", PullResult)
+    reference = pulled.reference.pinned_only(pulled.expected_digest)
+    plan = load_named_plan(run.workspace, run.name, base_override=run.options.base_override)
+    gpu = plan.plan.gpu
+    expect = Expectations(
+        gpus=gpu.count if gpu else None,
+        gpu_name=gpu.name if gpu else None,
+        min_memory_gib=gpu.min_memory_gib if gpu else None,
+        min_capability=gpu.min_capability if gpu else None,
     )
+    profile = run.options.profile or plan.plan.audit_profile
+    request = PreflightRequest(
+        options=ProbeOptions(expect=expect, commands=deferred_cli(profile)),
+        reference=str(reference),
+        plan=run.name,
+        sign_key=run.options.sign_key,
+    )
+    result = gpu_preflight(run.workspace, request)
+    return Step(
+        result,
+        f"{result.status}: {result.verdict.sentence}",
+        digest=result.image_id,
+        data={"status": str(result.status), "reference": result.reference},
+    )
+
+
+def _gpus_here(run: Run) -> str | None:
+    from imagekit.gpu.launch import gpus_visible
+
+    return gpus_visible()
+
+
+# The pipeline, in order: one list for every plan (see Stage). A stage reads only the results
+# it names; the first that is not ok stops the run; an optional stage that does not apply
+# is skipped and says why.
+PIPELINE: tuple[Stage, ...] = (
+    Stage("doctor", (), _doctor, index=_doctor),
+    Stage("build", (), _build, index=_build_platforms),
+    Stage("audit", ("build",), _audit, each_platform=_audit_platform),
+    Stage("push", ("build", "audit"), _push),
+    Stage("mirror", ("build", "push"), _mirror, index=_mirror_index, index_needs=("build",)),
+    Stage("final-pull", ("build", "mirror"), _final_pull, index=_final_pull_index),
+    Stage(
+        "gpu-preflight",
+        ("final-pull",),
+        _gpu_preflight,
+        index=_gpu_preflight,
+        when=_gpus_here,
+    ),
+    Stage("ledger", (), _ledger, index=_ledger),
+)
+STAGES = tuple(stage.name for stage in PIPELINE)
+
+
+def stages_for(platforms: tuple[str, ...]) -> tuple[Stage, ...]:
+    """The stages of one run: PIPELINE as it is for a plan of one image; for a plan of
+    several platforms, each stage's index form, one stage a platform where it says so."""
+    if not platforms:
+        return tuple(stage for stage in PIPELINE if stage.run is not None)
+    found: list[Stage] = []
+    for stage in PIPELINE:
+        needs = stage.index_needs if stage.index_needs is not None else stage.needs
+        if stage.each_platform is not None:
+            found += [
+                Stage(f"{stage.name} {p}", needs, stage.each_platform(p), when=stage.when)
+                for p in platforms
+            ]
+        elif stage.index is not None:
+            found.append(Stage(stage.name, needs, stage.index, when=stage.when))
+    return tuple(found)
 
 
 def _plan_platforms(workspace: Workspace, name: str, base_override: str | None) -> tuple[str, ...]:
@@ -665,14 +732,20 @@ def run_pipeline(
     results: dict[str, StageResult] = {}
     error: dict[str, Any] | None = None
     stopped = False
-    for stage in platform_stages(platforms) if platforms else PIPELINE:
+    for stage in stages_for(platforms):
         if stopped:
             outcomes.append(StageOutcome(stage.name, NOT_RUN))
             continue
+        skipped = stage.when(run) if stage.when is not None else None
+        if skipped is not None:
+            outcomes.append(StageOutcome(stage.name, SKIPPED, skipped))
+            echo.write(f"pipeline: {stage.name} {SKIPPED}: {skipped}\n")
+            continue
+        assert stage.run is not None  # noqa: S101 - stages_for keeps runnable stages
         echo.write(f"pipeline: {stage.name} ...\n")
         started = time.monotonic()
         try:
-            step = stage.run(run, {need: results[need] for need in stage.needs})
+            step = stage.run(run, {need: results[need] for need in stage.needs if need in results})
         except ImagekitError as exc:
             status = FAILED if isinstance(exc, CheckFailed) else ERROR
             outcome = StageOutcome(stage.name, status, exc.message.splitlines()[0])
@@ -687,7 +760,7 @@ def run_pipeline(
         )
         outcomes.append(outcome)
         echo.write(f"pipeline: {stage.name} {outcome.status} {outcome.detail}\n")
-        if outcome.status != PASSED:
+        if outcome.status not in (PASSED, SKIPPED):
             stopped = True
     result = PipelineResult(
         plan=name,

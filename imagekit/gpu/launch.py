@@ -274,3 +274,27 @@ def _outcome(run: ProcessRun, out: Path) -> ProbeOutcome:
         else:
             why = f"the launcher exited {run.exit_code} without a report: {said}"
     return ProbeOutcome(None, run, out, why)
+
+
+def gpus_visible() -> str | None:
+    """None when this host shows a GPU (``nvidia-smi -L`` lists one), else why not: the
+    pipeline's GPU preflight is skipped, saying so, where no GPU is visible."""
+    import subprocess
+
+    if shutil.which("nvidia-smi") is None:
+        return "no GPU visible on this host (nvidia-smi is not on PATH)"
+    try:
+        listed = subprocess.run(  # noqa: S603 - a fixed program
+            ["nvidia-smi", "-L"],  # noqa: S607 - found on PATH above
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"no GPU visible on this host (nvidia-smi -L: {exc})"
+    gpus = [line for line in listed.stdout.splitlines() if line.startswith("GPU ")]
+    if listed.returncode != 0 or not gpus:
+        said = (listed.stderr or listed.stdout).strip().splitlines()
+        return f"no GPU visible on this host (nvidia-smi -L: {said[-1] if said else 'none'})"
+    return None

@@ -26,7 +26,9 @@ PUBLIC = [
     "BuiltImage",
     "CheckFailed",
     "CouldNotFinish",
+    "Expectations",
     "GateResult",
+    "GpuPreflightStatus",
     "ImagekitError",
     "Ledger",
     "LedgerRecord",
@@ -35,6 +37,9 @@ PUBLIC = [
     "MirrorReport",
     "MirrorVerdict",
     "Platform",
+    "PreflightRequest",
+    "PreflightResult",
+    "ProbeOptions",
     "PullResult",
     "RecordRefused",
     "ResolvedImage",
@@ -45,6 +50,7 @@ PUBLIC = [
     "audit_image",
     "build_image",
     "final_pull",
+    "gpu_preflight",
     "inspect_image",
     "load_plan",
     "verify_image",
@@ -66,6 +72,8 @@ SIGNATURES = {
     "verify_mirror": "(source: 'str', destination: 'str', options: 'MirrorOptions | None' = "
     "None, workspace: 'Workspace | None' = None, *, platform: 'str | Platform | None' = None, "
     "record: 'bool' = True) -> 'MirrorReport'",
+    "gpu_preflight": "(reference: 'str | None', options: 'PreflightRequest | None' = None, "
+    "workspace: 'Workspace | None' = None, *, record: 'bool' = True) -> 'PreflightResult'",
     "verify_image": "(reference: 'str', key_paths: 'Sequence[Path]', policy_path: 'Path | None' "
     "= None, *, insecure: 'Sequence[str]' = (), now: 'datetime | None' = None) -> 'GateResult'",
     "Ledger": "(workspace: 'Workspace | None' = None) -> 'None'",
@@ -84,6 +92,7 @@ SIGNATURES = {
 # is its own JSON document.
 RESULTS = [
     "AuditResult",
+    "PreflightResult",
     "GateResult",
     "MirrorReport",
     "PullResult",

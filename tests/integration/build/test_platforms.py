@@ -392,7 +392,7 @@ def test_the_pipeline_of_the_demo_for_amd64_and_arm64_audits_each_platform(
         created_refs.append(document["final_reference"])
     assert list(stages) == [
         "doctor", "build", "audit linux/amd64", "audit linux/arm64", "mirror", "final-pull",
-        "ledger",
+        "gpu-preflight", "ledger",
     ]  # fmt: skip
     assert result.ok and result.exit_code == 0, document["stages"]
     table = "\n".join(result.table())

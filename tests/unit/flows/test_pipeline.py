@@ -7,7 +7,7 @@ replaced by a function that returns a chosen outcome, to pin down the orchestrat
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +21,7 @@ from imagekit.flows.pipeline import (
     FAILED,
     NOT_RUN,
     PASSED,
+    SKIPPED,
     STAGES,
     PipelineOptions,
     StageOutcome,
@@ -146,15 +147,18 @@ def _patch_platform_stages(monkeypatch: pytest.MonkeyPatch, behaviour: dict[str,
 
     two = ("linux/amd64", "linux/arm64")
     monkeypatch.setattr(pipeline, "_plan_platforms", lambda *_: two)
-    for function, stage in (
-        ("_doctor", "doctor"),
-        ("_build_platforms", "build"),
-        ("_mirror_index", "mirror"),
-        ("_final_pull_index", "final-pull"),
-        ("_ledger", "ledger"),
-    ):
-        monkeypatch.setattr(pipeline, function, make(stage))
-    monkeypatch.setattr(pipeline, "_audit_platform", lambda p: make(f"audit {p}"))
+    stages = tuple(
+        replace(
+            s,
+            index=make(s.name) if s.index is not None else None,
+            each_platform=(lambda name: lambda p: make(f"{name} {p}"))(s.name)
+            if s.each_platform is not None
+            else None,
+            when=None,
+        )
+        for s in pipeline.PIPELINE
+    )
+    monkeypatch.setattr(pipeline, "PIPELINE", stages)
     return called
 
 
@@ -164,7 +168,7 @@ def test_a_plan_of_several_platforms_audits_each_and_a_failed_one_stops_the_run(
     called = _patch_platform_stages(monkeypatch, {})
     result = run_pipeline(ws, "demo-two", _TWO)
     names = ["doctor", "build", "audit linux/amd64", "audit linux/arm64", "mirror",
-             "final-pull", "ledger"]  # fmt: skip
+             "final-pull", "gpu-preflight", "ledger"]  # fmt: skip
     assert called == names and [s.stage for s in result.stages] == names
     assert result.ok and "push" not in called
 
@@ -305,6 +309,7 @@ def test_a_new_stage_is_one_object_and_reads_only_what_it_needs(
         ("attest", FAILED),
         ("mirror", NOT_RUN),
         ("final-pull", NOT_RUN),
+        ("gpu-preflight", NOT_RUN),
         ("ledger", NOT_RUN),
     ]
     assert result.exit_code == 1
@@ -332,3 +337,32 @@ def test_a_signing_key_that_cannot_sign_is_exit_2_before_any_stage(
         assert "is a public key" in result.stderr and str(pair.public) in result.stderr
     assert list(workspace.evidence_dir.iterdir()) == []
     assert not workspace.ledger_path.exists()
+
+
+def test_an_optional_stage_that_does_not_apply_is_skipped_saying_why_and_counts_as_ok(
+    ws: Workspace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    called = patch_stages(monkeypatch, {})
+    stages = tuple(
+        replace(s, when=lambda run: "no GPU visible on this host (nvidia-smi is not on PATH)")
+        if s.name == "gpu-preflight"
+        else s
+        for s in pipeline.PIPELINE
+    )
+    monkeypatch.setattr(pipeline, "PIPELINE", stages)
+    result = run_pipeline(ws, "demo", _TWO)
+    assert "gpu-preflight" not in called and called[-1] == "ledger"
+    skipped = next(s for s in result.stages if s.stage == "gpu-preflight")
+    assert skipped.status == SKIPPED and "no GPU visible" in skipped.detail
+    assert skipped.status != PASSED and result.ok and result.exit_code == 0
+    assert any(line.split()[:2] == ["gpu-preflight", "skipped:"] for line in result.table())
+
+
+def test_the_gpu_preflight_is_skipped_where_no_gpu_is_visible() -> None:
+    from imagekit.gpu.launch import gpus_visible
+
+    stage = next(s for s in pipeline.PIPELINE if s.name == "gpu-preflight")
+    assert stage.when is not None
+    # These machines have no GPU: the real check says so (a GPU host would say None).
+    reason = gpus_visible()
+    assert reason is not None and reason.startswith("no GPU visible on this host")
