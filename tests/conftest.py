@@ -151,6 +151,7 @@ SHARED_UNITS = {
     "tests/integration/flows/test_nightly_remote.py": "nightly-candidates",
     "tests/integration/test_seeds.py": "seed-replicas",
     "tests/integration/test_audit_osv.py": "seed-replicas",
+    "tests/integration/gpu/test_gpu_preflight.py": "seed-replicas",
 }
 # The longest units start first (seconds, serial, from `pytest --durations=0` on 2 cores), so
 # no worker is left alone at the end with one of them; the rest keep the collection order.

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from imagekit.cli._common import echo_err, json_option, run, sign_key_option
+from imagekit.cli._common import echo_err, json_option, registry_options, run, sign_key_option
 from imagekit.errors import UsageError
 from imagekit.gpu.stage import PreflightRequest, PreflightResult
 from imagekit.workspace import Workspace
@@ -136,6 +136,7 @@ def _human(result: PreflightResult) -> None:
     "Sign the verdict as an in-toto attestation beside the image in its registry (not for "
     "--host: there is no image); a registry that refuses it is exit 3, the record kept.",
 )
+@registry_options
 @json_option
 def command(
     ref: str | None,

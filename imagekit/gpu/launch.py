@@ -8,8 +8,8 @@ options, which are passed through as given (``--nnodes 2 --node-rank 0 --rdzv-ba
 and every rank it started run in a process tree (or a container) that is killed whole on
 the limit, SIGINT or SIGTERM, so a collective that hangs leaves no process behind.
 
-In the image (``--gpus all`` or a CDI device, no network, a larger /dev/shm and unlimited
-locked memory for NCCL's buffers) the probe is mounted read-only and writes its report into
+In the image (``--gpus all`` or a CDI device, no network, a larger /dev/shm for NCCL's
+shared-memory transport) the probe is mounted read-only and writes its report into
 a folder mounted for it alone; on the host it runs in the Python given (the one holding
 torch), its report written into the evidence folder.
 """
@@ -233,7 +233,6 @@ def run_in_image(
             gpus=None if options.self_test else gpus,
             cdi_devices=() if options.self_test else cdi_devices,
             shm_size=shm_size,
-            ulimits=("memlock=-1", "stack=67108864"),
             env={"HOME": "/tmp", "PYTHONDONTWRITEBYTECODE": "1", **passed},  # noqa: S108
             mounts=(
                 Mount(probe, PROBE_IN_CONTAINER),

@@ -251,6 +251,7 @@ _REGISTRY_OPTIONS = {"insecure", "ca_file", "registry_mirror"}
         ("plans_cmd", "bump"),
         ("pipeline_cmd", None),
         ("doctor_cmd", None),
+        ("gpu_preflight_cmd", None),
     ],
 )
 def test_every_command_that_reaches_a_registry_takes_the_same_tls_options(
