@@ -67,7 +67,7 @@ _WHERE: dict[str, tuple[str, str]] = {
     "BuiltImage": ("imagekit.build.built", "BuiltImage"),
     "GateResult": ("imagekit.attest.gate", "GateResult"),
     "LedgerRecord": ("imagekit.ledger.record", "LedgerRecord"),
-    "LoadedPlan": ("imagekit.plans.plan", "LoadedPlan"),
+    "LoadedPlan": ("imagekit.plans.model", "LoadedPlan"),
     "MirrorOptions": ("imagekit.mirror", "MirrorOptions"),
     "MirrorReport": ("imagekit.mirror", "MirrorReport"),
     "MirrorVerdict": ("imagekit.mirror", "Verdict"),
@@ -127,7 +127,7 @@ if TYPE_CHECKING:  # what type checkers and editors see; nothing of this runs
     from imagekit.ledger.verify import VerifyReport
     from imagekit.mirror import MirrorOptions, MirrorReport
     from imagekit.mirror import Verdict as MirrorVerdict
-    from imagekit.plans.plan import LoadedPlan
+    from imagekit.plans.model import LoadedPlan
     from imagekit.pull import PullResult
     from imagekit.refs import Platform
     from imagekit.registry.client import ResolvedImage

@@ -69,7 +69,8 @@ from imagekit.errors import (
 )
 from imagekit.evidence import new_run_dir, write_bytes
 from imagekit.ledger import RejectedBuildDetails
-from imagekit.plans.plan import LoadedPlan, load_named_plan, same_platform_key
+from imagekit.plans.load import load_named_plan
+from imagekit.plans.model import LoadedPlan, same_platform_key
 from imagekit.plans.render import Rendered, render
 from imagekit.provenance import attest_index_build, rendered_facts, signer_for
 from imagekit.refs import Digest, Platform, Reference, parse_platform, parse_reference

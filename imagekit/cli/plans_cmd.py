@@ -8,15 +8,10 @@ from typing import Any
 import click
 
 from imagekit.cli._common import dump_json, json_option, registry_options, run
+from imagekit.plans.catalogue import PlanSummary, list_plans, validate_plans
+from imagekit.plans.load import load_named_plan
+from imagekit.plans.model import LoadedPlan, plan_schema
 from imagekit.plans.pin import PinReport, pin_overlays
-from imagekit.plans.plan import (
-    LoadedPlan,
-    PlanSummary,
-    list_plans,
-    load_named_plan,
-    plan_schema,
-    validate_plans,
-)
 from imagekit.workspace import Workspace
 
 

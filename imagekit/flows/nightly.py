@@ -65,7 +65,9 @@ from imagekit.evidence import new_run_dir, write_bytes, write_json
 from imagekit.layerdiff import ComparisonVerdict, ImageComparison, RegistryImage, compare_images
 from imagekit.ledger import LedgerRecord, NightlyDetails, append_record, iter_records
 from imagekit.plans.bump import GuardedBase, Proposal, guard_base, propose
-from imagekit.plans.plan import LoadedPlan, list_plans, load_named_plan
+from imagekit.plans.catalogue import list_plans
+from imagekit.plans.load import load_named_plan
+from imagekit.plans.model import LoadedPlan
 from imagekit.plans.upstream import TagState, UpstreamTag, watch_tag
 from imagekit.refs import parse_reference, repository_for
 from imagekit.registry.client import RegistryClient

@@ -610,7 +610,7 @@ def platform_stages(platforms: tuple[str, ...]) -> tuple[Stage, ...]:
 def _plan_platforms(workspace: Workspace, name: str, base_override: str | None) -> tuple[str, ...]:
     """The platforms of a plan of several, else (): a plan that does not load is the build
     stage's to report, as for any plan."""
-    from imagekit.plans.plan import load_named_plan
+    from imagekit.plans.load import load_named_plan
 
     try:
         loaded = load_named_plan(workspace, name, base_override=base_override)

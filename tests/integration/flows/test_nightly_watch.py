@@ -39,7 +39,7 @@ from imagekit.flows.nightly import (
 )
 from imagekit.flows.pipeline import PipelineOptions, run_pipeline
 from imagekit.ledger import LedgerRecord, NightlyDetails, read_records, verify
-from imagekit.plans.plan import load_plan, plan_path
+from imagekit.plans.load import load_plan, plan_path
 from imagekit.plans.render import render_plans
 from imagekit.pull import final_pull
 from imagekit.runtime.engine import Engine

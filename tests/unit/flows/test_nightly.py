@@ -31,7 +31,7 @@ from imagekit.flows.nightly import (
 )
 from imagekit.ledger import NightlyDetails, append_record, read_records
 from imagekit.plans.bump import FileChange, Proposal
-from imagekit.plans.plan import load_named_plan, load_plan, plan_path
+from imagekit.plans.load import load_named_plan, load_plan, plan_path
 from imagekit.plans.upstream import TagState, UpstreamTag
 from imagekit.refs import Digest
 from imagekit.registry.client import RegistryClient
