@@ -38,14 +38,18 @@ def _allowed_keys(loc: tuple[int | str, ...], data: Any) -> list[str]:
     """The keys a model at ``loc`` (an extra key's parent) accepts, for a did-you-mean hint."""
     model: type[BaseModel] | None = Plan
     node = data
+    previous: int | str | None = None
     for part in loc:
+        after_index, previous = isinstance(previous, int), part
         if isinstance(part, int):
             node = node[part] if isinstance(node, list) and part < len(node) else None
             kind = node.get("kind") if isinstance(node, dict) else None
             model = STEP_MODELS.get(str(kind)) if model is None else model
             continue
-        if part in STEP_KINDS and model is not None and part not in model.model_fields:
-            continue  # the discriminator level pydantic inserts
+        if after_index and part in STEP_KINDS:
+            # The discriminator level pydantic inserts, even where the step has a key of the
+            # same name (a labels step's labels).
+            continue
         if model is None or part not in model.model_fields:
             return []
         node = node.get(part) if isinstance(node, dict) else None
