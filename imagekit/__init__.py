@@ -73,7 +73,7 @@ _WHERE: dict[str, tuple[str, str]] = {
     "MirrorVerdict": ("imagekit.mirror", "Verdict"),
     "Platform": ("imagekit.refs", "Platform"),
     "PullResult": ("imagekit.pull", "PullResult"),
-    "ResolvedImage": ("imagekit.registry.client", "ResolvedImage"),
+    "ResolvedImage": ("imagekit.registry.resolve", "ResolvedImage"),
     "VerifyReport": ("imagekit.ledger.verify", "VerifyReport"),
     # the errors (imagekit/errors.py: the class gives the exit code)
     "AuditTimeout": ("imagekit.errors", "AuditTimeout"),
@@ -130,5 +130,5 @@ if TYPE_CHECKING:  # what type checkers and editors see; nothing of this runs
     from imagekit.plans.model import LoadedPlan
     from imagekit.pull import PullResult
     from imagekit.refs import Platform
-    from imagekit.registry.client import ResolvedImage
+    from imagekit.registry.resolve import ResolvedImage
     from imagekit.workspace import Workspace

@@ -38,8 +38,9 @@ from imagekit.attest.predicates import (
 )
 from imagekit.errors import UsageError
 from imagekit.refs import Digest, Platform, Reference, parse_platform, parse_reference
-from imagekit.registry.client import RegistryClient, index_images
+from imagekit.registry.client import RegistryClient
 from imagekit.registry.manifest import INDEX_TYPES, Descriptor, ImageIndex, parse_manifest
+from imagekit.registry.resolve import index_images
 
 
 @dataclass(frozen=True)

@@ -75,7 +75,6 @@ from imagekit.plans.render import Rendered, render
 from imagekit.provenance import attest_index_build, rendered_facts, signer_for
 from imagekit.refs import Digest, Platform, Reference, parse_platform, parse_reference
 from imagekit.registry import RegistryClient
-from imagekit.registry.client import select_platform
 from imagekit.registry.manifest import (
     DOCKER_MANIFEST,
     DOCKER_MANIFEST_LIST,
@@ -86,6 +85,7 @@ from imagekit.registry.manifest import (
     parse_config,
     parse_manifest,
 )
+from imagekit.registry.resolve import select_platform
 from imagekit.registry.upload import push_manifest
 from imagekit.runtime.engine import Engine, connect, execution_for
 from imagekit.workspace import Workspace
