@@ -18,7 +18,9 @@ from imagekit.cli._common import (
     registry_options,
     run,
 )
-from imagekit.flows.nightly import NightlyResult, NightOptions, run_nightly
+from imagekit.flows.nightly.options import NightOptions
+from imagekit.flows.nightly.report import NightlyResult
+from imagekit.flows.nightly.run import run_nightly
 from imagekit.workspace import Workspace
 
 

@@ -212,7 +212,12 @@ _KEPT_BY_COMMAND = [
         "imagekit.build.options:BuildOptions",
         {"as_json", "name", "no_assertions"},
     ),
-    ("nightly_cmd", None, "imagekit.flows.nightly:NightOptions", {"as_json", "markdown", "plans"}),
+    (
+        "nightly_cmd",
+        None,
+        "imagekit.flows.nightly.options:NightOptions",
+        {"as_json", "markdown", "plans"},
+    ),
     (
         "pipeline_cmd",
         None,
