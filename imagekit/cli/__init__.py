@@ -74,11 +74,11 @@ class _LazyGroup(click.Group):
             try:
                 code = super().main(argv, prog_name, complete_var, False, **extra)
             except click.ClickException as exc:
-                from imagekit.cli._common import usage_error
+                from imagekit.cli.contract import usage_error
 
                 usage_error(exc, as_json=_wants_json(argv))
             except click.exceptions.Abort as exc:
-                from imagekit.cli._common import report_interrupt
+                from imagekit.cli.contract import report_interrupt
                 from imagekit.interrupt import Interrupted, interrupted
 
                 cause = exc.__cause__

@@ -7,7 +7,9 @@ from typing import Any
 
 import click
 
-from imagekit.cli._common import dump_json, json_option, registry_options, run
+from imagekit.cli.contract import run
+from imagekit.cli.options import json_option, registry_options
+from imagekit.cli.output import dump_json
 from imagekit.plans.catalogue import PlanSummary, list_plans, validate_plans
 from imagekit.plans.load import load_named_plan
 from imagekit.plans.model import LoadedPlan, plan_schema
