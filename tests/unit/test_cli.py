@@ -13,7 +13,7 @@ import pytest
 from click.testing import CliRunner
 
 from imagekit import __version__
-from imagekit.cli import _COMMAND_MODULES, main
+from imagekit.cli import _COMMANDS, main
 from imagekit.errors import CRASH_EXIT_CODE
 
 
@@ -27,7 +27,7 @@ def _leaves(command: click.Command, path: tuple[str, ...]) -> list[tuple[tuple[s
     return [(path, command)]
 
 
-@pytest.mark.parametrize("name", list(_COMMAND_MODULES))
+@pytest.mark.parametrize("name", list(_COMMANDS))
 def test_every_command_loads_and_offers_json(name: str) -> None:
     result = CliRunner().invoke(main, [name, "--help"])
     assert result.exit_code == 0, result.output
@@ -128,7 +128,7 @@ def _one_usage_document(result: Any) -> dict[str, Any]:
 def _all_leaves() -> list[tuple[str, ...]]:
     return [
         path
-        for name in _COMMAND_MODULES
+        for name in _COMMANDS
         for path, _ in _leaves(main.get_command(None, name), (name,))  # type: ignore[arg-type]
     ]
 
