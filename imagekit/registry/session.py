@@ -111,8 +111,6 @@ class Session:
     def close(self) -> None:
         self._transport.close()
 
-    # ------------------------------------------------------------------ low level
-
     def request(
         self,
         method: str,
