@@ -35,10 +35,10 @@ from imagekit.ledger.record import LedgerRecord as LedgerRecord
 from imagekit.ledger.verify import VerifyReport as VerifyReport
 from imagekit.mirror import MirrorOptions as MirrorOptions
 from imagekit.mirror import MirrorReport as MirrorReport
-from imagekit.plans.plan import LoadedPlan as LoadedPlan
+from imagekit.plans.model import LoadedPlan as LoadedPlan
 from imagekit.pull import PullResult as PullResult
 from imagekit.refs import Platform as Platform
-from imagekit.registry.client import ResolvedImage as ResolvedImage
+from imagekit.registry.resolve import ResolvedImage as ResolvedImage
 from imagekit.version import __version__ as __version__
 from imagekit.workspace import Workspace as Workspace
 

@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     from imagekit.build.options import BuildOptions
     from imagekit.gpu.stage import PreflightRequest, PreflightResult
     from imagekit.mirror import MirrorOptions, MirrorReport
-    from imagekit.plans.plan import LoadedPlan
+    from imagekit.plans.model import LoadedPlan
     from imagekit.pull import PullResult
     from imagekit.registry import ResolvedImage
 
@@ -117,7 +117,7 @@ def load_plan(
 ) -> LoadedPlan:
     """Plan ``name`` of the workspace, validated, with the exact bytes it was read from;
     ``base`` replaces its base (pinned by digest, as ``imagekit build --base``)."""
-    from imagekit.plans.plan import load_named_plan
+    from imagekit.plans.load import load_named_plan
 
     return load_named_plan(_workspace(workspace), name, base_override=base)
 

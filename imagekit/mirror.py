@@ -57,7 +57,7 @@ from imagekit.layers import (
 )
 from imagekit.refs import Digest, Platform, Reference
 from imagekit.registry import Descriptor, RegistryClient, ResolvedImage
-from imagekit.registry.client import index_images
+from imagekit.registry.resolve import index_images
 from imagekit.workspace import Workspace
 
 ZSTD_NOTE = (

@@ -31,7 +31,7 @@ from imagekit.attest.attach import AttestOutcome, attest, attest_reference
 from imagekit.attest.signer import KeyFileSigner, Signer
 from imagekit.errors import RegistryError, UsageError
 from imagekit.kinds.push import SLSA_PROVENANCE_V1
-from imagekit.plans.plan import LoadedPlan
+from imagekit.plans.model import LoadedPlan
 from imagekit.plans.render import Rendered
 from imagekit.refs import Digest, Reference, parse_reference
 from imagekit.registry import RegistryClient

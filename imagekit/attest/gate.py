@@ -32,8 +32,9 @@ from imagekit.attest.rules import Requirement
 from imagekit.errors import UsageError
 from imagekit.kinds.mirror import BINDING_VERDICTS, MIRROR_V1, MirrorPredicate
 from imagekit.refs import Digest, Platform, Reference, parse_platform, parse_reference
-from imagekit.registry.client import RegistryClient, index_images
+from imagekit.registry.client import RegistryClient
 from imagekit.registry.manifest import INDEX_TYPES, Descriptor, ImageIndex, parse_manifest
+from imagekit.registry.resolve import index_images
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,11 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from imagekit.errors import ProfileError
 
-BUILTIN = ("generic", "sglang", "vllm", "hopper-host")
+#: the built-in profiles of an image's audit, which a plan may name
+IMAGE_PROFILES = ("generic", "sglang", "vllm")
+#: the built-in profiles of `imagekit audit --host`
+HOST_PROFILES = ("hopper-host",)
+BUILTIN = (*IMAGE_PROFILES, *HOST_PROFILES)
 CheckKind = Literal[
     "default", "versions", "pip-check", "find-spec", "record", "torch", "av-roundtrip",
     "model-sources", "cli",

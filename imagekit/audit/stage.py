@@ -200,7 +200,7 @@ def _probe_run_json(run: ProcessRun | None, note: str | None) -> dict[str, Any]:
 def _plan_inputs(workspace: Workspace, name: str) -> tuple[str, list[str], list[str], str]:
     """A plan's audit profile, find_spec modules, overlay destinations and base platform (the
     first a plan of several platforms lists; --platform picks another)."""
-    from imagekit.plans.plan import plan_path, read_plan_checks
+    from imagekit.plans.load import plan_path, read_plan_checks
 
     plan = read_plan_checks(
         plan_path(workspace.plans_dir, name), dockerfiles_dir=workspace.dockerfiles_dir

@@ -69,7 +69,8 @@ from imagekit.errors import (
 )
 from imagekit.evidence import new_run_dir, write_bytes
 from imagekit.ledger import RejectedBuildDetails
-from imagekit.plans.plan import LoadedPlan, load_named_plan
+from imagekit.plans.load import load_named_plan
+from imagekit.plans.model import LoadedPlan
 from imagekit.plans.render import (
     ASSERT_FAIL_MARKER,
     BLOCKED_MARKER,

@@ -23,7 +23,8 @@ from imagekit.build.options import BuildOptions
 from imagekit.build.platforms import PlatformsResult, build_platforms
 from imagekit.build.remote import RemoteResult, build_remote
 from imagekit.errors import UsageError
-from imagekit.plans.plan import Plan, load_named_plan
+from imagekit.plans.load import load_named_plan
+from imagekit.plans.model import Plan
 from imagekit.registry import RegistryClient
 from imagekit.runtime.engine import Engine
 from imagekit.workspace import Workspace

@@ -69,12 +69,12 @@ from imagekit.errors import (
 )
 from imagekit.evidence import new_run_dir, write_bytes
 from imagekit.ledger import RejectedBuildDetails
-from imagekit.plans.plan import LoadedPlan, load_named_plan, same_platform_key
+from imagekit.plans.load import load_named_plan
+from imagekit.plans.model import LoadedPlan, same_platform_key
 from imagekit.plans.render import Rendered, render
 from imagekit.provenance import attest_index_build, rendered_facts, signer_for
 from imagekit.refs import Digest, Platform, Reference, parse_platform, parse_reference
 from imagekit.registry import RegistryClient
-from imagekit.registry.client import select_platform
 from imagekit.registry.manifest import (
     DOCKER_MANIFEST,
     DOCKER_MANIFEST_LIST,
@@ -85,6 +85,7 @@ from imagekit.registry.manifest import (
     parse_config,
     parse_manifest,
 )
+from imagekit.registry.resolve import select_platform
 from imagekit.registry.upload import push_manifest
 from imagekit.runtime.engine import Engine, connect, execution_for
 from imagekit.workspace import Workspace

@@ -20,7 +20,7 @@ from imagekit.ledger import (
     append_record,
 )
 from imagekit.ledger.record import AssertionRunDetails
-from imagekit.plans.plan import LoadedPlan
+from imagekit.plans.model import LoadedPlan
 from imagekit.refs import Digest, Platform
 from imagekit.registry import RegistryClient, ResolvedImage
 from imagekit.workspace import Workspace

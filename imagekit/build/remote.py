@@ -48,7 +48,8 @@ from imagekit.build.record import (
 from imagekit.errors import BuildFailed, CouldNotFinish, RecordRefused, UsageError
 from imagekit.evidence import new_run_dir, write_bytes
 from imagekit.ledger import RejectedBuildDetails
-from imagekit.plans.plan import LoadedPlan, load_named_plan
+from imagekit.plans.load import load_named_plan
+from imagekit.plans.model import LoadedPlan
 from imagekit.plans.render import PIP_CA_SECRET, PIP_INDEX_SECRET, Rendered, render
 from imagekit.provenance import attest_build, rendered_facts, signer_for
 from imagekit.refs import parse_reference

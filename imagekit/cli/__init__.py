@@ -1,8 +1,9 @@
 """The `imagekit` command: parses, calls one library function, renders. Nothing else.
 
 Each command lives in its own module exposing ``command`` (a click command or group). The
-modules are imported only when their command runs: a verification that takes ten seconds
-should not also pay for importing the build, audit and ledger stacks at start-up.
+modules are imported only when their command runs, and `imagekit --help` lists them from a
+table of names and first sentences without importing any: a verification that takes ten
+seconds should not also pay for importing the build, audit and ledger stacks at start-up.
 """
 
 from __future__ import annotations
@@ -18,23 +19,74 @@ import click
 
 from imagekit.version import __version__
 
-# command name -> module; in the order `imagekit --help` lists them.
-_COMMAND_MODULES: dict[str, str] = {
-    "inspect": "imagekit.cli.inspect_cmd",
-    "plans": "imagekit.cli.plans_cmd",
-    "render": "imagekit.cli.render_cmd",
-    "build": "imagekit.cli.build_cmd",
-    "audit": "imagekit.cli.audit_cmd",
-    "mirror": "imagekit.cli.mirror_cmd",
-    "pull": "imagekit.cli.pull_cmd",
-    "gpu-preflight": "imagekit.cli.gpu_preflight_cmd",
-    "ledger": "imagekit.cli.ledger_cmd",
-    "doctor": "imagekit.cli.doctor_cmd",
-    "pipeline": "imagekit.cli.pipeline_cmd",
-    "nightly": "imagekit.cli.nightly_cmd",
-    "keys": "imagekit.cli.keys_cmd",
-    "verify": "imagekit.cli.verify_cmd",
-    "sbom": "imagekit.cli.sbom_cmd",
+#: command name -> its module and the first sentence of its help, in the order `imagekit
+#: --help` lists them. The list is printed from here, so listing the commands imports none of
+#: their modules; tests/unit/cli/test_init.py holds each sentence to the command's own help.
+_COMMANDS: dict[str, tuple[str, str]] = {
+    "inspect": (
+        "imagekit.cli.inspect_cmd",
+        "Show what REFERENCE resolves to: index, platform, manifest, config and layers.",
+    ),
+    "plans": (
+        "imagekit.cli.plans_cmd",
+        "Build plans in manifests/: list, show, validate, schema, pin-overlay, bump.",
+    ),
+    "render": (
+        "imagekit.cli.render_cmd",
+        "Render dockerfiles/NAME/Dockerfile from manifests/NAME.yaml (every plan without NAME).",
+    ),
+    "build": (
+        "imagekit.cli.build_cmd",
+        "Build a plan; the log streams to stderr and into evidence/.",
+    ),
+    "audit": (
+        "imagekit.cli.audit_cmd",
+        "Run the CPU-only probe in REF (no network, no GPU) and report CPU_PASS, "
+        "CPU_PASS_GPU_CLI_DEFERRED or CPU_CHECK_INCOMPLETE, and the vulnerabilities of its "
+        "Python distributions (clean, findings, unknown, skipped).",
+    ),
+    "mirror": (
+        "imagekit.cli.mirror_cmd",
+        "Prove DST holds the same content as SRC, layer by layer by diffID.",
+    ),
+    "pull": (
+        "imagekit.cli.pull_cmd",
+        "Pull by digest, check the store's image ID against the registry, record what it holds.",
+    ),
+    "gpu-preflight": (
+        "imagekit.cli.gpu_preflight_cmd",
+        "Check the GPUs of the node that will serve REF, before any weights are loaded.",
+    ),
+    "ledger": (
+        "imagekit.cli.ledger_cmd",
+        "The append-only record of every build, audit, verification and final pull.",
+    ),
+    "doctor": (
+        "imagekit.cli.doctor_cmd",
+        "Check the engine, BuildKit, disk, platform, registries and CA bundle before a build.",
+    ),
+    "pipeline": (
+        "imagekit.cli.pipeline_cmd",
+        "doctor -> build -> audit -> push -> mirror -> final pull -> ledger, stopping at a no.",
+    ),
+    "nightly": (
+        "imagekit.cli.nightly_cmd",
+        "Watch each plan's base tag; build a candidate where it moved, rebuild where not.",
+    ),
+    "keys": (
+        "imagekit.cli.keys_cmd",
+        "Signing keys for attestations (ECDSA P-256, as cosign's).",
+    ),
+    "verify": (
+        "imagekit.cli.verify_cmd",
+        "Decide from the registry alone (no ledger, no engine) whether REFERENCE's digest holds "
+        "signed attestations that meet the policy.",
+    ),
+    "sbom": (
+        "imagekit.cli.sbom_cmd",
+        "List REFERENCE's Debian packages and Python distributions (CycloneDX 1.6, each with its "
+        "purl and the diffID of its layer) without running the image.",
+    ),
 }
 
 
@@ -75,11 +127,11 @@ class _LazyGroup(click.Group):
             try:
                 code = super().main(argv, prog_name, complete_var, False, **extra)
             except click.ClickException as exc:
-                from imagekit.cli._common import usage_error
+                from imagekit.cli.contract import usage_error
 
                 usage_error(exc, as_json=_wants_json(argv))
             except click.exceptions.Abort as exc:
-                from imagekit.cli._common import report_interrupt
+                from imagekit.cli.contract import report_interrupt
                 from imagekit.interrupt import Interrupted, interrupted
 
                 cause = exc.__cause__
@@ -91,12 +143,22 @@ class _LazyGroup(click.Group):
             restore_handlers(previous)
 
     def list_commands(self, ctx: click.Context) -> list[str]:
-        return list(_COMMAND_MODULES)
+        return list(_COMMANDS)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """The commands with their one-line helps, as click lists them, from ``_COMMANDS``:
+        listing them imports no command's module (each would load its stage's stack)."""
+        listed = _Listed(
+            commands={
+                name: click.Command(name, help=summary) for name, (_, summary) in _COMMANDS.items()
+            }
+        )
+        listed.format_commands(ctx, formatter)
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
-        module = _COMMAND_MODULES.get(cmd_name)
-        if module is None:
+        if cmd_name not in _COMMANDS:
             return None
+        module = _COMMANDS[cmd_name][0]
         command = importlib.import_module(module).command
         if _pausing_gc and not gc.isenabled():
             # What start-up created lives until exit; freezing it keeps the collector from
@@ -106,6 +168,13 @@ class _LazyGroup(click.Group):
         if not isinstance(command, click.Command):  # pragma: no cover - a wiring bug
             raise TypeError(f"{module}.command is not a click command")
         return command
+
+
+class _Listed(click.Group):
+    """Stand-ins of the commands, each with its help's first sentence, listed in their order."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return list(self.commands)
 
 
 _pausing_gc = False

@@ -9,15 +9,15 @@ import click
 from imagekit.audit.runner import DEFAULT_TIMEOUT_S
 from imagekit.audit.stage import AuditRequest, AuditResult, audit
 from imagekit.audit.vulns import FailOn, VulnPolicy, fails
-from imagekit.cli._common import (
-    echo_err,
+from imagekit.cli.contract import run
+from imagekit.cli.options import (
     json_option,
     parsed,
     registry_options,
-    run,
     sign_key_option,
     vuln_options,
 )
+from imagekit.cli.output import echo_err
 from imagekit.errors import UsageError
 from imagekit.workspace import Workspace
 

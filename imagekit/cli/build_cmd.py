@@ -12,13 +12,13 @@ from imagekit.build.choice import BUILDERS, build_image
 from imagekit.build.options import BuildOptions
 from imagekit.build.platforms import PlatformsResult
 from imagekit.build.remote import RemoteResult
-from imagekit.cli._common import (
+from imagekit.cli.contract import run
+from imagekit.cli.options import (
     ANY_PATH,
     builder_options,
     json_option,
     parsed,
     registry_options,
-    run,
     sign_key_option,
 )
 from imagekit.workspace import Workspace

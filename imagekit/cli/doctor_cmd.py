@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import click
 
-from imagekit.cli._common import echo_lines, json_option, registry_options, run, unless_ok
+from imagekit.cli.contract import run, unless_ok
+from imagekit.cli.options import json_option, registry_options
+from imagekit.cli.output import echo_lines
 from imagekit.flows.doctor import DoctorReport, run_doctor
 from imagekit.workspace import Workspace
 

@@ -7,7 +7,9 @@ from pathlib import Path
 
 import click
 
-from imagekit.cli._common import echo_err, json_option, registry_options, run, sign_key_option
+from imagekit.cli.contract import run
+from imagekit.cli.options import json_option, registry_options, sign_key_option
+from imagekit.cli.output import echo_err
 from imagekit.errors import UsageError
 from imagekit.gpu.stage import PreflightRequest, PreflightResult
 from imagekit.workspace import Workspace
@@ -174,17 +176,18 @@ def command(
     sign_key: Path | None,
     as_json: bool,
 ) -> None:
-    """Check, before any weights are loaded, that the GPUs of the node that will serve REF
-    work: each GPU's model, memory and capability against what is expected, the compiled
-    arches, a BF16 product against FP32, NCCL all-reduce correctness and bandwidth at each
-    size (the slowest rank's), the topology recorded. Runs in REF through the engine, from a
+    """Check the GPUs of the node that will serve REF, before any weights are loaded.
+
+    Each GPU's model, memory and capability against what is expected, the compiled arches, a
+    BF16 product against FP32, NCCL all-reduce correctness and bandwidth at each size (the
+    slowest rank's), the topology recorded. Runs in REF through the engine, from a
     Kubernetes Job (--emit-job, then --report and --pod), or in this host's Python (--host).
     Exit 0 GPU_PREFLIGHT_PASS, 1 GPU_PREFLIGHT_FAIL or _INCOMPLETE, 2 bad input, 3 when it
     could not be run."""
     from imagekit.gpu.job import JobOptions, dumps, env_pairs, job_manifest, selector_pairs
     from imagekit.gpu.launch import Expectations, ProbeOptions
     from imagekit.gpu.stage import deferred_cli, gpu_preflight
-    from imagekit.plans.plan import load_named_plan
+    from imagekit.plans.load import load_named_plan
 
     def options() -> ProbeOptions:
         workspace = Workspace.from_env(Path.cwd())

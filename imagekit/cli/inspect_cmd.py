@@ -6,7 +6,8 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from imagekit.cli._common import json_option, registry_options, run
+from imagekit.cli.contract import run
+from imagekit.cli.options import json_option, registry_options
 from imagekit.inspect import inspect_image
 from imagekit.registry import ResolvedImage
 

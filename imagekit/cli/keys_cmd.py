@@ -7,7 +7,8 @@ from pathlib import Path
 import click
 
 from imagekit.attest.keys import KeyPairFiles, generate_key_pair
-from imagekit.cli._common import json_option, run
+from imagekit.cli.contract import run
+from imagekit.cli.options import json_option
 
 
 def _human(pair: KeyPairFiles) -> None:

@@ -7,16 +7,9 @@ from pathlib import Path
 
 import click
 
-from imagekit.cli._common import (
-    FILE_PATH,
-    StreamedDocument,
-    echo_err,
-    json_option,
-    parsed,
-    registry_options,
-    run,
-    unless_ok,
-)
+from imagekit.cli.contract import run, unless_ok
+from imagekit.cli.options import FILE_PATH, json_option, parsed, registry_options
+from imagekit.cli.output import StreamedDocument, echo_err
 from imagekit.ledger import (
     KINDS,
     LedgerRecord,

@@ -15,14 +15,9 @@ from typing import Any, TypeVar
 
 import click
 
-from imagekit.cli._common import (
-    DIR_PATH,
-    echo_err,
-    json_option,
-    registry_options,
-    run,
-    sign_key_option,
-)
+from imagekit.cli.contract import run
+from imagekit.cli.options import DIR_PATH, json_option, registry_options, sign_key_option
+from imagekit.cli.output import echo_err
 from imagekit.layers import GiB, LayerLimits, MediaTypePolicy, MiB
 from imagekit.mirror import MirrorOptions, MirrorReport, mirror
 from imagekit.refs import parse_platform

@@ -8,17 +8,19 @@ from pathlib import Path
 
 import click
 
-from imagekit.cli._common import (
+from imagekit.cli.contract import run
+from imagekit.cli.options import (
     DIR_PATH,
     FILE_PATH,
     builder_options,
-    echo_lines,
     json_option,
     parsed,
     registry_options,
-    run,
 )
-from imagekit.flows.nightly import NightlyResult, NightOptions, run_nightly
+from imagekit.cli.output import echo_lines
+from imagekit.flows.nightly.options import NightOptions
+from imagekit.flows.nightly.report import NightlyResult
+from imagekit.flows.nightly.run import run_nightly
 from imagekit.workspace import Workspace
 
 

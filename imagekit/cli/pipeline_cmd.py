@@ -7,15 +7,15 @@ from pathlib import Path
 import click
 
 from imagekit.audit.vulns import FailOn, VulnPolicy
-from imagekit.cli._common import (
-    echo_lines,
+from imagekit.cli.contract import run
+from imagekit.cli.options import (
     json_option,
     parsed,
     registry_options,
-    run,
     sign_key_option,
     vuln_options,
 )
+from imagekit.cli.output import echo_lines
 from imagekit.flows.pipeline import PipelineOptions, PipelineResult, StageStatus, run_pipeline
 from imagekit.workspace import Workspace
 

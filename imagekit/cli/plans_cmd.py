@@ -7,16 +7,12 @@ from typing import Any
 
 import click
 
-from imagekit.cli._common import dump_json, json_option, registry_options, run
-from imagekit.plans.pin import PinReport, pin_overlays
-from imagekit.plans.plan import (
-    LoadedPlan,
-    PlanSummary,
-    list_plans,
-    load_named_plan,
-    plan_schema,
-    validate_plans,
-)
+from imagekit.cli.contract import run
+from imagekit.cli.options import json_option, registry_options
+from imagekit.cli.output import dump_json
+from imagekit.plans.catalogue import PlanSummary, list_plans, validate_plans
+from imagekit.plans.load import load_named_plan
+from imagekit.plans.model import LoadedPlan, plan_schema
 from imagekit.workspace import Workspace
 
 
@@ -125,6 +121,8 @@ def schema_cmd(as_json: bool) -> None:
 @json_option
 def pin_overlay_cmd(name: str, base: str | None, dry_run: bool, as_json: bool) -> None:
     """Fill the overlays' expected sha256 from the files in the base image."""
+    from imagekit.plans.pin import PinReport, pin_overlays  # the builders' stack: on use
+
     ws = Workspace.from_env()
 
     def human(report: PinReport) -> None:

@@ -6,15 +6,9 @@ from pathlib import Path
 
 import click
 
-from imagekit.cli._common import (
-    echo_err,
-    json_option,
-    parsed,
-    registry_options,
-    run,
-    sign_key_option,
-    unless_ok,
-)
+from imagekit.cli.contract import run, unless_ok
+from imagekit.cli.options import json_option, parsed, registry_options, sign_key_option
+from imagekit.cli.output import echo_err
 from imagekit.pull import ContainerdPullResult, PullResult, final_pull, final_pull_containerd
 from imagekit.runtime.containerd import K8S_NAMESPACE
 from imagekit.workspace import Workspace

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import click
 
-from imagekit.cli._common import json_option, run
+from imagekit.cli.contract import run
+from imagekit.cli.options import json_option
 from imagekit.plans.render import RenderResult, render_plans
 from imagekit.workspace import Workspace
 

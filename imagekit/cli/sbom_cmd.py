@@ -6,7 +6,8 @@ from pathlib import Path
 
 import click
 
-from imagekit.cli._common import json_option, registry_options, run, sign_key_option
+from imagekit.cli.contract import run
+from imagekit.cli.options import json_option, registry_options, sign_key_option
 from imagekit.sbom import Sbom, sbom_of
 
 

@@ -7,7 +7,8 @@ from pathlib import Path
 import click
 
 from imagekit.attest.gate import GateResult, verify_image
-from imagekit.cli._common import json_option, registry_options, run, unless_ok
+from imagekit.cli.contract import run, unless_ok
+from imagekit.cli.options import json_option, registry_options
 
 
 def _human(result: GateResult) -> None:

@@ -28,7 +28,9 @@ from typing import Any, ClassVar
 
 from imagekit.build.buildkit import CA_ENV, DEFAULT_CA_BUNDLE
 from imagekit.errors import ImagekitError
-from imagekit.plans.plan import LoadedPlan, PipInstall, load_named_plan
+from imagekit.plans.load import load_named_plan
+from imagekit.plans.model import LoadedPlan
+from imagekit.plans.steps import PipInstall
 from imagekit.refs import Platform, parse_reference, repository_for
 from imagekit.registry.client import RegistryClient
 from imagekit.runtime.engine import DockerEngine

@@ -599,7 +599,7 @@ def _gpu_preflight(run: Run, results: Results) -> Step:
     """The final image on this host's GPUs (imagekit.gpu): the serving node's preflight."""
     from imagekit.gpu.launch import Expectations, ProbeOptions
     from imagekit.gpu.stage import PreflightRequest, deferred_cli, gpu_preflight
-    from imagekit.plans.plan import load_named_plan
+    from imagekit.plans.load import load_named_plan
     from imagekit.pull import PullResult
 
     pulled = _need(results, "final-pull", PullResult)
@@ -677,7 +677,7 @@ def stages_for(platforms: tuple[str, ...]) -> tuple[Stage, ...]:
 def _plan_platforms(workspace: Workspace, name: str, base_override: str | None) -> tuple[str, ...]:
     """The platforms of a plan of several, else (): a plan that does not load is the build
     stage's to report, as for any plan."""
-    from imagekit.plans.plan import load_named_plan
+    from imagekit.plans.load import load_named_plan
 
     try:
         loaded = load_named_plan(workspace, name, base_override=base_override)

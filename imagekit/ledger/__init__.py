@@ -3,7 +3,8 @@
 The package, by concept: ``record`` (the fields, each kind's typed details, the bytes a line
 is written as), ``store`` (appending under a lock, reading back, finding records),
 ``verify`` (the hash chain and the evidence hashes), ``repair`` (moving a torn tail aside),
-``lockfile`` (the current state rendered from the records) and ``pods`` (what a cluster
+``lockfile`` (the current state rendered from the records), ``accepted`` (which image of a
+plan the records stand behind, for the lock and a night alike) and ``pods`` (what a cluster
 reports it runs, recorded as final pulls).
 
 Months later someone asks "which exact image did the cluster run, and what had been proved

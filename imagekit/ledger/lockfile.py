@@ -39,6 +39,11 @@ from imagekit.errors import LedgerBroken
 from imagekit.evidence import utc_stamp
 from imagekit.kinds import KINDS, kind
 from imagekit.kinds.build import BUILD
+from imagekit.ledger.accepted import CurrentBuild
+from imagekit.ledger.accepted import concerns as _concerns
+from imagekit.ledger.accepted import identifiers as _identifiers
+from imagekit.ledger.accepted import index_of as _index_of
+from imagekit.ledger.accepted import platform_builds as _platform_builds
 from imagekit.ledger.record import (
     AuditDetails,
     BuildDetails,
@@ -76,24 +81,6 @@ class LockResult:
 
     def to_json(self) -> dict[str, Any]:
         return {"path": str(self.path) if self.path else None, "lock": self.document}
-
-
-def _identifiers(*values: Any) -> set[str]:
-    found: set[str] = set()
-    for value in values:
-        if isinstance(value, str) and value:
-            found.add(value)
-            if "@" in value:
-                found.add(value.rpartition("@")[2])
-    return found
-
-
-def _concerns(record: LedgerRecord, ids: set[str]) -> bool:
-    """Whether a record is about the image known by any of these identifiers."""
-    texts = record.identifiers()
-    digests = {i for i in ids if i.startswith("sha256:")}
-    names = ids - digests
-    return any(text in names or any(d in text for d in digests) for text in texts)
 
 
 def _ref(entry: Entry) -> dict[str, Any]:
@@ -264,27 +251,6 @@ def _investigations(entries: list[Entry], current: set[int]) -> list[dict[str, A
     return found
 
 
-def _index_of(entry: Entry) -> str | None:
-    """The index a build record's image was pushed in (a plan of several platforms)."""
-    info: BuildDetails = entry.record.info
-    return info.index_digest
-
-
-def _platform_builds(builds: Iterable[Entry], newest: Entry) -> list[Entry]:
-    """The build records of the newest build's index, one a platform (the newest of each),
-    in the order they were recorded; [] for a build of one image."""
-    index = _index_of(newest)
-    if index is None:
-        return []
-    by_platform: dict[str | None, Entry] = {}
-    for entry in builds:
-        if _index_of(entry) == index:
-            info: BuildDetails = entry.record.info
-            by_platform.pop(info.platform, None)
-            by_platform[info.platform] = entry
-    return list(by_platform.values())
-
-
 def _index_push(entries: Iterable[Entry], builds: list[Entry]) -> Entry | None:
     """The push record of the index the platform builds name, after the first of them."""
     index = _index_of(builds[0])
@@ -414,36 +380,9 @@ _ABOUT_IMAGES = tuple(spec.name for spec in KINDS if spec.about_images)
 _COLUMNS = tuple((spec.lock_column, spec.name) for spec in KINDS if spec.lock_column)
 
 
-@dataclass
-class _Current:
-    """Pass one's answer for a plan: its newest build and the push of that build; for a
-    build of several platforms, the build record of each (one index) and the index's push."""
-
-    build: Entry | None = None
-    push: Entry | None = None
-    platforms: list[Entry] = field(default_factory=list)
-
-    def feed(self, entry: Entry) -> None:
-        rec = entry.record
-        if rec.kind == "build":
-            index = _index_of(entry)
-            if index is None:
-                self.platforms = []
-            elif self.platforms and _index_of(self.platforms[0]) == index:
-                self.platforms = _platform_builds([*self.platforms, entry], entry)
-            else:
-                self.platforms = [entry]
-            self.build, self.push = entry, None
-        elif rec.kind == "push" and self.platforms and rec.status == "pushed":
-            index_push: PushDetails = rec.info
-            if index_push.index_digest == _index_of(self.platforms[0]):
-                self.push = entry
-        elif rec.kind == "push" and self.build is not None and rec.status == "pushed":
-            built: BuildDetails = self.build.record.info
-            ids = _identifiers(built.image_id, self.build.record.images.get("image"))
-            info: PushDetails = rec.info
-            if _concerns(rec, ids) or info.config_digest == built.image_id:
-                self.push = entry
+class _Current(CurrentBuild):
+    """Pass one's answer for a plan (imagekit.ledger.accepted.CurrentBuild), and the names
+    its image and base go by."""
 
     def identifiers(self) -> set[str]:
         """Every name the plan's image and its base may be called by in other records."""

@@ -1,6 +1,9 @@
 """Plans, as `imagekit plans ...` and `imagekit render` see them: read, render, pin, bump.
 
-- ``plan``: a plan file read, validated and kept with the exact bytes it was read from;
+- ``load``: a plan file read, validated and kept with the exact bytes it was read from,
+  into ``model`` (the plan) and ``steps`` (one model a step kind), on ``fields`` (what
+  they share); ``messages`` says why a plan does not validate; ``catalogue`` lists and
+  validates a workspace's plans;
 - ``render``: the Dockerfile and the assertion checker a plan renders to, byte for byte;
 - ``pin``: each overlay's ``replaces`` hash read from the base (`plans pin-overlay`);
 - ``upstream``: what a plan's ``base.found_as`` tag serves now, from one HEAD request;

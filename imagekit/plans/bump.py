@@ -37,7 +37,8 @@ from imagekit.build.assemble.guard import LayerUse, OverlayCheck, guard_overlays
 from imagekit.build.assemble.index import IndexStore
 from imagekit.errors import CheckFailed, PlanError, UsageError
 from imagekit.ledger.record import GuardReport
-from imagekit.plans.plan import LoadedPlan, load_plan, parse_plan, plan_path
+from imagekit.plans.load import load_plan, parse_plan, plan_path
+from imagekit.plans.model import LoadedPlan
 from imagekit.plans.render import DOCKERFILE, render, write_rendered
 from imagekit.plans.upstream import TagState, UpstreamTag, watch_tag
 from imagekit.refs import Digest, Platform, Reference, parse_reference

@@ -30,7 +30,9 @@ from python_on_whales.exceptions import DockerException
 from imagekit.build.buildkit import ensure_base
 from imagekit.errors import CheckFailed, EngineUnavailable, PlanError
 from imagekit.plans.bump import guard_platforms
-from imagekit.plans.plan import LoadedPlan, Overlay, load_plan, plan_path
+from imagekit.plans.load import load_plan, plan_path
+from imagekit.plans.model import LoadedPlan
+from imagekit.plans.steps import Overlay
 from imagekit.registry import RegistryClient
 from imagekit.runtime.engine import Engine, connect, engine_errors
 from imagekit.workspace import Workspace

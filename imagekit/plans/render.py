@@ -46,20 +46,18 @@ from typing import Any
 
 from imagekit.errors import BaseDigestTruncated, PlanError
 from imagekit.evidence import write_bytes
-from imagekit.plans.plan import (
+from imagekit.plans.load import load_plan, plan_path
+from imagekit.plans.model import Assertions, LoadedPlan
+from imagekit.plans.steps import (
     RENDERED_FILES,
-    Assertions,
     Cmd,
     Entrypoint,
     Env,
     Labels,
-    LoadedPlan,
     Overlay,
     PipInstall,
     PipUninstall,
     RemoveSystemPackages,
-    load_plan,
-    plan_path,
 )
 from imagekit.refs import Digest, Reference
 from imagekit.workspace import Workspace
@@ -237,7 +235,7 @@ def _pip_uninstall(step: PipUninstall) -> str:
 
 
 # Where a destination may not land once the base's links are followed: the mounts and files
-# the runtime puts over the image (imagekit.plans.plan.runtime_mounted holds the same list).
+# the runtime puts over the image (imagekit.plans.steps.runtime_mounted holds the same list).
 _MOUNTED = "/proc|/proc/*|/sys|/sys/*|/dev|/dev/*|/etc/hosts|/etc/hostname|/etc/resolv.conf"
 
 

@@ -32,7 +32,7 @@ from enum import StrEnum
 from typing import Any
 
 from imagekit.errors import DigestMismatch, RegistryNotFound, UsageError
-from imagekit.plans.plan import LoadedPlan
+from imagekit.plans.model import LoadedPlan
 from imagekit.refs import Digest, Reference
 from imagekit.registry import (
     INDEX_TYPES,

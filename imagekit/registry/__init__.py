@@ -27,17 +27,15 @@ Public API::
 Modules: tls (CAs, client certificates, insecure hosts), transport (httpx, redirects,
 limits, retries, environment proxies), wire (HTTP/1.1
 through http.client under httpx: the fast path for blob bodies), auth (WWW-Authenticate,
-tokens), credentials (docker config), manifest (media types, models, Descriptor), client,
+tokens), credentials (docker config), manifest (media types, models, Descriptor), session
+(one request: mirrors, auth, retries, a status as our error), documents (manifests and
+indexes read and checked), blobs (probed, streamed and verified), resolve (a reference
+narrowed to one platform's image), client (RegistryClient: the session and those reads),
 upload (copying blobs and manifests).
 """
 
-from imagekit.registry.client import (
-    DEFAULT_PLATFORM,
-    ManifestHead,
-    RegistryClient,
-    ResolvedImage,
-    select_platform,
-)
+from imagekit.registry.client import RegistryClient
+from imagekit.registry.documents import ManifestHead
 from imagekit.registry.manifest import (
     ACCEPT,
     INDEX_TYPES,
@@ -47,6 +45,7 @@ from imagekit.registry.manifest import (
     ImageIndex,
     ImageManifest,
 )
+from imagekit.registry.resolve import DEFAULT_PLATFORM, ResolvedImage, select_platform
 from imagekit.registry.transport import RetryPolicy, is_loopback
 
 __all__ = [

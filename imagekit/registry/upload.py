@@ -122,7 +122,7 @@ def blob_write(registry: str, digest: Digest) -> Iterator[None]:
     subject's cosign tag and of each subject's referrer, written side by side. Behind this
     guard the second writer finds the blob there and writes nothing. Other processes
     writing the same blob are not held back (nothing here can see them); a manifest PUT
-    refused so is sent once more (imagekit.registry.client).
+    refused so is sent once more (imagekit.registry.session).
     """
     key = (api_host(registry), str(digest))
     with _write_guards_lock:

@@ -13,7 +13,7 @@ import pytest
 from click.testing import CliRunner
 
 from imagekit import __version__
-from imagekit.cli import _COMMAND_MODULES, main
+from imagekit.cli import _COMMANDS, main
 from imagekit.errors import CRASH_EXIT_CODE
 
 
@@ -27,7 +27,7 @@ def _leaves(command: click.Command, path: tuple[str, ...]) -> list[tuple[tuple[s
     return [(path, command)]
 
 
-@pytest.mark.parametrize("name", list(_COMMAND_MODULES))
+@pytest.mark.parametrize("name", list(_COMMANDS))
 def test_every_command_loads_and_offers_json(name: str) -> None:
     result = CliRunner().invoke(main, [name, "--help"])
     assert result.exit_code == 0, result.output
@@ -128,7 +128,7 @@ def _one_usage_document(result: Any) -> dict[str, Any]:
 def _all_leaves() -> list[tuple[str, ...]]:
     return [
         path
-        for name in _COMMAND_MODULES
+        for name in _COMMANDS
         for path, _ in _leaves(main.get_command(None, name), (name,))  # type: ignore[arg-type]
     ]
 
@@ -201,7 +201,7 @@ def test_an_interrupt_is_exit_130_with_one_document(monkeypatch: pytest.MonkeyPa
     assert human.exit_code == 130 and human.stdout == ""
 
 
-# Each command hands its options on by name (cli._common.parsed). A stage parameter renamed
+# Each command hands its options on by name (cli.options.parsed). A stage parameter renamed
 # without its option would leave that option silently unused: this table is what each command
 # keeps for itself (its --json, and what it converts or hands on positionally), so any other
 # option that the stage does not take fails here.
@@ -212,7 +212,12 @@ _KEPT_BY_COMMAND = [
         "imagekit.build.options:BuildOptions",
         {"as_json", "name", "no_assertions"},
     ),
-    ("nightly_cmd", None, "imagekit.flows.nightly:NightOptions", {"as_json", "markdown", "plans"}),
+    (
+        "nightly_cmd",
+        None,
+        "imagekit.flows.nightly.options:NightOptions",
+        {"as_json", "markdown", "plans"},
+    ),
     (
         "pipeline_cmd",
         None,
@@ -316,65 +321,6 @@ def test_every_option_a_command_hands_on_is_taken_by_its_stage(
     where, _, attribute = target.partition(":")
     taken = set(inspect.signature(getattr(importlib.import_module(where), attribute)).parameters)
     options = {param.name for param in command.params if param.name is not None}
-    options -= _REGISTRY_OPTIONS  # held by cli._common.registry_options for the process
+    options -= _REGISTRY_OPTIONS  # held by cli.options.registry_options for the process
     assert options - taken == kept
     assert not kept & taken, "an option kept by the command shadows a stage parameter"
-
-
-def test_parsed_refuses_a_value_of_the_wrong_type_and_a_name_the_target_lacks() -> None:
-    from dataclasses import dataclass
-
-    from imagekit.cli._common import parsed
-
-    @dataclass(frozen=True)
-    class Options:
-        count: int
-        label: str | None = None
-
-    seen: list[Options] = []
-
-    @click.command()
-    @click.option("--count", default="3")  # a string: wired wrong on purpose
-    @click.option("--label", default=None)
-    def wrong(count: str, label: str | None) -> None:
-        seen.append(parsed(Options))
-
-    @click.command()
-    @click.option("--count", type=int, default=3)
-    def right(count: int) -> None:
-        seen.append(parsed(Options, label="x"))
-
-    @click.command()
-    @click.option("--count", type=int, default=3)
-    def unknown(count: int) -> None:
-        seen.append(parsed(Options, colour="red"))
-
-    runner = CliRunner()
-    assert runner.invoke(right, []).exit_code == 0
-    assert seen == [Options(count=3, label="x")]
-    failed = runner.invoke(wrong, [])
-    assert isinstance(failed.exception, TypeError)
-    assert "count='3'" in str(failed.exception)
-    assert isinstance(runner.invoke(unknown, []).exception, TypeError)
-    assert len(seen) == 1
-
-
-def test_a_streamed_document_ends_with_the_error_met_half_way(
-    capsys: pytest.CaptureFixture[str],
-) -> None:
-    """`ledger show --json` prints its records as it reads them; an error after the first
-    still leaves exactly one JSON document, the error inside it."""
-    from imagekit.cli._common import StreamedDocument, dump_json
-
-    document = StreamedDocument({"ledger": "l.jsonl"}, "records")
-    document.add({"seq": 1})
-    document.add({"seq": 2, "images": {"a": "b"}})
-    dump_json({"error": {"message": "cannot read the ledger", "exit_code": 3}})
-    dump_json({"after": True})  # the stream is closed: a document of its own again
-    first, second = capsys.readouterr().out.split("\n}\n", 1)
-    assert json.loads(first + "}") == {
-        "ledger": "l.jsonl",
-        "records": [{"seq": 1}, {"seq": 2, "images": {"a": "b"}}],
-        "error": {"message": "cannot read the ledger", "exit_code": 3},
-    }
-    assert json.loads(second) == {"after": True}

@@ -82,8 +82,10 @@ from imagekit.ledger.record import (
     GuardReport,
     OverlayLayerDetails,
 )
-from imagekit.plans.plan import LoadedPlan, Overlay, Plan, load_named_plan
+from imagekit.plans.load import load_named_plan
+from imagekit.plans.model import LoadedPlan, Plan
 from imagekit.plans.render import base_name
+from imagekit.plans.steps import Overlay
 from imagekit.provenance import BuilderFacts, attest_build, signer_for
 from imagekit.refs import Digest, Reference
 from imagekit.registry import Descriptor, RegistryClient, ResolvedImage

@@ -21,7 +21,7 @@ from typing import Any
 
 from imagekit.errors import CouldNotFinish
 from imagekit.evidence import write_bytes
-from imagekit.plans.plan import LoadedPlan
+from imagekit.plans.model import LoadedPlan
 from imagekit.plans.render import ASSERT_MOUNT, ASSERT_SCRIPT, CheckerOutput, assertion_checker
 from imagekit.refs import Platform, Reference
 from imagekit.runtime.engine import Engine, Execution, engine_errors, execution_for

@@ -34,7 +34,7 @@ from typing import Any
 
 from imagekit.build.assemble.layer import LayerBlob
 from imagekit.errors import ImageContentError
-from imagekit.plans.plan import Cmd, Entrypoint, Env, Labels, Overlay, Step
+from imagekit.plans.steps import Cmd, Entrypoint, Env, Labels, Overlay, Step
 from imagekit.refs import Digest, Platform
 from imagekit.registry.manifest import (
     DOCKER_MANIFEST,

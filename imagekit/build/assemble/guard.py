@@ -40,7 +40,7 @@ from imagekit.build.assemble.index import IndexStore, LayerIndex, ReadStats
 from imagekit.errors import CouldNotFinish, ImagekitError, RegistryNotFound
 from imagekit.layerdiff import FileEntry
 from imagekit.layers import LayerLimits, layer_media_type
-from imagekit.plans.plan import Overlay, Step, runtime_mounted
+from imagekit.plans.steps import Overlay, Step, runtime_mounted
 from imagekit.registry import RegistryClient, ResolvedImage
 
 #: As Linux's MAXSYMLINKS: more links than this on one path is a loop.

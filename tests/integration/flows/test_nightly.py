@@ -17,15 +17,10 @@ from pathlib import Path
 
 import pytest
 
-from imagekit.flows.nightly import (
-    CHANGED,
-    EQUIVALENT,
-    REJECTED,
-    REPRODUCIBLE,
-    NightlyResult,
-    NightOptions,
-    run_nightly,
-)
+from imagekit.flows.nightly.options import NightOptions
+from imagekit.flows.nightly.report import NightlyResult
+from imagekit.flows.nightly.result import CHANGED, EQUIVALENT, REJECTED, REPRODUCIBLE
+from imagekit.flows.nightly.run import run_nightly
 from imagekit.ledger import read_records, verify
 from imagekit.runtime.engine import Engine
 from imagekit.workspace import Workspace

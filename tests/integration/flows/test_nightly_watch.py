@@ -27,19 +27,19 @@ from imagekit.audit.stage import AuditRequest, audit
 from imagekit.build.assemble import AssembleOptions, assemble_plan
 from imagekit.cli.nightly_cmd import command as nightly_command
 from imagekit.cli.plans_cmd import command as plans_command
-from imagekit.flows.nightly import (
+from imagekit.flows.nightly.options import NightOptions
+from imagekit.flows.nightly.result import (
     BASE_CURRENT,
     BASE_MOVED,
     BASE_TAG_GONE,
     BASE_UNREACHABLE,
     OVERLAY_DRIFT,
-    NightOptions,
-    find_baseline,
-    run_nightly,
 )
+from imagekit.flows.nightly.run import run_nightly
 from imagekit.flows.pipeline import PipelineOptions, run_pipeline
 from imagekit.ledger import LedgerRecord, NightlyDetails, read_records, verify
-from imagekit.plans.plan import load_plan, plan_path
+from imagekit.ledger.accepted import accepted_image
+from imagekit.plans.load import load_plan, plan_path
 from imagekit.plans.render import render_plans
 from imagekit.pull import final_pull
 from imagekit.runtime.engine import Engine
@@ -377,7 +377,7 @@ def test_a_moved_tag_gets_a_candidate_that_names_the_package_change(
     )
     assert "python toml 0.10.1 -> 0.10.2" in text and "```diff" in text
     # the candidate is proposed, not accepted: the next night still compares with the pipeline's
-    baseline = find_baseline(read_records(ws.ledger_path), "demo-watch")
+    baseline = accepted_image(read_records(ws.ledger_path), "demo-watch")
     assert baseline is not None and baseline.reference == project.demo_final
 
     # `plans bump` applies the same one-line change, then has nothing left to do
@@ -416,7 +416,7 @@ def test_an_overlay_only_plan_is_rebased_through_the_registry(project: Project) 
     assert [r.changed for r in render_plans(ws, "overlay-watch", check=True)] == [False]
     assert len(plan.written) == 2
     # the candidate's push record (the registry builder writes one) is no baseline
-    baseline = find_baseline(read_records(ws.ledger_path), "overlay-watch")
+    baseline = accepted_image(read_records(ws.ledger_path), "overlay-watch")
     assert baseline is not None and baseline.reference == project.overlay_accepted
     assert baseline.record_kind == "final-pull"
 

@@ -10,6 +10,7 @@ import pytest
 from imagekit.audit.report import (
     SCOPE,
     ProbeReport,
+    audit_rank,
     condensed,
     decide,
     excerpt,
@@ -116,3 +117,10 @@ def test_summary_excerpts_long_output_and_keeps_the_raw_failure() -> None:
 
 def test_scope_sentence() -> None:
     assert SCOPE == "CPU-only checks, no weights loaded, no GPU test"
+
+
+def test_audit_rank_orders_statuses() -> None:
+    assert audit_rank("CPU_PASS") < audit_rank("CPU_PASS_GPU_CLI_DEFERRED")
+    assert audit_rank("CPU_PASS_GPU_CLI_DEFERRED") < audit_rank("CPU_CHECK_INCOMPLETE")
+    assert audit_rank("CPU_CHECK_INCOMPLETE") < audit_rank("SOMETHING_ELSE")
+    assert audit_rank("SOMETHING_ELSE") < audit_rank(None)

@@ -18,7 +18,7 @@ from imagekit.build.buildkit import (
 from imagekit.build.options import BuildOptions
 from imagekit.build.push import check_push_repo
 from imagekit.errors import ReferenceFormatError, UsageError
-from imagekit.plans.plan import load_plan
+from imagekit.plans.load import load_plan
 from imagekit.plans.render import ASSERT_SCRIPT, render
 
 REPO = Path(__file__).resolve().parents[3]

@@ -10,7 +10,7 @@ from imagekit.build.assemble.check import AssertionRun
 from imagekit.build.built import BuiltImage
 from imagekit.build.platforms import PlatformImage, PlatformsResult, daemon_platforms
 from imagekit.cli.build_cmd import _human
-from imagekit.plans.plan import same_platform_key
+from imagekit.plans.model import same_platform_key
 from imagekit.refs import parse_platform
 
 # `buildctl debug workers` of buildkitd v0.34 on this amd64 host, qemu-aarch64 registered.

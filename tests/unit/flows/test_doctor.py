@@ -26,7 +26,7 @@ from imagekit.flows.doctor import (
     check_registry,
     host_architecture,
 )
-from imagekit.plans.plan import PipInstall
+from imagekit.plans.steps import PipInstall
 from imagekit.refs import parse_platform
 from imagekit.registry.client import RegistryClient
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 
@@ -13,7 +14,7 @@ from imagekit.gpu.launch import Expectations, ProbeOptions
 REF = "registry.example/team/m3@sha256:" + "a" * 64
 
 
-def _job(**given: object) -> dict[str, object]:
+def _job(**given: object) -> dict[str, Any]:
     options = JobOptions(**given)  # type: ignore[arg-type]
     manifest = job_manifest(REF, ProbeOptions(expect=Expectations(gpus=8)), options, 8)
     return manifest
@@ -26,7 +27,7 @@ def test_the_job_runs_the_image_by_digest_on_eight_gpus_under_torch_s_launcher()
         tolerations=("nvidia.com/gpu:NoSchedule", "dedicated=inference:NoExecute"),
         priority_class="preflight-never-preempt",
     )
-    config_map, job = manifest["items"]  # type: ignore[index]
+    config_map, job = manifest["items"]
     assert config_map["kind"] == "ConfigMap" and "def main" in config_map["data"]["probe.py"]
     assert job["kind"] == "Job" and job["spec"]["backoffLimit"] == 0
     pod = job["spec"]["template"]["spec"]
@@ -55,7 +56,7 @@ def test_a_preemption_policy_without_its_class_is_refused_before_the_cluster_doe
     with pytest.raises(UsageError, match="admission sets a pod's preemptionPolicy"):
         _job(preemption_policy="Never")
     manifest = _job(preemption_policy="Never", priority_class="preflight-never-preempt")
-    pod = manifest["items"][1]["spec"]["template"]["spec"]  # type: ignore[index]
+    pod = manifest["items"][1]["spec"]["template"]["spec"]
     assert pod["priorityClassName"] == "preflight-never-preempt"
     assert "preemptionPolicy" not in pod
 

@@ -13,7 +13,8 @@ import pytest
 
 from imagekit.errors import PlanError, UsageError
 from imagekit.plans.bump import _target_digest, propose, rebased_text
-from imagekit.plans.plan import LoadedPlan, load_plan, parse_plan
+from imagekit.plans.load import load_plan, parse_plan
+from imagekit.plans.model import LoadedPlan
 from imagekit.plans.render import render_plans
 from imagekit.refs import Digest
 from imagekit.workspace import Workspace

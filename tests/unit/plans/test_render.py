@@ -15,7 +15,8 @@ from click.testing import CliRunner
 
 from imagekit.cli.render_cmd import command as render_command
 from imagekit.errors import PlanError
-from imagekit.plans.plan import Assertions, LoadedPlan, load_plan
+from imagekit.plans.load import load_plan
+from imagekit.plans.model import Assertions, LoadedPlan
 from imagekit.plans.render import (
     ASSERT_FAIL_MARKER,
     ASSERT_MOUNT,
@@ -319,7 +320,7 @@ def test_the_engine_guard_refuses_a_destination_a_link_carries_into_proc(
     a link to /proc/self: COPY would follow it and write under /proc, so the step stops the
     build with IMAGEKIT_OVERLAY_BLOCKED naming where the path resolves; a plain folder
     passes on to the usual check."""
-    from imagekit.plans.plan import Overlay
+    from imagekit.plans.steps import Overlay
 
     root = tmp_path / "img"
     (root / "usr").mkdir(parents=True)

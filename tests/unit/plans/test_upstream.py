@@ -15,7 +15,8 @@ import httpx
 import pytest
 
 from imagekit.errors import CheckFailed, DigestMismatch, RegistryProtocolError, UsageError
-from imagekit.plans.plan import LoadedPlan, parse_plan
+from imagekit.plans.load import parse_plan
+from imagekit.plans.model import LoadedPlan
 from imagekit.plans.upstream import TagState, watch_tag
 from imagekit.refs import parse_reference
 from tests.unit.registry.fakes import (

@@ -10,10 +10,14 @@ import gzip
 import json
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from pathlib import Path
+from typing import Any, TypeVar
 
 import httpx
+import pytest
 
+from imagekit.errors import ImagekitError
+from imagekit.refs import parse_reference
 from imagekit.registry import RegistryClient, RetryPolicy
 from tests.support.media_types import OCI_CONFIG, OCI_GZIP, sha256
 
@@ -203,3 +207,23 @@ def blob_response(request: httpx.Request, data: bytes) -> httpx.Response:
             headers={"Content-Range": f"bytes {start}-{len(data) - 1}/{len(data)}"},
         )
     return httpx.Response(200, content=data)
+
+
+REPO = "team/app"
+REF = parse_reference(f"{HOST}/{REPO}:v1")
+
+E = TypeVar("E", bound=ImagekitError)
+
+
+def v1_refused(
+    error: type[E], answer: Handler, match: str | None = None, docker_config: Path | None = None
+) -> E:
+    """What get_manifest(REF, "v1") raises when the registry answers every request with this."""
+    fake = FakeRegistry()
+    fake.overrides[f"/v2/{REPO}/manifests/v1"] = answer
+    with (
+        fake.client(docker_config=docker_config) as client,
+        pytest.raises(error, match=match) as info,
+    ):
+        client.get_manifest(REF, "v1")
+    return info.value

@@ -225,7 +225,7 @@ def test_a_ledger_that_refuses_the_records_does_not_hide_the_pushed_image(
     created_refs: list[str],
 ) -> None:
     from imagekit.errors import RecordRefused
-    from imagekit.flows.nightly import _rejected
+    from imagekit.flows.nightly.candidate import rejected
 
     name = _overlay_only(workspace, "demo-refused")
     workspace.ledger_path.write_bytes(b'{"seq": 1')  # a torn line: every append is refused
@@ -244,6 +244,6 @@ def test_a_ledger_that_refuses_the_records_does_not_hide_the_pushed_image(
     assert json.loads(_skopeo("inspect", f"docker://{pushed}"))["Digest"] == pushed.split("@")[1]
     assert workspace.ledger_path.read_bytes() == b'{"seq": 1'  # nothing appended behind it
     # The night names the image it has to forget, as it does for an engine build.
-    why, image = _rejected(info.value)
+    why, image = rejected(info.value)
     assert image == getattr(kept, "config_digest")  # noqa: B009
     assert pushed in why and "refused its build record" in why and "torn" in why

@@ -8,7 +8,7 @@ from imagekit.build.assemble import engine_steps
 from imagekit.build.assemble.builder import _epoch
 from imagekit.build.choice import choose_builder
 from imagekit.errors import UsageError
-from imagekit.plans.plan import Plan
+from imagekit.plans.model import Plan
 
 BASE = {"reference": "127.0.0.1:5000/x/base@sha256:" + "ab" * 32}
 OVERLAY: dict[str, object] = {

@@ -17,7 +17,7 @@ from imagekit.build.assemble.config import (
 )
 from imagekit.build.assemble.layer import LayerBlob
 from imagekit.errors import ImageContentError
-from imagekit.plans.plan import Cmd, Entrypoint, Env, Labels, Overlay, Replaces
+from imagekit.plans.steps import Cmd, Entrypoint, Env, Labels, Overlay, Replaces
 from imagekit.refs import Digest, Platform
 
 LAYER = LayerBlob(Digest("sha256:" + "1" * 64), Digest("sha256:" + "2" * 64), 100, 10240, 1, 2)

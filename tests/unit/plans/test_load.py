@@ -1,4 +1,5 @@
-"""Plans: the shipped plans validate, and every kind of bad input is exit 2 naming file and key."""
+"""Reading plan files: the shipped plans validate, and every kind of bad input is exit 2
+naming file and key."""
 
 from __future__ import annotations
 
@@ -13,7 +14,9 @@ from pydantic import ValidationError
 
 from imagekit.cli.plans_cmd import command as plans_command
 from imagekit.errors import BaseDigestTruncated, PlanError, UsageError
-from imagekit.plans.plan import Overlay, PipInstall, load_plan, plan_schema
+from imagekit.plans.load import load_plan
+from imagekit.plans.model import plan_schema
+from imagekit.plans.steps import Overlay, PipInstall
 
 REPO = Path(__file__).resolve().parents[3]
 DIGEST = "sha256:" + "ab" * 32
@@ -516,7 +519,7 @@ def test_the_epoch_is_bounded(dirs: tuple[Path, Path]) -> None:
 def test_found_as_must_be_an_ascii_tag_as_references_insist(tmp_path: Path) -> None:
     """plan.py had its own tag pattern without the ASCII flag, so a found_as that no
     registry could serve ('tag' with a non-ASCII letter) passed validation."""
-    from imagekit.plans.plan import BaseSpec
+    from imagekit.plans.model import BaseSpec
 
     digest = "sha256:" + "a" * 64
     with pytest.raises(ValidationError, match="not a valid tag"):

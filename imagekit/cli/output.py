@@ -1,0 +1,77 @@
+"""What a command prints: human lines on stdout, progress and errors on stderr, and under
+--json exactly one JSON document on stdout (``dump_json``), which ``StreamedDocument`` may print
+item by item so a list of any length is never held whole."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Iterable
+from typing import Any
+
+import click
+
+
+def echo_err(text: str) -> None:
+    click.echo(text, err=True)
+
+
+def echo_lines(lines: Iterable[str]) -> None:
+    """Print a result's own lines for people, one each (stdout)."""
+    for line in lines:
+        click.echo(line)
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, indent=2, sort_keys=True, default=str)
+
+
+def dump_json(document: Any) -> None:
+    """Print the one JSON document; while a :class:`StreamedDocument` is open, its keys end
+    that document instead (an error met half-way is still inside the one document)."""
+    if _streaming and isinstance(document, dict):
+        _streaming[-1].close_with(document)
+        return
+    sys.stdout.write(_dumps(document) + "\n")
+    sys.stdout.flush()
+
+
+class StreamedDocument:
+    """A command's one JSON document whose list under ``key`` is printed item by item as a
+    stage hands them on, so a list of any length is never held whole.
+
+    It prints exactly what :func:`dump_json` prints for the whole document (``head``'s keys
+    must sort before ``key``, and the keys that close it after): the object's opening is
+    written with the first item, and the document is closed by the next :func:`dump_json`,
+    whose keys other than those already written follow the list. An error or interrupt met
+    after the first item thus ends up inside the same document.
+    """
+
+    def __init__(self, head: dict[str, Any], key: str) -> None:
+        self.head = head
+        self.key = key
+        self.items = 0
+
+    def add(self, item: Any) -> None:
+        if self.items == 0:
+            _streaming.append(self)
+            opening = "".join(
+                f"  {json.dumps(k)}: {_indented(v)},\n" for k, v in sorted(self.head.items())
+            )
+            sys.stdout.write("{\n" + opening + f"  {json.dumps(self.key)}: [")
+        sys.stdout.write(("," if self.items else "") + "\n    " + _indented(item, 4))
+        self.items += 1
+
+    def close_with(self, document: dict[str, Any]) -> None:
+        rest = {k: v for k, v in document.items() if k not in self.head and k != self.key}
+        closing = "".join(f",\n  {json.dumps(k)}: {_indented(v)}" for k, v in sorted(rest.items()))
+        sys.stdout.write("\n  ]" + closing + "\n}\n")
+        sys.stdout.flush()
+        _streaming.remove(self)
+
+
+def _indented(value: Any, by: int = 2) -> str:
+    return _dumps(value).replace("\n", "\n" + " " * by)
+
+
+_streaming: list[StreamedDocument] = []  # the document being printed, if one is open

@@ -1,0 +1,185 @@
+"""A night's candidate: the builder `imagekit build` would take, the image built on a base,
+pushed beside the accepted image, audited and compared with it; and why one was rejected."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
+
+from imagekit.build.options import BuildOptions
+from imagekit.errors import CheckFailed, RecordRefused, UsageError
+from imagekit.flows.nightly.night import Night
+from imagekit.flows.nightly.options import NightOptions
+from imagekit.layerdiff import ImageComparison, RegistryImage, compare_images
+from imagekit.ledger.accepted import CANDIDATE_TAG_PREFIX
+from imagekit.plans.model import LoadedPlan
+from imagekit.refs import parse_reference, repository_for
+
+if TYPE_CHECKING:
+    from imagekit.runtime.engine import Engine
+
+
+def candidate_options(
+    loaded: LoadedPlan, options: NightOptions, repo: str, tag: str, base: str
+) -> tuple[str, BuildOptions]:
+    """The builder of a night's candidate, as `imagekit build` chooses it
+    (imagekit.build.choice), and the options the night gives that builder.
+
+    They differ by builder; the result is read the same way whichever ran:
+
+    - ``engine``: built without cache under a local tag; the night pushes it beside the
+      accepted image unrecorded (a ``build`` record, no ``push`` record);
+    - ``registry``: assembled and pushed under the candidate tag (``build`` and ``push``
+      records, the push tagged ``nightly-...``, which is never a baseline);
+    - ``buildkit`` / ``buildx``: built on that BuildKit and pushed by digest, untagged, by
+      BuildKit (one ``build`` record naming the daemon, no ``push`` record: no engine holds
+      the image to push it); without cache unless ``cache_ref`` asks for one.
+    """
+    from imagekit.build.choice import chosen_builder
+
+    request = BuildOptions(
+        builder="auto",
+        push=repo,
+        base_override=base,
+        buildkit=options.buildkit,
+        buildkit_ca=options.buildkit_ca,
+        buildkit_cert=options.buildkit_cert,
+        buildkit_key=options.buildkit_key,
+        buildx_builder=options.buildx_builder,
+        cache_ref=options.cache_ref,
+    )
+    builder = chosen_builder(loaded.plan, request)
+    if builder == "registry":
+        return builder, replace(request, builder=builder, tag=tag)
+    if builder == "engine":
+        return builder, BuildOptions(
+            builder=builder, no_cache=True, base_override=base, tag=f"imagekit/{loaded.name}:{tag}"
+        )
+    return builder, replace(request, no_cache=options.cache_ref is None)
+
+
+def check_builder(options: NightOptions) -> None:
+    """Before any plan: a BuildKit or buildx builder the night cannot use stops it at once.
+
+    A malformed address or TLS file and an unknown buildx builder are UsageError (exit 2), a
+    daemon that does not answer CouldNotFinish (exit 3) naming its address; ``cache_ref``
+    without either is refused as `imagekit build` refuses it.
+    """
+    from imagekit.build.remote import buildctl_base, buildx_base, probe
+
+    if not options.remote:
+        if options.cache_ref is not None:
+            raise UsageError(
+                "--cache-ref is an option of --buildkit and --buildx-builder builds",
+                hint="add --buildkit ADDR or --buildx-builder NAME, or drop --cache-ref",
+            )
+        return
+    if options.buildkit is not None and options.buildx_builder is not None:
+        raise UsageError("--buildkit and --buildx-builder name two builders; give one")
+    if options.cache_ref is not None:
+        parse_reference(options.cache_ref)  # a malformed reference is exit 2 here
+    if options.buildx_builder is not None:
+        buildx_base(options.buildx_builder)
+        return
+    probe(
+        buildctl_base(
+            BuildOptions(
+                buildkit=options.buildkit,
+                buildkit_ca=options.buildkit_ca,
+                buildkit_cert=options.buildkit_cert,
+                buildkit_key=options.buildkit_key,
+            )
+        ),
+        str(options.buildkit),
+    )
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A candidate built, pushed, audited and compared with the accepted image."""
+
+    builder: str
+    image_id: str
+    pushed: str
+    audit_status: str
+    comparison: ImageComparison
+
+
+def _repository(night: Night) -> str:
+    """Where the candidate is pushed: beside the accepted image, or to ``--registry``."""
+    assert night.baseline is not None  # noqa: S101 - checked by the callers
+    if night.options.candidate_registry is not None:
+        return repository_for(night.options.candidate_registry, night.name)
+    return parse_reference(night.baseline.reference).name
+
+
+def build_candidate(night: Night, base: str) -> Candidate:
+    """Build on ``base``, push beside the accepted image, audit, compare with it.
+
+    Raises CheckFailed when the build is rejected (its record is kept by the builder),
+    RecordRefused when the ledger refused the build's record (the image is removed).
+    """
+    from imagekit.audit.stage import AuditRequest, audit
+    from imagekit.build.built import BuiltImage
+    from imagekit.build.choice import build_image
+    from imagekit.build.push import push_image
+    from imagekit.runtime.engine import connect, engine_errors
+
+    assert night.baseline is not None  # noqa: S101 - checked by the callers
+    repo = _repository(night)
+    tag = f"{CANDIDATE_TAG_PREFIX}{night.run_dir.name}"
+    builder, options = candidate_options(night.loaded, night.options, repo, tag, base)
+    engine: Engine = connect()
+    made: list[str] = []
+    try:
+        built: BuiltImage = build_image(
+            night.workspace,
+            night.name,
+            options,
+            engine=engine,
+            registry=night.client,
+            echo=night.echo,
+        )
+        made.append(built.runnable)
+        pushed = built.pushed
+        if pushed is None:
+            # The candidate goes next to the accepted image (or to --registry): the
+            # registry already holds the shared base layers, so only new layers travel.
+            made.append(f"{repo}:{tag}")
+            log = built.evidence_dir / "nightly-push.log"
+            pushed, _ = push_image(engine, built.tag, repo, log)
+        image_id = built.image_id
+        night.say(f"candidate {pushed} ({builder} builder); auditing it")
+        status = audit(
+            night.workspace, AuditRequest(ref=built.runnable, plan=night.name), engine=engine
+        ).verdict.status
+        night.say(f"comparing {pushed} with the accepted {night.baseline.reference}")
+        comparison = compare_images(
+            RegistryImage.open(night.client, night.baseline.reference, night.loaded.platform),
+            RegistryImage.open(night.client, pushed, night.loaded.platform),
+        )
+    except RecordRefused as refused:  # built (and pushed), but not on record
+        if isinstance(refused.result, BuiltImage):
+            made.append(refused.result.runnable)
+        raise
+    finally:
+        if not night.options.keep_images:
+            for ref in made:
+                with engine_errors(f"removing the nightly image {ref}"):
+                    if engine.client.image.exists(ref):
+                        engine.client.image.remove(ref)
+    return Candidate(builder, image_id, pushed, str(status), comparison)
+
+
+def rejected(exc: CheckFailed) -> tuple[str, str | None]:
+    """Why a candidate was rejected, in one line, and the image it was built as, if any."""
+    from imagekit.build.built import BuiltImage
+
+    if isinstance(exc, RecordRefused) and isinstance(exc.result, BuiltImage):
+        built = exc.result  # the build finished (a registry build: pushed); its record did not
+        made = f"assembled and pushed as {built.pushed}" if built.builder == "registry" else "built"
+        return (
+            f"the candidate {built.image_id} was {made}, but the ledger refused its build "
+            f"record: {exc.problem}"
+        ), built.image_id
+    return exc.message.splitlines()[0], None

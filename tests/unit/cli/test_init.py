@@ -1,0 +1,76 @@
+"""The `imagekit` group: its command list is each command's own help, read without importing
+any command, and a command loads only the stack it runs."""
+
+from __future__ import annotations
+
+import importlib
+import json
+import subprocess
+import sys
+
+import click
+import pytest
+
+from imagekit.cli import _COMMANDS, main
+
+
+@pytest.mark.parametrize("name", list(_COMMANDS))
+def test_the_listed_help_is_the_commands_own_at_every_width(name: str) -> None:
+    module, summary = _COMMANDS[name]
+    command = importlib.import_module(module).command
+    assert isinstance(command, click.Command) and not command.hidden
+    listed = click.Command(name, help=summary)
+    for limit in range(1, 400):
+        assert listed.get_short_help_str(limit) == command.get_short_help_str(limit), limit
+
+
+@pytest.mark.parametrize("width", [40, 80, 120, 200])
+def test_the_command_list_reads_as_click_would_print_it_from_the_commands(width: int) -> None:
+    ctx = click.Context(main, info_name="imagekit", terminal_width=width, max_content_width=width)
+    from_table, from_commands = ctx.make_formatter(), ctx.make_formatter()
+    main.format_commands(ctx, from_table)
+    click.Group.format_commands(main, ctx, from_commands)  # imports every command
+    assert from_table.getvalue() == from_commands.getvalue()
+    assert from_table.getvalue().count("\n") == len(_COMMANDS) + 1  # the heading, a row each
+
+
+def _modules_after(*argv: str) -> set[str]:
+    """The modules a fresh `imagekit ARGV` process has imported when it exits."""
+    script = (
+        "import atexit, json, sys\n"
+        "atexit.register(lambda: print(json.dumps(sorted(sys.modules)), file=sys.stderr))\n"
+        "from imagekit.cli import entry\n"
+        f"sys.argv = ['imagekit', *{list(argv)!r}]\n"
+        "entry()\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    return set(json.loads(done.stderr.splitlines()[-1]))
+
+
+def test_listing_the_commands_imports_none_of_them() -> None:
+    loaded = _modules_after("--help")
+    commands = {m for m in loaded if m.startswith("imagekit.cli.") and m.endswith("_cmd")}
+    assert commands == set()
+    assert not loaded & {"httpx", "pydantic", "yaml", "python_on_whales", "imagekit.ledger"}
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ("verify", "--help"),
+        ("inspect", "--help"),
+        ("plans", "--help"),
+        ("plans", "list", "--help"),
+        ("plans", "pin-overlay", "--help"),
+        ("ledger", "show", "--help"),
+    ],
+    ids=" ".join,
+)
+def test_a_command_that_builds_nothing_loads_no_build_stack(argv: tuple[str, ...]) -> None:
+    loaded = _modules_after(*argv)
+    build = sorted(m for m in loaded if m == "imagekit.build" or m.startswith("imagekit.build."))
+    assert build == []
+    assert "python_on_whales" not in loaded  # the engine's client: the builders and the audit
