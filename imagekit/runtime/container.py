@@ -292,5 +292,8 @@ def gpu_refusal(run: ProcessRun) -> str | None:
     codes 125-127 mean the container never started: docs.docker.com/engine/containers/run."""
     if run.exit_code not in (125, 126, 127):
         return None
-    said = run.stderr.last_words(400)
-    return said if _NO_GPU_RUNTIME.search(said) else None
+    for line in reversed(run.stderr.tail.decode("utf-8", errors="replace").splitlines()):
+        if _NO_GPU_RUNTIME.search(line):
+            said = line.strip().removeprefix("docker: ")
+            return said if len(said) <= 400 else said[:397] + "..."
+    return None
