@@ -70,7 +70,7 @@ def command(
             failed = next(
                 s
                 for s in result.stages
-                if s.status not in (StageStatus.PASSED, StageStatus.NOT_RUN)
+                if s.status not in (StageStatus.PASSED, StageStatus.SKIPPED, StageStatus.NOT_RUN)
             )
             click.echo(f"pipeline {result.plan}: stopped at {failed.stage} ({failed.status})")
         click.echo(f"summary: {result.evidence}")

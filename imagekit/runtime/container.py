@@ -278,8 +278,13 @@ def run_bounded(
 
 
 # What an engine says when it is asked for GPUs it cannot give (Docker 20.10 to 28).
+# Seen here: `--gpus` without the NVIDIA container toolkit (20.10 and 28.x engines alike):
+# 'could not select device driver "" with capabilities: [[gpu]]'; a CDI name on an engine
+# without CDI: 'could not select device driver "cdi"' (28.x client), 'nvidia.com/gpu=all is
+# not an absolute path' (20.10 client, which takes --device as a host path). The rest are
+# the toolkit's and CDI's own refusals on hosts that have them (not produced here).
 _NO_GPU_RUNTIME = re.compile(
-    r"could not select device driver \"[^\"]*\" with capabilities: \[\[gpu\]\]"
+    r"could not select device driver|is not an absolute path"
     r"|unresolvable CDI devices|CDI device injection failed|unknown device"
     r"|nvidia-container-cli|no CDI specification|CDI is not enabled",
     re.IGNORECASE,

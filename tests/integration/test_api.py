@@ -50,9 +50,10 @@ def run_example(heading: str, replacements: dict[str, str]) -> dict[str, object]
     return namespace
 
 
-def test_the_page_has_the_four_examples() -> None:
+def test_the_page_has_the_five_examples() -> None:
     assert set(examples()) == {
         "Audit an image",
+        "Preflight the GPUs",
         "Verify a mirror",
         "Append and verify",
         "Build a plan",
@@ -65,6 +66,16 @@ def test_audit_an_image(workspace: Workspace, base_image: BaseImage) -> None:
         ("audit", "CPU_PASS"),
         ("vulnerability-scan", "skipped"),
     ]
+
+
+def test_preflight_the_gpus(workspace: Workspace, base_image: BaseImage) -> None:
+    """No GPU here: the example's call comes back INCOMPLETE, no GPU visible, recorded."""
+    done = run_example("Preflight the GPUs", {IMAGE: base_image.reference})
+    result = done["result"]
+    assert result.status == "GPU_PREFLIGHT_INCOMPLETE"  # type: ignore[attr-defined]
+    assert "no GPU visible" in result.verdict.sentence  # type: ignore[attr-defined]
+    (record,) = read_records(workspace.ledger_path)
+    assert (record.kind, record.status) == ("gpu-preflight", "GPU_PREFLIGHT_INCOMPLETE")
 
 
 def test_verify_a_mirror(
