@@ -290,11 +290,18 @@ def device_facts(torch: Any, index: int) -> dict[str, Any]:
     return facts
 
 
+def name_matches(pattern: str, name: str) -> bool:
+    """Whether PATTERN names the GPU as a whole token of its name, case aside: ``H20`` is
+    "NVIDIA H20" and "NVIDIA H20-3e", never "NVIDIA H200" (a prefix is another GPU)."""
+    token = r"(?<![A-Za-z0-9])(?:%s)(?![A-Za-z0-9])" % pattern
+    return re.search(token, name, re.IGNORECASE) is not None
+
+
 def expectation_problems(facts: dict[str, Any], expect: dict[str, Any]) -> list[str]:
     """What of one GPU's facts does not meet the expectations (count is judged by rank 0)."""
     problems = []
     pattern = expect.get("name")
-    if pattern and not re.search(str(pattern), facts["name"], re.IGNORECASE):
+    if pattern and not name_matches(str(pattern), facts["name"]):
         problems.append("name %r does not match %r" % (facts["name"], pattern))
     min_memory = expect.get("min_memory_gib")
     if min_memory is not None and facts["memory_bytes"] < float(min_memory) * 1024**3:

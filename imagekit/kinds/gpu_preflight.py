@@ -146,6 +146,13 @@ def _imported(attestation: VerifiedAttestation, marked: str) -> Imported | None:
     return Imported(predicate.status, predicate.scope, details)
 
 
+def name_matches(pattern: str, name: str) -> bool:
+    """Whether PATTERN names the GPU as a whole token of its name, case aside: ``H20`` is
+    "NVIDIA H20-3e", never "NVIDIA H200" (the probe's own rule, imagekit/gpu/probe.py)."""
+    token = rf"(?<![A-Za-z0-9])(?:{pattern})(?![A-Za-z0-9])"
+    return re.search(token, name, re.IGNORECASE) is not None
+
+
 class GpuPreflightRequirement(PredicateModel):
     status: tuple[str, ...] = Field(default=(GpuPreflightStatus.PASS.value,), min_length=1)
     min_gpus: int | None = Field(default=None, ge=1, description="at least this many GPUs")
@@ -205,7 +212,7 @@ class GpuPreflightRule:
             problems.append(f"{len(predicate.gpus)} GPU(s)")
         if rule.gpu_name:
             others = sorted(
-                {g.name for g in predicate.gpus if not re.search(rule.gpu_name, g.name, re.I)}
+                {g.name for g in predicate.gpus if not name_matches(rule.gpu_name, g.name)}
             )
             if others or not predicate.gpus:
                 problems.append(f"GPU(s) {', '.join(others) or 'none'}")

@@ -27,7 +27,7 @@ import signal
 import subprocess
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +46,7 @@ class ProcessRun:
     stdout: Kept
     stderr: Kept
     timed_out: bool = False
+    container: str | None = None  # the container's name, where the run was one
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -55,6 +56,7 @@ class ProcessRun:
             "stdout": self.stdout.to_json(),
             "stderr": self.stderr.to_json(),
             **({"timed_out": True} if self.timed_out else {}),
+            **({"container": self.container} if self.container else {}),
         }
 
 
@@ -135,7 +137,7 @@ def new_name(stage: str) -> str:
 
 def remove_container(client: str, name: str) -> None:
     """Kill and remove the named container, also one the engine was still creating."""
-    deadline = time.monotonic() + 15
+    deadline = time.monotonic() + 60  # a loaded engine can take this long to let it go
     while True:
         subprocess.run(  # noqa: S603 - the engine's client, fixed arguments
             [client, "rm", "-f", name], capture_output=True, timeout=60, check=False
@@ -168,9 +170,10 @@ def run_container(
         proc.kill()
         remove_container(client, name)
 
-    return run_bounded(
+    run = run_bounded(
         argv, shown or tuple(argv), run_dir, timeout_s, stop=stop, stream_prefix=stream_prefix
     )
+    return replace(run, container=name)
 
 
 def process_tree(pid: int) -> list[int]:

@@ -37,14 +37,14 @@ def sglang(seed_replica: Callable[[str], PublishedReplica]) -> PublishedReplica:
     return seed_replica("sglang-cu13")
 
 
-def _left(engine: Engine) -> list[str]:
-    listed = subprocess.run(
-        [engine.client_path, "ps", "-aq", "--filter", "label=io.imagekit.gpu-preflight=1"],
-        capture_output=True,
-        text=True,
-        check=True,
+def _left(engine: Engine, evidence: Path) -> list[str]:
+    """The run's container, if the engine still has it (named in the run's evidence)."""
+    ran = json.loads((evidence / "gpu-probe-run.json").read_text())
+    name = ran["container"]
+    found = subprocess.run(
+        [engine.client_path, "container", "inspect", name], capture_output=True, check=False
     )
-    return listed.stdout.split()
+    return [name] if found.returncode == 0 else []
 
 
 def test_the_probe_s_logic_runs_for_real_on_cpu_in_the_image_and_is_never_a_pass(
@@ -70,7 +70,7 @@ def test_the_probe_s_logic_runs_for_real_on_cpu_in_the_image_and_is_never_a_pass
     assert (record.kind, record.status) == ("gpu-preflight", "GPU_PREFLIGHT_INCOMPLETE")
     assert record.images == {"image": sglang.reference}
     assert record.info.image_id == result.image_id and record.info.world_size == 2
-    assert _left(engine) == []
+    assert _left(engine, result.evidence_dir) == []
 
 
 def test_the_image_without_a_gpu_is_incomplete_no_gpu_visible_exit_1(
@@ -98,6 +98,6 @@ def test_a_collective_that_hangs_ends_at_the_limit_with_no_rank_left(
     result = gpu_preflight(workspace, PreflightRequest(reference=sglang.reference, options=options))
     assert result.status is GpuPreflightStatus.INCOMPLETE and result.report is None
     assert result.why_none is not None and result.why_none.startswith("timed out after")
-    assert _left(engine) == []  # the container, and every rank in it, is gone
+    assert _left(engine, result.evidence_dir) == []  # the container and every rank in it
     ran = json.loads((Path(result.evidence_dir) / "gpu-probe-run.json").read_text())
     assert ran["ended"] == "killed at the wall-clock limit"

@@ -110,3 +110,23 @@ def test_the_probe_keeps_to_python_3_8() -> None:
     source = Path(probe.__file__).read_text()
     ast.parse(source, feature_version=(3, 8))
     assert not re.search(r"datetime\.UTC\b|\.removeprefix\(|\bmatch .*:$", source, re.M)
+
+
+@pytest.mark.parametrize(
+    ("pattern", "name", "matches"),
+    [
+        ("H20", "NVIDIA H20", True),
+        ("H20", "NVIDIA H20-3e", True),
+        ("H20", "NVIDIA H200", False),  # another GPU, not an H20
+        ("h100", "NVIDIA H100 80GB HBM3", True),
+        ("H100|H200", "NVIDIA H200", True),
+        ("A100", "NVIDIA H100 80GB HBM3", False),
+    ],
+)
+def test_a_gpu_name_pattern_is_a_whole_token_of_the_name(
+    pattern: str, name: str, matches: bool
+) -> None:
+    from imagekit.kinds.gpu_preflight import name_matches
+
+    assert probe.name_matches(pattern, name) is matches
+    assert name_matches(pattern, name) is matches  # the gate's rule reads names alike
