@@ -8,8 +8,9 @@ digest verified::
     audit:
       status: [CPU_PASS, CPU_PASS_GPU_CLI_DEFERRED]   # the audit's verdict, one of these
       platform: linux/amd64                           # optional: the platform audited
-      max_age: 7d                                     # optional: s, m, h or d
-    vulnerabilities: none-fixable                     # optional: none | none-fixable
+      max_age: 7d                                     # s, m, h or d; default 30d; unbounded
+    vulnerabilities: none-fixable                     # optional: none | none-fixable, or:
+    # vulnerabilities: {findings: none, platform: linux/amd64, max_age: 7d}
     provenance:                                       # optional: SLSA v1 from imagekit build
       plan: demo
       base: sha256:...
@@ -21,7 +22,8 @@ digest verified::
 
 Each key is the requirement a kind of record registers (imagekit.kinds: its spec's
 ``policy``), and each becomes one rule (imagekit.attest.rules) the gate holds the image to.
-Without --policy, the default is the audit requirement alone with the two passing statuses.
+Without --policy, the default is the audit requirement alone with the two passing statuses,
+at most 30 days old.
 """
 
 from __future__ import annotations

@@ -16,8 +16,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from imagekit.attest.rules import DEFAULT_MAX_AGE, UNBOUNDED, max_age_value
 from imagekit.kinds.details import RecordDetails
 
 if TYPE_CHECKING:
@@ -30,6 +31,29 @@ class PredicateModel(BaseModel):
     or a policy file says is read through a model that refuses unknown keys."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class AgedRequirement(PredicateModel):
+    """A requirement on the newest signed verdict of a kind, which ages: the tag holding
+    the verdicts is mutable, and a newer failing one deleted must not let an old pass stand
+    for ever."""
+
+    max_age: str = Field(
+        default=DEFAULT_MAX_AGE,
+        description=f"90m, 24h, 7d: how old the newest verdict may be ({DEFAULT_MAX_AGE} "
+        f"unless given; {UNBOUNDED!r} lifts it)",
+    )
+
+    @field_validator("max_age", mode="before")
+    @classmethod
+    def _age(cls, value: str | None) -> str | None:
+        return max_age_value(value)
+
+    def said_max_age(self) -> str:
+        """The maximum age as a requirement's name says it: only where the policy set it."""
+        if "max_age" not in self.model_fields_set:
+            return ""
+        return ", of any age" if self.max_age == UNBOUNDED else f", at most {self.max_age} old"
 
 
 @dataclass(frozen=True)
