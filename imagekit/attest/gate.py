@@ -10,6 +10,12 @@ why; an attestation that was not trusted is named with why it was skipped. The c
 trusted as far as the keys are: the gate proves who signed what about which digest, not
 that the signer was right.
 
+Keys are trusted per requirement, as Kyverno's attestors and the policy-controller's
+authorities are: a requirement of the policy that names its ``keys`` reads only what those
+keys signed, ``mirror_binding.keys`` names who may sign the mirror bindings followed, and
+whatever names no keys trusts every ``--key`` given (which alone keeps its old meaning: any
+key given, any requirement).
+
 An index is held to the policy image by image, on every entry a runtime could select
 (imagekit.registry.resolve.index_images: an entry without a platform is read from its
 config, an annotation hides nothing, only unknown/unknown is an attestation manifest): each
@@ -29,13 +35,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from imagekit.attest.collect import Collected, Skipped, VerifiedAttestation, collect
 from imagekit.attest.keys import PublicKey, load_public_key
-from imagekit.attest.policy import DEFAULT_POLICY, load_policy, rules
+from imagekit.attest.policy import DEFAULT_POLICY, keyed_rules, load_policy, requirement
 from imagekit.attest.rules import Requirement, Rule
-from imagekit.errors import UsageError
+from imagekit.errors import PolicyError, UsageError
 from imagekit.kinds.mirror import BINDING_VERDICTS, MIRROR_V1, MirrorPredicate
 from imagekit.refs import Digest, Platform, Reference, parse_platform, parse_reference
 from imagekit.registry.client import RegistryClient
@@ -106,6 +112,25 @@ class GateResult:
         }
 
 
+@dataclass(frozen=True)
+class _Judged:
+    """A rule of the policy, the policy key it came from, and the keys (by id) it trusts."""
+
+    key: str
+    rule: Rule
+    trusted: frozenset[str]
+
+
+@dataclass(frozen=True)
+class _Trust:
+    """The keys of a verification: every key to check signatures with, each rule with the
+    keys it trusts, and the keys trusted to sign the mirror bindings followed."""
+
+    keys: tuple[PublicKey, ...]
+    judged: tuple[_Judged, ...]
+    bindings: frozenset[str]
+
+
 def verify_image(
     reference: str,
     key_paths: Sequence[Path],
@@ -115,11 +140,8 @@ def verify_image(
     now: datetime | None = None,
 ) -> GateResult:
     """Hold the image REFERENCE names to the policy, from the attestations in its registry."""
-    if not key_paths:
-        raise UsageError("give at least one --key PUB", hint="imagekit verify REF --key cosign.pub")
-    keys: tuple[PublicKey, ...] = tuple(load_public_key(path) for path in key_paths)
     policy = load_policy(policy_path) if policy_path is not None else DEFAULT_POLICY
-    made = rules(policy)
+    trust = _trust(key_paths, policy, policy_path)
     ref = parse_reference(reference)
     now = now or datetime.now(UTC)
     platforms: list[str] = []
@@ -135,12 +157,12 @@ def verify_image(
             )  # fmt: skip
             assert isinstance(index, ImageIndex)  # noqa: S101 - parse_manifest's contract
             requirements, collected, binding, platforms = _each_image(
-                client, ref, index, keys, made, now
+                client, ref, index, trust, now
             )
         else:
-            collected = collect(client, repo, digest, keys)
-            binding, collected = _through_bindings(client, collected, digest, keys)
-            requirements = _requirements(made, collected, now)
+            collected = collect(client, repo, digest, trust.keys)
+            binding, collected = _through_bindings(client, collected, digest, trust)
+            requirements = _requirements(trust.judged, collected, now)
     return GateResult(
         reference=str(ref),
         digest=digest,
@@ -149,23 +171,81 @@ def verify_image(
         verified=collected.verified,
         skipped=collected.skipped,
         source=collected.source,
-        keys=tuple(key.source for key in keys),
+        keys=tuple(key.source for key in trust.keys),
         binding=binding,
         platforms=tuple(platforms),
     )
 
 
-def _requirements(made: Sequence[Rule], collected: Collected, now: datetime) -> list[Requirement]:
-    """Every rule of the policy held against one image's attestations, in order."""
-    return [found for rule in made for found in rule.evaluate(collected, now)]
+def _trust(key_paths: Sequence[Path], policy: BaseModel, policy_path: Path | None) -> _Trust:
+    """The keys given and those the policy names (paths relative to the policy file), each
+    read once; exit 2 naming a key file that cannot be used, or when a requirement has no
+    key that may sign it."""
+    given = tuple(load_public_key(path) for path in key_paths)
+    keys: dict[str, PublicKey] = {key.key_id: key for key in given}
+    given_ids = frozenset(keys)
+    base = policy_path.parent if policy_path is not None else Path()
+
+    def named(paths: tuple[str, ...], where: str) -> frozenset[str]:
+        ids = []
+        for i, text in enumerate(paths):
+            key = load_public_key(base / text, named=f"{policy_path}: {where}.keys[{i}]")
+            keys.setdefault(key.key_id, key)
+            ids.append(key.key_id)
+        return frozenset(ids)
+
+    judged = tuple(
+        _Judged(key, rule, named(rule.keys, key) if rule.keys is not None else given_ids)
+        for key, rule in keyed_rules(policy)
+    )
+    binding = requirement(policy, "mirror_binding")
+    bindings = named(binding.keys, "mirror_binding") if binding is not None else given_ids
+    unkeyed = [j.key for j in judged if not j.trusted]
+    if not judged:
+        raise PolicyError(
+            f"{policy_path}: this policy requires nothing",
+            path=str(policy_path),
+            hint="name a requirement (audit, vulnerabilities, provenance, gpu_preflight)",
+        )
+    if unkeyed:
+        raise UsageError(
+            f"give at least one --key PUB (the policy names no keys for {', '.join(unkeyed)})",
+            hint="imagekit verify REF --key cosign.pub, or name keys: in the policy",
+        )
+    return _Trust(tuple(keys.values()), judged, bindings)
+
+
+def _requirements(
+    judged: Sequence[_Judged], collected: Collected, now: datetime
+) -> list[Requirement]:
+    """Every rule held against one image's attestations, each reading only what the keys it
+    trusts signed; a rule that fails says which attestations of its type keys it does not
+    trust signed."""
+    found: list[Requirement] = []
+    for each in judged:
+        for held in each.rule.evaluate(collected.trusting(each.trusted), now):
+            others = [
+                a
+                for a in collected.verified
+                if a.predicate_type == each.rule.predicate_type
+                and not a.signed_by_any(each.trusted)
+            ]
+            if others and not held.held:
+                signers = sorted({k.source for a in others for k in a.signers or (a.key,)})
+                held = replace(
+                    held,
+                    why=f"{held.why}; {len(others)} more signed by key(s) the policy does not "
+                    f"trust for {each.key} ({', '.join(signers)})",
+                )
+            found.append(held)
+    return found
 
 
 def _each_image(
     client: RegistryClient,
     ref: Reference,
     index: ImageIndex,
-    keys: tuple[PublicKey, ...],
-    made: list[Rule],
+    trust: _Trust,
     now: datetime,
 ) -> tuple[list[Requirement], Collected, str | None, list[str]]:
     """Every image of an index a runtime could select, held to the rules of its platform on
@@ -182,7 +262,7 @@ def _each_image(
         )
         return [Requirement("an index the gate can judge", False, why)], nothing, None, []
     entries = index_images(listed, platforms_read(client, ref))
-    wanted = list(dict.fromkeys(rule.platform for rule in made if rule.platform))
+    wanted = list(dict.fromkeys(j.rule.platform for j in trust.judged if j.rule.platform))
 
     def selected(platform: Platform | None) -> bool:
         """Whether a node of a platform the policy holds could select it (any, when the
@@ -217,9 +297,11 @@ def _each_image(
     sources: list[str] = []
     bindings: list[str] = []
     for label, (platform, manifest) in zip(labels, images, strict=True):
-        collected = collect(client, repo, manifest, keys)
-        binding, collected = _through_bindings(client, collected, manifest, keys)
-        applying = [r for r in made if r.platform is None or _is(r.platform, platform)]
+        collected = collect(client, repo, manifest, trust.keys)
+        binding, collected = _through_bindings(client, collected, manifest, trust)
+        applying = [
+            j for j in trust.judged if j.rule.platform is None or _is(j.rule.platform, platform)
+        ]
         requirements += [
             replace(r, name=f"{label}: {r.name}") for r in _requirements(applying, collected, now)
         ]
@@ -241,17 +323,17 @@ def _is(wanted: str, platform: Platform) -> bool:
 
 
 def _through_bindings(
-    client: RegistryClient, collected: Collected, digest: Digest, keys: tuple[PublicKey, ...]
+    client: RegistryClient, collected: Collected, digest: Digest, trust: _Trust
 ) -> tuple[str | None, Collected]:
     """Where signed mirror attestations bind DIGEST to sources (identical or
     content-identical), each source's attestations join this digest's: the mirror holds the
-    same content. Every binding is followed, each one level deep (a source's own bindings
-    are not followed)."""
+    same content. Every binding a key trusted for bindings signed is followed, each one
+    level deep (a source's own bindings are not followed)."""
     said: list[str] = []
     verified, skipped, sources = list(collected.verified), list(collected.skipped), []
     followed: set[tuple[str, Digest]] = set()
     for attestation in collected.verified:
-        if attestation.predicate_type != MIRROR_V1:
+        if attestation.predicate_type != MIRROR_V1 or not attestation.signed_by_any(trust.bindings):
             continue
         try:
             binding = MirrorPredicate.model_validate(attestation.statement.predicate)
@@ -266,7 +348,7 @@ def _through_bindings(
         if (source.name, source_digest) not in followed:
             followed.add((source.name, source_digest))
             theirs = collect(
-                client, Reference(source.registry, source.repository), source_digest, keys
+                client, Reference(source.registry, source.repository), source_digest, trust.keys
             )
             verified += theirs.verified
             skipped += theirs.skipped

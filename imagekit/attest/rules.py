@@ -5,8 +5,9 @@ an image to the rules its policy file names, one rule a requirement, joined by a
 (imagekit.attest.gate). Each kind of record that can be required registers its rule in its
 spec (imagekit.kinds): the audit's status, the vulnerabilities of the audited image, the
 build's provenance, the GPU preflight's verdict. A rule sees the attestations collected for
-one image (the image of one platform, for an index) and says which of its requirements hold
-and why; the gate names every one that does not.
+one image (the image of one platform, for an index), signed by the keys the policy trusts
+for it, and says which of its requirements hold and why; the gate names every one that
+does not.
 
 What several rules share lives here: :func:`decide_newest`, which holds the newest signed
 predicate of a type to a rule (a later verdict supersedes an earlier one, so a pass
@@ -126,6 +127,15 @@ class Rule(Protocol):
     def platform(self) -> str | None:
         """The platform this rule requires the image to be (an index is then held on that
         platform's images), or None."""
+
+    @property
+    def keys(self) -> tuple[str, ...] | None:
+        """The key files (relative to the policy file) trusted to sign what this rule reads,
+        or None: every key given with --key."""
+
+    @property
+    def predicate_type(self) -> str:
+        """The predicate type this rule reads (to name what an untrusted key signed)."""
 
     def evaluate(self, collected: Collected, now: datetime) -> list[Requirement]:
         """The requirements this rule makes of one image, each held or not."""

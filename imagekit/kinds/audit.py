@@ -186,10 +186,15 @@ class AuditRule:
     platform asked for, no older than the maximum age."""
 
     requirement: AuditRequirement
+    predicate_type: str = AUDIT_V1
 
     @property
     def platform(self) -> str | None:
         return self.requirement.platform
+
+    @property
+    def keys(self) -> tuple[str, ...] | None:
+        return self.requirement.keys
 
     def evaluate(self, collected: Collected, now: datetime) -> list[Requirement]:
         rule = self.requirement

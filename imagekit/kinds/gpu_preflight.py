@@ -175,10 +175,15 @@ class GpuPreflightRule:
     the GPUs asked for, each named as asked, no older than the maximum age."""
 
     requirement: GpuPreflightRequirement
+    predicate_type: str = GPU_PREFLIGHT_V1
 
     @property
     def platform(self) -> str | None:
         return None
+
+    @property
+    def keys(self) -> tuple[str, ...] | None:
+        return self.requirement.keys
 
     def evaluate(self, collected: Collected, now: datetime) -> list[Requirement]:
         rule = self.requirement

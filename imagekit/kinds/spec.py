@@ -33,7 +33,20 @@ class PredicateModel(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
-class AgedRequirement(PredicateModel):
+class TrustedRequirement(PredicateModel):
+    """A policy requirement that may name the keys trusted to sign what it reads, as
+    Kyverno's attestors and the policy-controller's authorities name theirs: a key that
+    only the mirror job holds then cannot sign audits."""
+
+    keys: tuple[str, ...] | None = Field(
+        default=None,
+        min_length=1,
+        description="public key files (PEM, relative to the policy file) trusted to sign "
+        "what this requirement reads; absent: every key given with --key",
+    )
+
+
+class AgedRequirement(TrustedRequirement):
     """A requirement on the newest signed verdict of a kind, which ages: the tag holding
     the verdicts is mutable, and a newer failing one deleted must not let an old pass stand
     for ever."""
@@ -89,11 +102,12 @@ class Predicate:
 class PolicyEntry:
     """What a policy file may require of this kind: its key in the file, the type of its
     value, the requirement when the key is absent (the audit's: a passing audit), and the
-    rule that holds an image to it."""
+    rule that holds an image to it; no rule where the entry only says whose signatures on
+    the kind are trusted (the mirror's bindings, which the gate follows)."""
 
     key: str
     annotation: Any
-    rule: Callable[[Any], Rule]
+    rule: Callable[[Any], Rule] | None
     default: Callable[[], Any] | None = None
     description: str = ""
 
