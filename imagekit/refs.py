@@ -240,6 +240,26 @@ def repository_for(target: str, plan: str) -> str:
     return ref.name
 
 
+# The spellings a runtime takes for one architecture, and the variant it assumes when none
+# is written, as containerd's platforms package normalises them (database.go,
+# normalizeArch): an image's config or an index may say x86_64 where a policy says amd64.
+_ARCH_ALIASES = {
+    "x86_64": ("amd64", None),
+    "x86-64": ("amd64", None),
+    "aarch64": ("arm64", None),
+    "armhf": ("arm", "v7"),
+    "armel": ("arm", "v6"),
+    "i386": ("386", ""),
+    "i686": ("386", ""),
+}
+_DEFAULT_VARIANT = {"arm64": "v8", "arm": "v7"}
+_VARIANT_ALIASES = {
+    "amd64": {"v1": ""},
+    "arm64": {"8": "v8", "v8.0": "v8", "9": "v9", "9.0": "v9", "v9.0": "v9"},
+    "arm": {"5": "v5", "6": "v6", "7": "v7", "8": "v8"},
+}
+
+
 @dataclass(frozen=True)
 class Platform:
     """An OCI platform: os/architecture[/variant]."""
@@ -252,11 +272,42 @@ class Platform:
         text = f"{self.os}/{self.architecture}"
         return f"{text}/{self.variant}" if self.variant else text
 
+    def normalized(self) -> Platform:
+        """The platform as a runtime reads it: lower case, the architecture's aliases
+        (x86_64, aarch64, armhf, armel, i386, i686) resolved and its default variant written
+        (arm64 is v8, arm is v7, amd64's v1 is none), so that two spellings of one
+        platform compare equal."""
+        os = self.os.lower()
+        os = "darwin" if os == "macos" else os
+        arch = self.architecture.lower()
+        variant = (self.variant or "").lower()
+        alias = _ARCH_ALIASES.get(arch)
+        if alias is not None:
+            arch, forced = alias
+            variant = forced if forced is not None else variant
+        variant = _VARIANT_ALIASES.get(arch, {}).get(variant, variant)
+        variant = variant or _DEFAULT_VARIANT.get(arch, "")
+        return Platform(os, arch, variant or None)
+
     def matches(self, os: str, architecture: str, variant: str | None) -> bool:
-        if (self.os, self.architecture) != (os, architecture):
+        """Whether an image of OS/ARCHITECTURE/VARIANT is this platform, both normalised
+        (linux/arm64 is linux/arm64/v8, linux/x86_64 is linux/amd64). A platform written
+        without a variant takes any variant of its architecture."""
+        mine, theirs = self.normalized(), Platform(os, architecture, variant).normalized()
+        if (mine.os, mine.architecture) != (theirs.os, theirs.architecture):
             return False
-        # A request without variant takes any; arm64 images often carry variant v8.
-        return self.variant is None or self.variant == variant
+        return self.variant is None or mine.variant == theirs.variant
+
+    def same(self, other: Platform) -> bool:
+        """Whether OTHER names this very platform once both are normalised."""
+        return self.normalized() == other.normalized()
+
+    @property
+    def is_unknown(self) -> bool:
+        """Exactly unknown/unknown: how BuildKit and others list an attestation manifest in
+        an index (https://docs.docker.com/build/metadata/attestations/attestation-storage/);
+        no runtime selects it."""
+        return (self.os, self.architecture, self.variant) == ("unknown", "unknown", None)
 
 
 # Each part starts with a letter or digit: "..", "." or "-x" are not platforms, and a value

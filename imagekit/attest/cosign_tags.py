@@ -176,22 +176,45 @@ def attach_signature(
     )
 
 
-def attached_layers(client: RegistryClient, repo: Reference, tag: str) -> tuple[Descriptor, ...]:
-    """The layers a .att or .sig tag holds now (empty when there is no such tag)."""
-    document = read_tag(client, repo, tag)
+@dataclass(frozen=True)
+class TagLayer:
+    """One layer entry of a .att or .sig manifest as listed: its descriptor, or why it is
+    none (a digest that is not one, a size that is negative or not a number)."""
+
+    position: int
+    named: str  # the digest as the entry writes it, to name the entry by
+    descriptor: Descriptor | None
+    problem: str | None = None
+
+
+def tag_layers(client: RegistryClient, repo: Reference, tag: str) -> tuple[TagLayer, ...]:
+    """Every layer entry TAG's manifest lists now (empty when there is no such tag), each
+    with its descriptor or the reason it has none."""
     found = []
-    for layer in _layers(document):
+    for position, layer in enumerate(_layers(read_tag(client, repo, tag))):
+        named = str(layer.get("digest"))[:100]
+        size = layer.get("size")
+        media_type = layer.get("mediaType")
+        annotations = layer.get("annotations") or {}
+        if type(size) is not int or size < 0:
+            found.append(TagLayer(position, named, None, f"size {str(size)[:40]}: not a size"))
+            continue
+        if not isinstance(media_type, str) or not isinstance(annotations, dict):
+            found.append(TagLayer(position, named, None, "a malformed layer entry"))
+            continue
         try:
-            found.append(
-                Descriptor(
-                    str(layer["mediaType"]),
-                    Digest(str(layer["digest"])),
-                    int(layer["size"]),
-                    annotations={
-                        str(k): str(v) for k, v in (layer.get("annotations") or {}).items()
-                    },
-                )
-            )
-        except (KeyError, ValueError, TypeError, ReferenceFormatError):
-            continue  # a malformed entry names nothing to trust
+            digest = Digest(str(layer["digest"]))
+        except ReferenceFormatError:
+            found.append(TagLayer(position, named, None, "its digest is not a digest"))
+            continue
+        labels = {str(k): str(v) for k, v in annotations.items()}
+        found.append(
+            TagLayer(position, named, Descriptor(media_type, digest, size, annotations=labels))
+        )
     return tuple(found)
+
+
+def attached_layers(client: RegistryClient, repo: Reference, tag: str) -> tuple[Descriptor, ...]:
+    """The layers a .att or .sig tag holds now (empty when there is no such tag); a
+    malformed entry names nothing to trust and is left out."""
+    return tuple(layer.descriptor for layer in tag_layers(client, repo, tag) if layer.descriptor)

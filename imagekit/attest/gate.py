@@ -1,17 +1,29 @@
 """The gate: does the registry hold signed proof that this image meets the policy?
 
 `imagekit verify REF --key PUB` decides from the registry alone (no ledger, no engine): it
-resolves REF to the digest it names, reads that digest's attestations (cosign's ``.att``
-tag, as cosign reads it), keeps those signed by one of the keys and naming this digest as
-their subject (imagekit.attest.collect), and holds each requirement of the policy against
-them. Every requirement that does not hold is named with why; an attestation that was not
-trusted is named with why it was skipped. The claims are trusted as far as the keys are:
-the gate proves who signed what about which digest, not that the signer was right.
+reads the manifest REF names (fetched by digest and hash-checked: whether it is an index is
+read from its bytes, never from a Content-Type a proxy may rewrite), reads that digest's
+attestations (cosign's ``.att`` tag, as cosign reads it), keeps those signed by a trusted
+key and naming this digest as their subject (imagekit.attest.collect), and holds each
+requirement of the policy against them. Every requirement that does not hold is named with
+why; an attestation that was not trusted is named with why it was skipped. The claims are
+trusted as far as the keys are: the gate proves who signed what about which digest, not
+that the signer was right.
 
-An index is held to the policy image by image: each platform's manifest on the attestations
-naming that manifest (through its own mirror binding where it has one), and the index holds
-only when every image does (the images of the policy's audit platform, where it names one).
-An attestation naming the index is about one of its images at most (an audit is of one
+Keys are trusted per requirement, as Kyverno's attestors and the policy-controller's
+authorities are: a requirement of the policy that names its ``keys`` reads only what those
+keys signed, ``mirror_binding.keys`` names who may sign the mirror bindings followed, and
+whatever names no keys trusts every ``--key`` given (which alone keeps its old meaning: any
+key given, any requirement).
+
+An index is held to the policy image by image, on every entry a runtime could select
+(imagekit.registry.resolve.index_images: an entry without a platform is read from its
+config, an annotation hides nothing, only unknown/unknown is an attestation manifest): each
+image on the attestations naming its manifest (through its own mirror bindings where it has
+them), and the index holds only when every image does. A rule naming a platform holds the
+images of that platform (compared normalised: linux/arm64 is linux/arm64/v8), and the index
+is then held on those. An entry whose image cannot be told is a requirement not held. An
+attestation naming the index is about one of its images at most (an audit is of one
 platform), so it never stands in for another platform's.
 """
 
@@ -27,14 +39,18 @@ from pydantic import BaseModel, ValidationError
 
 from imagekit.attest.collect import Collected, Skipped, VerifiedAttestation, collect
 from imagekit.attest.keys import PublicKey, load_public_key
-from imagekit.attest.policy import DEFAULT_POLICY, load_policy, rules
-from imagekit.attest.rules import Requirement
-from imagekit.errors import UsageError
+from imagekit.attest.policy import DEFAULT_POLICY, keyed_rules, load_policy, requirement
+from imagekit.attest.rules import Requirement, Rule
+from imagekit.errors import PolicyError, UsageError
 from imagekit.kinds.mirror import BINDING_VERDICTS, MIRROR_V1, MirrorPredicate
 from imagekit.refs import Digest, Platform, Reference, parse_platform, parse_reference
 from imagekit.registry.client import RegistryClient
 from imagekit.registry.manifest import INDEX_TYPES, Descriptor, ImageIndex, parse_manifest
-from imagekit.registry.resolve import index_images
+from imagekit.registry.resolve import index_images, platforms_read
+
+#: The most images of one index the gate judges: a real index lists a few platforms; one of
+#: thousands is refused in one line instead of being read for minutes.
+MAX_INDEX_IMAGES = 256
 
 
 @dataclass(frozen=True)
@@ -96,6 +112,25 @@ class GateResult:
         }
 
 
+@dataclass(frozen=True)
+class _Judged:
+    """A rule of the policy, the policy key it came from, and the keys (by id) it trusts."""
+
+    key: str
+    rule: Rule
+    trusted: frozenset[str]
+
+
+@dataclass(frozen=True)
+class _Trust:
+    """The keys of a verification: every key to check signatures with, each rule with the
+    keys it trusts, and the keys trusted to sign the mirror bindings followed."""
+
+    keys: tuple[PublicKey, ...]
+    judged: tuple[_Judged, ...]
+    bindings: frozenset[str]
+
+
 def verify_image(
     reference: str,
     key_paths: Sequence[Path],
@@ -105,28 +140,29 @@ def verify_image(
     now: datetime | None = None,
 ) -> GateResult:
     """Hold the image REFERENCE names to the policy, from the attestations in its registry."""
-    if not key_paths:
-        raise UsageError("give at least one --key PUB", hint="imagekit verify REF --key cosign.pub")
-    keys: tuple[PublicKey, ...] = tuple(load_public_key(path) for path in key_paths)
     policy = load_policy(policy_path) if policy_path is not None else DEFAULT_POLICY
+    trust = _trust(key_paths, policy, policy_path)
     ref = parse_reference(reference)
     now = now or datetime.now(UTC)
+    platforms: list[str] = []
     with RegistryClient(insecure=insecure) as client:
-        if ref.digest is not None:
-            digest = ref.digest
-            head = client.head_manifest(ref, str(digest))  # or RegistryNotFound (exit 3)
-        else:
-            head = client.head_manifest(ref, ref.identifier)
-            digest = head.digest
+        # By its bytes, hash-checked against the digest asked for (or the one announced):
+        # whether it is an index is the document's own say, never a HEAD's Content-Type.
+        body, media_type, digest = client.get_manifest(ref, ref.digest or ref.identifier)
         repo = Reference(ref.registry, ref.repository)
-        is_index = head.media_type in INDEX_TYPES
-        images = _index_images(client, ref, digest, policy) if is_index else None
-        if images is None:
-            collected = collect(client, repo, digest, keys)
-            binding, collected = _through_binding(client, collected, digest, keys)
-            requirements = _requirements(policy, collected, now)
+        if media_type in INDEX_TYPES:
+            index = parse_manifest(
+                body, media_type, registry=ref.registry, repository=ref.repository,
+                digest=str(digest),
+            )  # fmt: skip
+            assert isinstance(index, ImageIndex)  # noqa: S101 - parse_manifest's contract
+            requirements, collected, binding, platforms = _each_image(
+                client, ref, index, trust, now
+            )
         else:
-            requirements, collected, binding = _each_image(client, repo, images, keys, policy, now)
+            collected = collect(client, repo, digest, trust.keys)
+            binding, collected = _through_bindings(client, collected, digest, trust)
+            requirements = _requirements(trust.judged, collected, now)
     return GateResult(
         reference=str(ref),
         digest=digest,
@@ -135,95 +171,169 @@ def verify_image(
         verified=collected.verified,
         skipped=collected.skipped,
         source=collected.source,
-        keys=tuple(key.source for key in keys),
+        keys=tuple(key.source for key in trust.keys),
         binding=binding,
-        platforms=tuple(str(platform) for platform, _ in images or ()),
+        platforms=tuple(platforms),
     )
 
 
-def _requirements(policy: BaseModel, collected: Collected, now: datetime) -> list[Requirement]:
-    """Every rule of the policy held against one image's attestations, in order."""
-    return [found for rule in rules(policy) for found in rule.evaluate(collected, now)]
+def _trust(key_paths: Sequence[Path], policy: BaseModel, policy_path: Path | None) -> _Trust:
+    """The keys given and those the policy names (paths relative to the policy file), each
+    read once; exit 2 naming a key file that cannot be used, or when a requirement has no
+    key that may sign it."""
+    given = tuple(load_public_key(path) for path in key_paths)
+    keys: dict[str, PublicKey] = {key.key_id: key for key in given}
+    given_ids = frozenset(keys)
+    base = policy_path.parent if policy_path is not None else Path()
 
+    def named(paths: tuple[str, ...], where: str) -> frozenset[str]:
+        ids = []
+        for i, text in enumerate(paths):
+            key = load_public_key(base / text, named=f"{policy_path}: {where}.keys[{i}]")
+            keys.setdefault(key.key_id, key)
+            ids.append(key.key_id)
+        return frozenset(ids)
 
-def _wanted_platform(policy: BaseModel) -> str | None:
-    """The platform a rule of the policy requires (an index is then held on that image)."""
-    return next((rule.platform for rule in rules(policy) if rule.platform), None)
-
-
-def _index_images(
-    client: RegistryClient, ref: Reference, digest: Digest, policy: BaseModel
-) -> list[tuple[Platform, Digest]]:
-    """The index's images (attestation manifests are none), by platform; only the audit
-    platform's where the policy names one (an index without one: the caller says so)."""
-    body, media_type, _ = client.get_manifest(ref, digest)
-    index = parse_manifest(
-        body, media_type, registry=ref.registry, repository=ref.repository, digest=str(digest)
+    judged = tuple(
+        _Judged(key, rule, named(rule.keys, key) if rule.keys is not None else given_ids)
+        for key, rule in keyed_rules(policy)
     )
-    assert isinstance(index, ImageIndex)  # noqa: S101 - parse_manifest's contract
-    images = [
-        (entry.platform, entry.digest)
-        for entry in index_images(Descriptor.from_model(m) for m in index.manifests)
-        if entry.platform is not None
-    ]
-    wanted = _wanted_platform(policy)
-    if wanted:
-        want = parse_platform(wanted)
-        images = [
-            (platform, d)
-            for platform, d in images
-            if want.matches(platform.os, platform.architecture, platform.variant)
-        ]
-    return images
+    binding = requirement(policy, "mirror_binding")
+    bindings = named(binding.keys, "mirror_binding") if binding is not None else given_ids
+    unkeyed = [j.key for j in judged if not j.trusted]
+    if not judged:
+        raise PolicyError(
+            f"{policy_path}: this policy requires nothing",
+            path=str(policy_path),
+            hint="name a requirement (audit, vulnerabilities, provenance, gpu_preflight)",
+        )
+    if unkeyed:
+        raise UsageError(
+            f"give at least one --key PUB (the policy names no keys for {', '.join(unkeyed)})",
+            hint="imagekit verify REF --key cosign.pub, or name keys: in the policy",
+        )
+    return _Trust(tuple(keys.values()), judged, bindings)
+
+
+def _requirements(
+    judged: Sequence[_Judged], collected: Collected, now: datetime
+) -> list[Requirement]:
+    """Every rule held against one image's attestations, each reading only what the keys it
+    trusts signed; a rule that fails says which attestations of its type keys it does not
+    trust signed."""
+    found: list[Requirement] = []
+    for each in judged:
+        for held in each.rule.evaluate(collected.trusting(each.trusted), now):
+            others = [
+                a
+                for a in collected.verified
+                if a.predicate_type == each.rule.predicate_type
+                and not a.signed_by_any(each.trusted)
+            ]
+            if others and not held.held:
+                signers = sorted({k.source for a in others for k in a.signers or (a.key,)})
+                held = replace(
+                    held,
+                    why=f"{held.why}; {len(others)} more signed by key(s) the policy does not "
+                    f"trust for {each.key} ({', '.join(signers)})",
+                )
+            found.append(held)
+    return found
 
 
 def _each_image(
     client: RegistryClient,
-    repo: Reference,
-    images: list[tuple[Platform, Digest]],
-    keys: tuple[PublicKey, ...],
-    policy: BaseModel,
+    ref: Reference,
+    index: ImageIndex,
+    trust: _Trust,
     now: datetime,
-) -> tuple[list[Requirement], Collected, str | None]:
-    """Every image of an index held to the policy on its own attestations; each requirement
-    named with its platform. An index with no image to hold is a requirement not held."""
-    if not images:
-        wanted = _wanted_platform(policy)
-        why = f"the index has no {wanted} image" if wanted else "the index lists no image"
-        return (
-            [Requirement("an image to hold to the policy", False, why)],
-            Collected("the index", (), ()),
-            None,
+) -> tuple[list[Requirement], Collected, str | None, list[str]]:
+    """Every image of an index a runtime could select, held to the rules of its platform on
+    its own attestations; each requirement named with its platform. An index with no image
+    to hold, an entry whose image cannot be told and a platform a rule names that the index
+    lacks are each a requirement not held."""
+    listed = [Descriptor.from_model(m) for m in index.manifests]
+    nothing = Collected("the index", (), ())
+    count = len(index_images(listed))  # before any entry is read
+    if count > MAX_INDEX_IMAGES:
+        why = (
+            f"the index lists {count} entries a runtime could select, more than the "
+            f"{MAX_INDEX_IMAGES} the gate judges"
         )
-    requirements: list[Requirement] = []
+        return [Requirement("an index the gate can judge", False, why)], nothing, None, []
+    entries = index_images(listed, platforms_read(client, ref))
+    wanted = list(dict.fromkeys(j.rule.platform for j in trust.judged if j.rule.platform))
+
+    def selected(platform: Platform | None) -> bool:
+        """Whether a node of a platform the policy holds could select it (any, when the
+        policy names none, or when its platform is unknown)."""
+        return not wanted or platform is None or any(_is(want, platform) for want in wanted)
+
+    requirements = [
+        Requirement(f"{entry.digest}: an image to hold", False, f"{entry.unreadable}: not judged")
+        for entry in entries
+        if entry.unreadable is not None and selected(entry.platform)
+    ]
+    images = [(e.platform, e.digest) for e in entries if e.platform and e.unreadable is None]
+    if wanted:
+        images = [(p, d) for p, d in images if selected(p)]
+        requirements += [
+            Requirement(f"{want}: an image to hold", False, f"the index has no {want} image")
+            for want in wanted
+            if not any(_is(want, platform) for platform, _ in images)
+        ]
+    if not images and not requirements:
+        requirements.append(
+            Requirement("an image to hold to the policy", False, "the index lists no image")
+        )
+    spelled = [str(platform) for platform, _ in images]
+    labels = [
+        text if spelled.count(text) == 1 else f"{text} {digest.short}"
+        for text, (_, digest) in zip(spelled, images, strict=True)
+    ]  # two entries of one platform: each named by its digest too
+    repo = Reference(ref.registry, ref.repository)
     verified: dict[Digest, VerifiedAttestation] = {}
     skipped: list[Skipped] = []
     sources: list[str] = []
     bindings: list[str] = []
-    for platform, manifest in images:
-        collected = collect(client, repo, manifest, keys)
-        binding, collected = _through_binding(client, collected, manifest, keys)
+    for label, (platform, manifest) in zip(labels, images, strict=True):
+        collected = collect(client, repo, manifest, trust.keys)
+        binding, collected = _through_bindings(client, collected, manifest, trust)
+        applying = [
+            j for j in trust.judged if j.rule.platform is None or _is(j.rule.platform, platform)
+        ]
         requirements += [
-            replace(r, name=f"{platform}: {r.name}") for r in _requirements(policy, collected, now)
+            replace(r, name=f"{label}: {r.name}") for r in _requirements(applying, collected, now)
         ]
         for attestation in collected.verified:
             verified.setdefault(attestation.envelope_digest, attestation)
         skipped += collected.skipped
         sources.append(collected.source)
         if binding:
-            bindings.append(f"{platform}: {binding}")
-    merged = Collected("; ".join(dict.fromkeys(sources)), tuple(verified.values()), tuple(skipped))
-    return requirements, merged, "; ".join(bindings) or None
+            bindings.append(f"{label}: {binding}")
+    merged = Collected(
+        "; ".join(dict.fromkeys(sources)) or "the index", tuple(verified.values()), tuple(skipped)
+    )
+    return requirements, merged, "; ".join(bindings) or None, labels
 
 
-def _through_binding(
-    client: RegistryClient, collected: Collected, digest: Digest, keys: tuple[PublicKey, ...]
+def _is(wanted: str, platform: Platform) -> bool:
+    """Whether PLATFORM is the platform a rule names (normalised, as containerd compares)."""
+    return parse_platform(wanted).matches(platform.os, platform.architecture, platform.variant)
+
+
+def _through_bindings(
+    client: RegistryClient, collected: Collected, digest: Digest, trust: _Trust
 ) -> tuple[str | None, Collected]:
-    """Where a signed mirror attestation binds DIGEST to a source (identical or
-    content-identical), the source's attestations join this digest's: the mirror holds the
-    same content. Only the first binding found is followed, one level deep."""
+    """Where signed mirror attestations bind DIGEST to sources (identical or
+    content-identical), each source's attestations join this digest's: the mirror holds the
+    same content. Every binding a key trusted for bindings signed is followed, each one
+    level deep (a source's own bindings are not followed)."""
+    said: list[str] = []
+    verified, skipped, sources = list(collected.verified), list(collected.skipped), []
+    followed: set[tuple[str, Digest]] = set()
     for attestation in collected.verified:
-        if attestation.predicate_type != MIRROR_V1:
+        if attestation.predicate_type != MIRROR_V1 or not attestation.signed_by_any(trust.bindings):
             continue
         try:
             binding = MirrorPredicate.model_validate(attestation.statement.predicate)
@@ -231,22 +341,26 @@ def _through_binding(
             continue
         if binding.verdict not in BINDING_VERDICTS:
             continue
-        followed = _followed(binding, digest)
-        if followed is None:
+        found = _followed(binding, digest)
+        if found is None:
             continue
-        verdict, source, source_digest = followed
-        theirs = collect(client, Reference(source.registry, source.repository), source_digest, keys)
-        said = (
+        verdict, source, source_digest = found
+        if (source.name, source_digest) not in followed:
+            followed.add((source.name, source_digest))
+            theirs = collect(
+                client, Reference(source.registry, source.repository), source_digest, trust.keys
+            )
+            verified += theirs.verified
+            skipped += theirs.skipped
+            sources.append(theirs.source)
+        said.append(
             f"{verdict} to {source.name}@{source_digest} "
             f"(attestation {attestation.envelope_digest.short})"
         )
-        merged = Collected(
-            f"{collected.source} and {theirs.source}",
-            collected.verified + theirs.verified,
-            collected.skipped + theirs.skipped,
-        )
-        return said, merged
-    return None, collected
+    if not said:
+        return None, collected
+    merged = Collected(" and ".join([collected.source, *sources]), tuple(verified), tuple(skipped))
+    return "; ".join(said), merged
 
 
 def _followed(binding: MirrorPredicate, digest: Digest) -> tuple[str, Reference, Digest] | None:

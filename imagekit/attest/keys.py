@@ -25,6 +25,7 @@ import base64
 import binascii
 import hashlib
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -35,7 +36,8 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from imagekit.errors import KeyFileError
+from imagekit.errors import KeyFileError, UsageError
+from imagekit.files import read_bounded
 
 KEY_PASSWORD_ENV = "IMAGEKIT_KEY_PASSWORD"  # noqa: S105 - a variable name
 COSIGN_PASSWORD_ENV = "COSIGN_PASSWORD"  # noqa: S105 - a variable name
@@ -277,30 +279,60 @@ def _open_cosign(text: str, pem_type: str, path: Path) -> object:
         raise KeyFileError(f"{path}: the sealed key is not a PKCS#8 key", path=str(path)) from None
 
 
-def load_public_key(path: Path) -> PublicKey:
-    """The P-256 public key in PATH (PEM SubjectPublicKeyInfo); anything else is refused."""
-    data = _read(path)
-    if b"PRIVATE KEY-----" in data:
-        raise KeyFileError(
-            f"{path}: is a private key; verification takes the public key",
-            path=str(path),
-            hint="give the .pub file of the pair, and keep the .key off the verifying side",
-        )
+_PEM_BLOCK = re.compile(rb"-----BEGIN ([A-Z0-9 ]+)-----(.*?)-----END \1-----", re.DOTALL)
+_PEM_SPACE = re.compile(rb"[ \t\r\n]")
+
+
+def load_public_key(path: Path, *, named: str = "--key") -> PublicKey:
+    """The P-256 public key in PATH, read as Go's crypto/x509 reads one for cosign: one PEM
+    block ``PUBLIC KEY`` holding a DER SubjectPublicKeyInfo (a named curve, an uncompressed
+    point, nothing after it); text around the block is ignored, as Go's pem package ignores
+    it. A file of two PEM blocks is refused: cosign would read the first key alone, and
+    whoever wrote the second meant it to count. NAMED says where the path was given (an
+    option, or a policy's key), for the message."""
     try:
-        key = serialization.load_pem_public_key(data)
-    except (ValueError, UnsupportedAlgorithm):
-        raise KeyFileError(
-            f"{path}: not a PEM public key",
-            path=str(path),
-            hint="give the .pub file written by `imagekit keys generate` or cosign",
-        ) from None
-    if not isinstance(key, ec.EllipticCurvePublicKey) or not isinstance(key.curve, ec.SECP256R1):
-        raise KeyFileError(
-            f"{path}: not an ECDSA P-256 public key",
-            path=str(path),
-            hint="imagekit signs and verifies with ECDSA P-256 keys only (as cosign's default)",
+        data = read_bounded(path, named, limit=_MAX_KEY_FILE)
+    except UsageError as exc:
+        raise KeyFileError(exc.message, path=str(path), hint=exc.hint) from None
+
+    def refused(problem: str, hint: str) -> KeyFileError:
+        return KeyFileError(f"{named} {path}: {problem}", path=str(path), hint=hint)
+
+    blocks = _PEM_BLOCK.findall(data)
+    if b"PRIVATE KEY-----" in data:
+        raise refused(
+            "is a private key; verification takes the public key",
+            "give the .pub file of the pair, and keep the .key off the verifying side",
         )
-    return PublicKey(key, str(path))
+    if len(blocks) > 1:
+        raise refused(
+            f"holds {len(blocks)} PEM blocks; a key file holds one key",
+            "give each key in a file of its own (cosign would read the first alone)",
+        )
+    pub_hint = "give the .pub file written by `imagekit keys generate` or cosign"
+    if not blocks:
+        raise refused("not a PEM public key", pub_hint)
+    label, body = blocks[0]
+    if label != b"PUBLIC KEY":
+        raise refused(f"a PEM {label.decode()}, not a PUBLIC KEY", pub_hint)
+    try:
+        der = base64.b64decode(_PEM_SPACE.sub(b"", body), validate=True)
+        key = serialization.load_der_public_key(der)
+    except (binascii.Error, ValueError, UnsupportedAlgorithm):
+        raise refused("not a PEM public key", pub_hint) from None
+    if not isinstance(key, ec.EllipticCurvePublicKey) or not isinstance(key.curve, ec.SECP256R1):
+        raise refused(
+            "not an ECDSA P-256 public key",
+            "imagekit signs and verifies with ECDSA P-256 keys only (as cosign's default)",
+        )
+    found = PublicKey(key, str(path))
+    if found.der != der:
+        raise refused(
+            "a public key in a form Go's crypto/x509 refuses (a compressed point, explicit "
+            "curve parameters or bytes after the key)",
+            "write the key as a SubjectPublicKeyInfo with a named curve, as cosign does",
+        )
+    return found
 
 
 def public_key_of(key: ec.EllipticCurvePrivateKey, source: str) -> PublicKey:

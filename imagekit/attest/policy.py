@@ -1,15 +1,17 @@
 """The verification policy `imagekit verify --policy FILE` holds an image to.
 
 A YAML file (schema: imagekit/attest/schemas/policy-v1.schema.json, held equal to this
-model by a unit test) naming what must be attested, by one of the keys given, about the
-digest verified::
+model by a unit test) naming what must be attested, and by which keys, about the digest
+verified::
 
     version: 1
     audit:
       status: [CPU_PASS, CPU_PASS_GPU_CLI_DEFERRED]   # the audit's verdict, one of these
       platform: linux/amd64                           # optional: the platform audited
-      max_age: 7d                                     # optional: s, m, h or d
-    vulnerabilities: none-fixable                     # optional: none | none-fixable
+      max_age: 7d                                     # s, m, h or d; default 30d; unbounded
+      keys: [keys/ci.pub]                             # optional: who may sign audits
+    vulnerabilities: none-fixable                     # optional: none | none-fixable, or:
+    # vulnerabilities: {findings: none, platform: linux/amd64, max_age: 7d, keys: [...]}
     provenance:                                       # optional: SLSA v1 from imagekit build
       plan: demo
       base: sha256:...
@@ -18,10 +20,14 @@ digest verified::
       min_gpus: 8
       gpu_name: H20
       max_age: 30d
+    mirror_binding:                                   # optional: who may sign the mirror
+      keys: [keys/mirror.pub]                         # bindings the gate follows
 
 Each key is the requirement a kind of record registers (imagekit.kinds: its spec's
-``policy``), and each becomes one rule (imagekit.attest.rules) the gate holds the image to.
-Without --policy, the default is the audit requirement alone with the two passing statuses.
+``policy``), and each becomes one rule (imagekit.attest.rules) the gate holds the image to
+(``mirror_binding`` names keys only). Key files are paths relative to the policy file; a
+requirement naming none trusts every ``--key`` given. Without --policy, the default is the
+audit requirement alone with the two passing statuses, at most 30 days old.
 """
 
 from __future__ import annotations
@@ -45,6 +51,7 @@ __all__ = [
     "POLICY_V1",
     "Policy",
     "age_seconds",
+    "keyed_rules",
     "load_policy",
     "rules",
 ]
@@ -84,14 +91,19 @@ def requirement(policy: BaseModel, key: str) -> Any:
 
 def rules(policy: BaseModel) -> list[Rule]:
     """The rules POLICY makes: one a requirement it names, in the registry's order."""
-    made: list[Rule] = []
+    return [rule for _, rule in keyed_rules(policy)]
+
+
+def keyed_rules(policy: BaseModel) -> list[tuple[str, Rule]]:
+    """The rules POLICY makes, each with the policy key it came from (for messages)."""
+    made: list[tuple[str, Rule]] = []
     for spec in KINDS:
         entry = spec.policy
         if entry is None:
             continue
         value = requirement(policy, entry.key)
-        if value is not None:
-            made.append(entry.rule(value))
+        if value is not None and entry.rule is not None:
+            made.append((entry.key, entry.rule(value)))
     return made
 
 

@@ -3,7 +3,10 @@
 A statement binds a predicate (what was proved) to subjects (image manifests, by sha256).
 Written with sorted keys and no whitespace so the same facts make the same bytes; read back
 through a strict model, and the subject digests are what the gate compares, never the
-names.
+names. A statement without ``_type`` is read, as cosign reads it (cosign never checks the
+field); one whose ``_type`` names another format than in-toto's statements is refused, since
+its fields might not mean what a statement's mean (cosign would read it: a difference
+written in docs/ATTESTATIONS.md).
 """
 
 from __future__ import annotations
@@ -34,7 +37,7 @@ class _Subject(BaseModel):
 
 class _StatementModel(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
-    type_: str = Field(alias="_type")
+    type_: str | None = Field(default=None, alias="_type")
     subject: tuple[_Subject, ...]
     predicateType: str
     predicate: dict[str, Any] = Field(default_factory=dict)
@@ -78,7 +81,7 @@ def parse_statement(payload: bytes) -> Statement:
         first = exc.errors()[0]
         where = ".".join(str(part) for part in first["loc"]) or "document"
         raise StatementError(f"not an in-toto statement ({where}: {first['msg']})") from None
-    if model.type_ not in STATEMENT_TYPES:
+    if model.type_ is not None and model.type_ not in STATEMENT_TYPES:
         raise StatementError(f"unknown statement type {model.type_!r}")
     subjects = []
     for subject in model.subject:

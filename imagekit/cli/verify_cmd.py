@@ -29,18 +29,19 @@ def _human(result: GateResult) -> None:
     "--key",
     "key_paths",
     multiple=True,
-    required=True,
     type=click.Path(path_type=Path, dir_okay=False),
     metavar="PUB",
-    help="A public key (PEM, ECDSA P-256) whose signatures are trusted. Repeatable.",
+    help="A public key (PEM, ECDSA P-256) whose signatures are trusted for every requirement "
+    "the policy names no keys for. Repeatable.",
 )
 @click.option(
     "--policy",
     "policy_path",
     type=click.Path(path_type=Path, dir_okay=False),
     metavar="FILE",
-    help="A policy YAML (imagekit/attest/schemas/policy-v1.schema.json); default: an audit "
-    "attestation with CPU_PASS or CPU_PASS_GPU_CLI_DEFERRED.",
+    help="A policy YAML (imagekit/attest/schemas/policy-v1.schema.json), which may name the "
+    "keys trusted for each requirement; default: an audit attestation with CPU_PASS or "
+    "CPU_PASS_GPU_CLI_DEFERRED, at most 30 days old.",
 )
 @registry_options
 @json_option

@@ -15,9 +15,18 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import Field, field_validator
 
-from imagekit.attest.rules import Newest, Requirement, age_s, age_seconds, newest
+from imagekit.attest.rules import Requirement, Signed, decide_newest
+from imagekit.errors import ReferenceFormatError
 from imagekit.kinds.details import AuditedImageDetails, RecordDetails
-from imagekit.kinds.spec import Imported, KindSpec, PolicyEntry, Predicate, PredicateModel
+from imagekit.kinds.spec import (
+    AgedRequirement,
+    Imported,
+    KindSpec,
+    PolicyEntry,
+    Predicate,
+    PredicateModel,
+)
+from imagekit.refs import parse_platform
 
 if TYPE_CHECKING:
     from imagekit.attest.collect import Collected, VerifiedAttestation
@@ -133,25 +142,42 @@ def _imported(attestation: VerifiedAttestation, marked: str) -> Imported | None:
     return Imported(audit.status, audit.scope, details)
 
 
-def newest_audit(collected: Collected) -> Newest[AuditPredicate]:
-    """The newest signed audit of this digest (by its signed audited_at): a later audit
-    supersedes an earlier one, so a pass followed by a failure is a failure."""
-    return newest(
-        collected, AUDIT_V1, AuditPredicate, lambda p: p.audited_at, "an imagekit audit/v1"
-    )
+#: How the gate reads signed audits: the newest by its signed ``audited_at``.
+SIGNED_AUDIT = Signed(AUDIT_V1, AuditPredicate, "audited_at", "audit")
 
 
-class AuditRequirement(PredicateModel):
+def platform_problem(wanted: str | None, platform: str | None) -> list[str]:
+    """Why a verdict about PLATFORM is not one about WANTED (both normalised, as containerd
+    compares them: linux/arm64 is linux/arm64/v8), or nothing."""
+    if not wanted:
+        return []
+    try:
+        theirs = parse_platform(platform or "")
+    except ReferenceFormatError:
+        return [f"platform {platform}"]
+    if parse_platform(wanted).matches(theirs.os, theirs.architecture, theirs.variant):
+        return []
+    return [f"platform {platform}"]
+
+
+class AuditRequirement(AgedRequirement):
     status: tuple[str, ...] = Field(default=PASSING, min_length=1)
-    platform: str | None = None
-    max_age: str | None = Field(default=None, description="90m, 24h, 7d: the audit's age")
+    platform: str | None = Field(default=None, description="os/arch[/variant] audited")
 
-    @field_validator("max_age")
+    @field_validator("platform")
     @classmethod
-    def _age(cls, value: str | None) -> str | None:
-        if value is not None:
-            age_seconds(value)
-        return value
+    def _platform(cls, value: str | None) -> str | None:
+        return checked_platform(value)
+
+
+def checked_platform(value: str | None) -> str | None:
+    """A policy's platform, refused unless it parses as os/arch[/variant]."""
+    if value is not None:
+        try:
+            parse_platform(value)
+        except ReferenceFormatError as exc:
+            raise ValueError(exc.message) from None
+    return value
 
 
 @dataclass(frozen=True)
@@ -160,39 +186,38 @@ class AuditRule:
     platform asked for, no older than the maximum age."""
 
     requirement: AuditRequirement
+    predicate_type: str = AUDIT_V1
 
     @property
     def platform(self) -> str | None:
         return self.requirement.platform
+
+    @property
+    def keys(self) -> tuple[str, ...] | None:
+        return self.requirement.keys
 
     def evaluate(self, collected: Collected, now: datetime) -> list[Requirement]:
         rule = self.requirement
         name = f"audit status in {{{', '.join(rule.status)}}}"
         if rule.platform:
             name += f" on {rule.platform}"
-        if rule.max_age:
-            name += f", at most {rule.max_age} old"
-        found = newest_audit(collected)
-        attestation, predicate = found.attestation, found.predicate
-        if attestation is None or predicate is None:
-            why = "no audit attestation signed by the keys given for this digest"
-            return [Requirement(name, False, "; ".join([why, *found.unreadable]))]
-        problems = []
-        if predicate.status not in rule.status:
-            problems.append(f"status {predicate.status}")
-        if rule.platform and predicate.platform != rule.platform:
-            problems.append(f"platform {predicate.platform}")
-        age = age_s(predicate.audited_at, now)
-        if rule.max_age and (age is None or age > age_seconds(rule.max_age)):
-            problems.append(f"audited at {predicate.audited_at}, older than {rule.max_age}")
-        where = attestation.envelope_digest
-        if problems:
-            return [
-                Requirement(
-                    name, False, f"the newest audit {where.short}: {', '.join(problems)}", where
-                )
-            ]
-        return [Requirement(name, True, f"{predicate.status} ({predicate.scope})", where)]
+        name += rule.said_max_age()
+
+        def judge(predicate: AuditPredicate) -> list[str]:
+            problems = [] if predicate.status in rule.status else [f"status {predicate.status}"]
+            return problems + platform_problem(rule.platform, predicate.platform)
+
+        return [
+            decide_newest(
+                name,
+                collected,
+                SIGNED_AUDIT,
+                now,
+                rule.max_age,
+                judge,
+                lambda p: f"{p.status} ({p.scope})",
+            )
+        ]
 
 
 AUDIT = KindSpec(
@@ -209,5 +234,6 @@ AUDIT = KindSpec(
         annotation=AuditRequirement | None,
         rule=AuditRule,
         default=AuditRequirement,
+        description="the newest signed audit's status, platform and age",
     ),
 )

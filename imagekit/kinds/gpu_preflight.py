@@ -23,9 +23,16 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import Field, ValidationError, field_validator
 
-from imagekit.attest.rules import Requirement, age_s, age_seconds, newest
+from imagekit.attest.rules import Requirement, Signed, decide_newest
 from imagekit.kinds.details import RecordDetails
-from imagekit.kinds.spec import Imported, KindSpec, PolicyEntry, Predicate, PredicateModel
+from imagekit.kinds.spec import (
+    AgedRequirement,
+    Imported,
+    KindSpec,
+    PolicyEntry,
+    Predicate,
+    PredicateModel,
+)
 
 if TYPE_CHECKING:
     from imagekit.attest.collect import Collected, VerifiedAttestation
@@ -153,18 +160,10 @@ def name_matches(pattern: str, name: str) -> bool:
     return re.search(token, name, re.IGNORECASE) is not None
 
 
-class GpuPreflightRequirement(PredicateModel):
+class GpuPreflightRequirement(AgedRequirement):
     status: tuple[str, ...] = Field(default=(GpuPreflightStatus.PASS.value,), min_length=1)
     min_gpus: int | None = Field(default=None, ge=1, description="at least this many GPUs")
     gpu_name: str | None = Field(default=None, description="every GPU's name matches this")
-    max_age: str | None = Field(default=None, description="90m, 24h, 7d: the preflight's age")
-
-    @field_validator("max_age")
-    @classmethod
-    def _age(cls, value: str | None) -> str | None:
-        if value is not None:
-            age_seconds(value)
-        return value
 
     @field_validator("gpu_name")
     @classmethod
@@ -174,16 +173,24 @@ class GpuPreflightRequirement(PredicateModel):
         return value
 
 
+SIGNED_PREFLIGHT = Signed(GPU_PREFLIGHT_V1, GpuPreflightPredicate, "preflight_at", "GPU preflight")
+
+
 @dataclass(frozen=True)
 class GpuPreflightRule:
     """The newest signed preflight of the image: its status one of those allowed, on at least
     the GPUs asked for, each named as asked, no older than the maximum age."""
 
     requirement: GpuPreflightRequirement
+    predicate_type: str = GPU_PREFLIGHT_V1
 
     @property
     def platform(self) -> str | None:
         return None
+
+    @property
+    def keys(self) -> tuple[str, ...] | None:
+        return self.requirement.keys
 
     def evaluate(self, collected: Collected, now: datetime) -> list[Requirement]:
         rule = self.requirement
@@ -192,42 +199,27 @@ class GpuPreflightRule:
             name += f" on at least {rule.min_gpus} GPU(s)"
         if rule.gpu_name:
             name += f" named {rule.gpu_name}"
-        if rule.max_age:
-            name += f", at most {rule.max_age} old"
-        found = newest(
-            collected,
-            GPU_PREFLIGHT_V1,
-            GpuPreflightPredicate,
-            lambda p: p.preflight_at,
-            "an imagekit gpu-preflight/v1",
-        )
-        attestation, predicate = found.attestation, found.predicate
-        if attestation is None or predicate is None:
-            why = "no GPU preflight attestation signed by the keys given for this digest"
-            return [Requirement(name, False, "; ".join([why, *found.unreadable]))]
-        problems = []
-        if predicate.status not in rule.status:
-            problems.append(f"status {predicate.status}")
-        if rule.min_gpus and len(predicate.gpus) < rule.min_gpus:
-            problems.append(f"{len(predicate.gpus)} GPU(s)")
-        if rule.gpu_name:
-            others = sorted(
-                {g.name for g in predicate.gpus if not name_matches(rule.gpu_name, g.name)}
-            )
-            if others or not predicate.gpus:
-                problems.append(f"GPU(s) {', '.join(others) or 'none'}")
-        age = age_s(predicate.preflight_at, now)
-        if rule.max_age and (age is None or age > age_seconds(rule.max_age)):
-            problems.append(f"run at {predicate.preflight_at}, older than {rule.max_age}")
-        where = attestation.envelope_digest
-        if problems:
-            return [
-                Requirement(
-                    name, False, f"the newest preflight {where.short}: {', '.join(problems)}", where
+        name += rule.said_max_age()
+
+        def judge(predicate: GpuPreflightPredicate) -> list[str]:
+            problems = []
+            if predicate.status not in rule.status:
+                problems.append(f"status {predicate.status}")
+            if rule.min_gpus and len(predicate.gpus) < rule.min_gpus:
+                problems.append(f"{len(predicate.gpus)} GPU(s)")
+            if rule.gpu_name:
+                pattern = rule.gpu_name
+                others = sorted(
+                    {g.name for g in predicate.gpus if not name_matches(pattern, g.name)}
                 )
-            ]
-        said = f"{predicate.status} on {len(predicate.gpus)} GPU(s) of {predicate.node}"
-        return [Requirement(name, True, said, where)]
+                if others or not predicate.gpus:
+                    problems.append(f"GPU(s) {', '.join(others) or 'none'}")
+            return problems
+
+        def said(predicate: GpuPreflightPredicate) -> str:
+            return f"{predicate.status} on {len(predicate.gpus)} GPU(s) of {predicate.node}"
+
+        return [decide_newest(name, collected, SIGNED_PREFLIGHT, now, rule.max_age, judge, said)]
 
 
 GPU_PREFLIGHT = KindSpec(

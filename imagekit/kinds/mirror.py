@@ -15,7 +15,14 @@ from typing import TYPE_CHECKING
 from pydantic import Field, ValidationError
 
 from imagekit.kinds.details import RecordDetails
-from imagekit.kinds.spec import Imported, KindSpec, Predicate, PredicateModel
+from imagekit.kinds.spec import (
+    Imported,
+    KindSpec,
+    PolicyEntry,
+    Predicate,
+    PredicateModel,
+    TrustedRequirement,
+)
 
 if TYPE_CHECKING:
     from imagekit.attest.collect import VerifiedAttestation
@@ -89,6 +96,18 @@ class MirrorPredicate(PredicateModel):
     )
 
 
+class MirrorBindingTrust(TrustedRequirement):
+    """Whose signed mirror bindings the gate follows (a policy's ``mirror_binding``): a key
+    that signs bindings vouches that a copy holds its source's content, so that the
+    source's verdicts count for the copy; a policy may keep that to the mirror job's key."""
+
+    keys: tuple[str, ...] = Field(
+        min_length=1,
+        description="public key files (PEM, relative to the policy file) trusted to sign "
+        "mirror bindings",
+    )
+
+
 def _imported(attestation: VerifiedAttestation, marked: str) -> Imported | None:
     try:
         mirror = MirrorPredicate.model_validate(attestation.statement.predicate)
@@ -109,4 +128,11 @@ MIRROR = KindSpec(
         MIRROR_V1, MirrorPredicate, "mirror-verification-v1.schema.json", _imported
     ),
     about_images=True,
+    policy=PolicyEntry(
+        key="mirror_binding",
+        annotation=MirrorBindingTrust | None,
+        rule=None,
+        description="the keys trusted to sign the mirror bindings the gate follows; absent: "
+        "every --key",
+    ),
 )

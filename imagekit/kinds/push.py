@@ -17,7 +17,7 @@ from pydantic import Field
 
 from imagekit.attest.rules import Requirement
 from imagekit.kinds.details import RecordDetails
-from imagekit.kinds.spec import KindSpec, PolicyEntry, Predicate, PredicateModel
+from imagekit.kinds.spec import KindSpec, PolicyEntry, Predicate, TrustedRequirement
 
 if TYPE_CHECKING:
     from imagekit.attest.collect import Collected
@@ -70,7 +70,10 @@ class PushDetails(RecordDetails):
     )
 
 
-class ProvenanceRequirement(PredicateModel):
+class ProvenanceRequirement(TrustedRequirement):
+    """A build's provenance: a fact about how the image was made, which no later build can
+    supersede, so it has no maximum age (a rebuild is another image)."""
+
     plan: str | None = None
     base: str | None = Field(default=None, description="the base image's manifest digest")
 
@@ -80,10 +83,15 @@ class ProvenanceRule:
     """A signed SLSA v1 provenance from imagekit build, of the plan and on the base named."""
 
     requirement: ProvenanceRequirement
+    predicate_type: str = SLSA_PROVENANCE_V1
 
     @property
     def platform(self) -> str | None:
         return None
+
+    @property
+    def keys(self) -> tuple[str, ...] | None:
+        return self.requirement.keys
 
     def evaluate(self, collected: Collected, now: datetime) -> list[Requirement]:
         rule = self.requirement

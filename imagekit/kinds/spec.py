@@ -16,8 +16,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from imagekit.attest.rules import DEFAULT_MAX_AGE, UNBOUNDED, max_age_value
 from imagekit.kinds.details import RecordDetails
 
 if TYPE_CHECKING:
@@ -30,6 +31,42 @@ class PredicateModel(BaseModel):
     or a policy file says is read through a model that refuses unknown keys."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class TrustedRequirement(PredicateModel):
+    """A policy requirement that may name the keys trusted to sign what it reads, as
+    Kyverno's attestors and the policy-controller's authorities name theirs: a key that
+    only the mirror job holds then cannot sign audits."""
+
+    keys: tuple[str, ...] | None = Field(
+        default=None,
+        min_length=1,
+        description="public key files (PEM, relative to the policy file) trusted to sign "
+        "what this requirement reads; absent: every key given with --key",
+    )
+
+
+class AgedRequirement(TrustedRequirement):
+    """A requirement on the newest signed verdict of a kind, which ages: the tag holding
+    the verdicts is mutable, and a newer failing one deleted must not let an old pass stand
+    for ever."""
+
+    max_age: str = Field(
+        default=DEFAULT_MAX_AGE,
+        description=f"90m, 24h, 7d: how old the newest verdict may be ({DEFAULT_MAX_AGE} "
+        f"unless given; {UNBOUNDED!r} lifts it)",
+    )
+
+    @field_validator("max_age", mode="before")
+    @classmethod
+    def _age(cls, value: str | None) -> str | None:
+        return max_age_value(value)
+
+    def said_max_age(self) -> str:
+        """The maximum age as a requirement's name says it: only where the policy set it."""
+        if "max_age" not in self.model_fields_set:
+            return ""
+        return ", of any age" if self.max_age == UNBOUNDED else f", at most {self.max_age} old"
 
 
 @dataclass(frozen=True)
@@ -65,11 +102,12 @@ class Predicate:
 class PolicyEntry:
     """What a policy file may require of this kind: its key in the file, the type of its
     value, the requirement when the key is absent (the audit's: a passing audit), and the
-    rule that holds an image to it."""
+    rule that holds an image to it; no rule where the entry only says whose signatures on
+    the kind are trusted (the mirror's bindings, which the gate follows)."""
 
     key: str
     annotation: Any
-    rule: Callable[[Any], Rule]
+    rule: Callable[[Any], Rule] | None
     default: Callable[[], Any] | None = None
     description: str = ""
 

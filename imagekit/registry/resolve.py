@@ -1,17 +1,32 @@
 """A reference resolved to one platform's image: its manifest and config, read and verified.
 
 An index (or manifest list) is narrowed to one platform, never to another and never to an
-attestation manifest (``index_images`` is the one filter of an index's image entries);
-a single manifest is held to the platform asked for.
+attestation manifest; a single manifest is held to the platform asked for.
+
+``index_images`` is the one filter of an index's entries, which the gate, the mirror, the
+mirror's copy and ``plans bump`` (through ``resolve``) share. It keeps every entry a runtime
+could select, as containerd selects them (core/images/image.go, ``Manifest``): an entry with
+no ``platform`` is read from its image's config (os, architecture, variant); an annotation
+(``vnd.docker.reference.type``) hides nothing; platforms are compared normalised
+(``Platform.normalized``: x86_64 is amd64, linux/arm64 is linux/arm64/v8). Only an entry
+whose platform is exactly unknown/unknown is an attestation manifest, and only such an entry
+is left out.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from dataclasses import dataclass
+import json
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, replace
 from typing import Any, ClassVar
 
-from imagekit.errors import ImageContentError, PlatformNotFound
+from imagekit.errors import (
+    CheckFailed,
+    ImageContentError,
+    PlatformNotFound,
+    RegistryNotFound,
+    RegistryProtocolError,
+)
 from imagekit.refs import Digest, Platform, Reference
 from imagekit.registry.blobs import fetch_blob
 from imagekit.registry.documents import get_manifest
@@ -29,9 +44,6 @@ from imagekit.registry.manifest import (
 from imagekit.registry.session import Session, fault
 
 DEFAULT_PLATFORM = Platform("linux", "amd64")
-# Attestation manifests (BuildKit provenance/SBOM) sit in indexes as platform unknown/unknown:
-# https://docs.docker.com/build/metadata/attestations/attestation-storage/
-_ATTESTATION_ANNOTATION = "vnd.docker.reference.type"
 
 
 @dataclass(frozen=True)
@@ -88,12 +100,19 @@ class ResolvedImage:
         }
 
 
-def resolve(session: Session, ref: Reference, platform: Platform | None = None) -> ResolvedImage:
+def resolve(
+    session: Session,
+    ref: Reference,
+    platform: Platform | None = None,
+    *,
+    entry: Digest | None = None,
+) -> ResolvedImage:
     """Resolve a reference to one platform's manifest and its verified config.
 
-    An index (or manifest list) is narrowed to ``platform`` (default linux/amd64);
-    entries with platform unknown/unknown, such as attestation manifests, are never
-    chosen. A single manifest is checked against ``platform`` when one is given.
+    An index (or manifest list) is narrowed to ``platform`` (default linux/amd64), or to
+    its entry of digest ``entry``; entries with platform unknown/unknown, such as
+    attestation manifests, are never chosen, and an entry that lists no platform is chosen
+    by its config's. A single manifest is checked against ``platform`` when one is given.
     """
     registry, repository = ref.registry, ref.repository
     body, media_type, digest = get_manifest(session, ref, ref.identifier)
@@ -107,27 +126,31 @@ def resolve(session: Session, ref: Reference, platform: Platform | None = None) 
         )
         assert isinstance(index, ImageIndex)  # noqa: S101 - parse_manifest's contract
         want = platform or DEFAULT_PLATFORM
-        entry = select_platform(
-            index,
-            want,
-            where=f"{ref}",
-            registry=registry,
-            repository=repository,
-            digest=str(digest),
-        )
+        read = platforms_read(session, ref)
+        if entry is not None:
+            picked = _entry_of(index, entry, read, where=f"{ref}", ref=ref, digest=digest)
+        else:
+            picked = select_platform(
+                index,
+                want,
+                where=f"{ref}",
+                registry=registry,
+                repository=repository,
+                digest=str(digest),
+                platform_of=read,
+            )
         index_digest, index_media_type = digest, media_type
         index_manifests = tuple(Descriptor.from_model(m) for m in index.manifests)
-        chosen = entry.platform
-        body, media_type, digest = get_manifest(
-            session, ref, entry.digest, expected_size=entry.size
-        )
-        if media_type != entry.media_type:
+        chosen = picked.platform
+        desc = picked
+        body, media_type, digest = get_manifest(session, ref, desc.digest, expected_size=desc.size)
+        if media_type != desc.media_type:
             raise fault(
                 ImageContentError,
                 ref,
-                f"{ref}: index entry {entry.digest} says {entry.media_type}, the manifest "
+                f"{ref}: index entry {desc.digest} says {desc.media_type}, the manifest "
                 f"is {media_type}",
-                digest=str(entry.digest),
+                digest=str(desc.digest),
             )
     if media_type not in MANIFEST_TYPES:
         raise fault(
@@ -154,7 +177,7 @@ def resolve(session: Session, ref: Reference, platform: Platform | None = None) 
         config_bytes, registry=registry, repository=repository, digest=str(config_desc.digest)
     )
     own = config.platform()
-    if chosen is not None and (chosen.os, chosen.architecture) != (own.os, own.architecture):
+    if chosen is not None and not chosen.matches(own.os, own.architecture, None):
         raise fault(
             ImageContentError,
             ref,
@@ -200,20 +223,133 @@ def resolve(session: Session, ref: Reference, platform: Platform | None = None) 
     )
 
 
+@dataclass(frozen=True)
+class IndexImage:
+    """An entry of an index that a runtime could select: its descriptor, and its platform as
+    the index lists it or, where it lists none, as the image's config says (``from_config``).
+    ``unreadable`` says why an entry's platform could not be told (an index nested in the
+    index, a manifest that is no image, a config that names no platform); such an entry is
+    never chosen, and whoever judges the index names it."""
+
+    descriptor: Descriptor
+    platform: Platform | None
+    from_config: bool = False
+    unreadable: str | None = None
+
+    @property
+    def digest(self) -> Digest:
+        return self.descriptor.digest
+
+    @property
+    def chosen(self) -> Descriptor:
+        """The entry's descriptor with its platform, read from the config where needed."""
+        if self.from_config:
+            return replace(self.descriptor, platform=self.platform)
+        return self.descriptor
+
+    def __str__(self) -> str:
+        if self.platform is not None:
+            said = f"{self.platform} (from its config)" if self.from_config else str(self.platform)
+            return f"{said} {self.digest}"
+        return f"{self.digest}: {self.unreadable}"
+
+
+#: Reads the platform of an entry the index lists none for: the platform, or why not.
+PlatformOf = Callable[[Descriptor], Platform | str]
+
+
 def is_attestation(desc: Descriptor) -> bool:
-    """Entries that are never an image: unknown/unknown platforms and attestation manifests."""
-    if desc.annotations and _ATTESTATION_ANNOTATION in desc.annotations:
-        return True
-    return desc.platform is not None and (desc.platform.os, desc.platform.architecture) == (
-        "unknown",
-        "unknown",
+    """An attestation manifest: listed with the platform exactly unknown/unknown, which no
+    runtime selects. An annotation (``vnd.docker.reference.type``) alone makes none: a
+    runtime ignores it and would run the entry."""
+    return desc.platform is not None and desc.platform.is_unknown
+
+
+def index_images(
+    entries: Iterable[Descriptor], platform_of: PlatformOf | None = None
+) -> list[IndexImage]:
+    """Every entry of an index a runtime could select (all but attestation manifests), in
+    the index's order. An entry listing no platform is read by PLATFORM_OF (see
+    :func:`platforms_read`); without it, such an entry is kept as unreadable. An index
+    nested in the index is kept as unreadable: its images are not this index's entries."""
+    found: list[IndexImage] = []
+    for desc in entries:
+        if is_attestation(desc):
+            continue
+        if desc.media_type in INDEX_TYPES:
+            found.append(IndexImage(desc, desc.platform, unreadable="an index nested in the index"))
+        elif desc.platform is not None:
+            found.append(IndexImage(desc, desc.platform))
+        elif platform_of is None:
+            found.append(IndexImage(desc, None, unreadable="lists no platform (not read)"))
+        else:
+            read = platform_of(desc)
+            if isinstance(read, str):
+                found.append(IndexImage(desc, None, unreadable=read))
+            elif read.is_unknown:
+                continue  # its config says unknown/unknown: an attestation, as if listed
+            else:
+                found.append(IndexImage(desc, read, from_config=True))
+    return found
+
+
+def platforms_read(session: Session, ref: Reference) -> PlatformOf:
+    """What :func:`index_images` reads an entry without a platform with: its manifest
+    (fetched by digest, hash-checked) and its config's os, architecture and variant, as
+    containerd matches such an entry. What cannot be read is said, not raised, unless the
+    registry could not be asked at all."""
+
+    def read(desc: Descriptor) -> Platform | str:
+        try:
+            body, media_type, digest = get_manifest(
+                session, ref, desc.digest, expected_size=desc.size
+            )
+            if media_type not in MANIFEST_TYPES:
+                return f"lists no platform and is {media_type}, not an image manifest"
+            manifest = parse_manifest(
+                body,
+                media_type,
+                registry=ref.registry,
+                repository=ref.repository,
+                digest=str(digest),
+            )
+            assert isinstance(manifest, ImageManifest)  # noqa: S101 - parse_manifest's contract
+            config = fetch_blob(session, ref, Descriptor.from_model(manifest.config))
+        except (CheckFailed, RegistryNotFound, RegistryProtocolError) as exc:
+            return f"lists no platform and its image cannot be read ({exc.message})"
+        try:
+            document = json.loads(config)
+        except ValueError:
+            document = None
+        fields = document if isinstance(document, dict) else {}
+        os_, arch, variant = (fields.get(k) for k in ("os", "architecture", "variant"))
+        if not (isinstance(os_, str) and os_ and isinstance(arch, str) and arch):
+            return "lists no platform and its config names none"
+        return Platform(os_, arch, variant if isinstance(variant, str) and variant else None)
+
+    return read
+
+
+def _entry_of(
+    index: ImageIndex,
+    wanted: Digest,
+    platform_of: PlatformOf,
+    *,
+    where: str,
+    ref: Reference,
+    digest: Digest,
+) -> Descriptor:
+    """The selectable entry of WANTED in INDEX (its platform read from its config where the
+    index lists none); PlatformNotFound when it is none."""
+    for image in index_images((Descriptor.from_model(m) for m in index.manifests), platform_of):
+        if image.digest == wanted and image.unreadable is None:
+            return image.chosen
+    raise PlatformNotFound(
+        f"{where} lists no image {wanted} a runtime could select",
+        registry=ref.registry,
+        repository=ref.repository,
+        digest=str(digest),
     )
-
-
-def index_images(entries: Iterable[Descriptor]) -> list[Descriptor]:
-    """The entries of an index that are images: those with a platform that are no
-    attestation manifest, in the index's order."""
-    return [e for e in entries if e.platform is not None and not is_attestation(e)]
 
 
 def select_platform(
@@ -224,21 +360,31 @@ def select_platform(
     registry: str,
     repository: str | None = None,
     digest: str | None = None,
+    platform_of: PlatformOf | None = None,
 ) -> Descriptor:
     """The index entry for ``want``; never another platform, never an attestation.
 
-    An exact variant match wins; a request without variant takes the first entry of that
-    os/architecture (an entry without variant before one with).
+    Platforms compare normalised (``Platform.matches``). An exact variant match wins; a
+    request without variant takes the first entry of that os/architecture (an entry without
+    variant before one with). As containerd does, an entry listing its platform is chosen
+    before one that lists none, which is read by ``platform_of`` (left unchosen without it)
+    and returned with the platform its config names.
     """
-    usable = index_images(Descriptor.from_model(m) for m in index.manifests)
-    matches = [
-        e
-        for e in usable
-        if e.platform is not None
-        and want.matches(e.platform.os, e.platform.architecture, e.platform.variant)
+    descriptors = tuple(Descriptor.from_model(m) for m in index.manifests)
+    listed = [
+        e for e in index_images(descriptors) if e.platform is not None and e.unreadable is None
     ]
+    matches = [e for e in listed if _matches(want, e)]
+    if not matches and platform_of is not None:
+        unlisted = [d for d in descriptors if d.platform is None]
+        matches = [
+            e
+            for e in index_images(unlisted, platform_of)
+            if e.unreadable is None and _matches(want, e)
+        ]
     if not matches:
-        available = ", ".join(sorted({str(e.platform) for e in usable})) or "none"
+        usable = index_images(descriptors)
+        available = ", ".join(sorted({str(e.platform) for e in usable if e.platform})) or "none"
         raise PlatformNotFound(
             f"no matching manifest for {want} in {where} (available: {available})",
             registry=registry,
@@ -249,4 +395,11 @@ def select_platform(
     matches.sort(
         key=lambda e: 0 if e.platform is not None and e.platform.variant == want.variant else 1
     )
-    return matches[0]
+    return matches[0].chosen
+
+
+def _matches(want: Platform, image: IndexImage) -> bool:
+    platform = image.platform
+    return platform is not None and want.matches(
+        platform.os, platform.architecture, platform.variant
+    )

@@ -12,6 +12,7 @@ import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 import zstandard
@@ -27,6 +28,7 @@ from imagekit.runtime.engine import Engine
 from imagekit.workspace import Workspace
 from tests.support.base_image import BaseImage
 from tests.support.faultproxy import Fault, FaultProxy
+from tests.support.images import Blob, M, Pushed, Writer
 from tests.support.media_types import OCI_GZIP, OCI_TAR, sha256
 from tests.support.oci_layout import (
     Layer,
@@ -487,3 +489,49 @@ def test_a_verdict_onto_a_ledger_that_does_not_verify_is_kept_and_not_recorded(
     )  # fmt: skip
     assert human.returncode == 1
     assert "identical: same manifest" in human.stdout and "torn line" in human.stderr
+
+
+@pytest.mark.parametrize("listed", ["annotated", "without a platform"])
+def test_two_indexes_whose_hidden_arm64_entries_differ_are_not_identical(
+    registry: RunningRegistry, workspace: Workspace, listed: str
+) -> None:
+    """The amd64 entries are the same image, the arm64 ones are not: hidden from the
+    comparison by an annotation or by listing no platform, an arm64 node would still run
+    them, so every runtime-selectable entry is compared; an entry only one side has, and
+    the attestation manifests left out, are named."""
+    repo = f"imagekit-test/hidden-{listed.replace(' ', '-')}"
+    with Writer(registry.host) as writer:
+        amd64 = writer.image(repo, "amd64", [Blob.gzip([M("a.txt", data=b"same")])])
+        arm64 = {
+            side: writer.image(
+                repo, f"arm64-{side}", [Blob.gzip([M("b.txt", data=side.encode())])], arch="arm64"
+            )
+            for side in ("src", "dst")
+        }
+        extra = writer.image(repo, "riscv", [Blob.gzip([M("c.txt", data=b"c")])], arch="riscv64")
+        attestation = {"vnd.docker.reference.type": "attestation-manifest"}
+
+        def listing(image: Pushed) -> dict[str, Any]:
+            return (
+                image.entry("linux/arm64", attestation) if listed == "annotated" else image.entry()
+            )
+
+        src = writer.raw_index(repo, "src", [amd64.entry("linux/amd64"), listing(arm64["src"])])
+        dst = writer.raw_index(
+            repo,
+            "dst",
+            [amd64.entry("linux/amd64"), listing(arm64["dst"]), extra.entry("linux/riscv64"),
+             amd64.entry("unknown/unknown", attestation)],
+        )  # fmt: skip
+    report = _verify(src, dst, workspace)
+    assert report.verdict is Verdict.MISMATCH, report.message
+    assert [p.verdict for p in report.platforms] == [
+        Verdict.IDENTICAL,
+        Verdict.MISMATCH,
+        Verdict.MISMATCH,
+    ]
+    assert "linux/arm64: layer 0" in report.message
+    assert f"linux/riscv64: only in DST: linux/riscv64 {extra.digest}" in report.message
+    assert "DST's index lists 1 attestation manifest(s) (unknown/unknown), not compared" in (
+        report.notes
+    )

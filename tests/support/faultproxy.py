@@ -36,6 +36,8 @@ way that registry behaves, in front of the real one:
   ``body`` when one is given; the registry never sees it.
 - ``header``: add ``headers`` to the answer (``OCI-Chunk-Min-Length`` on a POST that opens
   an upload).
+- ``replace_header``: the answer's headers named in ``headers`` replaced by those values (a
+  proxy that serves every manifest as ``Content-Type: application/json``).
 - ``csrf``: Harbor's session cookie: every answer sets one, and a write (POST, PUT, PATCH,
   DELETE) that sends a Cookie back is refused 403 "CSRF token invalid".
 - ``redirect`` with ``target``: answer 307 to the same path on another origin (lscr.io
@@ -86,7 +88,7 @@ _ANSWERED = {"status", "redirect", "chunk_limit", "csrf"}  # answered here, neve
 @dataclass
 class Fault:
     # drop | status | drip | truncate | flip | wrong_digest | reset | redirect | no_mount |
-    # chunk_limit | header | csrf
+    # chunk_limit | header | replace_header | csrf
     kind: str
     path: str = r"/blobs/sha256:"  # regex searched in the request path
     method: str = "GET"
@@ -307,15 +309,20 @@ class FaultProxy:
                 if fault is not None and kind == "truncate":
                     data = data[: min(fault.after, len(data) // 2)]
                 self.send_response(response.status)
+                replaced = (
+                    {k.lower() for k in fault.headers}
+                    if fault is not None and kind == "replace_header"
+                    else set()
+                )
                 for key, value in response.getheaders():
                     lower = key.lower()
-                    if lower in _HOP or lower == "content-length":
+                    if lower in _HOP or lower == "content-length" or lower in replaced:
                         continue
                     if lower == "docker-content-digest" and kind == "wrong_digest":
                         assert fault is not None  # noqa: S101 - kind comes from it
                         value = fault.digest
                     self.send_header(key, value)
-                if fault is not None and kind == "header":
+                if fault is not None and kind in ("header", "replace_header"):
                     for key, value in fault.headers.items():
                         self.send_header(key, value)
                 if proxy._sets_cookie():

@@ -113,6 +113,24 @@ class Pushed:
     config: bytes
     layers: tuple[Blob, ...] = field(default=())
 
+    def entry(
+        self, platform: str | None = None, annotations: dict[str, str] | None = None
+    ) -> dict[str, Any]:
+        """This image as an index entry: "os/arch[/variant]" as written, or none at all."""
+        entry: dict[str, Any] = {
+            "mediaType": self.media_type,
+            "digest": self.digest,
+            "size": len(self.manifest),
+        }
+        if platform is not None:
+            os_, arch, *variant = platform.split("/")
+            entry["platform"] = {"architecture": arch, "os": os_} | (
+                {"variant": variant[0]} if variant else {}
+            )
+        if annotations:
+            entry["annotations"] = annotations
+        return entry
+
 
 class Writer:
     """Pushes blobs and manifests into one registry (anonymous, plain HTTP on loopback)."""
@@ -220,6 +238,13 @@ class Writer:
                 }
             )
         body = json.dumps({"schemaVersion": 2, "mediaType": OCI_INDEX, "manifests": entries})
+        digest = self.manifest(repo, tag, body.encode(), OCI_INDEX)
+        return f"{self.host}/{repo}@{digest}"
+
+    def raw_index(self, repo: str, tag: str, entries: Sequence[dict[str, Any]]) -> str:
+        """An OCI index of these entries as written (no platform, annotations, any spelling);
+        returns host/repo@digest."""
+        body = json.dumps({"schemaVersion": 2, "mediaType": OCI_INDEX, "manifests": list(entries)})
         digest = self.manifest(repo, tag, body.encode(), OCI_INDEX)
         return f"{self.host}/{repo}@{digest}"
 

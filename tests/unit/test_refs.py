@@ -221,8 +221,42 @@ def test_malformed_platforms(text: str) -> None:
 def test_platform_matching() -> None:
     assert Platform("linux", "arm64").matches("linux", "arm64", "v8")
     assert Platform("linux", "arm64", "v8").matches("linux", "arm64", "v8")
-    assert not Platform("linux", "arm64", "v8").matches("linux", "arm64", None)
+    # v8 is arm64's default, as containerd normalises it: an arm64 image without a variant
+    # is an arm64/v8 image, and a runtime asking for arm64/v8 runs it
+    assert Platform("linux", "arm64", "v8").matches("linux", "arm64", None)
+    assert not Platform("linux", "arm64", "v9").matches("linux", "arm64", None)
     assert not Platform("linux", "amd64").matches("linux", "arm64", None)
+
+
+@pytest.mark.parametrize(
+    ("written", "normalized"),
+    [
+        (("linux", "x86_64", None), ("linux", "amd64", None)),
+        (("linux", "x86-64", None), ("linux", "amd64", None)),
+        (("linux", "amd64", "v1"), ("linux", "amd64", None)),
+        (("linux", "aarch64", None), ("linux", "arm64", "v8")),
+        (("linux", "arm64", "8"), ("linux", "arm64", "v8")),
+        (("linux", "arm64", "v8.0"), ("linux", "arm64", "v8")),
+        (("linux", "armhf", None), ("linux", "arm", "v7")),
+        (("linux", "armel", None), ("linux", "arm", "v6")),
+        (("linux", "arm", None), ("linux", "arm", "v7")),
+        (("linux", "arm", "6"), ("linux", "arm", "v6")),
+        (("linux", "i386", None), ("linux", "386", None)),
+        (("linux", "i686", None), ("linux", "386", None)),
+        (("Linux", "AMD64", None), ("linux", "amd64", None)),
+    ],
+)
+def test_platforms_normalise_as_containerd_does(
+    written: tuple[str, str, str | None], normalized: tuple[str, str, str | None]
+) -> None:
+    assert Platform(*written).normalized() == Platform(*normalized)
+    assert Platform(*normalized).matches(*written)
+
+
+def test_only_unknown_unknown_is_an_attestation_platform() -> None:
+    assert Platform("unknown", "unknown").is_unknown
+    assert not Platform("unknown", "unknown", "v8").is_unknown
+    assert not Platform("linux", "unknown").is_unknown
 
 
 def test_repository_for() -> None:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import base64
 import json
 from collections.abc import Callable
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -19,40 +19,15 @@ from imagekit.attest.cosign_tags import att_tag
 from imagekit.attest.keys import KeyPairFiles, generate_key_pair
 from imagekit.attest.signer import KeyFileSigner
 from imagekit.cli import main
-from imagekit.kinds.audit import AUDIT_V1, AuditPredicate, AuditVulnerabilities
+from imagekit.kinds.audit import AUDIT_V1
 from imagekit.kinds.push import SLSA_PROVENANCE_V1
 from imagekit.refs import Digest, Reference, parse_reference
 from imagekit.registry import RegistryClient
+from tests.support.gate import audit_predicate
 from tests.support.gotools import cosign_verify_attestation
 from tests.support.images import Blob, M, Pushed, Writer
 from tests.support.media_types import OCI_MANIFEST
 from tests.support.registries import RunningRegistry
-
-
-def audit_predicate(
-    status: str = "CPU_PASS", *, findings: int = 0, fixable: int = 0, age: timedelta = timedelta()
-) -> dict[str, Any]:
-    return AuditPredicate(
-        status=status,
-        status_sentence=f"{status} (test)",
-        scope="CPU-only checks, no weights loaded, no GPU test",
-        profile="generic",
-        platform="linux/amd64",
-        emulated=False,
-        checks=[],
-        failing=[],
-        deferred=[],
-        skipped=[],
-        vulnerabilities=AuditVulnerabilities(
-            status="findings" if findings else "clean",
-            findings=findings,
-            fixable=fixable,
-            finding_ids=[f"PYSEC-{n}" for n in range(findings)],
-        ),
-        evidence={},
-        audited_at=(datetime.now(UTC) - age).strftime("%Y-%m-%dT%H:%M:%SZ"),
-        imagekit_version="test",
-    ).model_dump(mode="json")
 
 
 @pytest.fixture

@@ -22,7 +22,7 @@ from imagekit.mirror import MirrorOptions, mirror
 from imagekit.refs import parse_platform, parse_reference
 from imagekit.registry import RegistryClient
 from imagekit.workspace import Workspace
-from tests.integration.attest.test_gate import audit_predicate
+from tests.support.gate import audit_predicate
 from tests.support.gotools import cosign_verify, cosign_verify_attestation, run_tool
 from tests.support.images import Blob, M, Pushed, Writer
 from tests.support.registries import RunningRegistry

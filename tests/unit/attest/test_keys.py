@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import json
 from pathlib import Path
 
@@ -98,3 +99,46 @@ def test_keys_generate_command(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) 
     assert "pw" not in result.output.replace(str(tmp_path), "")
     again = CliRunner().invoke(main, ["keys", "generate", str(tmp_path / "demo")])
     assert again.exit_code == 2 and "demo.key" in again.stderr
+
+
+def _pem(der: bytes, label: str = "PUBLIC KEY") -> bytes:
+    body = base64.encodebytes(der).decode()
+    return f"-----BEGIN {label}-----\n{body}-----END {label}-----\n".encode()
+
+
+def test_public_keys_are_read_as_go_s_crypto_x509_reads_them(tmp_path: Path) -> None:
+    """One PEM block PUBLIC KEY holding a SubjectPublicKeyInfo with a named curve and an
+    uncompressed point, as cosign writes it; text around the block is ignored, as Go's pem
+    package ignores it. Two blocks, another label, a compressed point or bytes after the
+    key are refused, each naming the file."""
+    key = ec.generate_private_key(ec.SECP256R1()).public_key()
+    der = key.public_bytes(
+        serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo
+    )
+    point = key.public_bytes(
+        serialization.Encoding.X962, serialization.PublicFormat.CompressedPoint
+    )
+    algorithm = der[2:23]  # SEQUENCE { id-ecPublicKey, prime256v1 }
+    spki_compressed = b"\x30\x39" + algorithm + b"\x03\x22\x00" + point
+    good = tmp_path / "good.pub"
+    good.write_bytes(b"a comment cosign would skip\n" + _pem(der) + b"\ntrailing words\n")
+    assert load_public_key(good).der == der
+    cases = {
+        "two.pub": (_pem(der) * 2, "holds 2 PEM blocks; a key file holds one key"),
+        "cert.pub": (_pem(der, "CERTIFICATE"), "a PEM CERTIFICATE, not a PUBLIC KEY"),
+        "trailing.pub": (_pem(der + b"\x00"), "not a PEM public key"),
+        "compressed.pub": (_pem(spki_compressed), "a public key in a form Go's crypto/x509"),
+    }
+    for name, (data, said) in cases.items():
+        path = tmp_path / name
+        path.write_bytes(data)
+        with pytest.raises(KeyFileError, match=said) as caught:
+            load_public_key(path)
+        assert caught.value.exit_code == 2 and str(path) in caught.value.message
+
+
+def test_a_key_file_that_is_no_regular_file_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(KeyFileError, match="a directory, not a regular file"):
+        load_public_key(tmp_path, named="policy.yaml: audit.keys[0]")
+    with pytest.raises(KeyFileError, match=r"policy.yaml: audit.keys\[0\] .*cannot read it"):
+        load_public_key(tmp_path / "nobody.pub", named="policy.yaml: audit.keys[0]")

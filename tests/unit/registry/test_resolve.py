@@ -17,7 +17,7 @@ from imagekit.errors import (
     PlatformNotFound,
     RegistryProtocolError,
 )
-from imagekit.refs import parse_platform
+from imagekit.refs import Digest, parse_platform
 from imagekit.registry.transport import MAX_MANIFEST_BYTES
 from tests.unit.registry.fakes import (
     HOST,
@@ -193,3 +193,68 @@ def test_content_the_registry_served_wrong_is_a_check_that_said_no(
         client.resolve(REF)
     assert said in info.value.message and info.value.exit_code == 1
     assert info.value.registry == HOST and info.value.repository == REPO
+
+
+def test_index_images_keeps_every_entry_a_runtime_could_select() -> None:
+    """Only exactly unknown/unknown is an attestation; an annotation hides nothing; an entry
+    without a platform is read by the reader given, or kept as unreadable without one; an
+    index nested in the index is kept as unreadable."""
+    from imagekit.refs import Platform
+    from imagekit.registry.manifest import Descriptor
+    from imagekit.registry.resolve import index_images
+
+    def desc(n: int, platform: Platform | None, media_type: str = OCI_MANIFEST,
+             annotations: dict[str, str] | None = None) -> Descriptor:  # fmt: skip
+        return Descriptor(media_type, Digest("sha256:" + f"{n:02x}" * 32), 100,
+                          annotations=annotations, platform=platform)  # fmt: skip
+
+    annotated = {"vnd.docker.reference.type": "attestation-manifest"}
+    listed = [
+        desc(1, Platform("linux", "amd64")),
+        desc(2, Platform("linux", "arm64"), annotations=annotated),
+        desc(3, Platform("unknown", "unknown"), annotations=annotated),
+        desc(4, Platform("unknown", "unknown", "v8")),
+        desc(5, None),
+        desc(6, Platform("linux", "s390x"), "application/vnd.oci.image.index.v1+json"),
+        desc(7, None),
+    ]
+    read: dict[Digest, Platform | str] = {
+        listed[4].digest: Platform("linux", "riscv64"),
+        listed[6].digest: "no config",
+    }
+    found = index_images(listed, lambda d: read[d.digest])
+    assert [(str(e.platform), e.from_config, e.unreadable) for e in found] == [
+        ("linux/amd64", False, None),
+        ("linux/arm64", False, None),
+        ("unknown/unknown/v8", False, None),
+        ("linux/riscv64", True, None),
+        ("linux/s390x", False, "an index nested in the index"),
+        ("None", False, "no config"),
+    ]
+    unread = index_images(listed)
+    assert [e.unreadable for e in unread if e.platform is None] == [
+        "lists no platform (not read)",
+        "lists no platform (not read)",
+    ]
+
+
+def test_an_entry_is_chosen_by_its_normalised_platform_or_by_its_config() -> None:
+    """linux/amd64 takes an entry listed as x86_64; an entry listing no platform is chosen
+    by its config when no listed entry matches (containerd's order), never before one."""
+    listed, unlisted = make_image(b"listed"), make_image(b"unlisted", arch="arm64")
+    no_platform = entry(unlisted)
+    del no_platform["platform"]
+    index = index_of(entry(listed, arch="x86_64"), no_platform)
+    fake = FakeRegistry()
+    fake.add_manifest(REPO, "v1", index, "application/vnd.oci.image.index.v1+json")
+    fake.add_image(REPO, listed)
+    fake.add_image(REPO, unlisted)
+    with fake.client() as client:
+        amd64 = client.resolve(REF, parse_platform("linux/amd64"))
+        arm64 = client.resolve(REF, parse_platform("linux/arm64/v8"))
+        chosen = client.resolve(REF, entry=Digest(unlisted.manifest_digest))
+    assert amd64.manifest_digest == listed.manifest_digest
+    assert str(amd64.platform) == "linux/x86_64"
+    assert arm64.manifest_digest == unlisted.manifest_digest
+    assert str(arm64.platform) == "linux/arm64"
+    assert chosen.manifest_digest == unlisted.manifest_digest
