@@ -15,7 +15,17 @@ PACKAGE = Path(__file__).resolve().parents[2] / "imagekit"
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     (
         "foundations",
-        ("errors", "interrupt", "refs", "workspace", "evidence", "layers", "version", "result"),
+        (
+            "errors",
+            "interrupt",
+            "refs",
+            "workspace",
+            "evidence",
+            "layers",
+            "version",
+            "result",
+            "files",
+        ),
     ),
     ("outside world", ("registry", "runtime")),
     ("records", ("ledger", "attest")),
