@@ -26,6 +26,7 @@ from typing import Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from imagekit import yamldoc
 from imagekit.errors import PolicyError
 
 PASSING = ("CPU_PASS", "CPU_PASS_GPU_CLI_DEFERRED")
@@ -73,19 +74,23 @@ DEFAULT_POLICY = Policy()
 
 
 def load_policy(path: Path) -> Policy:
-    """Read and validate a policy file; bad input names the file and the key."""
+    """Read and validate a policy file; bad input names the file and the key.
+
+    The file is parsed strictly (imagekit.yamldoc: a key given twice, nesting past a bound
+    and bytes that are not text are refused).
+    """
     try:
-        text = path.read_text()
+        data = path.read_bytes()
     except OSError as exc:
         raise PolicyError(
             f"{path}: cannot read the policy ({exc.strerror})", path=str(path)
         ) from None
     try:
-        document = yaml.safe_load(text)
+        document = yamldoc.load(data)
     except yaml.YAMLError as exc:
-        raise PolicyError(f"{path}: not YAML ({exc})", path=str(path)) from None
+        raise PolicyError(f"{path}: not YAML ({yamldoc.describe(exc)})", path=str(path)) from None
     try:
-        return Policy.model_validate(document)
+        policy = Policy.model_validate(document)
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(part) for part in first["loc"]) or "document"
@@ -94,3 +99,4 @@ def load_policy(path: Path) -> Policy:
             path=str(path),
             hint="see imagekit/attest/schemas/policy-v1.schema.json",
         ) from None
+    return policy

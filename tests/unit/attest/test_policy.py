@@ -33,6 +33,13 @@ def test_a_policy_file_is_read(tmp_path: Path) -> None:
         ("vulnerabilities: few\n", "vulnerabilities"),
         ("audit:\n  status: []\n", "audit.status"),
         ("[unclosed\n", "not YAML"),
+        # Round four of hostile input (issue 36, 34): a crash, a silent overwrite.
+        pytest.param("[" * 100_000 + "]" * 100_000, "nested deeper than 64 levels", id="deep"),
+        (
+            "audit:\n  status: [CPU_PASS]\n  status: [CPU_CHECK_INCOMPLETE]\n",
+            "the key 'status' appears twice (lines 2 and 3)",
+        ),
+        ("version: 1\nvulnerabilities: none\nvulnerabilities: null\n", "the key 'vulnerabilities'"),
     ],
 )
 def test_bad_policies_name_the_file_and_the_key(tmp_path: Path, text: str, said: str) -> None:
@@ -42,3 +49,13 @@ def test_bad_policies_name_the_file_and_the_key(tmp_path: Path, text: str, said:
         load_policy(path)
     assert caught.value.exit_code == 2 and str(path) in caught.value.message
     assert said in caught.value.message
+
+
+def test_a_policy_that_is_not_utf8_names_the_byte(tmp_path: Path) -> None:
+    path = tmp_path / "latin1.yaml"
+    path.write_bytes(b"version: 1\n# caf\xe9\naudit: {}\n")
+    with pytest.raises(PolicyError) as caught:
+        load_policy(path)
+    assert caught.value.message == (
+        f"{path}: not YAML (not UTF-8 text, byte 0xe9 at offset 16: invalid continuation byte)"
+    )
