@@ -36,6 +36,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from imagekit.errors import KeyFileError
+from imagekit.files import read_regular
 
 KEY_PASSWORD_ENV = "IMAGEKIT_KEY_PASSWORD"  # noqa: S105 - a variable name
 COSIGN_PASSWORD_ENV = "COSIGN_PASSWORD"  # noqa: S105 - a variable name
@@ -122,12 +123,7 @@ def _password(*names: str) -> bytes | None:
 
 def _read(path: Path) -> bytes:
     try:
-        size = path.stat().st_size
-        if size > _MAX_KEY_FILE:
-            raise KeyFileError(
-                f"{path}: {size} bytes is not a key file", path=str(path), hint="give a PEM key"
-            )
-        return path.read_bytes()
+        return read_regular(path, "key file", limit=_MAX_KEY_FILE)
     except OSError as exc:
         raise KeyFileError(
             f"{path}: cannot read the key file ({exc.strerror})",

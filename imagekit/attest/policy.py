@@ -28,6 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from imagekit import yamldoc
 from imagekit.errors import PolicyError
+from imagekit.files import read_regular
 
 PASSING = ("CPU_PASS", "CPU_PASS_GPU_CLI_DEFERRED")
 _AGE = re.compile(r"^(\d+)([smhd])$")
@@ -76,11 +77,12 @@ DEFAULT_POLICY = Policy()
 def load_policy(path: Path) -> Policy:
     """Read and validate a policy file; bad input names the file and the key.
 
-    The file is parsed strictly (imagekit.yamldoc: a key given twice, nesting past a bound
+    The file is read as every file a user names (imagekit.files: a regular file, at most
+    1 MiB) and parsed strictly (imagekit.yamldoc: a key given twice, nesting past a bound
     and bytes that are not text are refused).
     """
     try:
-        data = path.read_bytes()
+        data = read_regular(path, "policy file")
     except OSError as exc:
         raise PolicyError(
             f"{path}: cannot read the policy ({exc.strerror})", path=str(path)

@@ -39,6 +39,7 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 from imagekit.errors import BaseDigestTruncated, PlanError, ReferenceFormatError, UsageError
+from imagekit.files import read_regular
 from imagekit.refs import Digest, Platform, Reference, is_tag, parse_platform, parse_reference
 
 if TYPE_CHECKING:
@@ -808,7 +809,7 @@ def load_named_plan(
 
 def _read_bytes(path: Path) -> bytes:
     try:
-        return path.read_bytes()
+        return read_regular(path, "plan file")
     except FileNotFoundError as exc:
         raise PlanError(
             "no such plan file", path=str(path), hint="`imagekit plans list` shows the plans"

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -13,7 +15,8 @@ from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from imagekit.attest.keys import generate_key_pair, load_private_key, load_public_key
 from imagekit.attest.signer import KeyFileSigner, verify_signature
 from imagekit.cli import main
-from imagekit.errors import KeyFileError
+from imagekit.errors import InputFileError, KeyFileError
+from tests.support.bounded_cli import run_bounded
 
 
 def test_an_unencrypted_pair_signs_and_verifies(
@@ -98,3 +101,33 @@ def test_keys_generate_command(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) 
     assert "pw" not in result.output.replace(str(tmp_path), "")
     again = CliRunner().invoke(main, ["keys", "generate", str(tmp_path / "demo")])
     assert again.exit_code == 2 and "demo.key" in again.stderr
+
+
+@pytest.mark.parametrize(
+    ("name", "make", "kind"),
+    [
+        ("zero", lambda p: p.symlink_to("/dev/zero"),
+         "a character device (a symbolic link to /dev/zero)"),
+        ("fifo", lambda p: os.mkfifo(p), "a FIFO"),
+    ],
+)  # fmt: skip
+def test_a_key_path_that_is_no_file_is_exit_2_naming_it(
+    tmp_path: Path, name: str, make: Callable[[Path], None], kind: str
+) -> None:
+    """/dev/zero was read until the kernel killed imagekit, a FIFO blocked forever."""
+    key = tmp_path / name
+    make(key)
+    for argv in (
+        ["verify", f"127.0.0.1:9/x@sha256:{'0' * 64}", "--key", str(key)],
+        ["sbom", f"127.0.0.1:9/x@sha256:{'0' * 64}", "--sign-key", str(key)],
+    ):
+        done = run_bounded(*argv)
+        assert done.returncode == 2, done.stderr
+        assert f"{key}: the key file is {kind}, not a regular file" in done.stderr
+
+
+def test_a_key_file_over_64_kib_is_refused_from_its_size(tmp_path: Path) -> None:
+    big = tmp_path / "big.pub"
+    big.write_bytes(b"-----BEGIN PUBLIC KEY-----\n" + b"A" * (64 << 10))
+    with pytest.raises(InputFileError, match="is 65563 bytes, more than the 64 KiB"):
+        load_public_key(big)

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import os
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
+from imagekit.attest.keys import generate_key_pair
 from imagekit.attest.policy import DEFAULT_POLICY, PASSING, age_seconds, load_policy
 from imagekit.errors import PolicyError
+from tests.support.bounded_cli import run_bounded
 
 
 def test_the_default_asks_for_a_passing_audit_only() -> None:
@@ -59,3 +63,29 @@ def test_a_policy_that_is_not_utf8_names_the_byte(tmp_path: Path) -> None:
     assert caught.value.message == (
         f"{path}: not YAML (not UTF-8 text, byte 0xe9 at offset 16: invalid continuation byte)"
     )
+
+
+@pytest.mark.parametrize(
+    ("make", "said"),
+    [
+        (lambda p: os.mkfifo(p), "the policy file is a FIFO, not a regular file"),
+        (lambda p: p.symlink_to("/dev/zero"), "the policy file is a character device (a symbolic "
+         "link to /dev/zero), not a regular file"),
+        (lambda p: p.write_bytes(b"audit:\n  status:\n" + b"    - CPU_PASS\n" * 100_000),
+         "the policy file is 1500017 bytes, more than the 1 MiB imagekit reads of one"),
+    ],
+)  # fmt: skip
+def test_verify_refuses_a_policy_file_it_cannot_use_before_any_registry(
+    tmp_path: Path, make: Callable[[Path], None], said: str
+) -> None:
+    """Exit 2 naming the file, before the registry (nothing listens at port 9) is asked;
+    a FIFO once blocked forever, /dev/zero was read until the kernel killed imagekit."""
+    pair = generate_key_pair(tmp_path / "k")
+    policy = tmp_path / "policy.yaml"
+    make(policy)
+    done = run_bounded(
+        "verify", f"127.0.0.1:9/x@sha256:{'0' * 64}", "--key", str(pair.public),
+        "--policy", str(policy),
+    )  # fmt: skip
+    assert done.returncode == 2, done.stderr
+    assert f"{policy}: {said}" in done.stderr

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -14,6 +15,7 @@ from pydantic import ValidationError
 from imagekit.cli.plans_cmd import command as plans_command
 from imagekit.errors import BaseDigestTruncated, PlanError, UsageError
 from imagekit.plans.plan import Overlay, PipInstall, load_plan, plan_schema
+from tests.support.bounded_cli import run_bounded
 
 REPO = Path(__file__).resolve().parents[3]
 DIGEST = "sha256:" + "ab" * 32
@@ -575,3 +577,21 @@ def test_bad_platform_lists_are_exit_2_naming_the_key(
 def test_the_schema_describes_platforms() -> None:
     base = plan_schema()["$defs"]["BaseSpec"]["properties"]
     assert "platforms" in base and "platform" in base
+
+
+def test_a_plan_path_that_is_no_file_or_too_large_is_exit_2(dirs: tuple[Path, Path]) -> None:
+    """A FIFO once blocked `plans validate` forever, a link to /dev/zero read until the kernel
+    killed imagekit; a plan is read as every file a user names (imagekit.files)."""
+    plans, _ = dirs
+    os.mkfifo(plans / "fifo.yaml")
+    (plans / "zero.yaml").symlink_to("/dev/zero")
+    with (plans / "huge.yaml").open("wb") as handle:
+        handle.truncate(2 << 20)
+    for name, said in (
+        ("fifo", "the plan file is a FIFO, not a regular file"),
+        ("zero", "the plan file is a character device (a symbolic link to /dev/zero)"),
+        ("huge", "the plan file is 2097152 bytes, more than the 1 MiB imagekit reads of one"),
+    ):
+        done = run_bounded("plans", "validate", name)
+        assert done.returncode == 2, done.stderr
+        assert f"{plans / name}.yaml: {said}" in done.stderr
