@@ -79,7 +79,9 @@ def load_policy(path: Path) -> Policy:
 
     The file is read as every file a user names (imagekit.files: a regular file, at most
     1 MiB) and parsed strictly (imagekit.yamldoc: a key given twice, nesting past a bound
-    and bytes that are not text are refused).
+    and bytes that are not text are refused). A policy that requires nothing would let every
+    image pass (or, judged as an empty list, refuse every one without saying why): it is
+    refused as bad input.
     """
     try:
         data = read_regular(path, "policy file")
@@ -101,4 +103,19 @@ def load_policy(path: Path) -> Policy:
             path=str(path),
             hint="see imagekit/attest/schemas/policy-v1.schema.json",
         ) from None
+    if not _requirements(policy):
+        raise PolicyError(
+            f"{path}: this policy requires nothing",
+            path=str(path),
+            hint="name at least one requirement: " + ", ".join(_requirement_names()),
+        )
     return policy
+
+
+def _requirement_names() -> list[str]:
+    return [name for name in Policy.model_fields if name != "version"]
+
+
+def _requirements(policy: Policy) -> list[str]:
+    """The requirements a policy sets: every field but its version that is not null."""
+    return [name for name in _requirement_names() if getattr(policy, name) is not None]

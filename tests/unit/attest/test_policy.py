@@ -37,13 +37,16 @@ def test_a_policy_file_is_read(tmp_path: Path) -> None:
         ("vulnerabilities: few\n", "vulnerabilities"),
         ("audit:\n  status: []\n", "audit.status"),
         ("[unclosed\n", "not YAML"),
-        # Round four of hostile input (issue 36, 34): a crash, a silent overwrite.
+        # Round four of hostile input (issue 36, 34): a crash, a silent overwrite, a policy
+        # that would refuse every image without naming why.
         pytest.param("[" * 100_000 + "]" * 100_000, "nested deeper than 64 levels", id="deep"),
         (
             "audit:\n  status: [CPU_PASS]\n  status: [CPU_CHECK_INCOMPLETE]\n",
             "the key 'status' appears twice (lines 2 and 3)",
         ),
         ("version: 1\nvulnerabilities: none\nvulnerabilities: null\n", "the key 'vulnerabilities'"),
+        ("audit: null\n", "this policy requires nothing"),
+        ("audit: null\nvulnerabilities: null\nprovenance: null\n", "this policy requires nothing"),
     ],
 )
 def test_bad_policies_name_the_file_and_the_key(tmp_path: Path, text: str, said: str) -> None:
@@ -73,6 +76,7 @@ def test_a_policy_that_is_not_utf8_names_the_byte(tmp_path: Path) -> None:
          "link to /dev/zero), not a regular file"),
         (lambda p: p.write_bytes(b"audit:\n  status:\n" + b"    - CPU_PASS\n" * 100_000),
          "the policy file is 1500017 bytes, more than the 1 MiB imagekit reads of one"),
+        (lambda p: p.write_text("audit: null\n"), "this policy requires nothing"),
     ],
 )  # fmt: skip
 def test_verify_refuses_a_policy_file_it_cannot_use_before_any_registry(
