@@ -16,6 +16,7 @@ interrupt is not an error either: imagekit.interrupt.Interrupted (a KeyboardInte
     |   +-- VulnDatabaseError          an offline vulnerability database that is not an OSV export
     |   +-- KeyFileError               a key file that cannot be used (names the file)
     |   +-- PolicyError                a verification policy file that is missing or malformed
+    |   +-- InputFileError             a file named as input: not a regular file, or too large
     +-- CheckFailed                    exit 1: a check ran and said no
     |   +-- DigestMismatch             bytes whose digest differs from the one asked for
     |   +-- ImageContentError          the registry answered; what it served is not a usable image
@@ -152,6 +153,15 @@ class KeyFileError(UsageError):
 @dataclass(eq=False, repr=False, kw_only=True)
 class PolicyError(UsageError):
     """A verification policy file (imagekit verify --policy) that cannot be used."""
+
+    path: str
+
+
+@dataclass(eq=False, repr=False, kw_only=True)
+class InputFileError(UsageError):
+    """A file a user named (a key, a policy, a plan, a ledger piece, a TLS file) that is no
+    regular file (a FIFO, a device, a folder) or larger than imagekit reads of one; names
+    the path and what it is (imagekit.files)."""
 
     path: str
 

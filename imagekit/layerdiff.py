@@ -172,11 +172,20 @@ class Member:
                 self.link, self.mtime)  # fmt: skip
 
 
+#: Handed a file's content as it streams past, a chunk at a time, then ``b""`` at its end;
+#: returns False once it wants no more of this file.
+Sink = Callable[[bytes], bool]
+#: Asked of every member (its normalised path, its kind and size) before its content streams
+#: past: a Sink for a file whose content it wants, or None.
+Tap = Callable[[str, str, int], Sink | None]
+
+
 def iter_members(
     stream: IO[bytes] | io.RawIOBase,
     *,
     capture: Callable[[str, int], bool] | None = None,
     hash_content: Callable[[str, int], bool] | None = None,
+    tap: Tap | None = None,
 ) -> Iterator[Member]:
     """The members of one uncompressed layer tar, in archive order, content hashed as it
     streams past; once exhausted, the stream has been read to its very end (the padding
@@ -185,8 +194,11 @@ def iter_members(
     ``capture(path, size)`` says which files' bytes to keep in ``Member.content``;
     ``hash_content(path, size)``, when given, which files' content to hash (a file it
     declines has ``sha256`` None, and its bytes stream past unhashed; captured files are
-    hashed always). Member types that are no file system object (GNU volume headers and the
-    like) are skipped. Raises CheckFailed when the stream is not a tar archive.
+    hashed always). ``tap``, when given, is asked of each member and may read a file's
+    content as it streams past (the SBOM parses package metadata so, in the pass that
+    indexes the layer, never holding a file whole). Member types that are no file system
+    object (GNU volume headers and the like) are skipped. Raises CheckFailed when the stream
+    is not a tar archive.
     """
     try:
         # tarfile's seeking mode on a forward-only stream: a member's content it is not
@@ -213,18 +225,27 @@ def iter_members(
                     continue
                 digest: str | None = None
                 content: bytes | None = None
+                sink = tap(path, kind, member.size) if tap is not None else None
                 keep = kind == "file" and capture is not None and capture(path, member.size)
-                if kind == "file" and (
+                hashing = kind == "file" and (
                     keep or hash_content is None or hash_content(path, member.size)
-                ):
+                )
+                if hashing or (kind == "file" and sink is not None):
                     hasher = hashlib.sha256()
                     kept: list[bytes] = []
                     data = archive.extractfile(member)
                     while data is not None and (chunk := data.read(_CHUNK)):
-                        hasher.update(chunk)
+                        if sink is not None and not sink(chunk):
+                            sink = None
+                            if not hashing:
+                                break  # tarfile passes over the rest of it
+                        if hashing:
+                            hasher.update(chunk)
                         if keep:
                             kept.append(chunk)
-                    digest = "sha256:" + hasher.hexdigest()
+                    if sink is not None:
+                        sink(b"")
+                    digest = "sha256:" + hasher.hexdigest() if hashing else None
                     content = b"".join(kept) if keep else None
                 link = None
                 if kind == "symlink":

@@ -36,8 +36,8 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from imagekit.errors import KeyFileError, UsageError
-from imagekit.files import read_bounded
+from imagekit.errors import KeyFileError
+from imagekit.files import read_regular
 
 KEY_PASSWORD_ENV = "IMAGEKIT_KEY_PASSWORD"  # noqa: S105 - a variable name
 COSIGN_PASSWORD_ENV = "COSIGN_PASSWORD"  # noqa: S105 - a variable name
@@ -124,12 +124,7 @@ def _password(*names: str) -> bytes | None:
 
 def _read(path: Path) -> bytes:
     try:
-        size = path.stat().st_size
-        if size > _MAX_KEY_FILE:
-            raise KeyFileError(
-                f"{path}: {size} bytes is not a key file", path=str(path), hint="give a PEM key"
-            )
-        return path.read_bytes()
+        return read_regular(path, "key file", limit=_MAX_KEY_FILE)
     except OSError as exc:
         raise KeyFileError(
             f"{path}: cannot read the key file ({exc.strerror})",
@@ -290,10 +285,15 @@ def load_public_key(path: Path, *, named: str = "--key") -> PublicKey:
     it. A file of two PEM blocks is refused: cosign would read the first key alone, and
     whoever wrote the second meant it to count. NAMED says where the path was given (an
     option, or a policy's key), for the message."""
-    try:
-        data = read_bounded(path, named, limit=_MAX_KEY_FILE)
-    except UsageError as exc:
-        raise KeyFileError(exc.message, path=str(path), hint=exc.hint) from None
+    what = "key file" if named == "--key" else f"key file ({named})"
+    try:  # a FIFO, a device, a folder or a file over the limit: InputFileError, exit 2
+        data = read_regular(path, what, limit=_MAX_KEY_FILE)
+    except OSError as exc:
+        raise KeyFileError(
+            f"{named} {path}: cannot read it ({exc.strerror})",
+            path=str(path),
+            hint="give the path of an existing public key file",
+        ) from None
 
     def refused(problem: str, hint: str) -> KeyFileError:
         return KeyFileError(f"{named} {path}: {problem}", path=str(path), hint=hint)

@@ -38,8 +38,10 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
+from imagekit import yamldoc
 from imagekit.attest.rules import Rule, age_seconds
 from imagekit.errors import PolicyError
+from imagekit.files import read_regular
 from imagekit.kinds import KINDS
 from imagekit.kinds.audit import PASSING
 
@@ -108,19 +110,26 @@ def keyed_rules(policy: BaseModel) -> list[tuple[str, Rule]]:
 
 
 def load_policy(path: Path) -> BaseModel:
-    """Read and validate a policy file; bad input names the file and the key."""
+    """Read and validate a policy file; bad input names the file and the key.
+
+    The file is read as every file a user names (imagekit.files: a regular file, at most
+    1 MiB) and parsed strictly (imagekit.yamldoc: a key given twice, nesting past a bound
+    and bytes that are not text are refused). A policy that requires nothing would let every
+    image pass (or, judged as an empty list, refuse every one without saying why): it is
+    refused as bad input.
+    """
     try:
-        text = path.read_text()
+        data = read_regular(path, "policy file")
     except OSError as exc:
         raise PolicyError(
             f"{path}: cannot read the policy ({exc.strerror})", path=str(path)
         ) from None
     try:
-        document = yaml.safe_load(text)
+        document = yamldoc.load(data)
     except yaml.YAMLError as exc:
-        raise PolicyError(f"{path}: not YAML ({exc})", path=str(path)) from None
+        raise PolicyError(f"{path}: not YAML ({yamldoc.describe(exc)})", path=str(path)) from None
     try:
-        return Policy.model_validate(document)
+        policy = Policy.model_validate(document)
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(part) for part in first["loc"]) or "document"
@@ -129,3 +138,18 @@ def load_policy(path: Path) -> BaseModel:
             path=str(path),
             hint="see imagekit/attest/schemas/policy-v1.schema.json",
         ) from None
+    if not keyed_rules(policy):
+        raise PolicyError(
+            f"{path}: this policy requires nothing",
+            path=str(path),
+            hint="name at least one requirement: " + ", ".join(_requirement_names()),
+        )
+    return policy
+
+
+def _requirement_names() -> list[str]:
+    return [
+        spec.policy.key
+        for spec in KINDS
+        if spec.policy is not None and spec.policy.rule is not None
+    ]

@@ -25,6 +25,11 @@ import tempfile
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, TextIO
+from urllib.parse import urlsplit
+
+from cryptography import x509
+from cryptography.exceptions import UnsupportedAlgorithm
+from cryptography.hazmat.primitives import serialization
 
 from imagekit.attest.attach import AttestOutcome
 from imagekit.build.assemble.check import AssertionRun, run_assertions
@@ -47,6 +52,7 @@ from imagekit.build.record import (
 )
 from imagekit.errors import BuildFailed, CouldNotFinish, RecordRefused, UsageError
 from imagekit.evidence import new_run_dir, write_bytes
+from imagekit.files import read_regular
 from imagekit.ledger import RejectedBuildDetails
 from imagekit.plans.load import load_named_plan
 from imagekit.plans.model import LoadedPlan
@@ -59,6 +65,8 @@ from imagekit.workspace import Workspace
 BUILDCTL_ENV = "IMAGEKIT_BUILDCTL"
 PROBE_TIMEOUT_S = 30.0
 _SCHEMES = ("tcp://", "unix://")
+#: A CA bundle may carry a few hundred certificates (the system's is some 200 KB).
+_MAX_TLS_FILE = 4 << 20
 
 
 @dataclass(frozen=True)
@@ -152,24 +160,74 @@ def buildx_base(name: str) -> list[str]:
 
 
 def buildctl_base(options: BuildOptions) -> list[str]:
-    """buildctl with the daemon's address and TLS files; bad input is exit 2."""
-    address = options.buildkit or ""
-    if not address.startswith(_SCHEMES):
-        raise UsageError(
-            f"--buildkit {address!r} is not a BuildKit address",
-            hint="give tcp://HOST:PORT or unix:///path/to/buildkitd.sock",
-        )
+    """buildctl with the daemon's address and TLS files; bad input is exit 2.
+
+    The address and the files are checked here, not left to buildctl: what buildctl says of a
+    malformed address or a CA that is no certificate reads as a daemon that did not answer
+    (exit 3), where the mistake is the option's (exit 2, naming it).
+    """
+    address = check_address(options.buildkit or "")
     argv = [buildctl_binary(), "--addr", address]
-    for flag, option, path in (
-        ("--tlscacert", "--buildkit-ca", options.buildkit_ca),
-        ("--tlscert", "--buildkit-cert", options.buildkit_cert),
-        ("--tlskey", "--buildkit-key", options.buildkit_key),
+    for flag, option, path, kind in (
+        ("--tlscacert", "--buildkit-ca", options.buildkit_ca, "certificate"),
+        ("--tlscert", "--buildkit-cert", options.buildkit_cert, "certificate"),
+        ("--tlskey", "--buildkit-key", options.buildkit_key, "private key"),
     ):
         if path is not None:
-            if not path.is_file():
-                raise UsageError(f"{option} {path} is not a file")
+            _check_tls_file(option, path, kind)
             argv += [flag, str(path)]
     return argv
+
+
+def check_address(address: str) -> str:
+    """``address`` when it is one buildctl can dial: tcp://HOST:PORT (a port 1-65535, an
+    IPv6 host in brackets) or unix:///PATH; otherwise UsageError naming --buildkit."""
+
+    def refused(why: str) -> UsageError:
+        return UsageError(
+            f"--buildkit {address!r} is not a BuildKit address{why}",
+            hint="give tcp://HOST:PORT or unix:///path/to/buildkitd.sock",
+        )
+
+    if not address.startswith(_SCHEMES):
+        raise refused("")
+    if address.startswith("unix://"):
+        if not address.removeprefix("unix://").startswith("/"):
+            raise refused(": a unix address names the socket's absolute path")
+        return address
+    try:
+        parts = urlsplit(address)
+        port = parts.port
+    except ValueError as exc:  # "Invalid IPv6 URL", "Port out of range 0-65535"
+        raise refused(f": {exc}") from None
+    if not parts.hostname:
+        raise refused(": no host")
+    if port is None or port == 0:
+        raise refused(": no port" if port is None else ": port 0")
+    if parts.path not in ("", "/") or parts.query or parts.fragment or parts.username:
+        raise refused(": a tcp address is tcp://HOST:PORT and nothing more")
+    return address
+
+
+def _check_tls_file(option: str, path: Path, kind: str) -> None:
+    """A TLS file buildctl is given: a regular file holding a PEM ``kind`` (exit 2 if not)."""
+    try:
+        data = read_regular(path, f"{option} file", limit=_MAX_TLS_FILE)
+    except FileNotFoundError:
+        raise UsageError(f"{option} {path} is not a file") from None
+    except OSError as exc:
+        raise UsageError(f"{option} {path}: cannot read it ({exc.strerror})") from None
+    try:
+        if kind == "certificate":
+            x509.load_pem_x509_certificates(data)
+        else:
+            serialization.load_pem_private_key(data, password=None)
+    except (ValueError, TypeError, UnsupportedAlgorithm):
+        unencrypted = "" if kind == "certificate" else " (buildctl reads unencrypted keys only)"
+        raise UsageError(
+            f"{option} {path} is not a PEM {kind}{unencrypted}",
+            hint="give the PEM files the daemon's TLS was set up with (see docs/buildkit.md)",
+        ) from None
 
 
 def probe(base: list[str], address: str) -> str:

@@ -41,6 +41,8 @@ def command(
 
     def action() -> Sbom:
         result = sbom_of(reference, sign_key=sign_key)
+        for skipped in result.skipped:  # on stderr whatever the format: never left out silently
+            click.echo(f"imagekit sbom: not listed: {skipped.describe()}", err=True)
         if output is not None:
             output.write_bytes(result.document)
         return result

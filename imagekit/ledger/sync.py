@@ -26,6 +26,7 @@ an attestation, imported with ``--key``, proves who signed it.
 from __future__ import annotations
 
 import hashlib
+import os
 from collections.abc import Iterator, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass
@@ -35,6 +36,7 @@ from typing import Any
 from imagekit.attest.collect import VerifiedAttestation, collect
 from imagekit.attest.keys import PublicKey, load_public_key
 from imagekit.errors import LedgerBroken, ReferenceFormatError, UsageError
+from imagekit.files import open_regular
 from imagekit.kinds import KINDS, by_predicate
 from imagekit.kinds.spec import Imported as ImportedRecord
 from imagekit.ledger.record import LedgerRecord, encode_line
@@ -200,12 +202,18 @@ def merge_pieces(workspace: Workspace, pieces: Sequence[Path]) -> tuple[list[Mer
     records merged, not by the pieces' length.
     """
     for piece in pieces:
-        if not piece.is_file():
+        try:  # a FIFO, a device or a folder is named as such, before any read (exit 2)
+            os.close(open_regular(piece, "ledger piece"))
+        except FileNotFoundError:
             raise UsageError(
                 f"--from {piece}: no such ledger piece",
                 hint="give the ledger.jsonl a job uploaded, its evidence/ unpacked into this "
                 "workspace",
-            )
+            ) from None
+        except OSError as exc:
+            raise UsageError(
+                f"--from {piece}: cannot read the ledger piece ({exc.strerror})"
+            ) from None
         if workspace.ledger_path.exists() and piece.samefile(workspace.ledger_path):
             raise UsageError(f"--from {piece} is this ledger itself", hint="name a job's piece")
     with ExitStack() as stack:

@@ -8,41 +8,21 @@ word). The bytes are read in one place, ``_read_bytes``.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import yaml
 from pydantic import ValidationError
 from pydantic_core import PydanticCustomError
 
+from imagekit import yamldoc
 from imagekit.errors import PlanError
+from imagekit.files import read_regular
 from imagekit.plans.messages import plan_error
 from imagekit.plans.model import PLAN_NAME, LoadedPlan, Plan, pinned_reference
 from imagekit.refs import Reference
 
 if TYPE_CHECKING:
     from imagekit.workspace import Workspace
-
-
-class _UniqueKeyLoader(yaml.SafeLoader):
-    """SafeLoader that refuses a mapping with the same key twice."""
-
-
-def _construct_mapping(loader: yaml.SafeLoader, node: yaml.MappingNode) -> dict[Any, Any]:
-    seen: set[Any] = set()
-    for key_node, _ in node.value:
-        key = loader.construct_object(key_node)
-        if key in seen:
-            raise yaml.constructor.ConstructorError(
-                None, None, f"key {key!r} appears twice", key_node.start_mark
-            )
-        seen.add(key)
-    return dict(loader.construct_mapping(node))
-
-
-_UniqueKeyLoader.add_constructor(
-    yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG,
-    _construct_mapping,
-)
 
 
 def plan_path(plans_dir: Path, name: str) -> Path:
@@ -64,7 +44,7 @@ def load_named_plan(
 
 def _read_bytes(path: Path) -> bytes:
     try:
-        return path.read_bytes()
+        return read_regular(path, "plan file")
     except FileNotFoundError as exc:
         raise PlanError(
             "no such plan file", path=str(path), hint="`imagekit plans list` shows the plans"
@@ -76,12 +56,9 @@ def _read_bytes(path: Path) -> bytes:
 def _validate(raw: bytes, path: Path, dockerfiles_dir: Path, *, base_given: bool) -> Plan:
     """Parse and validate plan bytes as if read from ``path`` (its base is the caller's)."""
     try:
-        data = yaml.load(raw, Loader=_UniqueKeyLoader)  # noqa: S506 - a SafeLoader subclass
+        data = yamldoc.load(raw)  # a key twice, deep nesting, bytes that are not text: refused
     except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}" if mark is not None else ""
-        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        raise PlanError(f"not valid YAML{where}: {problem}", path=str(path)) from exc
+        raise PlanError(f"not valid YAML: {yamldoc.describe(exc)}", path=str(path)) from exc
     if not isinstance(data, dict):
         raise PlanError("a plan must be a YAML mapping", path=str(path))
     name = path.stem

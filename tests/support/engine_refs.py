@@ -8,7 +8,9 @@ that did not run never made it) is not an error.
 
 from __future__ import annotations
 
+import io
 import subprocess
+import tarfile
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
@@ -68,3 +70,36 @@ def pipeline_into_fresh_registries(
     )
     remember_images(result.to_json(), refs)
     return result
+
+
+def merged_filesystem(
+    engine: Engine, ref: str, pulled: list[str]
+) -> dict[str, tarfile.TarInfo | bytes]:
+    """The image's filesystem as the engine applies its layers (``docker export`` of a
+    container made from it): path -> bytes for a regular file (its TarInfo at path#info),
+    TarInfo for anything else. ``ref`` is added to ``pulled`` for removal afterwards."""
+    pulled.append(ref)
+    subprocess.run([engine.client_path, "pull", "-q", ref], check=True, capture_output=True)
+    created = subprocess.run(
+        [engine.client_path, "create", "--network", "none", ref, "/nothing"],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
+    try:
+        exported = subprocess.run(
+            [engine.client_path, "export", created], check=True, capture_output=True
+        ).stdout
+    finally:
+        subprocess.run([engine.client_path, "rm", created], capture_output=True, check=False)
+    found: dict[str, tarfile.TarInfo | bytes] = {}
+    with tarfile.open(fileobj=io.BytesIO(exported)) as tar:
+        for member in tar:
+            name = member.name.rstrip("/")
+            if member.isreg():
+                data = tar.extractfile(member)
+                found[name] = data.read() if data else b""
+                found[name + "#info"] = member
+            else:
+                found[name] = member
+    return found

@@ -25,6 +25,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "version",
             "result",
             "files",
+            "yamldoc",
         ),
     ),
     ("outside world", ("registry", "runtime")),

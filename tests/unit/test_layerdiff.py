@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import io
 import tarfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -377,3 +377,41 @@ def test_a_member_cut_short_is_refused_when_it_is_passed_over() -> None:
     tar = make_tar([f("big.bin", b"x" * 100_000), f("after.txt", b"after\n")])
     with pytest.raises(CheckFailed, match="not a readable tar"):
         list(iter_members(io.BytesIO(tar[:50_000]), hash_content=lambda p, n: False))
+
+
+def test_a_tap_reads_what_it_asks_for_as_it_streams_past() -> None:
+    """The SBOM's way in: a sink gets a file's chunks and then b""; one that wants no more
+    stops getting them, and the members after it, their hashes and the diffID are unchanged."""
+    from imagekit.layerdiff import iter_members
+    from imagekit.layers import UncompressedReader
+
+    big, head = b"x" * (3 << 20), b"Name: a\n\n"
+    tar = make_tar([d("opt"), f("opt/whole.txt", big), f("opt/head.txt", head + big),
+                    f("opt/after.txt", b"after\n")])  # fmt: skip
+    seen: dict[str, list[bytes]] = {}
+    asked: list[tuple[str, str, int]] = []
+
+    def tap(path: str, kind: str, size: int) -> Callable[[bytes], bool] | None:
+        asked.append((path, kind, size))
+        if kind != "file" or path == "opt/after.txt":
+            return None
+        chunks = seen.setdefault(path, [])
+
+        def sink(chunk: bytes) -> bool:
+            chunks.append(chunk)
+            return path == "opt/whole.txt"  # head.txt: the first chunk is enough
+
+        return sink
+
+    reader = UncompressedReader(iter([tar]), media_type=OCI_TAR)
+    read = iter_members(reader, hash_content=lambda p, n: n < 1000, tap=tap)
+    members = {m.path: m for m in read}
+    assert [a[:2] for a in asked] == [
+        ("opt", "dir"), ("opt/whole.txt", "file"), ("opt/head.txt", "file"),
+        ("opt/after.txt", "file"),
+    ]  # fmt: skip
+    assert b"".join(seen["opt/whole.txt"]) == big and seen["opt/whole.txt"][-1] == b""
+    assert len(seen["opt/head.txt"]) == 1 and seen["opt/head.txt"][0].startswith(head)
+    assert members["opt/whole.txt"].sha256 is None  # read for the tap, not hashed
+    assert members["opt/after.txt"].sha256 == "sha256:" + hashlib.sha256(b"after\n").hexdigest()
+    assert reader.result().diff_id == Digest("sha256:" + hashlib.sha256(tar).hexdigest())

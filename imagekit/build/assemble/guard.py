@@ -57,6 +57,7 @@ class Found:
     layer: int | None  # the layer that decided; None: no layer has anything at the path
     folder: bool = False  # a folder known only from what lies below it
     content: FileEntry | None = None  # for a hard link: the file it names
+    content_layer: int | None = None  # for a hard link: the layer that file is in
 
     @property
     def exists(self) -> bool:
@@ -235,11 +236,12 @@ class BaseView:
             index = self._index(i)
             entry = index.entry(path)
             if entry is not None:
-                content = None
+                content, content_layer = None, None
                 if entry.kind == "hardlink" and entry.link and _depth < _HARDLINK_DEPTH:
                     target = self.literal(entry.link, i, _depth=_depth + 1)
                     content = target.content or target.entry
-                return Found(path, entry, i, content=content)
+                    content_layer = target.content_layer if target.content else target.layer
+                return Found(path, entry, i, content=content, content_layer=content_layer)
             if index.opaque(path) or index.holds_under(path):
                 return Found(path, None, i, folder=True)
             if index.whiteout(path) or self._hidden(index, path):

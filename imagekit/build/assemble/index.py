@@ -32,13 +32,13 @@ import fcntl
 import os
 import sqlite3
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from imagekit.errors import DigestMismatch, LayerFormatError
-from imagekit.layerdiff import FileEntry, Member, iter_members
-from imagekit.layers import LayerLimits, UncompressedReader
+from imagekit.layerdiff import FileEntry, Member, Tap, iter_members
+from imagekit.layers import LayerDigest, LayerLimits, UncompressedReader
 from imagekit.refs import Digest, Reference
 from imagekit.registry import Descriptor, RegistryClient
 
@@ -207,12 +207,14 @@ class IndexStore:
         on_bytes: Callable[[int], None] | None = None,
         wanted: frozenset[str] = frozenset(),
         complete: bool = False,
+        tap: Tap | None = None,
     ) -> tuple[LayerIndex, ReadStats | None]:
         """Stream the layer from the registry once and index it; (index, what it cost).
 
         Files up to HASHED_UP_TO bytes and the paths in ``wanted`` are hashed; with
-        ``complete``, every file. When another process indexed it meanwhile (completely
-        enough), its index is used (and no stats).
+        ``complete``, every file; ``tap`` reads what it asks for in the same pass (see
+        imagekit.layerdiff.iter_members). When another process indexed it meanwhile
+        (completely enough), its index is used (and no stats; nothing was tapped).
         Raises DigestMismatch when the layer's bytes are not what the image names
         (compressed digest or diffID), LayerFormatError when they do not decompress.
         """
@@ -226,7 +228,9 @@ class IndexStore:
             partial.unlink(missing_ok=True)
             try:
                 hashed = _Hashed(wanted, complete)
-                stats = self._write(client, ref, desc, diff_id, partial, limits, on_bytes, hashed)
+                stats = self._write(
+                    client, ref, desc, diff_id, partial, limits, on_bytes, hashed, tap
+                )
                 os.replace(partial, target)
             finally:
                 partial.unlink(missing_ok=True)
@@ -251,15 +255,10 @@ class IndexStore:
         limits: LayerLimits | None,
         on_bytes: Callable[[int], None] | None,
         hashed: _Hashed,
+        tap: Tap | None,
     ) -> tuple[int, int]:
-        def chunks() -> Iterator[bytes]:
-            for chunk in client.stream_blob(ref, desc):
-                if on_bytes is not None:
-                    on_bytes(len(chunk))
-                yield chunk
-
         db = sqlite3.connect(partial)
-        stream = UncompressedReader(chunks(), media_type=desc.media_type, limits=limits)
+        layer = LayerStream(client, ref, desc, diff_id, limits=limits, on_bytes=on_bytes)
         try:
             db.executescript("PRAGMA journal_mode=OFF; PRAGMA synchronous=OFF;" + _SCHEMA)
             pending: dict[str, list[tuple[object, ...]]] = {
@@ -280,25 +279,14 @@ class IndexStore:
                     )
                     rows.clear()
 
-            # The reader itself, not a buffer over it: content no one asked to hash is
-            # passed over without being copied (iter_members, UncompressedReader.skip).
-            for table, row in _rows(iter_members(stream, hash_content=hashed)):
-                pending[table].append(row)
-                count += table == "entries"
-                if len(pending[table]) >= _BATCH:
-                    flush()
+            with contextlib.closing(layer.members(hash_content=hashed, tap=tap)) as members:
+                for table, row in _rows(members):
+                    pending[table].append(row)
+                    count += table == "entries"
+                    if len(pending[table]) >= _BATCH:
+                        flush()
             flush()
-            result = stream.result()
-            if result.diff_id != diff_id:
-                raise DigestMismatch(
-                    f"layer {desc.digest} decompresses to {result.diff_id}, but the image's "
-                    f"config names {diff_id}",
-                    expected=str(diff_id),
-                    actual=str(result.diff_id),
-                    registry=ref.registry,
-                    repository=ref.repository,
-                    hint="the base image is not self-consistent; do not build on it",
-                )
+            result = layer.result()
             meta: Sequence[tuple[str, str]] = (
                 ("version", str(INDEX_VERSION)),
                 ("digest", str(desc.digest)),
@@ -313,5 +301,66 @@ class IndexStore:
             db.commit()
             return result.compressed_bytes, result.uncompressed_bytes
         finally:
-            stream.close()
             db.close()
+
+
+class LayerStream:
+    """One layer streamed from the registry once, its members read as they pass; its
+    diffID checked when the last byte was read (the index and the SBOM read layers so)."""
+
+    def __init__(
+        self,
+        client: RegistryClient,
+        ref: Reference,
+        desc: Descriptor,
+        diff_id: Digest,
+        *,
+        limits: LayerLimits | None = None,
+        on_bytes: Callable[[int], None] | None = None,
+    ) -> None:
+        self._client, self._ref, self._desc, self._diff_id = client, ref, desc, diff_id
+        self._limits, self._on_bytes = limits, on_bytes
+        self._result: LayerDigest | None = None
+
+    def _chunks(self) -> Iterator[bytes]:
+        for chunk in self._client.stream_blob(self._ref, self._desc):
+            if self._on_bytes is not None:
+                self._on_bytes(len(chunk))
+            yield chunk
+
+    def members(
+        self,
+        *,
+        hash_content: Callable[[str, int], bool] | None = None,
+        tap: Tap | None = None,
+    ) -> Generator[Member, None, None]:
+        """The layer's members (see imagekit.layerdiff.iter_members); once exhausted, the
+        layer's bytes were checked: DigestMismatch when they are not the layer the image
+        names, LayerFormatError when they do not decompress."""
+        stream = UncompressedReader(
+            self._chunks(), media_type=self._desc.media_type, limits=self._limits
+        )
+        try:
+            # The reader itself, not a buffer over it: content no one asked to hash is
+            # passed over without being copied (iter_members, UncompressedReader.skip).
+            yield from iter_members(stream, hash_content=hash_content, tap=tap)
+            result = stream.result()
+        finally:
+            stream.close()
+        if result.diff_id != self._diff_id:
+            raise DigestMismatch(
+                f"layer {self._desc.digest} decompresses to {result.diff_id}, but the image's "
+                f"config names {self._diff_id}",
+                expected=str(self._diff_id),
+                actual=str(result.diff_id),
+                registry=self._ref.registry,
+                repository=self._ref.repository,
+                hint="the image is not self-consistent; do not use it",
+            )
+        self._result = result
+
+    def result(self) -> LayerDigest:
+        """What the layer was read as; only once :meth:`members` was read to its end."""
+        if self._result is None:  # pragma: no cover - a caller's mistake
+            raise LayerFormatError(f"layer {self._desc.digest} was not read to its end")
+        return self._result

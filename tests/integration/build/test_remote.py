@@ -152,6 +152,11 @@ def test_a_buildkitd_that_does_not_answer_is_exit_3_naming_it(
     ("argv", "words"),
     [
         (["--buildkit", "127.0.0.1:1234", "--push", "127.0.0.1:5/x"], "not a BuildKit address"),
+        # Once exit 3 "did not answer" (buildctl's words for a malformed address or CA).
+        (["--buildkit", "tcp://[::1", "--push", "127.0.0.1:5/x"], "Invalid IPv6 URL"),
+        (["--buildkit", "tcp://127.0.0.1:99999", "--push", "127.0.0.1:5/x"], "Port out of range"),
+        (["--buildkit", "tcp://127.0.0.1:9", "--buildkit-ca", "/etc/passwd", "--push",
+          "127.0.0.1:5/x"], "--buildkit-ca /etc/passwd is not a PEM certificate"),
         (["--buildkit", "unix:///x.sock"], "--buildkit needs --push"),
         (["--buildkit", "unix:///x.sock", "--push", "127.0.0.1:5/x", "--builder", "registry"],
          "--builder registry"),

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import base64
 import json
+import os
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -14,7 +16,8 @@ from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from imagekit.attest.keys import generate_key_pair, load_private_key, load_public_key
 from imagekit.attest.signer import KeyFileSigner, verify_signature
 from imagekit.cli import main
-from imagekit.errors import KeyFileError
+from imagekit.errors import InputFileError, KeyFileError
+from tests.support.bounded_cli import run_bounded
 
 
 def test_an_unencrypted_pair_signs_and_verifies(
@@ -138,7 +141,37 @@ def test_public_keys_are_read_as_go_s_crypto_x509_reads_them(tmp_path: Path) -> 
 
 
 def test_a_key_file_that_is_no_regular_file_is_refused(tmp_path: Path) -> None:
-    with pytest.raises(KeyFileError, match="a directory, not a regular file"):
+    with pytest.raises(InputFileError, match=r"audit.keys\[0\]\) is a folder, not a regular file"):
         load_public_key(tmp_path, named="policy.yaml: audit.keys[0]")
     with pytest.raises(KeyFileError, match=r"policy.yaml: audit.keys\[0\] .*cannot read it"):
         load_public_key(tmp_path / "nobody.pub", named="policy.yaml: audit.keys[0]")
+
+
+@pytest.mark.parametrize(
+    ("name", "make", "kind"),
+    [
+        ("zero", lambda p: p.symlink_to("/dev/zero"),
+         "a character device (a symbolic link to /dev/zero)"),
+        ("fifo", lambda p: os.mkfifo(p), "a FIFO"),
+    ],
+)  # fmt: skip
+def test_a_key_path_that_is_no_file_is_exit_2_naming_it(
+    tmp_path: Path, name: str, make: Callable[[Path], None], kind: str
+) -> None:
+    """/dev/zero was read until the kernel killed imagekit, a FIFO blocked forever."""
+    key = tmp_path / name
+    make(key)
+    for argv in (
+        ["verify", f"127.0.0.1:9/x@sha256:{'0' * 64}", "--key", str(key)],
+        ["sbom", f"127.0.0.1:9/x@sha256:{'0' * 64}", "--sign-key", str(key)],
+    ):
+        done = run_bounded(*argv)
+        assert done.returncode == 2, done.stderr
+        assert f"{key}: the key file is {kind}, not a regular file" in done.stderr
+
+
+def test_a_key_file_over_64_kib_is_refused_from_its_size(tmp_path: Path) -> None:
+    big = tmp_path / "big.pub"
+    big.write_bytes(b"-----BEGIN PUBLIC KEY-----\n" + b"A" * (64 << 10))
+    with pytest.raises(InputFileError, match="is 65563 bytes, more than the 64 KiB"):
+        load_public_key(big)

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import os
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
+from imagekit.attest.keys import generate_key_pair
 from imagekit.attest.policy import DEFAULT_POLICY, PASSING, age_seconds, load_policy, requirement
 from imagekit.errors import PolicyError
+from tests.support.bounded_cli import run_bounded
 
 
 def test_the_default_asks_for_a_passing_audit_only() -> None:
@@ -37,6 +41,16 @@ def test_a_policy_file_is_read(tmp_path: Path) -> None:
         ("vulnerabilities: few\n", "vulnerabilities"),
         ("audit:\n  status: []\n", "audit.status"),
         ("[unclosed\n", "not YAML"),
+        # Round four of hostile input (issue 36, 34): a crash, a silent overwrite, a policy
+        # that would refuse every image without naming why.
+        pytest.param("[" * 100_000 + "]" * 100_000, "nested deeper than 64 levels", id="deep"),
+        (
+            "audit:\n  status: [CPU_PASS]\n  status: [CPU_CHECK_INCOMPLETE]\n",
+            "the key 'status' appears twice (lines 2 and 3)",
+        ),
+        ("version: 1\nvulnerabilities: none\nvulnerabilities: null\n", "the key 'vulnerabilities'"),
+        ("audit: null\n", "this policy requires nothing"),
+        ("audit: null\nvulnerabilities: null\nprovenance: null\n", "this policy requires nothing"),
     ],
 )
 def test_bad_policies_name_the_file_and_the_key(tmp_path: Path, text: str, said: str) -> None:
@@ -46,3 +60,40 @@ def test_bad_policies_name_the_file_and_the_key(tmp_path: Path, text: str, said:
         load_policy(path)
     assert caught.value.exit_code == 2 and str(path) in caught.value.message
     assert said in caught.value.message
+
+
+def test_a_policy_that_is_not_utf8_names_the_byte(tmp_path: Path) -> None:
+    path = tmp_path / "latin1.yaml"
+    path.write_bytes(b"version: 1\n# caf\xe9\naudit: {}\n")
+    with pytest.raises(PolicyError) as caught:
+        load_policy(path)
+    assert caught.value.message == (
+        f"{path}: not YAML (not UTF-8 text, byte 0xe9 at offset 16: invalid continuation byte)"
+    )
+
+
+@pytest.mark.parametrize(
+    ("make", "said"),
+    [
+        (lambda p: os.mkfifo(p), "the policy file is a FIFO, not a regular file"),
+        (lambda p: p.symlink_to("/dev/zero"), "the policy file is a character device (a symbolic "
+         "link to /dev/zero), not a regular file"),
+        (lambda p: p.write_bytes(b"audit:\n  status:\n" + b"    - CPU_PASS\n" * 100_000),
+         "the policy file is 1500017 bytes, more than the 1 MiB imagekit reads of one"),
+        (lambda p: p.write_text("audit: null\n"), "this policy requires nothing"),
+    ],
+)  # fmt: skip
+def test_verify_refuses_a_policy_file_it_cannot_use_before_any_registry(
+    tmp_path: Path, make: Callable[[Path], None], said: str
+) -> None:
+    """Exit 2 naming the file, before the registry (nothing listens at port 9) is asked;
+    a FIFO once blocked forever, /dev/zero was read until the kernel killed imagekit."""
+    pair = generate_key_pair(tmp_path / "k")
+    policy = tmp_path / "policy.yaml"
+    make(policy)
+    done = run_bounded(
+        "verify", f"127.0.0.1:9/x@sha256:{'0' * 64}", "--key", str(pair.public),
+        "--policy", str(policy),
+    )  # fmt: skip
+    assert done.returncode == 2, done.stderr
+    assert f"{policy}: {said}" in done.stderr

@@ -9,6 +9,7 @@ temporary workspaces, appended by append_record as a job appends them.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -142,3 +143,20 @@ def test_the_ledger_itself_is_no_piece(matrix: tuple[Workspace, Path, Path]) -> 
     combined, _, _ = matrix
     with pytest.raises(UsageError, match="is this ledger itself"):
         sync_ledger(combined, (), pieces=(combined.ledger_path,))
+
+
+def test_a_piece_that_is_no_file_is_named_as_what_it_is(tmp_path: Path) -> None:
+    """A FIFO or a link to a device was "no such ledger piece"; each is said as what it is,
+    before anything is read (a FIFO is never waited on)."""
+    ws = Workspace.at(tmp_path)
+    fifo, zero = tmp_path / "piece.jsonl", tmp_path / "zero.jsonl"
+    os.mkfifo(fifo)
+    zero.symlink_to("/dev/zero")
+    for piece, kind in (
+        (fifo, "a FIFO"),
+        (zero, "a character device (a symbolic link to /dev/zero)"),
+    ):
+        done = run_cli(ws, "ledger", "sync", "--from", str(piece), timeout=30)
+        assert done.returncode == 2, done.stderr
+        assert f"{piece}: the ledger piece is {kind}, not a regular file" in done.stderr
+        assert not ws.ledger_path.exists()

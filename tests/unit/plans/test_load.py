@@ -4,6 +4,7 @@ naming file and key."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -17,6 +18,7 @@ from imagekit.errors import BaseDigestTruncated, PlanError, UsageError
 from imagekit.plans.load import load_plan
 from imagekit.plans.model import plan_schema
 from imagekit.plans.steps import Overlay, PipInstall
+from tests.support.bounded_cli import run_bounded
 
 REPO = Path(__file__).resolve().parents[3]
 DIGEST = "sha256:" + "ab" * 32
@@ -296,7 +298,7 @@ def test_missing_file_and_bad_yaml(dirs: tuple[Path, Path]) -> None:
     with pytest.raises(PlanError, match="no such plan file"):
         load_plan(plans / "nope.yaml", dockerfiles_dir=dockerfiles)
     (plans / "p.yaml").write_text("name: [unclosed\n")
-    with pytest.raises(PlanError, match="not valid YAML at line"):
+    with pytest.raises(PlanError, match="not valid YAML: line"):
         load_plan(plans / "p.yaml", dockerfiles_dir=dockerfiles)
     (plans / "p.yaml").write_text("- a list\n")
     with pytest.raises(PlanError, match="mapping"):
@@ -578,3 +580,21 @@ def test_bad_platform_lists_are_exit_2_naming_the_key(
 def test_the_schema_describes_platforms() -> None:
     base = plan_schema()["$defs"]["BaseSpec"]["properties"]
     assert "platforms" in base and "platform" in base
+
+
+def test_a_plan_path_that_is_no_file_or_too_large_is_exit_2(dirs: tuple[Path, Path]) -> None:
+    """A FIFO once blocked `plans validate` forever, a link to /dev/zero read until the kernel
+    killed imagekit; a plan is read as every file a user names (imagekit.files)."""
+    plans, _ = dirs
+    os.mkfifo(plans / "fifo.yaml")
+    (plans / "zero.yaml").symlink_to("/dev/zero")
+    with (plans / "huge.yaml").open("wb") as handle:
+        handle.truncate(2 << 20)
+    for name, said in (
+        ("fifo", "the plan file is a FIFO, not a regular file"),
+        ("zero", "the plan file is a character device (a symbolic link to /dev/zero)"),
+        ("huge", "the plan file is 2097152 bytes, more than the 1 MiB imagekit reads of one"),
+    ):
+        done = run_bounded("plans", "validate", name)
+        assert done.returncode == 2, done.stderr
+        assert f"{plans / name}.yaml: {said}" in done.stderr

@@ -8,9 +8,7 @@ checked against the engine's, not against our own reading of them.
 from __future__ import annotations
 
 import hashlib
-import io
 import json
-import subprocess
 import tarfile
 from collections.abc import Callable
 from pathlib import Path
@@ -26,6 +24,7 @@ from imagekit.ledger import read_records
 from imagekit.runtime.engine import Engine
 from imagekit.workspace import Workspace
 from tests.integration.build.assemble.conftest import PlanWriter
+from tests.support.engine_refs import merged_filesystem
 from tests.support.images import Blob, M, Writer
 from tests.support.media_types import DOCKER_FOREIGN, DOCKER_GZIP, OCI_NONDIST_GZIP
 from tests.support.registries import RunningRegistry
@@ -35,35 +34,6 @@ pytestmark = pytest.mark.integration
 
 def hexdigest(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
-
-
-def _merged(engine: Engine, ref: str, pulled: list[str]) -> dict[str, tarfile.TarInfo | bytes]:
-    """The image's filesystem as the engine applies its layers: path -> bytes or TarInfo."""
-    pulled.append(ref)
-    subprocess.run([engine.client_path, "pull", "-q", ref], check=True, capture_output=True)
-    created = subprocess.run(
-        [engine.client_path, "create", "--network", "none", ref, "/nothing"],
-        check=True,
-        capture_output=True,
-        text=True,
-    ).stdout.strip()
-    try:
-        exported = subprocess.run(
-            [engine.client_path, "export", created], check=True, capture_output=True
-        ).stdout
-    finally:
-        subprocess.run([engine.client_path, "rm", created], capture_output=True, check=False)
-    found: dict[str, tarfile.TarInfo | bytes] = {}
-    with tarfile.open(fileobj=io.BytesIO(exported)) as tar:
-        for member in tar:
-            name = member.name.rstrip("/")
-            if member.isreg():
-                data = tar.extractfile(member)
-                found[name] = data.read() if data else b""
-                found[name + "#info"] = member
-            else:
-                found[name] = member
-    return found
 
 
 Build = Callable[..., AssembleResult]
@@ -108,7 +78,7 @@ def test_a_destination_under_a_whited_out_folder(
     assert check.resolution.final.layer == 1
     assert [u.how for u in result.layers] == ["not needed", "read", "read"]
     assert check.resolution.missing == ("opt/app",)
-    files = _merged(engine, result.pushed, created_refs)
+    files = merged_filesystem(engine, result.pushed, created_refs)
     assert files["opt/app/new.conf"] == b"new\n"
     assert "opt/app/old.conf" not in files
 
@@ -152,7 +122,7 @@ def test_an_opaque_folder_above_the_guarded_file(
     assert result.guard[0].resolution.final.layer == 1
     # The first build indexed layer 1; this one reads nothing.
     assert [u.how for u in result.layers] == ["not needed", "cached"]
-    files = _merged(engine, result.pushed, created_refs)
+    files = merged_filesystem(engine, result.pushed, created_refs)
     assert files["etc/app/x.conf"] == b"x = 2\n" and files["etc/app/y.conf"] == b"y\n"
     assert "etc/app/keep.conf" not in files
 
@@ -188,7 +158,7 @@ def test_a_guarded_path_that_is_a_symlink_or_a_hard_link(
     assert symlinked.resolution.links == (("lib", "usr/lib"), ("usr/lib/tool/link.py", "real.py"))
     assert hardlinked.verdict == "ok" and hardlinked.found == f"sha256:{hexdigest(shared)}"
     assert any("hard link to /opt/h/a" in note for note in hardlinked.notes)
-    files = _merged(engine, result.pushed, created_refs)
+    files = merged_filesystem(engine, result.pushed, created_refs)
     assert files["usr/lib/tool/real.py"] == b"def f(): return 2\n"
     link = files["usr/lib/tool/link.py"]
     assert isinstance(link, tarfile.TarInfo) and link.issym() and link.linkname == "real.py"
@@ -229,7 +199,7 @@ def test_a_plan_file_with_a_mode_and_an_owner(
     step = overlay("tool.sh", "/opt/new/tool.sh", absent=True) | {"mode": "0750", "owner": "12:34"}
     write_plan("mode", base.reference, [step], {"tool.sh": (b"#!/bin/sh\n", 0o644)})
     result = build("mode")
-    files = _merged(engine, result.pushed, created_refs)
+    files = merged_filesystem(engine, result.pushed, created_refs)
     info = files["opt/new/tool.sh#info"]
     assert isinstance(info, tarfile.TarInfo)
     assert (info.mode & 0o7777, info.uid, info.gid) == (0o750, 12, 34)
