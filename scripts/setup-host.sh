@@ -5,8 +5,9 @@
 #     (foreign-architecture images), only when missing; qemu's binfmt_misc handlers
 #     registered when the kernel has none;
 #   - the Docker engine, started without the default bridge when no engine answers;
-#   - crane, regctl, oras, cosign, buildctl, buildkitd and the docker buildx plugin, built
-#     from the Go module proxy at pinned versions into .tools/bin (scripts/lib/go-tools.sh);
+#   - crane, regctl, oras, cosign, buildctl, buildkitd, the docker buildx plugin, Kyverno's
+#     CLI and the policy-controller's tester, built from the Go module proxy at pinned
+#     versions into .tools/bin (scripts/lib/go-tools.sh);
 #   - .venv with imagekit and its test extras, reinstalled only when its inputs changed.
 # Every step is skipped when already done, so a warm run takes a few seconds.
 set -euo pipefail
@@ -95,8 +96,9 @@ if ! "$client" info >/dev/null 2>&1; then
   fi
 fi
 
-# 3. The Go tools (crane, regctl, oras, cosign, buildctl, buildkitd, docker buildx), built
-# from the Go module proxy into a cache keyed by version: scripts/lib/go-tools.sh.
+# 3. The Go tools (crane, regctl, oras, cosign, buildctl, buildkitd, docker buildx, kyverno,
+# policy-tester), built from the Go module proxy into a cache keyed by version:
+# scripts/lib/go-tools.sh.
 root=$(pwd)
 # shellcheck source=lib/go-tools.sh
 source scripts/lib/go-tools.sh
