@@ -28,17 +28,13 @@ import pytest
 from click.testing import CliRunner
 
 from imagekit.attest.keys import KeyPairFiles, generate_key_pair
-from imagekit.attest.predicates import AUDIT_V1, MIRROR_V1
 from imagekit.cli import main
+from imagekit.kinds.audit import AUDIT_V1
+from imagekit.kinds.mirror import MIRROR_V1
 from imagekit.mirror import MirrorOptions, mirror
 from imagekit.refs import Reference, parse_reference
 from imagekit.workspace import Workspace
-from tests.integration.attest.test_gate import (
-    _attest,
-    _edit_payload,
-    _rewrite_att,
-    audit_predicate,
-)
+from tests.integration.attest.test_gate import _attest, _edit_payload, _rewrite_att
 from tests.support.admission import (
     KyvernoVerdict,
     PolicyControllerVerdict,
@@ -48,6 +44,7 @@ from tests.support.admission import (
     kyverno_apply,
     policy_tester,
 )
+from tests.support.gate import audit_predicate
 from tests.support.gotools import cosign_verify_attestation, run_tool
 from tests.support.images import Blob, M, Pushed, Writer
 from tests.support.registries import RunningRegistry, start_registry
