@@ -50,7 +50,7 @@ from typing import Any, NoReturn, Protocol, TextIO
 
 from imagekit.attest.attach import AttestOutcome
 from imagekit.attest.signer import Signer
-from imagekit.build.built import Succeeded
+from imagekit.build.built import RenderedBuild
 from imagekit.build.options import BuildOptions
 from imagekit.build.push import check_push_repo, push_image
 from imagekit.build.record import (
@@ -101,20 +101,12 @@ _UNREACHABLE = re.compile(
 
 
 @dataclass(frozen=True)
-class BuildResult(Succeeded):
-    plan: str
-    plan_sha256: str
-    base: str
-    builder: str
+class BuildResult(RenderedBuild):
     image_id: str
     tag: str
-    evidence_dir: Path
-    log: Path
-    dockerfile_sha256: str
     pushed: str | None = None
     manifest_digest: str | None = None
     ledger: list[int] = field(default_factory=list)
-    attestation: AttestOutcome | None = None  # with --sign-key: stored, or why not
 
     @property
     def runnable(self) -> str:
@@ -123,19 +115,13 @@ class BuildResult(Succeeded):
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "plan": self.plan,
-            "plan_sha256": self.plan_sha256,
-            "base": self.base,
-            "builder": self.builder,
+            **self.plan_json(),
             "image_id": self.image_id,
             "tag": self.tag,
-            "evidence_dir": str(self.evidence_dir),
-            "log": str(self.log),
-            "dockerfile_sha256": self.dockerfile_sha256,
+            **self.evidence_json(),
             "pushed": self.pushed,
             "manifest_digest": self.manifest_digest,
-            "ledger_seq": self.ledger,
-            **({"attestation": self.attestation.to_json()} if self.attestation else {}),
+            **self.records_json(),
         }
 
 

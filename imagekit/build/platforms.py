@@ -47,7 +47,7 @@ from imagekit.attest.signer import Signer
 from imagekit.build.assemble.check import AssertionRun, not_run, run_assertions
 from imagekit.build.assemble.config import dump
 from imagekit.build.buildkit import _ca_bundle, _run_build, _Tee
-from imagekit.build.built import Succeeded
+from imagekit.build.built import PushedByDigest, RenderedBuild
 from imagekit.build.options import BuildOptions
 from imagekit.build.push import check_push_repo, push_image
 from imagekit.build.record import (
@@ -118,38 +118,21 @@ class PlatformImage:
 
 
 @dataclass(frozen=True)
-class PlatformsResult(Succeeded):
-    """One index pushed by digest, with an image a platform, each asserted and recorded."""
+class PlatformsResult(PushedByDigest, RenderedBuild):
+    """One index pushed by digest, with an image a platform, each asserted and recorded; an
+    engine that runs the pushed index takes its own platform's image."""
 
-    plan: str
-    plan_sha256: str
-    base: str
-    builder: str
     address: str | None  # the daemon or buildx builder; None on the engine
     pushed: str  # repo@index digest
     index_digest: str
     index_media_type: str
     images: tuple[PlatformImage, ...]
-    evidence_dir: Path
-    log: Path
-    dockerfile_sha256: str
     ledger: tuple[int, ...] = ()
-    attestation: AttestOutcome | None = None  # with --sign-key: stored, or why not
 
     @property
     def manifest_digest(self) -> str:
         """What the pushed reference names: the index."""
         return self.index_digest
-
-    @property
-    def tag(self) -> str:
-        """The index by its pushed digest: no tag is put."""
-        return self.pushed
-
-    @property
-    def runnable(self) -> str:
-        """The index: an engine that pulls it takes its own platform's image."""
-        return self.pushed
 
     @property
     def image_id(self) -> str:
@@ -162,20 +145,14 @@ class PlatformsResult(Succeeded):
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "plan": self.plan,
-            "plan_sha256": self.plan_sha256,
-            "base": self.base,
-            "builder": self.builder,
+            **self.plan_json(),
             "buildkit": self.address,
             "pushed": self.pushed,
             "index_digest": self.index_digest,
             "index_media_type": self.index_media_type,
             "platforms": [image.to_json() for image in self.images],
-            "evidence_dir": str(self.evidence_dir),
-            "log": str(self.log),
-            "dockerfile_sha256": self.dockerfile_sha256,
-            "ledger_seq": list(self.ledger),
-            **({"attestation": self.attestation.to_json()} if self.attestation else {}),
+            **self.evidence_json(),
+            **self.records_json(),
         }
 
 

@@ -26,7 +26,6 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, TextIO
 
-from imagekit.attest.attach import AttestOutcome
 from imagekit.build.assemble.check import AssertionRun, run_assertions
 from imagekit.build.buildkit import (
     _ca_bundle,
@@ -35,7 +34,7 @@ from imagekit.build.buildkit import (
     _Tee,
     reject_failed_build,
 )
-from imagekit.build.built import Succeeded
+from imagekit.build.built import PushedByDigest, RenderedBuild
 from imagekit.build.options import BuildOptions
 from imagekit.build.push import check_push_repo
 from imagekit.build.record import (
@@ -62,31 +61,13 @@ _SCHEMES = ("tcp://", "unix://")
 
 
 @dataclass(frozen=True)
-class RemoteResult(Succeeded):
-    plan: str
-    plan_sha256: str
-    base: str
-    builder: str
+class RemoteResult(PushedByDigest, RenderedBuild):
     address: str
     pushed: str
     manifest_digest: str
     config_digest: str
     assertions: AssertionRun
-    evidence_dir: Path
-    log: Path
-    dockerfile_sha256: str
     ledger: tuple[int, ...] = ()
-    attestation: AttestOutcome | None = None  # with --sign-key: stored, or why not
-
-    @property
-    def runnable(self) -> str:
-        """The pushed digest: BuildKit pushed it, no engine holds it until one pulls it."""
-        return self.pushed
-
-    @property
-    def tag(self) -> str:
-        """The image by its pushed digest: BuildKit pushes by digest and puts no tag."""
-        return self.pushed
 
     @property
     def image_id(self) -> str:
@@ -95,20 +76,14 @@ class RemoteResult(Succeeded):
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "plan": self.plan,
-            "plan_sha256": self.plan_sha256,
-            "base": self.base,
-            "builder": self.builder,
+            **self.plan_json(),
             "buildkit": self.address,
             "pushed": self.pushed,
             "manifest_digest": self.manifest_digest,
             "image_id": self.config_digest,
             "assertions": self.assertions.to_json(),
-            "evidence_dir": str(self.evidence_dir),
-            "log": str(self.log),
-            "dockerfile_sha256": self.dockerfile_sha256,
-            "ledger_seq": list(self.ledger),
-            **({"attestation": self.attestation.to_json()} if self.attestation else {}),
+            **self.evidence_json(),
+            **self.records_json(),
         }
 
 

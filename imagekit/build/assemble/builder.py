@@ -50,7 +50,7 @@ from imagekit.build.assemble.config import (
 from imagekit.build.assemble.guard import LayerUse, OverlayCheck, guard_overlays
 from imagekit.build.assemble.index import IndexStore
 from imagekit.build.assemble.layer import LayerBlob, TarEntry, check_tree, write_layer
-from imagekit.build.built import Succeeded
+from imagekit.build.built import InRegistry, PlanBuild
 from imagekit.build.push import check_push_repo
 from imagekit.build.record import (
     assertion_details,
@@ -119,10 +119,7 @@ class AssembleOptions:
 
 
 @dataclass(frozen=True)
-class AssembleResult(Succeeded):
-    plan: str
-    plan_sha256: str
-    base: str
+class AssembleResult(InRegistry, PlanBuild):
     platform: str
     pushed: str  # repo@manifest digest
     tag: str  # repo:tag, put only once the assertions passed (or were not asked for)
@@ -137,17 +134,9 @@ class AssembleResult(Succeeded):
     assertions: AssertionRun
     epoch: int
     epoch_source: str
-    evidence_dir: Path
-    log: Path
     seconds: float
     ledger: list[int] = field(default_factory=list)
-    builder: str = "registry"
-    attestation: AttestOutcome | None = None  # with sign_key: stored, or why not
-
-    @property
-    def runnable(self) -> str:
-        """The pushed digest: the image exists only in the registry until an engine pulls it."""
-        return self.pushed
+    builder: str = field(default="registry", kw_only=True)
 
     @property
     def image_id(self) -> str:
@@ -178,8 +167,7 @@ class AssembleResult(Succeeded):
             "evidence_dir": str(self.evidence_dir),
             "log": str(self.log),
             "seconds": self.seconds,
-            "ledger_seq": self.ledger,
-            **({"attestation": self.attestation.to_json()} if self.attestation else {}),
+            **self.records_json(),
         }
 
 
