@@ -37,3 +37,14 @@ class BuildOptions:
     #: a registry reference the --buildkit/--buildx-builder build imports its cache from and
     #: exports it to (type=registry, mode=max), so a fresh daemon reuses the layers
     cache_ref: str | None = None
+
+
+#: the options that name a BuildKit of the build's own and its cache (a night takes them too)
+DAEMON_OPTIONS = (
+    "buildkit",
+    "buildkit_ca",
+    "buildkit_cert",
+    "buildkit_key",
+    "buildx_builder",
+    "cache_ref",
+)

@@ -6,6 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from imagekit.build.options import DAEMON_OPTIONS, BuildOptions
+
 
 @dataclass(frozen=True)
 class NightOptions:
@@ -36,6 +38,10 @@ class NightOptions:
     def remote(self) -> bool:
         """Whether the candidates are built on a BuildKit of their own."""
         return self.buildkit is not None or self.buildx_builder is not None
+
+    def daemon_options(self) -> BuildOptions:
+        """The night's BuildKit of its own, as `imagekit build` is given it (and checks it)."""
+        return BuildOptions(**{name: getattr(self, name) for name in DAEMON_OPTIONS})
 
     def rebuild(self) -> str:
         """How a candidate is rebuilt, for a record's scope: where, and with which cache."""
