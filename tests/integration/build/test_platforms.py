@@ -12,7 +12,7 @@ from __future__ import annotations
 import base64
 import json
 import subprocess
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -36,7 +36,7 @@ from imagekit.runtime.engine import BINFMT_DIR, buildx_client, execution_for
 from imagekit.workspace import Workspace
 from tests.support import replicas
 from tests.support.base_image import BaseImage
-from tests.support.buildkitd import RunningBuildkitd, start_buildkitd
+from tests.support.buildkitd import RunningBuildkitd
 from tests.support.demo_index import arm64_demo_layer, push_demo_index, with_debian_pip
 from tests.support.demo_variants import index_url, write_variant
 from tests.support.gotools import cosign_verify_attestation
@@ -46,15 +46,6 @@ from tests.support.registries import RunningRegistry
 pytestmark = pytest.mark.integration
 
 TWO = ["linux/amd64", "linux/arm64"]
-
-
-@pytest.fixture(scope="module")
-def buildkitd(
-    registry: RunningRegistry, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[RunningBuildkitd]:
-    daemon = start_buildkitd(tmp_path_factory.mktemp("bkd"), [registry.host])
-    yield daemon
-    daemon.stop()
 
 
 @pytest.fixture(scope="module")
@@ -321,23 +312,14 @@ def test_a_platform_that_cannot_run_here_is_not_run_exit_3(
 
 
 def test_the_demo_for_amd64_and_arm64_on_a_buildx_builder_is_one_index(
-    buildkitd: RunningBuildkitd,
+    remote_buildx: Callable[[str], str],
     demo_index: str,
     registry: RunningRegistry,
     workspace: Workspace,
     created_refs: list[str],
     arm64_emulated: None,
-    tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    # A buildx remote-driver builder on the tests' buildkitd; buildx's state is the test's.
-    monkeypatch.setenv("BUILDX_CONFIG", str(tmp_path / "buildx"))
-    name = "imagekit-test-platforms"
-    subprocess.run(
-        [buildx_client(), "buildx", "create", "--name", name, "--driver", "remote",
-         buildkitd.address],
-        capture_output=True, check=True,
-    )  # fmt: skip
+    name = remote_buildx("imagekit-test-platforms")
     _platforms_variant(workspace, "demo-two", TWO)
     repo = f"{registry.host}/imagekit-test/demo-two-buildx"
     code, out, err = _build(
