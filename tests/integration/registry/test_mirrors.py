@@ -19,7 +19,7 @@ from imagekit.refs import parse_reference
 from imagekit.registry import RegistryClient, RetryPolicy
 from imagekit.registry.upload import copy_image
 from tests.support.faultproxy import Fault, FaultProxy
-from tests.support.oci_layout import Layer, LayoutWriter, make_tar, push_layout
+from tests.support.oci_layout import Layer, make_tar, push_new_image
 from tests.support.registries import RunningRegistry
 from tests.support.tls import make_client_certificate, make_server_certificate
 
@@ -39,9 +39,9 @@ def hub_mirror(
     """A registry holding what Docker Hub would serve as library/imagekit-mirror-test:1."""
     mirror = make_registry()
     tmp = tmp_path_factory.mktemp("hub-mirror")
-    writer = LayoutWriter(tmp)
-    writer.index([writer.image([Layer.gzip(make_tar(800))])])
-    push_layout(tmp, f"{mirror.host}/library/imagekit-mirror-test:1")
+    push_new_image(
+        tmp, f"{mirror.host}/library/imagekit-mirror-test:1", [Layer.gzip(make_tar(800))]
+    )
     return mirror
 
 

@@ -38,7 +38,12 @@ from imagekit.registry.upload import BlobSource, copy_image, push_manifest
 from imagekit.workspace import Workspace
 from tests.support.faultproxy import Fault, FaultProxy
 from tests.support.media_types import OCI_TAR
-from tests.support.oci_layout import Layer, LayoutWriter, make_tar, push_layout, tar_of
+from tests.support.oci_layout import (
+    Layer,
+    make_tar,
+    push_new_image,
+    tar_of,
+)
 from tests.support.registries import RunningRegistry
 
 pytestmark = pytest.mark.integration
@@ -71,11 +76,7 @@ def _random_layer(seed: int, size: int) -> Layer:
 
 
 def _push_image(registry: RunningRegistry, tmp: Path, repo: str, layers: list[Layer]) -> str:
-    writer = LayoutWriter(tmp)
-    writer.index([writer.image(layers)])
-    ref = f"{registry.host}/{repo}:1"
-    push_layout(tmp, ref)
-    return ref
+    return push_new_image(tmp, f"{registry.host}/{repo}:1", layers)
 
 
 @pytest.fixture(scope="module")
@@ -347,9 +348,8 @@ def test_a_redirect_to_another_registry_logs_in_there_with_that_registrys_creden
     """lscr.io sends its whole API to ghcr.io: ghcr.io's login, never lscr.io's."""
     ghcr = make_registry("token")
     creds = f"{ghcr.username}:{ghcr.password}"
-    writer = LayoutWriter(tmp_path)
-    writer.index([writer.image([Layer.gzip(make_tar(400))])])
-    push_layout(tmp_path, f"{ghcr.host}/team/app:1", "--dest-creds", creds)
+    layers = [Layer.gzip(make_tar(400))]
+    push_new_image(tmp_path, f"{ghcr.host}/team/app:1", layers, "--dest-creds", creds)
     with FaultProxy(ghcr.host) as lscr:
         lscr.set_faults(Fault("redirect", method="*", path=r"^/v2/", target=ghcr.host, times=-1))
         own = base64.b64encode(b"lscr-user:lscr-secret").decode()
@@ -392,10 +392,8 @@ def test_a_helper_is_asked_again_after_a_401_and_a_rotated_secret_is_used(
     assert reg.token_server is not None and reg.username and reg.password
     creds = f"{reg.username}:{reg.password}"
     for repo in ("rot/a", "rot/b"):
-        layout = tmp_path / repo
-        writer = LayoutWriter(layout)
-        writer.index([writer.image([Layer.gzip(make_tar(500 + len(repo)))])])
-        push_layout(layout, f"{reg.host}/{repo}:1", "--dest-creds", creds)
+        layers = [Layer.gzip(make_tar(500 + len(repo)))]
+        push_new_image(tmp_path / repo, f"{reg.host}/{repo}:1", layers, "--dest-creds", creds)
     secret, calls = tmp_path / "secret", tmp_path / "calls"
     secret.write_text(reg.password)
     write_helper(tmp_path / "bin", secret, calls, reg.username)

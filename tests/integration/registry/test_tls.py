@@ -19,7 +19,7 @@ from imagekit.registry import RegistryClient
 from imagekit.registry.upload import copy_image
 from tests.support.cli import without_tls_settings
 from tests.support.forward_proxy import RunningProxy, start_tinyproxy
-from tests.support.oci_layout import Layer, LayoutWriter, make_tar, push_layout
+from tests.support.oci_layout import Layer, make_tar, push_new_image
 from tests.support.registries import RunningRegistry
 from tests.support.tls import ServerCertificate, make_client_certificate, make_server_certificate
 
@@ -64,10 +64,8 @@ def image(
 ) -> str:
     """An image in the TLS registry, put there by imagekit's own copy through certs.d."""
     tmp = tmp_path_factory.mktemp("tls-image")
-    writer = LayoutWriter(tmp / "layout")
-    writer.index([writer.image([Layer.gzip(make_tar(600 + i)) for i in range(2)])])
-    plain = f"{registry.host}/tls/src:1"
-    push_layout(tmp / "layout", plain)
+    layers = [Layer.gzip(make_tar(600 + i)) for i in range(2)]
+    plain = push_new_image(tmp / "layout", f"{registry.host}/tls/src:1", layers)
     certs = _certs_d(tmp / "certs.d", tls_registry.host, cert.ca_path, names=("ca.crt",))
     target = f"{tls_registry.host}/tls/app:1"
     with pytest.MonkeyPatch.context() as patch:
