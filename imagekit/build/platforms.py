@@ -250,7 +250,7 @@ def build_platforms(
     repo = check_push_repo(options.push)
     rendered = render(loaded)
     daemon: Daemon | None = None
-    if options.buildkit is not None or options.buildx_builder is not None:
+    if options.remote:
         daemon = connect_daemon(options)
         builder, where = daemon.builder, daemon.where
     else:

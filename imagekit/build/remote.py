@@ -173,7 +173,7 @@ def probe(base: list[str], address: str) -> str:
 def check_daemon_choice(options: BuildOptions) -> bool:
     """Whether the options name a BuildKit of the build's own; exit 2 for two of them, or a
     cache reference that is malformed or has neither (every builder and the night ask here)."""
-    if options.buildkit is None and options.buildx_builder is None:
+    if not options.remote:
         if options.cache_ref is not None:
             raise UsageError(
                 "--cache-ref is an option of --buildkit and --buildx-builder builds",

@@ -37,7 +37,7 @@ def candidate_options(
     """
     from imagekit.build.choice import chosen_builder
 
-    request = replace(options.daemon_options(), builder="auto", push=repo, base_override=base)
+    request = BuildOptions(builder="auto", push=repo, base_override=base, **options.daemon())
     builder = chosen_builder(loaded.plan, request)
     if builder == "registry":
         return builder, replace(request, builder=builder, tag=tag)
@@ -57,7 +57,7 @@ def check_builder(options: NightOptions) -> None:
     """
     from imagekit.build.remote import check_daemon_choice, connect_daemon
 
-    daemon = options.daemon_options()
+    daemon = BuildOptions(**options.daemon())
     if check_daemon_choice(daemon):
         connect_daemon(daemon)
 
