@@ -155,6 +155,19 @@ def _push_blob(host: str, repo: str, pieces: Iterator[bytes]) -> tuple[str, int]
     return digest, size
 
 
+def _put_manifest(host: str, repo: str, tag: str, body: bytes, what: str) -> str:
+    """PUT an OCI image manifest under ``tag``; its digest (``what`` names it if refused)."""
+    conn = http.client.HTTPConnection(host, timeout=60)
+    conn.request("PUT", f"/v2/{repo}/manifests/{tag}", body=body,
+                 headers={"Content-Type": OCI_MANIFEST})  # fmt: skip
+    answer = conn.getresponse()
+    answer.read()
+    conn.close()
+    if answer.status != 201:
+        raise SystemExit(f"the registry refused {what}: HTTP {answer.status}")
+    return "sha256:" + hashlib.sha256(body).hexdigest()
+
+
 def generate_base(host: str, repo: str, total: int, seed: int) -> dict[str, Any]:
     """Push a 10-layer base of ``total`` uncompressed bytes; returns its reference and sizes."""
     pool = random.Random(seed).randbytes(64 * MiB)  # noqa: S311 - benchmark data
@@ -212,15 +225,7 @@ def generate_base(host: str, repo: str, total: int, seed: int) -> dict[str, Any]
             ],
         }  # fmt: skip
     ).encode()
-    conn = http.client.HTTPConnection(host, timeout=60)
-    conn.request("PUT", f"/v2/{repo}/manifests/base", body=manifest,
-                 headers={"Content-Type": OCI_MANIFEST})  # fmt: skip
-    answer = conn.getresponse()
-    answer.read()
-    conn.close()
-    if answer.status != 201:
-        raise SystemExit(f"the registry refused the base manifest: HTTP {answer.status}")
-    digest = "sha256:" + hashlib.sha256(manifest).hexdigest()
+    digest = _put_manifest(host, repo, "base", manifest, "the base manifest")
     return {
         "reference": f"{host}/{repo}@{digest}",
         "layers": len(layers),

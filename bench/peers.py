@@ -28,7 +28,6 @@ Run: ``python -m bench.peers --baseline COMMIT`` (``nox -s bench -- peers``).
 from __future__ import annotations
 
 import argparse
-import hashlib
 import http.client
 import io
 import json
@@ -64,6 +63,7 @@ from bench.assemble import (  # noqa: E402
     PATCHED,
     _project,
     _push_blob,
+    _put_manifest,
     _timed,
     generate_base,
     startup_only,
@@ -240,15 +240,8 @@ def recompressed_copy(
     config = manifest["config"]
     _push_blob(host, dst_repo, _blob(host, src_repo, config["digest"]))
     body = json.dumps({**manifest, "layers": layers}).encode()
-    conn = http.client.HTTPConnection(host, timeout=60)
-    conn.request("PUT", f"/v2/{dst_repo}/manifests/{codec}", body=body,
-                 headers={"Content-Type": OCI_MANIFEST})  # fmt: skip
-    answer = conn.getresponse()
-    answer.read()
-    conn.close()
-    if answer.status != 201:
-        raise SystemExit(f"the registry refused the copy's manifest: HTTP {answer.status}")
-    return f"{host}/{dst_repo}@sha256:{hashlib.sha256(body).hexdigest()}"
+    digest = _put_manifest(host, dst_repo, codec, body, "the copy's manifest")
+    return f"{host}/{dst_repo}@{digest}"
 
 
 def imagekit_mirror(src: str, dst: str, tmp: Path) -> dict[str, Any]:

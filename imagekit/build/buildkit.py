@@ -18,44 +18,38 @@ Two ways into BuildKit, chosen by imagekit.runtime.engine.connect():
   ``--secret``, ``--progress`` or ``--iidfile`` and, when not quiet, prints the log on stdout
   and looks for the classic builder's "Successfully built" line, which BuildKit never prints.
 
-Both commands are assembled from the client's own ``docker_cmd`` and run by
-:func:`_stream_client`: the same client, the same exception type, and the same secret mount
-in the same Dockerfile (the bundle is never in the context). python-on-whales' own streaming
-helper leaves the client running when the reader stops; ours stops it (SIGTERM, which makes
-the client cancel the build), so an interrupted build leaves no client behind and its
-temporary context is removed on the way out.
+Both commands are assembled from the client's own ``docker_cmd`` (one list of arguments, the
+way in aside) and run by imagekit.build.context.stream_client: the same client, the same
+exception type, and the same secret mount in the same Dockerfile (the bundle is never in the
+context). python-on-whales' own streaming helper leaves the client running when the reader
+stops; ours stops it (SIGTERM, which makes the client cancel the build), so an interrupted
+build leaves no client behind and its temporary context is removed on the way out.
 
 A build that succeeds onto a ledger whose end does not verify keeps its result: the refusal
 (RecordRefused) carries it, and nothing is pushed (a push of an unrecorded build would be the
 one thing the ledger could not vouch for).
 
-The package index URL (``--index-url`` or $PIP_INDEX_URL) travels as the secret ``pip_index``,
-read from a 0600 file in the temporary folder next to the context (not in it): a build
-argument would be recorded in the image's history (see imagekit.plans.render). It is never on a
-command line, in the log header or in the ledger.
+The context, the evidence folder and pip's secrets are staged as every builder of the rendered
+Dockerfile stages them (imagekit.build.context).
 """
 
 from __future__ import annotations
 
-import os
 import re
-import shutil
-import subprocess
 import sys
-import tempfile
-from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, NoReturn, Protocol, TextIO
 
 from imagekit.attest.attach import AttestOutcome
 from imagekit.attest.signer import Signer
-from imagekit.build.built import Succeeded
+from imagekit.build.built import RenderedBuild
+from imagekit.build.context import PipSecrets, Staged, Tee, new_build_dir, staged
 from imagekit.build.options import BuildOptions
 from imagekit.build.push import check_push_repo, push_image
 from imagekit.build.record import (
     read_base_details,
-    record_plan_image,
+    record_build,
     record_push,
     record_rejected,
     rendered_build_details,
@@ -65,9 +59,7 @@ from imagekit.errors import (
     EngineUnavailable,
     RecordRefused,
     RegistryError,
-    UsageError,
 )
-from imagekit.evidence import new_run_dir, write_bytes
 from imagekit.ledger import RejectedBuildDetails
 from imagekit.plans.load import load_named_plan
 from imagekit.plans.model import LoadedPlan
@@ -76,8 +68,6 @@ from imagekit.plans.render import (
     BLOCKED_MARKER,
     DRIFT_MARKER,
     PACKAGE_MARKER,
-    PIP_CA_SECRET,
-    PIP_INDEX_SECRET,
     Rendered,
     render,
 )
@@ -87,8 +77,6 @@ from imagekit.registry import RegistryClient
 from imagekit.runtime.engine import Engine, connect, docker_error_text, engine_tls_error
 from imagekit.workspace import Workspace
 
-DEFAULT_CA_BUNDLE = Path("/etc/ssl/certs/ca-certificates.crt")
-CA_ENV = "IMAGEKIT_PIP_CA"
 LAST_LINES = 15
 _STEP_HEADER = re.compile(r"^#(\d+) (\[[^\]]*\] .*)$")
 _STEP_ERROR = re.compile(r"^#(\d+) ERROR: (.*)$")
@@ -101,20 +89,12 @@ _UNREACHABLE = re.compile(
 
 
 @dataclass(frozen=True)
-class BuildResult(Succeeded):
-    plan: str
-    plan_sha256: str
-    base: str
-    builder: str
+class BuildResult(RenderedBuild):
     image_id: str
     tag: str
-    evidence_dir: Path
-    log: Path
-    dockerfile_sha256: str
     pushed: str | None = None
     manifest_digest: str | None = None
     ledger: list[int] = field(default_factory=list)
-    attestation: AttestOutcome | None = None  # with --sign-key: stored, or why not
 
     @property
     def runnable(self) -> str:
@@ -123,19 +103,13 @@ class BuildResult(Succeeded):
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "plan": self.plan,
-            "plan_sha256": self.plan_sha256,
-            "base": self.base,
-            "builder": self.builder,
+            **self.plan_json(),
             "image_id": self.image_id,
             "tag": self.tag,
-            "evidence_dir": str(self.evidence_dir),
-            "log": str(self.log),
-            "dockerfile_sha256": self.dockerfile_sha256,
+            **self.evidence_json(),
             "pushed": self.pushed,
             "manifest_digest": self.manifest_digest,
-            "ledger_seq": self.ledger,
-            **({"attestation": self.attestation.to_json()} if self.attestation else {}),
+            **self.records_json(),
         }
 
 
@@ -199,58 +173,8 @@ def analyse_failure(lines: list[str]) -> _Failure:
     return _Failure(None, last, "build-failed", "the build failed before any step ran")
 
 
-def _ca_bundle(options: BuildOptions) -> Path | None:
-    """The CA bundle pip should trust inside RUN steps: flag, $IMAGEKIT_PIP_CA, host default."""
-    if options.ca_bundle is not None:
-        chosen = options.ca_bundle
-    elif os.environ.get(CA_ENV):
-        chosen = Path(os.environ[CA_ENV])
-    elif DEFAULT_CA_BUNDLE.is_file():
-        return DEFAULT_CA_BUNDLE
-    else:
-        return None
-    if not chosen.is_file():
-        raise UsageError(
-            f"the CA bundle {chosen} is not a file",
-            hint=f"give --ca-bundle PATH or set {CA_ENV} to a PEM bundle",
-        )
-    return chosen
-
-
-def _stage_context(rendered: Rendered, into: Path) -> None:
-    """Only the rendered files and the overlay files the Dockerfile copies go into the context.
-
-    The rendered files come from this render, not from the committed copies, so a build runs
-    exactly the checks of the plan it records.
-    """
-    for name, data in rendered.files().items():
-        (into / name).write_bytes(data)
-    for relative, source in rendered.sources:
-        target = into / relative
-        target.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(source, target)
-        shutil.copymode(source, target)
-
-
 class LogSink(Protocol):
     def write(self, text: str) -> None: ...
-
-
-class _Tee:
-    """Stream build output to stderr and the evidence log, line by line, as it comes."""
-
-    def __init__(self, log_file: TextIO, echo: TextIO) -> None:
-        self.log_file = log_file
-        self.echo = echo
-        self.lines: list[str] = []
-
-    def write(self, text: str) -> None:
-        for line in text.splitlines():
-            self.lines.append(line)
-        self.log_file.write(text)
-        self.log_file.flush()
-        self.echo.write(text)
-        self.echo.flush()
 
 
 def ensure_base(engine: Engine, base: Reference, platform: str, log: LogSink) -> None:
@@ -291,100 +215,49 @@ def ensure_base(engine: Engine, base: Reference, platform: str, log: LogSink) ->
 class _BuildCall:
     """One BuildKit build of a staged context, whichever client runs it."""
 
-    context: Path
+    staged: Staged
     tag: str
     platform: str
-    ca: Path | None
-    index_file: Path | None
     no_cache: bool
-    tee: _Tee
+    tee: Tee
     #: resolve the base in the registry, never from the engine's store (a plan of several
     #: platforms: the classic store holds one platform's image under the base's name)
     pull: bool = False
 
-    def secrets(self) -> list[str]:
-        """pip's CA bundle and index URL as secret mounts (never a build argument)."""
-        mounts = [(PIP_CA_SECRET, self.ca), (PIP_INDEX_SECRET, self.index_file)]
-        return [f"id={name},src={path}" for name, path in mounts if path is not None]
+    def run(self, engine: Engine, way_in: list[str], *, env: dict[str, str]) -> str:
+        """The client's build (``way_in``: ``build`` or ``buildx build ... --load``), its
+        output into the log; the image ID, from --iidfile."""
+        iidfile = self.staged.folder / "iid"
+        cmd = [*engine.client.client_config.docker_cmd, *way_in, "--progress=plain"]
+        cmd += ["--network=host", f"--platform={self.platform}", f"--iidfile={iidfile}"]
+        cmd += ["--tag", self.tag]
+        for secret in self.staged.secrets:
+            cmd += ["--secret", secret]
+        if self.no_cache:
+            cmd.append("--no-cache")
+        if self.pull:
+            cmd.append("--pull")
+        cmd.append(str(self.staged.context))
+        self.tee.stream([str(c) for c in cmd], env=env)
+        return iidfile.read_text().strip()
 
 
 def _legacy_build(engine: Engine, call: _BuildCall) -> str:
-    iidfile = call.context.parent / "iid"
-    cmd: list[Any] = [*engine.client.client_config.docker_cmd, "build", "--progress=plain"]
-    cmd += ["--network=host", f"--platform={call.platform}", f"--iidfile={iidfile}"]
-    cmd += ["--tag", call.tag]
-    for secret in call.secrets():
-        cmd += ["--secret", secret]
-    env = {"DOCKER_BUILDKIT": "1"}
-    if call.no_cache:
-        cmd.append("--no-cache")
-    if call.pull:
-        cmd.append("--pull")
-    cmd.append(str(call.context))
-    for line in _stream_client([str(c) for c in cmd], env=env):
-        call.tee.write(line.decode("utf-8", errors="replace"))
-    return iidfile.read_text().strip()
-
-
-def _stream_client(cmd: list[str], *, env: dict[str, str]) -> Iterator[bytes]:
-    """The client's output lines (stderr, where BuildKit writes, merged into stdout).
-
-    DockerException with the last lines when it exits non-zero. However the reading stops
-    (an interrupt, an error in the caller), a client still running is stopped: SIGTERM first,
-    on which it cancels the build, then SIGKILL.
-    """
-    proc = subprocess.Popen(  # noqa: S603 - the engine's client, fixed arguments, no shell
-        cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env={**os.environ, **env}
-    )
-    tail: list[bytes] = []
-    try:
-        assert proc.stdout is not None  # noqa: S101 - stdout=PIPE
-        for line in iter(proc.stdout.readline, b""):
-            tail = [*tail[-49:], line]
-            yield line
-        code = proc.wait()
-    finally:
-        if proc.poll() is None:
-            proc.terminate()
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-        if proc.stdout is not None:
-            proc.stdout.close()
-    if code != 0:
-        from python_on_whales.exceptions import DockerException
-
-        raise DockerException(cmd, code, stderr=b"".join(tail))
+    return call.run(engine, ["build"], env={"DOCKER_BUILDKIT": "1"})
 
 
 def _buildx_build(engine: Engine, call: _BuildCall) -> str:
     """``docker buildx build`` on the engine's own docker-driver builder, loaded into it.
 
-    The command is assembled here and run by :func:`_stream_client`, as the legacy one is:
-    python-on-whales' ``buildx.build(stream_logs=True)`` leaves the client running when
-    imagekit stops (it is only stopped by its next write into a closed pipe), so a terminated
-    build went on in the engine, and an identical build started next shared its steps and
-    printed none of their output (found on the first real run, buildx 0.38 on the 20.10
-    engine's BuildKit 0.8). The image ID comes from --iidfile, as the legacy build's does.
+    The command is assembled here and run by imagekit.build.context.stream_client, as the
+    legacy one is: python-on-whales' ``buildx.build(stream_logs=True)`` leaves the client
+    running when imagekit stops (it is only stopped by its next write into a closed pipe), so
+    a terminated build went on in the engine, and an identical build started next shared its
+    steps and printed none of their output (found on the first real run, buildx 0.38 on the
+    20.10 engine's BuildKit 0.8). The image ID comes from --iidfile, as the legacy build's does.
     """
-    iidfile = call.context.parent / "iid"
-    cmd: list[Any] = [*engine.client.client_config.docker_cmd, "buildx", "build"]
-    if engine.buildx_builder:
-        cmd += ["--builder", engine.buildx_builder]
-    cmd += ["--progress=plain", "--network=host", f"--platform={call.platform}", "--load"]
-    cmd += [f"--iidfile={iidfile}", "--tag", call.tag]
-    for secret in call.secrets():
-        cmd += ["--secret", secret]
-    if call.no_cache:
-        cmd.append("--no-cache")
-    if call.pull:
-        cmd.append("--pull")
-    cmd.append(str(call.context))
-    for line in _stream_client([str(c) for c in cmd], env={}):
-        call.tee.write(line.decode("utf-8", errors="replace"))
-    return iidfile.read_text().strip()
+    builder = ["--builder", engine.buildx_builder] if engine.buildx_builder else []
+    return call.run(engine, ["buildx", "build", *builder, "--load"], env={})
 
 
 def build_plan(
@@ -409,25 +282,20 @@ def build_plan(
         check_push_repo(options.push)
     signer = signer_for(options.sign_key, options.push)  # refused before the build
     rendered = render(loaded)
-    ca = _ca_bundle(options)
-    index_url = options.index_url or os.environ.get("PIP_INDEX_URL") or None
+    pip = PipSecrets.of(options)
     engine = engine or connect()
-    run_dir = new_run_dir(workspace.evidence_dir, loaded.name)
-    for rendered_name, rendered_data in rendered.files().items():
-        write_bytes(run_dir / rendered_name, rendered_data)
+    run_dir = new_build_dir(workspace, loaded, rendered)
     tag = options.tag or f"imagekit/{loaded.name}:{run_dir.name}"
     log_path = run_dir / "build.log"
     builder = "buildx" if engine.has_buildx else "docker build (BuildKit)"
     with log_path.open("x", encoding="utf-8") as log_file:
-        tee = _Tee(log_file, echo)
+        tee = Tee(log_file, echo)
         tee.write(
             f"imagekit: building plan {loaded.name} (plan sha256:{loaded.digest.hex}) "
             f"on {loaded.base} with {builder}, tag {tag}\n"
         )
         ensure_base(engine, loaded.base, loaded.plan.base.platform, tee)
-        image_id = _run_build(
-            workspace, loaded, rendered, engine, tag, ca, index_url, options, tee, log_path
-        )
+        image_id = _run_build(workspace, loaded, rendered, engine, tag, pip, options, tee, log_path)
     base_details = read_base_details(loaded, registry)
     result = BuildResult(
         plan=loaded.name,
@@ -441,12 +309,10 @@ def build_plan(
         dockerfile_sha256=rendered.digest.hex,
     )
     with RecordRefused.keeping(result):
-        seq = record_plan_image(
+        seq = record_build(
             workspace,
-            "build",
             loaded,
             tag,
-            status="built",
             scope=(
                 f"built from plan {loaded.name} (sha256:{loaded.digest.hex}); the overlay guards "
                 "and the plan's assertions ran inside the build and passed; "
@@ -521,10 +387,9 @@ def _run_build(
     rendered: Rendered,
     engine: Engine,
     tag: str,
-    ca: Path | None,
-    index_url: str | None,
+    pip: PipSecrets,
     options: BuildOptions,
-    tee: _Tee,
+    tee: Tee,
     log_path: Path,
     platform: str | None = None,
 ) -> str:
@@ -536,16 +401,7 @@ def _run_build(
     from python_on_whales.exceptions import DockerException
 
     how = _buildx_build if engine.has_buildx else _legacy_build
-    with tempfile.TemporaryDirectory(prefix="imagekit-build-") as tmp:
-        context = Path(tmp) / "context"
-        context.mkdir()
-        _stage_context(rendered, context)
-        index_file: Path | None = None
-        if index_url:
-            index_file = Path(tmp) / "pip-index-url"
-            fd = os.open(index_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-            with os.fdopen(fd, "w") as fh:
-                fh.write(index_url)
+    with staged(rendered, pip) as context:
         try:
             return how(
                 engine,
@@ -553,8 +409,6 @@ def _run_build(
                     context,
                     tag=tag,
                     platform=platform or loaded.plan.base.platform,
-                    ca=ca,
-                    index_file=index_file,
                     no_cache=options.no_cache,
                     tee=tee,
                     pull=platform is not None,
@@ -569,7 +423,7 @@ def _run_build(
 def reject_failed_build(
     workspace: Workspace,
     loaded: LoadedPlan,
-    tee: _Tee,
+    tee: Tee,
     log_path: Path,
     image: str,
     exc: Exception,

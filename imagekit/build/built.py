@@ -1,16 +1,23 @@
-"""What either builder returns: an image made from a plan, its evidence and its records.
+"""What every builder returns: an image made from a plan, its evidence and its records.
 
-The engine builder's ``BuildResult`` (imagekit.build.buildkit) and the registry builder's
-``AssembleResult`` (imagekit.build.assemble) say more than this, each about its own way of
-building; a caller that only needs the image, where it was pushed and what was recorded reads
-them through :class:`BuiltImage` and never asks which builder ran.
+The engine builder's ``BuildResult`` (imagekit.build.buildkit), a BuildKit daemon's
+``RemoteResult`` (imagekit.build.remote), the index of several platforms' ``PlatformsResult``
+(imagekit.build.platforms) and the registry builder's ``AssembleResult``
+(imagekit.build.assemble) say more than this, each about its own way of building; a caller
+that only needs the image, where it was pushed and what was recorded reads them through
+:class:`BuiltImage` and never asks which builder ran. What they hold alike (the plan, its
+base, the builder, the evidence, the attestation) is declared once, in :class:`PlanBuild`,
+and written to JSON the same way.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, Protocol, runtime_checkable
+
+from imagekit.attest.attach import AttestOutcome
 
 
 @runtime_checkable
@@ -87,3 +94,70 @@ class Succeeded:
     @property
     def ledger_seqs(self) -> tuple[int, ...]:
         return tuple(self.ledger)
+
+
+@dataclass(frozen=True, kw_only=True)
+class PlanBuild(Succeeded):
+    """The fields every builder's result has, named by keyword (each builder's own follow).
+
+    ``ledger`` stays each result's own (a list or a tuple of seqs, as it always was).
+    """
+
+    plan: str
+    plan_sha256: str
+    base: str
+    builder: str
+    evidence_dir: Path
+    log: Path
+    attestation: AttestOutcome | None = None  # with --sign-key: stored, or why not
+
+    def plan_json(self) -> dict[str, Any]:
+        """The plan, its base and the builder, as every result's JSON opens."""
+        return {
+            "plan": self.plan,
+            "plan_sha256": self.plan_sha256,
+            "base": self.base,
+            "builder": self.builder,
+        }
+
+    def records_json(self) -> dict[str, Any]:
+        """The records appended and the attestation, as every result's JSON ends."""
+        return {
+            "ledger_seq": list(self.ledger),
+            **({"attestation": self.attestation.to_json()} if self.attestation else {}),
+        }
+
+
+@dataclass(frozen=True, kw_only=True)
+class RenderedBuild(PlanBuild):
+    """A build of the plan's rendered Dockerfile (the engine, a BuildKit daemon, several
+    platforms): its evidence is the build log beside the rendered files."""
+
+    dockerfile_sha256: str
+
+    def evidence_json(self) -> dict[str, Any]:
+        return {
+            "evidence_dir": str(self.evidence_dir),
+            "log": str(self.log),
+            "dockerfile_sha256": self.dockerfile_sha256,
+        }
+
+
+class InRegistry:
+    """A result whose image exists only in the registry it was pushed to until an engine
+    pulls it: the name an engine runs is the pushed digest (which running it pulls)."""
+
+    pushed: str
+
+    @property
+    def runnable(self) -> str:
+        return self.pushed
+
+
+class PushedByDigest(InRegistry):
+    """A result whose image BuildKit pushed by digest and put no tag on: its tag is the
+    pushed digest too."""
+
+    @property
+    def tag(self) -> str:
+        return self.pushed

@@ -21,7 +21,7 @@ from imagekit.build.assemble.builder import (
 from imagekit.build.buildkit import BuildResult, build_plan
 from imagekit.build.options import BuildOptions
 from imagekit.build.platforms import PlatformsResult, build_platforms
-from imagekit.build.remote import RemoteResult, build_remote
+from imagekit.build.remote import RemoteResult, build_remote, check_daemon_choice
 from imagekit.errors import UsageError
 from imagekit.plans.load import load_named_plan
 from imagekit.plans.model import Plan
@@ -70,7 +70,7 @@ def build_image(
     several platforms goes to imagekit.build.platforms, which refuses a builder that cannot.
     """
     options = options or BuildOptions()
-    if options.buildkit is not None or options.buildx_builder is not None:
+    if check_daemon_choice(options):
         if options.builder not in ("auto", "engine") or options.index or not options.assertions:
             raise UsageError(
                 "--buildkit and --buildx-builder build the plan's Dockerfile on that daemon; "
@@ -80,11 +80,6 @@ def build_image(
         if load_named_plan(workspace, name, base_override=options.base_override).multi_platform:
             return build_platforms(workspace, name, options, registry=registry, echo=echo)
         return build_remote(workspace, name, options, echo=echo)
-    if options.cache_ref is not None:
-        raise UsageError(
-            "--cache-ref is an option of --buildkit and --buildx-builder builds",
-            hint="add --buildkit ADDR or --buildx-builder NAME, or drop --cache-ref",
-        )
     loaded = load_named_plan(workspace, name, base_override=options.base_override)
     if loaded.multi_platform:
         return build_platforms(

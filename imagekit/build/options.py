@@ -1,18 +1,47 @@
 """What a caller may choose about one build, whichever builder makes it.
 
-Both builders (imagekit.build.buildkit on the engine, imagekit.build.assemble through the
-registry) and the choice between them (imagekit.build.choice) read these options, so they
-live apart from either builder.
+Every builder (imagekit.build.buildkit on the engine, imagekit.build.assemble through the
+registry, a BuildKit of its own) and the choice between them (imagekit.build.choice) read
+these options, so they live apart from either builder. The options naming a BuildKit of the
+build's own are declared once (:class:`DaemonOptions`), for a build and for a night.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
+from typing import Any
+
+
+@dataclass(frozen=True, kw_only=True)
+class DaemonOptions:
+    """A BuildKit of the build's own (imagekit.build.remote) and its cache: what ``imagekit
+    build`` and a night (imagekit.flows.nightly) both take, named by keyword."""
+
+    #: a BuildKit daemon of its own (imagekit.build.remote): tcp:// or unix://, and its TLS files
+    buildkit: str | None = None
+    buildkit_ca: Path | None = None
+    buildkit_cert: Path | None = None
+    buildkit_key: Path | None = None
+    #: a buildx builder by name (remote, kubernetes or docker-container driver), same flow
+    buildx_builder: str | None = None
+    #: a registry reference the --buildkit/--buildx-builder build imports its cache from and
+    #: exports it to (type=registry, mode=max), so a fresh daemon reuses the layers; steps it
+    #: finds there are not run again (a night says so in its record)
+    cache_ref: str | None = None
+
+    @property
+    def remote(self) -> bool:
+        """Whether the build runs on a BuildKit of its own."""
+        return self.buildkit is not None or self.buildx_builder is not None
+
+    def daemon(self) -> dict[str, Any]:
+        """These options by name, to hand on (a night's, to the builds of its candidates)."""
+        return {f.name: getattr(self, f.name) for f in fields(DaemonOptions)}
 
 
 @dataclass(frozen=True)
-class BuildOptions:
+class BuildOptions(DaemonOptions):
     """What a caller may choose about one build; the plan decides everything else."""
 
     tag: str | None = None
@@ -27,13 +56,3 @@ class BuildOptions:
     index: bool = False  # registry builder: push an index holding the manifest too
     assertions: bool = True  # registry builder: false accepts the image unchecked
     sign_key: Path | None = None  # with push: sign SLSA v1 provenance beside the image
-    #: a BuildKit daemon of its own (imagekit.build.remote): tcp:// or unix://, and its TLS files
-    buildkit: str | None = None
-    buildkit_ca: Path | None = None
-    buildkit_cert: Path | None = None
-    buildkit_key: Path | None = None
-    #: a buildx builder by name (remote, kubernetes or docker-container driver), same flow
-    buildx_builder: str | None = None
-    #: a registry reference the --buildkit/--buildx-builder build imports its cache from and
-    #: exports it to (type=registry, mode=max), so a fresh daemon reuses the layers
-    cache_ref: str | None = None

@@ -34,7 +34,6 @@ index stays in the registry by digest only.
 
 from __future__ import annotations
 
-import os
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -44,30 +43,36 @@ from typing import Any, TextIO
 
 from imagekit.attest.attach import AttestOutcome
 from imagekit.attest.signer import Signer
-from imagekit.build.assemble.check import AssertionRun, not_run, run_assertions
+from imagekit.build.assemble.check import (
+    RUN_WHERE_HINT,
+    AssertionRun,
+    assertions_failed,
+    not_run,
+    rejection,
+    run_assertions,
+)
 from imagekit.build.assemble.config import dump
-from imagekit.build.buildkit import _ca_bundle, _run_build, _Tee
-from imagekit.build.built import Succeeded
+from imagekit.build.buildkit import _run_build
+from imagekit.build.built import PushedByDigest, RenderedBuild
+from imagekit.build.context import PipSecrets, Tee, new_build_dir
 from imagekit.build.options import BuildOptions
 from imagekit.build.push import check_push_repo, push_image
 from imagekit.build.record import (
     assertion_details,
     read_base_details,
+    record_build,
     record_index_push,
-    record_plan_image,
     record_rejected,
     rendered_build_details,
 )
-from imagekit.build.remote import _run as run_on_daemon
-from imagekit.build.remote import buildctl_base, buildx_base, probe
+from imagekit.build.remote import Daemon, check_daemon_choice, connect_daemon, run_on_daemon
 from imagekit.errors import (
-    BuildFailed,
     CouldNotFinish,
     RecordRefused,
     ReferenceFormatError,
     UsageError,
 )
-from imagekit.evidence import new_run_dir, write_bytes
+from imagekit.evidence import write_bytes
 from imagekit.ledger import RejectedBuildDetails
 from imagekit.plans.load import load_named_plan
 from imagekit.plans.model import LoadedPlan, same_platform_key
@@ -118,38 +123,21 @@ class PlatformImage:
 
 
 @dataclass(frozen=True)
-class PlatformsResult(Succeeded):
-    """One index pushed by digest, with an image a platform, each asserted and recorded."""
+class PlatformsResult(PushedByDigest, RenderedBuild):
+    """One index pushed by digest, with an image a platform, each asserted and recorded; an
+    engine that runs the pushed index takes its own platform's image."""
 
-    plan: str
-    plan_sha256: str
-    base: str
-    builder: str
     address: str | None  # the daemon or buildx builder; None on the engine
     pushed: str  # repo@index digest
     index_digest: str
     index_media_type: str
     images: tuple[PlatformImage, ...]
-    evidence_dir: Path
-    log: Path
-    dockerfile_sha256: str
     ledger: tuple[int, ...] = ()
-    attestation: AttestOutcome | None = None  # with --sign-key: stored, or why not
 
     @property
     def manifest_digest(self) -> str:
         """What the pushed reference names: the index."""
         return self.index_digest
-
-    @property
-    def tag(self) -> str:
-        """The index by its pushed digest: no tag is put."""
-        return self.pushed
-
-    @property
-    def runnable(self) -> str:
-        """The index: an engine that pulls it takes its own platform's image."""
-        return self.pushed
 
     @property
     def image_id(self) -> str:
@@ -162,26 +150,19 @@ class PlatformsResult(Succeeded):
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "plan": self.plan,
-            "plan_sha256": self.plan_sha256,
-            "base": self.base,
-            "builder": self.builder,
+            **self.plan_json(),
             "buildkit": self.address,
             "pushed": self.pushed,
             "index_digest": self.index_digest,
             "index_media_type": self.index_media_type,
             "platforms": [image.to_json() for image in self.images],
-            "evidence_dir": str(self.evidence_dir),
-            "log": str(self.log),
-            "dockerfile_sha256": self.dockerfile_sha256,
-            "ledger_seq": list(self.ledger),
-            **({"attestation": self.attestation.to_json()} if self.attestation else {}),
+            **self.evidence_json(),
+            **self.records_json(),
         }
 
 
 def _refuse_options(options: BuildOptions) -> None:
     """What a build of several platforms cannot honour is exit 2, never a build of one."""
-    remote = options.buildkit is not None or options.buildx_builder is not None
     if options.builder == "registry":
         raise UsageError(
             "--builder registry assembles one image: it cannot build a plan of several platforms",
@@ -204,11 +185,7 @@ def _refuse_options(options: BuildOptions) -> None:
                 "pushed by digest, and every platform is asserted",
                 hint=f"drop {flag}; {MULTI_HINT}",
             )
-    if options.cache_ref is not None and not remote:
-        raise UsageError(
-            "--cache-ref is an option of --buildkit and --buildx-builder builds",
-            hint="add --buildkit ADDR or --buildx-builder NAME, or drop --cache-ref",
-        )
+    check_daemon_choice(options)
 
 
 def daemon_platforms(workers: str) -> list[Platform]:
@@ -238,9 +215,10 @@ class _Run:
     repo: Reference
     run_dir: Path
     log_path: Path
-    tee: _Tee
+    tee: Tee
     builder: str
     where: str
+    daemon: Daemon | None  # None: the engine builds each platform in turn
 
     def say(self, text: str) -> None:
         self.tee.write(f"imagekit: {text}\n")
@@ -270,45 +248,33 @@ def build_platforms(
     assert options.push is not None  # noqa: S101 - _refuse_options
     signer = signer_for(options.sign_key, options.push)  # a key that cannot sign: exit 2
     repo = check_push_repo(options.push)
-    if options.cache_ref is not None:
-        parse_reference(options.cache_ref)
-    if options.buildkit is not None and options.buildx_builder is not None:
-        raise UsageError("--buildkit and --buildx-builder name two builders; give one")
     rendered = render(loaded)
-    daemon: list[str] | None = None
-    address: str | None = None
-    workers: str | None = None
-    if options.buildx_builder is not None:
-        address, daemon = options.buildx_builder, buildx_base(options.buildx_builder)
-        where, builder = f"the buildx builder {address}", "buildx"
-    elif options.buildkit is not None:
-        address, daemon = options.buildkit, buildctl_base(options)
-        where, builder = f"the BuildKit daemon at {address}", "buildkit"
-        workers = probe(daemon, address)
+    daemon: Daemon | None = None
+    if options.remote:
+        daemon = connect_daemon(options)
+        builder, where = daemon.builder, daemon.where
     else:
         engine = engine or connect()
         builder = "buildx" if engine.has_buildx else "docker build (BuildKit)"
         where = f"the engine ({builder}), one platform at a time"
-    run_dir = new_run_dir(workspace.evidence_dir, loaded.name)
-    for rendered_name, rendered_data in rendered.files().items():
-        write_bytes(run_dir / rendered_name, rendered_data)
+    run_dir = new_build_dir(workspace, loaded, rendered)
     log_path = run_dir / "build.log"
     platforms = ", ".join(loaded.plan.base.targets)
     with log_path.open("x", encoding="utf-8") as log_file:
         run = _Run(
-            workspace, loaded, rendered, repo, run_dir, log_path, _Tee(log_file, echo),
-            builder, where,
+            workspace, loaded, rendered, repo, run_dir, log_path, Tee(log_file, echo),
+            builder, where, daemon,
         )  # fmt: skip
         run.say(
             f"building plan {loaded.name} (plan sha256:{loaded.digest.hex}) for {platforms} "
             f"on {loaded.base} with {where}, pushing one index to {repo}"
         )
         _runs_here(run)
-        if workers is not None:
-            _daemon_runs_each(loaded, workers, where)
+        if daemon is not None and daemon.workers is not None:
+            _daemon_runs_each(loaded, daemon.workers, where)
         with _client(registry) as client:
             if daemon is not None:
-                index_digest = _on_daemon(run, daemon, options, buildx=builder == "buildx")
+                index_digest = _on_daemon(run, daemon, options)
             else:
                 assert engine is not None  # noqa: S101 - connected above
                 index_digest = _on_engine(run, engine, client, options)
@@ -320,7 +286,7 @@ def build_platforms(
                 plan_sha256=loaded.digest.hex,
                 base=str(loaded.base),
                 builder=builder,
-                address=address,
+                address=daemon.address if daemon is not None else None,
                 pushed=index_ref,
                 index_digest=index_digest,
                 index_media_type=children.media_type,
@@ -343,14 +309,11 @@ def _attest(
     run: _Run, result: PlatformsResult, signer: Signer, client: RegistryClient
 ) -> AttestOutcome:
     """SLSA provenance of the index, its subjects the index and each platform's manifest."""
-    where = {"buildx": "buildx_builder", "buildkit": "buildkit"}.get(result.builder)
-    version = {"builder": result.builder}
-    if where is not None and result.address is not None:
-        version[where] = result.address
+    daemon = run.daemon
     facts = rendered_facts(
-        "buildkit" if result.address is not None else "engine",
+        "buildkit" if daemon is not None else "engine",
         run.rendered,
-        version,
+        daemon.version() if daemon is not None else {"builder": result.builder},
         index_digest=result.index_digest,
         platforms={
             i.platform: {"manifest_digest": i.manifest_digest, "config_digest": i.config_digest}
@@ -429,13 +392,11 @@ def _runs_here(run: _Run) -> None:
         )
 
 
-def _on_daemon(run: _Run, daemon: list[str], options: BuildOptions, *, buildx: bool) -> str:
+def _on_daemon(run: _Run, daemon: Daemon, options: BuildOptions) -> str:
     """One BuildKit build of every platform; BuildKit pushes the index by digest."""
-    ca = _ca_bundle(options)
-    index_url = options.index_url or os.environ.get("PIP_INDEX_URL") or None
     metadata = run_on_daemon(
-        daemon, run.rendered, run.loaded, str(run.repo), ca, index_url, options, run.tee,
-        run.workspace, run.log_path, buildx=buildx,
+        daemon, run.rendered, run.loaded, str(run.repo), PipSecrets.of(options), options,
+        run.tee, run.workspace, run.log_path,
     )  # fmt: skip
     digest = str(metadata["containerimage.digest"])
     run.say(f"BuildKit pushed the index {run.repo}@{digest}")
@@ -445,8 +406,7 @@ def _on_daemon(run: _Run, daemon: list[str], options: BuildOptions, *, buildx: b
 def _on_engine(run: _Run, engine: Engine, client: RegistryClient, options: BuildOptions) -> str:
     """Each platform built, loaded and pushed by the engine; the index composed and pushed
     here, by digest."""
-    ca = _ca_bundle(options)
-    index_url = options.index_url or os.environ.get("PIP_INDEX_URL") or None
+    pip = PipSecrets.of(options)
     pushed: list[tuple[Platform, Digest]] = []
     for platform in run.loaded.platforms:
         # The build resolves the base index in the registry (--pull) for its platform: the
@@ -455,8 +415,8 @@ def _on_engine(run: _Run, engine: Engine, client: RegistryClient, options: Build
         tag = f"imagekit/{run.loaded.name}:{run.run_dir.name}-{_platform_tag(platform)}"
         run.say(f"{platform}: building {tag}")
         image_id = _run_build(
-            run.workspace, run.loaded, run.rendered, engine, tag, ca, index_url, options,
-            run.tee, run.log_path, platform=str(platform),
+            run.workspace, run.loaded, run.rendered, engine, tag, pip, options, run.tee,
+            run.log_path, platform=str(platform),
         )  # fmt: skip
         run.say(f"{platform}: built {image_id}")
         _, manifest = push_image(engine, tag, str(run.repo), run.log_path)
@@ -593,15 +553,10 @@ def _prefixed(run: _Run, platform: Platform) -> Callable[[str], None]:
 
 def _reject_unless_proved(run: _Run, image: PlatformImage) -> None:
     assertions = image.assertions
-    if assertions.status not in ("failed", "NOT RUN"):
+    refused = rejection(assertions)
+    if refused is None:
         return
-    failed = assertions.status == "failed"
-    reason = "assertion-failed" if failed else "assertions-not-run"
-    message = (
-        "assertions rejected the build: " + "; ".join(assertions.failed)
-        if failed
-        else assertions.scope
-    )
+    reason, message = refused
     run.reject(
         RejectedBuildDetails(
             reason=reason,
@@ -613,19 +568,15 @@ def _reject_unless_proved(run: _Run, image: PlatformImage) -> None:
         ),
         image=image.pushed,
     )
-    if failed:
-        raise BuildFailed(
+    if assertions.status == "failed":
+        raise assertions_failed(
             f"build of {run.loaded.name} rejected on {image.platform}: {message}",
-            step="assertions",
-            last_lines=[f"IMAGEKIT_ASSERT_FAIL {f}" for f in assertions.failed],
-            log=assertions.log or run.log_path,
-            reason=reason,
+            assertions,
+            log=run.log_path,
             hint="the index and each platform's image stay in the registry by digest, untagged",
         )
     raise CouldNotFinish(
-        f"build of {run.loaded.name}: {image.platform}: {message}",
-        hint="run it where the engine can run this platform (qemu-user-static and "
-        "binfmt-support for another architecture)",
+        f"build of {run.loaded.name}: {image.platform}: {message}", hint=RUN_WHERE_HINT
     )
 
 
@@ -637,12 +588,10 @@ def _record(run: _Run, result: PlatformsResult, client: RegistryClient) -> list[
         execution = image.assertions.execution
         how = execution.note if execution is not None else "no assertions to run"
         seqs.append(
-            record_plan_image(
+            record_build(
                 run.workspace,
-                "build",
                 run.loaded,
                 image.pushed,
-                status="built",
                 scope=(
                     f"{image.platform} ({how}) of plan {run.loaded.name} "
                     f"(sha256:{run.loaded.digest.hex}), built on {run.where}, which ran the "

@@ -1,8 +1,9 @@
 """The ledger records of a build, the same whichever builder made the image.
 
-Both builders append their ``build``, ``rejected-build`` and ``push`` records through these
-helpers, and describe the base the same way (:func:`base_image_details`), so a record does not
-tell which builder wrote it except by its ``builder`` field.
+Every builder (the engine, a BuildKit daemon, several platforms, the registry) appends its
+``build``, ``rejected-build`` and ``push`` records through these helpers, and describes the
+base the same way (:func:`base_image_details`), so a record does not tell which builder wrote
+it except by its ``builder`` field.
 """
 
 from __future__ import annotations
@@ -63,6 +64,28 @@ def record_plan_image(
     )
 
 
+def record_build(
+    workspace: Workspace,
+    loaded: LoadedPlan,
+    image: str,
+    *,
+    scope: str,
+    evidence: Path,
+    details: BuildDetails,
+) -> int:
+    """Append the ``build`` record of an image a builder made from the plan and accepted."""
+    return record_plan_image(
+        workspace,
+        "build",
+        loaded,
+        image,
+        status="built",
+        scope=scope,
+        evidence=evidence,
+        details=details,
+    )
+
+
 def record_rejected(
     workspace: Workspace,
     loaded: LoadedPlan,
@@ -92,6 +115,30 @@ def record_rejected(
     )
 
 
+def record_pushed(
+    workspace: Workspace,
+    *,
+    plan: str,
+    image: str,
+    pushed: str,
+    scope: str,
+    evidence: Path,
+    details: PushDetails,
+) -> int:
+    """Append the ``push`` record of ``image`` (as the builder named it) pushed as ``pushed``
+    (repo@digest); every builder's push record is this one, its scope and details its own."""
+    return _record(
+        workspace,
+        "push",
+        plan=plan,
+        images={"image": image, "pushed": pushed},
+        status="pushed",
+        scope=scope,
+        evidence=evidence,
+        details=details,
+    )
+
+
 def record_push(
     workspace: Workspace,
     tag: str,
@@ -103,17 +150,16 @@ def record_push(
     image_id: str,
     attestations: Mapping[str, str] | None = None,
 ) -> int:
-    """Append the push record of ``tag`` pushed as ``pushed``; returns its seq.
+    """Append the push record of an engine image ``tag`` pushed as ``pushed``; its seq.
 
     ``attestations`` are what was signed onto the pushed digest, by PushDetails field
     (``attestation``: the provenance; the pipeline's ``audit_attestation`` and
     ``vuln_attestation``): each the envelope's digest or "not attested: WHY"."""
-    return _record(
+    return record_pushed(
         workspace,
-        "push",
         plan=plan,
-        images={"image": tag, "pushed": pushed},
-        status="pushed",
+        image=tag,
+        pushed=pushed,
         scope=f"the engine pushed {tag} and the registry named the manifest {manifest}",
         evidence=log_path,
         details=PushDetails(
@@ -136,12 +182,11 @@ def record_index_push(
 ) -> int:
     """Append the push record of an index of several platforms (imagekit.build.platforms);
     ``attestation``: its provenance's envelope digest, or "not attested: WHY"."""
-    return _record(
+    return record_pushed(
         workspace,
-        "push",
         plan=plan,
-        images={"image": pushed, "pushed": pushed},
-        status="pushed",
+        image=pushed,
+        pushed=pushed,
         scope=scope,
         evidence=log_path,
         details=PushDetails(index_digest=index_digest, attestation=attestation),

@@ -21,7 +21,6 @@ import os
 import shutil
 import subprocess
 import sys
-import tempfile
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, TextIO
@@ -31,32 +30,31 @@ from cryptography import x509
 from cryptography.exceptions import UnsupportedAlgorithm
 from cryptography.hazmat.primitives import serialization
 
-from imagekit.attest.attach import AttestOutcome
-from imagekit.build.assemble.check import AssertionRun, run_assertions
-from imagekit.build.buildkit import (
-    _ca_bundle,
-    _stage_context,
-    _stream_client,
-    _Tee,
-    reject_failed_build,
+from imagekit.build.assemble.check import (
+    RUN_WHERE_HINT,
+    AssertionRun,
+    assertions_failed,
+    rejection,
+    run_assertions,
 )
-from imagekit.build.built import Succeeded
+from imagekit.build.buildkit import reject_failed_build
+from imagekit.build.built import PushedByDigest, RenderedBuild
+from imagekit.build.context import PipSecrets, Tee, new_build_dir, staged
 from imagekit.build.options import BuildOptions
 from imagekit.build.push import check_push_repo
 from imagekit.build.record import (
     assertion_details,
     read_base_details,
-    record_plan_image,
+    record_build,
     record_rejected,
     rendered_build_details,
 )
-from imagekit.errors import BuildFailed, CouldNotFinish, RecordRefused, UsageError
-from imagekit.evidence import new_run_dir, write_bytes
+from imagekit.errors import CouldNotFinish, RecordRefused, UsageError
 from imagekit.files import read_regular
 from imagekit.ledger import RejectedBuildDetails
 from imagekit.plans.load import load_named_plan
 from imagekit.plans.model import LoadedPlan
-from imagekit.plans.render import PIP_CA_SECRET, PIP_INDEX_SECRET, Rendered, render
+from imagekit.plans.render import Rendered, render
 from imagekit.provenance import attest_build, rendered_facts, signer_for
 from imagekit.refs import parse_reference
 from imagekit.runtime.engine import buildx_client, connect
@@ -70,31 +68,13 @@ _MAX_TLS_FILE = 4 << 20
 
 
 @dataclass(frozen=True)
-class RemoteResult(Succeeded):
-    plan: str
-    plan_sha256: str
-    base: str
-    builder: str
+class RemoteResult(PushedByDigest, RenderedBuild):
     address: str
     pushed: str
     manifest_digest: str
     config_digest: str
     assertions: AssertionRun
-    evidence_dir: Path
-    log: Path
-    dockerfile_sha256: str
     ledger: tuple[int, ...] = ()
-    attestation: AttestOutcome | None = None  # with --sign-key: stored, or why not
-
-    @property
-    def runnable(self) -> str:
-        """The pushed digest: BuildKit pushed it, no engine holds it until one pulls it."""
-        return self.pushed
-
-    @property
-    def tag(self) -> str:
-        """The image by its pushed digest: BuildKit pushes by digest and puts no tag."""
-        return self.pushed
 
     @property
     def image_id(self) -> str:
@@ -103,20 +83,14 @@ class RemoteResult(Succeeded):
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "plan": self.plan,
-            "plan_sha256": self.plan_sha256,
-            "base": self.base,
-            "builder": self.builder,
+            **self.plan_json(),
             "buildkit": self.address,
             "pushed": self.pushed,
             "manifest_digest": self.manifest_digest,
             "image_id": self.config_digest,
             "assertions": self.assertions.to_json(),
-            "evidence_dir": str(self.evidence_dir),
-            "log": str(self.log),
-            "dockerfile_sha256": self.dockerfile_sha256,
-            "ledger_seq": list(self.ledger),
-            **({"attestation": self.attestation.to_json()} if self.attestation else {}),
+            **self.evidence_json(),
+            **self.records_json(),
         }
 
 
@@ -254,6 +228,62 @@ def probe(base: list[str], address: str) -> str:
     return done.stdout
 
 
+def check_daemon_choice(options: BuildOptions) -> bool:
+    """Whether the options name a BuildKit of the build's own; exit 2 for two of them, or a
+    cache reference that is malformed or has neither (every builder and the night ask here)."""
+    if not options.remote:
+        if options.cache_ref is not None:
+            raise UsageError(
+                "--cache-ref is an option of --buildkit and --buildx-builder builds",
+                hint="add --buildkit ADDR or --buildx-builder NAME, or drop --cache-ref",
+            )
+        return False
+    if options.buildkit is not None and options.buildx_builder is not None:
+        raise UsageError("--buildkit and --buildx-builder name two builders; give one")
+    if options.cache_ref is not None:
+        parse_reference(options.cache_ref)  # a malformed reference is exit 2 here
+    return True
+
+
+@dataclass(frozen=True)
+class Daemon:
+    """The BuildKit a build runs on: a buildkitd by its address (``--buildkit``, through
+    buildctl) or a buildx builder by its name (``--buildx-builder``)."""
+
+    builder: str  # buildkit or buildx
+    address: str  # the daemon's address, or the buildx builder's name
+    argv: list[str]  # the client's command, before the build's own arguments
+    workers: str | None = None  # `buildctl debug workers`; a buildx builder is not asked
+
+    @property
+    def buildx(self) -> bool:
+        return self.builder == "buildx"
+
+    @property
+    def where(self) -> str:
+        if self.buildx:
+            return f"the buildx builder {self.address}"
+        return f"the BuildKit daemon at {self.address}"
+
+    def version(self) -> dict[str, str]:
+        """How the build's provenance names it: the builder, and where it is."""
+        return {
+            "builder": self.builder,
+            "buildx_builder" if self.buildx else "buildkit": self.address,
+        }
+
+
+def connect_daemon(options: BuildOptions) -> Daemon:
+    """The BuildKit the options name, asked before anything is staged: an unknown buildx
+    builder or a malformed address or TLS file is exit 2, a buildkitd that does not answer
+    exit 3 naming it."""
+    if options.buildx_builder is not None:
+        return Daemon("buildx", options.buildx_builder, buildx_base(options.buildx_builder))
+    address = options.buildkit or ""
+    argv = buildctl_base(options)
+    return Daemon("buildkit", address, argv, probe(argv, address))
+
+
 def build_remote(
     workspace: Workspace,
     name: str,
@@ -263,54 +293,36 @@ def build_remote(
 ) -> RemoteResult:
     """Build ``name`` on the daemon at ``options.buildkit``, push by digest, assert, record."""
     echo = echo or sys.stderr
-    address = options.buildkit or ""
     if options.push is None:
         raise UsageError(
             "--buildkit needs --push REPO: the image goes from BuildKit to a registry, "
             "there is no engine to load it into",
             hint="add --push REGISTRY/REPO",
         )
-    if options.buildkit is not None and options.buildx_builder is not None:
-        raise UsageError("--buildkit and --buildx-builder name two builders; give one")
+    check_daemon_choice(options)
     loaded = load_named_plan(workspace, name, base_override=options.base_override)
     loaded.platform  # noqa: B018 - one image: a plan of several platforms is refused (exit 2)
     repo = check_push_repo(options.push)
     signer = signer_for(options.sign_key, options.push)  # refused before the build
-    if options.cache_ref is not None:
-        parse_reference(options.cache_ref)  # a malformed reference is exit 2 here
     rendered = render(loaded)
-    ca = _ca_bundle(options)
-    index_url = options.index_url or os.environ.get("PIP_INDEX_URL") or None
-    if options.buildx_builder is not None:
-        address = options.buildx_builder
-        where = f"the buildx builder {address}"
-        base = buildx_base(options.buildx_builder)
-        buildx = True
-    else:
-        where = f"the BuildKit daemon at {address}"
-        base = buildctl_base(options)
-        probe(base, address)
-        buildx = False
-    run_dir = new_run_dir(workspace.evidence_dir, loaded.name)
-    for rendered_name, rendered_data in rendered.files().items():
-        write_bytes(run_dir / rendered_name, rendered_data)
+    pip = PipSecrets.of(options)
+    daemon = connect_daemon(options)
+    run_dir = new_build_dir(workspace, loaded, rendered)
     log_path = run_dir / "build.log"
-    builder = "buildx" if buildx else "buildkit"
     with log_path.open("x", encoding="utf-8") as log_file:
-        tee = _Tee(log_file, echo)
+        tee = Tee(log_file, echo)
         tee.write(
             f"imagekit: building plan {loaded.name} (plan sha256:{loaded.digest.hex}) on "
-            f"{loaded.base} with {where}, pushing to {repo}\n"
+            f"{loaded.base} with {daemon.where}, pushing to {repo}\n"
         )
-        metadata = _run(
-            base, rendered, loaded, str(repo), ca, index_url, options, tee, workspace, log_path,
-            buildx=buildx,
-        )  # fmt: skip
+        metadata = run_on_daemon(
+            daemon, rendered, loaded, str(repo), pip, options, tee, workspace, log_path
+        )
     manifest = str(metadata["containerimage.digest"])
     config = str(metadata.get("containerimage.config.digest", ""))
     pushed = f"{repo}@{manifest}"
     with log_path.open("a", encoding="utf-8") as log_file:
-        tee = _Tee(log_file, echo)
+        tee = Tee(log_file, echo)
         tee.write(f"imagekit: BuildKit pushed {pushed}\n")
         # Its own folder: the rendered checker the build mounted is already in run_dir.
         assertions = run_assertions(
@@ -324,13 +336,8 @@ def build_remote(
         )
         tee.write(f"imagekit: assertions {assertions.status}: {assertions.scope}\n")
     details = assertion_details(workspace, assertions)
-    if assertions.status in ("failed", "NOT RUN"):
-        reason = "assertion-failed" if assertions.status == "failed" else "assertions-not-run"
-        message = (
-            "assertions rejected the build: " + "; ".join(assertions.failed)
-            if assertions.status == "failed"
-            else assertions.scope
-        )
+    if refused := rejection(assertions):
+        reason, message = refused
         record_rejected(
             workspace,
             loaded,
@@ -345,25 +352,22 @@ def build_remote(
             image=pushed,
         )
         if assertions.status == "failed":
-            raise BuildFailed(
+            raise assertions_failed(
                 f"build of {loaded.name} rejected: {message}",
-                step="assertions",
-                last_lines=[f"IMAGEKIT_ASSERT_FAIL {f}" for f in assertions.failed],
-                log=assertions.log or log_path,
-                reason=reason,
+                assertions,
+                log=log_path,
                 hint=f"{pushed} stays in the registry by digest, untagged",
             )
         raise CouldNotFinish(
             f"build of {loaded.name}: {message}; {pushed} was pushed by digest only",
-            hint="run it where the engine can run this platform (qemu-user-static and "
-            "binfmt-support for another architecture)",
+            hint=RUN_WHERE_HINT,
         )
     result = RemoteResult(
         plan=loaded.name,
         plan_sha256=loaded.digest.hex,
         base=str(loaded.base),
-        builder=builder,
-        address=address,
+        builder=daemon.builder,
+        address=daemon.address,
         pushed=pushed,
         manifest_digest=manifest,
         config_digest=config,
@@ -374,23 +378,18 @@ def build_remote(
     )
     outcome = None
     if signer is not None:  # the image is accepted: its provenance, before its record
-        where_key = "buildx_builder" if buildx else "buildkit"
-        facts = rendered_facts(
-            "buildkit", rendered, {"builder": builder, where_key: address}, config_digest=config
-        )
+        facts = rendered_facts("buildkit", rendered, daemon.version(), config_digest=config)
         outcome = attest_build(
             signer, loaded, facts, pushed=pushed, log=log_path, run_id=run_dir.name
         )
         result = replace(result, attestation=outcome)
     with RecordRefused.keeping(result):
-        seq = record_plan_image(
+        seq = record_build(
             workspace,
-            "build",
             loaded,
             pushed,
-            status="built",
             scope=(
-                f"built from plan {loaded.name} (sha256:{loaded.digest.hex}) on {where}, "
+                f"built from plan {loaded.name} (sha256:{loaded.digest.hex}) on {daemon.where}, "
                 "which ran the overlay guards and the assertions inside "
                 f"the build; pushed by digest; {assertions.scope}; nothing was run on a GPU"
             ),
@@ -398,7 +397,7 @@ def build_remote(
             details=rendered_build_details(
                 loaded,
                 rendered,
-                builder,
+                daemon.builder,
                 read_base_details(loaded, None),
                 image_id=config or None,
                 manifest_digest=manifest,
@@ -412,68 +411,52 @@ def build_remote(
     return result
 
 
-def _run(
-    base: list[str],
+def run_on_daemon(
+    daemon: Daemon,
     rendered: Rendered,
     loaded: LoadedPlan,
     repo: str,
-    ca: Path | None,
-    index_url: str | None,
+    pip: PipSecrets,
     options: BuildOptions,
-    tee: _Tee,
+    tee: Tee,
     workspace: Workspace,
     log_path: Path,
-    *,
-    buildx: bool,
 ) -> dict[str, Any]:
     """buildctl build (or buildx build): push by digest, keep the log; a failed step is a
-    rejected build."""
+    rejected build. Every platform the plan lists, in one build: a plan of several
+    (imagekit.build.platforms) is one index pushed by digest."""
     from python_on_whales.exceptions import DockerException
 
-    with tempfile.TemporaryDirectory(prefix="imagekit-build-") as tmp:
-        context = Path(tmp) / "context"
-        context.mkdir()
-        _stage_context(rendered, context)
-        secrets: list[tuple[str, Path]] = []
-        if ca is not None:
-            secrets.append((PIP_CA_SECRET, ca))
-        if index_url:
-            index_file = Path(tmp) / "pip-index-url"
-            fd = os.open(index_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-            with os.fdopen(fd, "w") as fh:
-                fh.write(index_url)
-            secrets.append((PIP_INDEX_SECRET, index_file))
-        metadata_file = Path(tmp) / "metadata.json"
-        # Several platforms (imagekit.build.platforms): one build, one index pushed by digest.
+    with staged(rendered, pip) as context:
+        metadata_file = context.folder / "metadata.json"
         platforms = ",".join(loaded.plan.base.targets)
         output = f"type=image,name={repo},push=true,push-by-digest=true"
-        if buildx:
+        secrets = [f"--secret={secret}" for secret in context.secrets]
+        cmd = [*daemon.argv]
+        if daemon.buildx:
             # No attestations: the digest pushed is then the image's own manifest, as with
             # buildctl (buildx adds a provenance manifest and an index by default).
-            cmd = [*base, "--progress=plain", "--network=host", "--allow=network.host"]
+            cmd += ["--progress=plain", "--network=host", "--allow=network.host"]
             cmd += [f"--platform={platforms}", "--provenance=false", "--sbom=false"]
-            cmd += [f"--metadata-file={metadata_file}", f"--output={output}"]
-            cmd += [f"--secret=id={secret_id},src={path}" for secret_id, path in secrets]
+            cmd += [f"--metadata-file={metadata_file}", f"--output={output}", *secrets]
         else:
-            cmd = [*base, "build", "--progress=plain", "--frontend=dockerfile.v0"]
-            cmd += [f"--local=context={context}", f"--local=dockerfile={context}"]
+            cmd += ["build", "--progress=plain", "--frontend=dockerfile.v0"]
+            cmd += [f"--local=context={context.context}", f"--local=dockerfile={context.context}"]
             cmd += [f"--opt=platform={platforms}", "--opt=force-network-mode=host"]
             cmd += ["--allow=network.host", f"--metadata-file={metadata_file}"]
-            cmd += [f"--output={output}"]
-            cmd += [f"--secret=id={secret_id},src={path}" for secret_id, path in secrets]
+            cmd += [f"--output={output}", *secrets]
         if options.cache_ref is not None:
             cache = f"type=registry,ref={options.cache_ref}"
-            if buildx:
+            if daemon.buildx:
                 cmd += [f"--cache-from={cache}", f"--cache-to={cache},mode=max"]
             else:
                 cmd += [f"--import-cache={cache}", f"--export-cache={cache},mode=max"]
         if options.no_cache:
             cmd.append("--no-cache")
-        if buildx:
-            cmd.append(str(context))
+        if daemon.buildx:
+            cmd.append(str(context.context))
         try:
-            for line in _stream_client(cmd, env={}):
-                tee.write(line.decode("utf-8", errors="replace"))
+            tee.stream(cmd)
         except DockerException as exc:
             reject_failed_build(workspace, loaded, tee, log_path, repo, exc)
         except OSError as exc:

@@ -17,7 +17,7 @@ from imagekit.cli.options import (
     sign_key_option,
     vuln_options,
 )
-from imagekit.cli.output import echo_err
+from imagekit.cli.output import echo_attested, echo_err
 from imagekit.errors import UsageError
 from imagekit.workspace import Workspace
 
@@ -50,13 +50,7 @@ def _human(result: AuditResult) -> None:
         click.echo(f"  --fail-on {result.fail_on}: the findings fail the audit")
     click.echo(f"evidence: {result.evidence_dir}")
     if result.attestation is not None:
-        stored = result.attestation.attestation
-        if stored is not None:
-            click.echo(f"attested: {stored.envelope_digest} ({stored.predicate_type})")
-            for where in stored.stored:
-                click.echo(f"  {where}")
-        else:
-            click.echo(f"NOT ATTESTED: {result.attestation.problem}")
+        echo_attested(result.attestation, places=True)
     if result.vuln_attestation is not None and result.vuln_attestation.attestation is not None:
         click.echo(f"attested: {result.vuln_attestation.attestation.envelope_digest} (vuln)")
 

@@ -9,7 +9,7 @@ import click
 
 from imagekit.cli.contract import run
 from imagekit.cli.options import json_option, registry_options, sign_key_option
-from imagekit.cli.output import echo_err
+from imagekit.cli.output import echo_attested, echo_err
 from imagekit.errors import UsageError
 from imagekit.gpu.stage import PreflightRequest, PreflightResult
 from imagekit.workspace import Workspace
@@ -50,11 +50,7 @@ def _human(result: PreflightResult) -> None:
         click.echo(f"  {result.seconds:.1f} s, launch included")
     click.echo(f"evidence: {result.evidence_dir}")
     if result.attestation is not None:
-        stored = result.attestation.attestation
-        if stored is not None:
-            click.echo(f"attested: {stored.envelope_digest} ({stored.predicate_type})")
-        else:
-            click.echo(f"NOT ATTESTED: {result.attestation.problem}")
+        echo_attested(result.attestation)
 
 
 @click.command("gpu-preflight")

@@ -7,9 +7,12 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
+
+if TYPE_CHECKING:
+    from imagekit.attest.attach import AttestOutcome
 
 
 def echo_err(text: str) -> None:
@@ -20,6 +23,20 @@ def echo_lines(lines: Iterable[str]) -> None:
     """Print a result's own lines for people, one each (stdout)."""
     for line in lines:
         click.echo(line)
+
+
+def echo_attested(outcome: AttestOutcome, *, places: bool = False) -> None:
+    """What a stage's attestation came to, in the words every command uses: its envelope
+    digest and predicate type (and, with ``places``, where it is stored), or NOT ATTESTED and
+    why."""
+    stored = outcome.attestation
+    if stored is None:
+        click.echo(f"NOT ATTESTED: {outcome.problem}")
+        return
+    click.echo(f"attested: {stored.envelope_digest} ({stored.predicate_type})")
+    if places:
+        for where in stored.stored:
+            click.echo(f"  {where}")
 
 
 def _dumps(value: Any) -> str:

@@ -26,7 +26,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any, ClassVar
 
-from imagekit.build.buildkit import CA_ENV, DEFAULT_CA_BUNDLE
+from imagekit.build.context import CA_ENV, DEFAULT_CA_BUNDLE
 from imagekit.errors import ImagekitError
 from imagekit.plans.load import load_named_plan
 from imagekit.plans.model import LoadedPlan

@@ -402,26 +402,39 @@ def _mirror_destination(run: Run, results: Results) -> str:
     return f"{run.mirror_repo}:{tag.rpartition(':')[2]}"
 
 
-def _mirrored(destination: str, report: MirrorReport) -> str | None:
-    """The mirror's copy pinned by digest, once the mirror stage passed."""
-    digest = (report.destination or {}).get("manifest_digest")
+def _pinned_copy(destination: str, report: MirrorReport, key: str) -> str | None:
+    """The mirror's copy pinned by the digest its report names under ``key``, once the
+    mirror stage passed."""
+    digest = (report.destination or {}).get(key)
     if report.exit_code == 0 and digest:
         return str(parse_reference(destination).pinned_only(digest))
     return None
 
 
-def _mirror(run: Run, results: Results) -> Step:
-    from imagekit.build.push import PushResult
+def _mirrored(destination: str, report: MirrorReport) -> str | None:
+    """The mirror's copy pinned by digest, once the mirror stage passed."""
+    return _pinned_copy(destination, report, "manifest_digest")
+
+
+def _mirror_copy(run: Run, source: str, destination: str) -> MirrorReport:
+    """The mirror stage: ``source`` copied to ``destination`` and verified (and, with a
+    signing key, the binding signed), for one image or an index."""
     from imagekit.mirror import MirrorOptions, mirror
 
-    pushed = _need(results, "push", PushResult)
-    destination = _mirror_destination(run, results)
-    report = mirror(
-        pushed.pushed,
+    return mirror(
+        source,
         destination,
         options=MirrorOptions(copy=True, plan=run.name, sign_key=run.options.sign_key),
         workspace=run.workspace,
     )
+
+
+def _mirror(run: Run, results: Results) -> Step:
+    from imagekit.build.push import PushResult
+
+    pushed = _need(results, "push", PushResult)
+    destination = _mirror_destination(run, results)
+    report = _mirror_copy(run, pushed.pushed, destination)
     mirrored = _mirrored(destination, report)
     return Step(
         report,
@@ -538,24 +551,15 @@ def _index_destination(run: Run, results: Results) -> str:
 
 def _mirrored_index(destination: str, report: MirrorReport) -> str | None:
     """The mirror's copy of the index pinned by its digest, once every platform verified."""
-    digest = (report.destination or {}).get("index_digest")
-    if report.exit_code == 0 and digest and report.platforms:
-        return str(parse_reference(destination).pinned_only(digest))
-    return None
+    return _pinned_copy(destination, report, "index_digest") if report.platforms else None
 
 
 def _mirror_index(run: Run, results: Results) -> Step:
     from imagekit.build.platforms import PlatformsResult
-    from imagekit.mirror import MirrorOptions, mirror
 
     built = _need(results, "build", PlatformsResult)
     destination = _index_destination(run, results)
-    report = mirror(
-        built.pushed,
-        destination,
-        options=MirrorOptions(copy=True, plan=run.name, sign_key=run.options.sign_key),
-        workspace=run.workspace,
-    )
+    report = _mirror_copy(run, built.pushed, destination)
     mirrored = _mirrored_index(destination, report)
     if report.exit_code == 0 and mirrored is None:  # one platform verified: not the index
         raise CheckFailed(

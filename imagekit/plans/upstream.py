@@ -41,7 +41,7 @@ from imagekit.registry import (
     RegistryClient,
     select_platform,
 )
-from imagekit.registry.manifest import parse_manifest
+from imagekit.registry.manifest import parse_index
 
 
 class TagState(StrEnum):
@@ -176,11 +176,7 @@ def watch_tag(client: RegistryClient, loaded: LoadedPlan) -> UpstreamTag:
             f"{where} serves the pin (HEAD, and confirmed by the bytes of a GET)",
         )
     if media_type in INDEX_TYPES:
-        index = parse_manifest(
-            body, media_type, registry=base.registry, repository=base.repository,
-            digest=str(served),
-        )  # fmt: skip
-        assert isinstance(index, ImageIndex)  # noqa: S101 - parse_manifest's contract
+        index = parse_index(body, media_type, base, str(served))
         if loaded.multi_platform:
             moved = _platforms_moved(client, loaded, index, str(where), str(served))
             if not moved:
@@ -238,12 +234,7 @@ def _platforms_moved(
     body, media_type, pinned = client.get_manifest(base, str(base.digest))
     old: ImageIndex | None = None
     if media_type in INDEX_TYPES:
-        parsed = parse_manifest(
-            body, media_type, registry=base.registry, repository=base.repository,
-            digest=str(pinned),
-        )  # fmt: skip
-        assert isinstance(parsed, ImageIndex)  # noqa: S101 - parse_manifest's contract
-        old = parsed
+        old = parse_index(body, media_type, base, str(pinned))
     moved = []
     for platform in loaded.platforms:
         new = select_platform(

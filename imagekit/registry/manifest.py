@@ -30,7 +30,7 @@ from pydantic import (
 )
 
 from imagekit.errors import ImageContentError, ReferenceFormatError, RegistryProtocolError
-from imagekit.refs import Digest, Platform
+from imagekit.refs import Digest, Platform, Reference
 from imagekit.registry.transport import excerpt
 
 OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
@@ -306,6 +306,18 @@ def parse_manifest(
     if media_type in INDEX_TYPES:
         return origin.validated(ImageIndex, body, media_type)
     return origin.validated(ImageManifest, body, media_type)
+
+
+def parse_index(
+    body: bytes, media_type: str, ref: Reference, digest: str | None = None
+) -> ImageIndex:
+    """Parse the bytes of an index read from ``ref``'s repository (``media_type`` one of
+    INDEX_TYPES, as its caller checked)."""
+    parsed = parse_manifest(
+        body, media_type, registry=ref.registry, repository=ref.repository, digest=digest
+    )
+    assert isinstance(parsed, ImageIndex)  # noqa: S101 - parse_manifest's contract
+    return parsed
 
 
 def parse_config(

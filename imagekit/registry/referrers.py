@@ -24,8 +24,7 @@ from imagekit.registry.manifest import (
     OCI_INDEX,
     OCI_MANIFEST,
     Descriptor,
-    ImageIndex,
-    parse_manifest,
+    parse_index,
 )
 from imagekit.registry.tagupdate import Merged, TagDocument, read_tag, update_tag
 from imagekit.registry.upload import PUSH, BlobSource, push_blobs
@@ -143,11 +142,8 @@ def list_referrers(
     except RegistryNotFound:
         response = None
     if response is not None and response.headers.get("Content-Type", "").startswith(OCI_INDEX):
-        index = parse_manifest(
-            response.content, OCI_INDEX, registry=repo.registry, repository=repo.repository
-        )
+        index = parse_index(response.content, OCI_INDEX, repo)
         source = "registry"
-        assert isinstance(index, ImageIndex)  # noqa: S101 - parse_manifest's contract
         entries = [m.model_dump(exclude_none=True, mode="json") for m in index.manifests]
     else:
         source = f"fallback tag {fallback_tag(subject)}"

@@ -39,6 +39,7 @@ from imagekit.registry.manifest import (
     ImageIndex,
     ImageManifest,
     parse_config,
+    parse_index,
     parse_manifest,
 )
 from imagekit.registry.session import Session, fault
@@ -121,10 +122,7 @@ def resolve(
     index_manifests: tuple[Descriptor, ...] = ()
     chosen: Platform | None = None
     if media_type in INDEX_TYPES:
-        index = parse_manifest(
-            body, media_type, registry=registry, repository=repository, digest=str(digest)
-        )
-        assert isinstance(index, ImageIndex)  # noqa: S101 - parse_manifest's contract
+        index = parse_index(body, media_type, ref, str(digest))
         want = platform or DEFAULT_PLATFORM
         read = platforms_read(session, ref)
         if entry is not None:

@@ -1,6 +1,7 @@
 """Fixtures integration tests share: the engine references a test made (removed afterwards),
-a tiny image for the final-pull tests, a buildkitd of a module's own (the remote builds and
-the nightly on a shared builder), and the seed replicas (tests/support/replicas.py) for the
+a tiny image for the final-pull tests, a buildkitd of a module's own (the remote builds, the
+several platforms and the nightly on a shared builder) and a buildx builder on it, and the
+seed replicas (tests/support/replicas.py) for the
 seed and OSV tests."""
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from imagekit.runtime.engine import Engine
+from imagekit.runtime.engine import Engine, buildx_client
 from tests.support import replicas
 from tests.support import tiny_image as tiny
 from tests.support.buildkitd import RunningBuildkitd, start_buildkitd
@@ -45,6 +46,30 @@ def buildkitd(
     daemon = start_buildkitd(tmp_path_factory.mktemp("bkd"), [registry.host], tcp=True)
     yield daemon
     daemon.stop()
+
+
+@pytest.fixture
+def buildx_config(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """buildx's state (its builders) in a folder of the test's, never the user's."""
+    folder = tmp_path / "buildx"
+    monkeypatch.setenv("BUILDX_CONFIG", str(folder))
+    return folder
+
+
+@pytest.fixture
+def remote_buildx(buildkitd: RunningBuildkitd, buildx_config: Path) -> Callable[[str], str]:
+    """``remote_buildx(NAME)``: a buildx remote-driver builder NAME on the module's
+    buildkitd, as a team's farm would be (in the test's buildx state); its name."""
+
+    def create(name: str) -> str:
+        subprocess.run(
+            [buildx_client(), "buildx", "create", "--name", name, "--driver", "remote",
+             buildkitd.address],
+            capture_output=True, check=True,
+        )  # fmt: skip
+        return name
+
+    return create
 
 
 @pytest.fixture(scope="session")

@@ -31,6 +31,7 @@ from imagekit.ledger import read_records
 from imagekit.runtime.engine import Engine
 from imagekit.workspace import Workspace
 from tests.support.base_image import BaseImage
+from tests.support.engine_refs import containers
 from tests.support.registries import RunningRegistry
 
 pytestmark = pytest.mark.integration
@@ -404,17 +405,9 @@ def wrapped(engine: Engine, base_image: BaseImage) -> Iterator[dict[str, str]]:
 IMAGEKIT = str(Path(sys.executable).parent / "imagekit")
 
 
-def _containers_of(engine: Engine, image: str) -> list[str]:
-    done = subprocess.run(
-        [engine.client_path, "ps", "-aq", "--filter", f"ancestor={image}"],
-        capture_output=True, text=True, check=True,
-    )  # fmt: skip
-    return done.stdout.split()
-
-
 def _wait_for_container(engine: Engine, image: str, proc: subprocess.Popen[str]) -> None:
     deadline = time.monotonic() + 120
-    while not _containers_of(engine, image):
+    while not containers(engine, f"ancestor={image}"):
         assert proc.poll() is None, proc.communicate()
         assert time.monotonic() < deadline, "the audit container never started"
         time.sleep(0.2)
@@ -422,7 +415,7 @@ def _wait_for_container(engine: Engine, image: str, proc: subprocess.Popen[str])
 
 def _gone(engine: Engine, image: str, within: float = 30) -> bool:
     deadline = time.monotonic() + within
-    while _containers_of(engine, image):
+    while containers(engine, f"ancestor={image}"):
         if time.monotonic() > deadline:
             return False
         time.sleep(0.2)
@@ -451,7 +444,8 @@ def test_an_interrupted_audit_removes_its_container(
     engine: Engine, wrapped: dict[str, str], workspace: Workspace, signum: int, code: int
 ) -> None:
     # Any container found below must be this audit's: none of an earlier test may be left.
-    assert _containers_of(engine, wrapped["hang"]) == [], "a container of an earlier test is left"
+    left = containers(engine, f"ancestor={wrapped['hang']}")
+    assert left == [], "a container of an earlier test is left"
     proc = subprocess.Popen(
         [IMAGEKIT, "audit", wrapped["hang"], "--offline", "--json"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,

@@ -29,9 +29,9 @@ from imagekit.workspace import Workspace
 from tests.support.faultproxy import Fault, FaultProxy
 from tests.support.oci_layout import (
     Layer,
-    LayoutWriter,
     make_tar,
     push_layout,
+    push_new_image,
     skopeo_copy,
     tar_of,
 )
@@ -56,10 +56,8 @@ def images(
     """SRC (gzip level 6, docker format) and a recompressed copy of it: (src, dst_repo, tag)."""
     tmp = tmp_path_factory.mktemp("faults")
     layers = [Layer.gzip(make_tar(100 + i, size=300_000)) for i in range(3)]
-    writer = LayoutWriter(tmp / "layout")
-    writer.index([writer.image(layers)])
     src = f"{registry.host}/imagekit-test/faults-src:1"
-    push_layout(tmp / "layout", src, "--format", "v2s2")
+    push_new_image(tmp / "layout", src, layers, "--format", "v2s2")
     # gzip at level 9 from the decompressed layers: other blobs, same content
     skopeo_copy(f"docker://{src}", f"dir:{tmp / 'plain'}", "--dest-decompress")
     dst_repo = "imagekit-test/faults-dst"
@@ -179,10 +177,7 @@ def slow_images(
     noise = random.Random(7).randbytes(8 << 20)  # noqa: S311 - test data, not a secret
     big = Layer.gzip(tar_of({"big.bin": noise}), level=1)
     layers = [big, Layer.gzip(make_tar(300)), Layer.gzip(make_tar(301))]
-    writer = LayoutWriter(tmp / "layout")
-    writer.index([writer.image(layers)])
-    src = f"{registry.host}/imagekit-test/slow-src:1"
-    push_layout(tmp / "layout", src)
+    src = push_new_image(tmp / "layout", f"{registry.host}/imagekit-test/slow-src:1", layers)
     dst_repo = "imagekit-test/slow-dst"
     push_layout(tmp / "layout", f"{dst_registry.host}/{dst_repo}:1")
     return src, dst_repo, "sha256:" + hashlib.sha256(big.blob).hexdigest()

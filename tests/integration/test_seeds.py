@@ -343,7 +343,7 @@ def test_m3_vllm_builds_on_a_buildkit_daemon_with_no_engine_and_audits_as_the_en
     daemon = start_buildkitd(tmp_path / "bkd", [base.registry_host, registry.host])
     repo = f"{registry.host}/imagekit/m3-vllm"
     daemon_build: dict[str, Any] = {}
-    real_run = remote._run
+    real_run = remote.run_on_daemon
 
     def engine_off_while_building(*args: Any, **kwargs: Any) -> dict[str, Any]:
         # The way the remote tests prove no engine is on the build path: a docker client
@@ -367,7 +367,7 @@ def test_m3_vllm_builds_on_a_buildkit_daemon_with_no_engine_and_audits_as_the_en
         daemon_build["engine_held"] = held.returncode == 0
         return metadata
 
-    monkeypatch.setattr(remote, "_run", engine_off_while_building)
+    monkeypatch.setattr(remote, "run_on_daemon", engine_off_while_building)
     with removing(engine, force=True) as made:
         try:
             started = time.monotonic()

@@ -1,5 +1,6 @@
-"""The engine images a test made, removed by name afterwards, and a pipeline run into fresh
-registries with the images it made written down for that removal.
+"""The engine images a test made, removed by name afterwards, the containers a test left,
+and a pipeline run into fresh registries with the images it made written down for that
+removal.
 
 Removal is by reference, never by image ID: the engine is shared, and an ID can stand under
 another test's tag too (the base image above all). A reference that is already gone (a stage
@@ -19,6 +20,16 @@ from imagekit.flows.pipeline import PipelineOptions, PipelineResult, run_pipelin
 from imagekit.runtime.engine import Engine
 from imagekit.workspace import Workspace
 from tests.support.registries import RunningRegistry
+
+
+def containers(engine: Engine, where: str) -> list[str]:
+    """The IDs of the engine's containers, running or not, that ``where`` (a ``docker ps``
+    filter: ``label=K=V``, ``ancestor=IMAGE``) selects."""
+    listed = subprocess.run(
+        [engine.client_path, "ps", "-aq", "--filter", where],
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    return listed.stdout.split()
 
 
 @contextmanager

@@ -270,6 +270,15 @@ def push_layout(root: Path, dest: str, *args: str, tag: str = "latest") -> None:
     skopeo_copy(f"oci:{root}:{tag}", f"docker://{dest}", *args)
 
 
+def push_new_image(root: Path, dest: str, layers: list[Layer], *args: str) -> str:
+    """A layout at ``root`` of one image of ``layers`` (config made for them), pushed to
+    ``dest`` (host/repository:tag; ``args`` skopeo's, e.g. --dest-creds); ``dest``."""
+    writer = LayoutWriter(root)
+    writer.index([writer.image(layers)])
+    push_layout(root, dest, *args)
+    return dest
+
+
 def _put_blob(client: Any, ref: Any, digest: str, data: bytes) -> None:
     started = client.request(
         "POST", ref, "blobs/uploads/", scope_actions=("pull", "push"), content=b""

@@ -10,7 +10,6 @@ from __future__ import annotations
 import os
 import secrets
 import subprocess
-import sys
 import tarfile
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -20,6 +19,7 @@ from pathlib import Path
 import httpx
 
 from imagekit.runtime.engine import Engine
+from tests.support.cli import MAIN, run_child
 from tests.support.registries import RunningRegistry
 
 MANIFEST_TYPES = ",".join(
@@ -51,14 +51,7 @@ def docker(engine: Engine, *args: str) -> str:
 
 def run_imagekit(*args: str) -> subprocess.CompletedProcess[str]:
     """The CLI in a child process, as a user runs it (environment as the test set it)."""
-    return subprocess.run(
-        [sys.executable, "-c", "from imagekit.cli import main; main()", *args],
-        capture_output=True,
-        text=True,
-        env=os.environ.copy(),
-        check=False,
-        timeout=300,
-    )
+    return run_child(MAIN, *args, env=os.environ)
 
 
 def registry_manifest(

@@ -54,43 +54,28 @@ class ClientCertificate:
 def make_client_certificate(directory: Path, name: str = "imagekit-client") -> ClientCertificate:
     """Write a new client CA and a client certificate (clientAuth) it signed under
     ``directory``, for a registry that asks for one (distribution's http.tls.clientcas)."""
-    now = datetime.now(UTC)
-    ca_key, ca, ca_ski = _make_ca("imagekit test client CA", now)
-    key = ec.generate_private_key(ec.SECP256R1())
-    leaf = (
-        x509.CertificateBuilder()
-        .subject_name(_name(name))
-        .issuer_name(ca.subject)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - timedelta(minutes=5))
-        .not_valid_after(now + timedelta(days=2))
-        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.CLIENT_AUTH]), critical=False)
-        .add_extension(
-            x509.AuthorityKeyIdentifier.from_issuer_subject_key_identifier(ca_ski),
-            critical=False,
-        )
-        .sign(ca_key, hashes.SHA256())
-    )
-    directory.mkdir(parents=True, exist_ok=True)
-    pem = serialization.Encoding.PEM
+    ca = _make_ca("imagekit test client CA")
+    key, leaf = _leaf(ca, name, [ExtendedKeyUsageOID.CLIENT_AUTH])
     made = ClientCertificate(
         ca_path=directory / "client-ca.pem",
         cert_path=directory / "client.cert",
         key_path=directory / "client.key",
     )
-    made.ca_path.write_bytes(ca.public_bytes(pem))
-    made.cert_path.write_bytes(leaf.public_bytes(pem))
-    made.key_path.write_bytes(
-        key.private_bytes(pem, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
-    )
+    _write(directory, (made.ca_path, _pem(ca.cert)), (made.cert_path, _pem(leaf)))
+    _write_key(made.key_path, key)
     return made
 
 
-def _make_ca(
-    common_name: str, now: datetime
-) -> tuple[ec.EllipticCurvePrivateKey, x509.Certificate, x509.SubjectKeyIdentifier]:
+@dataclass(frozen=True)
+class _CA:
+    key: ec.EllipticCurvePrivateKey
+    cert: x509.Certificate
+    ski: x509.SubjectKeyIdentifier
+    now: datetime
+
+
+def _make_ca(common_name: str) -> _CA:
+    now = datetime.now(UTC)
     ca_key = ec.generate_private_key(ec.SECP256R1())
     ca_name = _name(common_name)
     ca_ski = x509.SubjectKeyIdentifier.from_public_key(ca_key.public_key())
@@ -120,7 +105,55 @@ def _make_ca(
         .add_extension(ca_ski, critical=False)
         .sign(ca_key, hashes.SHA256())
     )
-    return ca_key, ca, ca_ski
+    return _CA(ca_key, ca, ca_ski, now)
+
+
+def _leaf(
+    ca: _CA,
+    subject: str,
+    usages: list[x509.ObjectIdentifier],
+    names: list[x509.GeneralName] | None = None,
+) -> tuple[ec.EllipticCurvePrivateKey, x509.Certificate]:
+    """A key and a certificate for it that ``ca`` signed: ``usages`` its extended key usages;
+    with ``names`` (a server's), its subjectAltName and its own key identifier too."""
+    key = ec.generate_private_key(ec.SECP256R1())
+    builder = (
+        x509.CertificateBuilder()
+        .subject_name(_name(subject))
+        .issuer_name(ca.cert.subject)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(ca.now - timedelta(minutes=5))
+        .not_valid_after(ca.now + timedelta(days=2))
+    )
+    if names is not None:
+        builder = builder.add_extension(x509.SubjectAlternativeName(names), critical=False)
+    builder = builder.add_extension(
+        x509.BasicConstraints(ca=False, path_length=None), critical=True
+    ).add_extension(x509.ExtendedKeyUsage(usages), critical=False)
+    if names is not None:
+        builder = builder.add_extension(
+            x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False
+        )
+    leaf = builder.add_extension(
+        x509.AuthorityKeyIdentifier.from_issuer_subject_key_identifier(ca.ski), critical=False
+    ).sign(ca.key, hashes.SHA256())
+    return key, leaf
+
+
+def _pem(cert: x509.Certificate) -> bytes:
+    return cert.public_bytes(serialization.Encoding.PEM)
+
+
+def _write(directory: Path, *files: tuple[Path, bytes]) -> None:
+    directory.mkdir(parents=True, exist_ok=True)
+    for path, data in files:
+        path.write_bytes(data)
+
+
+def _write_key(path: Path, key: ec.EllipticCurvePrivateKey) -> None:
+    pem, pkcs8 = serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8
+    path.write_bytes(key.private_bytes(pem, pkcs8, serialization.NoEncryption()))
 
 
 def make_server_certificate(
@@ -132,50 +165,26 @@ def make_server_certificate(
     """Write a new CA and a server certificate for ``hosts`` (IPs or DNS names) under
     ``directory``; with ``client_auth`` the certificate serves as a client's too (mutual TLS,
     as buildkitd asks of its clients when it is given a CA)."""
-    now = datetime.now(UTC)
-    ca_key, ca, ca_ski = _make_ca("imagekit test CA", now)
-    ca_name = ca.subject
-    key = ec.generate_private_key(ec.SECP256R1())
+    ca = _make_ca("imagekit test CA")
     names: list[x509.GeneralName] = []
     for host in hosts:
         try:
             names.append(x509.IPAddress(ipaddress.ip_address(host)))
         except ValueError:
             names.append(x509.DNSName(host))
-    leaf = (
-        x509.CertificateBuilder()
-        .subject_name(_name(hosts[0]))
-        .issuer_name(ca_name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - timedelta(minutes=5))
-        .not_valid_after(now + timedelta(days=2))
-        .add_extension(x509.SubjectAlternativeName(names), critical=False)
-        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-        .add_extension(
-            x509.ExtendedKeyUsage(
-                [ExtendedKeyUsageOID.SERVER_AUTH]
-                + ([ExtendedKeyUsageOID.CLIENT_AUTH] if client_auth else [])
-            ),
-            critical=False,
-        )
-        .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
-        .add_extension(
-            x509.AuthorityKeyIdentifier.from_issuer_subject_key_identifier(ca_ski),
-            critical=False,
-        )
-        .sign(ca_key, hashes.SHA256())
+    usages = [ExtendedKeyUsageOID.SERVER_AUTH]
+    key, leaf = _leaf(
+        ca, hosts[0], usages + ([ExtendedKeyUsageOID.CLIENT_AUTH] if client_auth else []), names
     )
-    directory.mkdir(parents=True, exist_ok=True)
-    pem = serialization.Encoding.PEM
     certificate = ServerCertificate(
         ca_path=directory / "ca.pem",
         chain_path=directory / "server-chain.pem",
         key_path=directory / "server-key.pem",
     )
-    certificate.ca_path.write_bytes(ca.public_bytes(pem))
-    certificate.chain_path.write_bytes(leaf.public_bytes(pem) + ca.public_bytes(pem))
-    certificate.key_path.write_bytes(
-        key.private_bytes(pem, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+    _write(
+        directory,
+        (certificate.ca_path, _pem(ca.cert)),
+        (certificate.chain_path, _pem(leaf) + _pem(ca.cert)),
     )
+    _write_key(certificate.key_path, key)
     return certificate

@@ -5,9 +5,13 @@ plan's one overlay replaces, so each platform's guard reads it."""
 from __future__ import annotations
 
 import hashlib
+import json
 import secrets
 from pathlib import Path
 
+from click.testing import CliRunner
+
+from imagekit.cli.plans_cmd import command as plans_command
 from imagekit.workspace import Workspace
 from tests.support.images import Blob, M, Pushed, Writer
 
@@ -24,6 +28,11 @@ def image(writer: Writer, repo: str, arch: str, about: bytes, extra: bytes = b""
     """A one-layer linux/ARCH image with ABOUT at DESTINATION (EXTRA: another file's bytes)."""
     files = [M(DESTINATION.lstrip("/"), data=about), M("opt/app/notes.txt", data=extra)]
     return writer.image(repo, f"{arch}-{secrets.token_hex(3)}", [Blob.gzip(files)], arch=arch)
+
+
+def both(writer: Writer, repo: str, about: bytes = ORIGINAL) -> dict[str, Pushed]:
+    """An amd64 and an arm64 image (as :func:`image` makes them), by architecture."""
+    return {arch: image(writer, repo, arch, about) for arch in ("amd64", "arm64")}
 
 
 def index(writer: Writer, repo: str, images: dict[str, Pushed], tag: str = "latest") -> str:
@@ -54,3 +63,9 @@ def write_plan(ws: Workspace, name: str, reference: str, replaces: str | None = 
     overlay.mkdir(parents=True)
     (overlay / "about.py").write_bytes(b"VERSION = 'patched'\n")
     return path
+
+
+def plans_json(ws: Workspace, *args: str) -> tuple[int, dict[str, object]]:
+    """``imagekit plans ARGS --json`` rooted at WS: its exit code and its document."""
+    done = CliRunner().invoke(plans_command, [*args, "--json"], env={"IMAGEKIT_ROOT": str(ws.root)})
+    return done.exit_code, json.loads(done.stdout)

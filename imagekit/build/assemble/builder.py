@@ -35,7 +35,13 @@ from typing import IO, Any, TextIO
 
 from imagekit.attest.attach import AttestOutcome
 from imagekit.attest.signer import Signer
-from imagekit.build.assemble.check import AssertionRun, not_run, run_assertions
+from imagekit.build.assemble.check import (
+    AssertionRun,
+    assertions_failed,
+    not_run,
+    rejection,
+    run_assertions,
+)
 from imagekit.build.assemble.config import (
     BASE_DIGEST,
     BASE_NAME,
@@ -50,12 +56,13 @@ from imagekit.build.assemble.config import (
 from imagekit.build.assemble.guard import LayerUse, OverlayCheck, guard_overlays
 from imagekit.build.assemble.index import IndexStore
 from imagekit.build.assemble.layer import LayerBlob, TarEntry, check_tree, write_layer
-from imagekit.build.built import Succeeded
+from imagekit.build.built import InRegistry, PlanBuild
 from imagekit.build.push import check_push_repo
 from imagekit.build.record import (
     assertion_details,
     base_image_details,
-    record_plan_image,
+    record_build,
+    record_pushed,
     record_rejected,
 )
 from imagekit.errors import (
@@ -75,7 +82,6 @@ from imagekit.ledger import (
     BuildDetails,
     PushDetails,
     RejectedBuildDetails,
-    append_record,
 )
 from imagekit.ledger.record import (
     CopyDetails,
@@ -119,10 +125,7 @@ class AssembleOptions:
 
 
 @dataclass(frozen=True)
-class AssembleResult(Succeeded):
-    plan: str
-    plan_sha256: str
-    base: str
+class AssembleResult(InRegistry, PlanBuild):
     platform: str
     pushed: str  # repo@manifest digest
     tag: str  # repo:tag, put only once the assertions passed (or were not asked for)
@@ -137,17 +140,9 @@ class AssembleResult(Succeeded):
     assertions: AssertionRun
     epoch: int
     epoch_source: str
-    evidence_dir: Path
-    log: Path
     seconds: float
     ledger: list[int] = field(default_factory=list)
-    builder: str = "registry"
-    attestation: AttestOutcome | None = None  # with sign_key: stored, or why not
-
-    @property
-    def runnable(self) -> str:
-        """The pushed digest: the image exists only in the registry until an engine pulls it."""
-        return self.pushed
+    builder: str = field(default="registry", kw_only=True)
 
     @property
     def image_id(self) -> str:
@@ -178,8 +173,7 @@ class AssembleResult(Succeeded):
             "evidence_dir": str(self.evidence_dir),
             "log": str(self.log),
             "seconds": self.seconds,
-            "ledger_seq": self.ledger,
-            **({"attestation": self.attestation.to_json()} if self.attestation else {}),
+            **self.records_json(),
         }
 
 
@@ -623,36 +617,35 @@ def _check_assertions(
             log=run.log,
         )
     run.log(f"assertions: {assertions.status}: {assertions.scope}")
-    rejected = RejectedBuildDetails(
-        step="assertions",
-        manifest_digest=str(made.manifest_digest),
-        guard=guard_report,
-        assertions=assertion_details(run.workspace, assertions),
+    refused = rejection(assertions)
+    if refused is None or not run.options.assertions:  # --no-assertions: accepted unchecked
+        return assertions
+    reason, message = refused
+    run.reject(
+        RejectedBuildDetails(
+            reason=reason,
+            step="assertions",
+            message=message,
+            manifest_digest=str(made.manifest_digest),
+            guard=guard_report,
+            assertions=assertion_details(run.workspace, assertions),
+        ),
+        image=str(pinned),
     )
     if assertions.status == "failed":
-        message = "assertions rejected the build: " + "; ".join(assertions.failed)
-        why = {"reason": "assertion-failed", "message": message}
-        run.reject(rejected.model_copy(update=why), image=str(pinned))
-        raise BuildFailed(
+        raise assertions_failed(
             f"build of {loaded.name} rejected: {message}",
-            step="assertions",
-            last_lines=[f"IMAGEKIT_ASSERT_FAIL {f}" for f in assertions.failed],
-            log=assertions.log or run.log_path,
-            reason="assertion-failed",
+            assertions,
+            log=run.log_path,
             hint=f"{pinned} stays in the registry by digest, untagged; fix the plan and build "
             "again",
         )
-    if assertions.status == "NOT RUN" and run.options.assertions:
-        message = assertions.scope
-        why = {"reason": "assertions-not-run", "message": message}
-        run.reject(rejected.model_copy(update=why), image=str(pinned))
-        raise CouldNotFinish(
-            f"build of {loaded.name}: {message}; {pinned} was pushed by digest only and not tagged",
-            hint="run it where the engine can run this platform (install qemu-user-static "
-            "and binfmt-support for another architecture), or pass --no-assertions to accept "
-            "the image unchecked",
-        )
-    return assertions
+    raise CouldNotFinish(
+        f"build of {loaded.name}: {message}; {pinned} was pushed by digest only and not tagged",
+        hint="run it where the engine can run this platform (install qemu-user-static "
+        "and binfmt-support for another architecture), or pass --no-assertions to accept "
+        "the image unchecked",
+    )
 
 
 def _put_tag(run: _Run, image: ResolvedImage, made: _Made, pushed: CopyResult) -> Digest | None:
@@ -730,12 +723,10 @@ def _append_records(run: _Run, image: ResolvedImage, result: AssembleResult) -> 
     guards = "the overlay guards checked the base's files from its layers' indexes" + (
         "" if result.guard else " (no overlays)"
     )
-    build_seq = record_plan_image(
+    build_seq = record_build(
         workspace,
-        "build",
         loaded,
         result.pushed,
-        status="built",
         scope=(
             f"assembled through the registry API from plan {loaded.name} "
             f"(sha256:{loaded.digest.hex}) with no engine build and no base pull; {guards} "
@@ -758,12 +749,11 @@ def _append_records(run: _Run, image: ResolvedImage, result: AssembleResult) -> 
             ),
         ),
     )
-    push_seq = append_record(
+    push_seq = record_pushed(
         workspace,
-        "push",
         plan=loaded.name,
-        images={"image": result.tag, "pushed": result.pushed},
-        status="pushed",
+        image=result.tag,
+        pushed=result.pushed,
         scope=(
             f"imagekit put the manifest {result.manifest_digest} and the tag {result.tag}; "
             f"{result.push.blobs_mounted} blobs mounted, {result.push.blobs_uploaded} "
@@ -777,5 +767,5 @@ def _append_records(run: _Run, image: ResolvedImage, result: AssembleResult) -> 
             **({"attestation": result.attestation.ledger_value} if result.attestation else {}),
             **({"index_digest": result.index_digest} if result.index_digest else {}),
         ),
-    ).seq
-    return build_seq, int(push_seq)
+    )
+    return build_seq, push_seq

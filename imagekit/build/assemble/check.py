@@ -19,10 +19,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from imagekit.errors import CouldNotFinish
+from imagekit.errors import BuildFailed, CouldNotFinish
 from imagekit.evidence import write_bytes
 from imagekit.plans.model import LoadedPlan
-from imagekit.plans.render import ASSERT_MOUNT, ASSERT_SCRIPT, CheckerOutput, assertion_checker
+from imagekit.plans.render import (
+    ASSERT_FAIL_MARKER,
+    ASSERT_MOUNT,
+    ASSERT_SCRIPT,
+    CheckerOutput,
+    assertion_checker,
+)
 from imagekit.refs import Platform, Reference
 from imagekit.runtime.engine import Engine, Execution, engine_errors, execution_for
 
@@ -58,6 +64,38 @@ class AssertionRun:
 
 def not_run(reason: str, execution: Execution | None = None) -> AssertionRun:
     return AssertionRun("NOT RUN", f"the plan's assertions were NOT RUN: {reason}", execution)
+
+
+#: what to do about assertions NOT RUN in an image of a platform this host cannot run
+RUN_WHERE_HINT = (
+    "run it where the engine can run this platform (qemu-user-static and binfmt-support for "
+    "another architecture)"
+)
+
+
+def rejection(run: AssertionRun) -> tuple[str, str] | None:
+    """Why a pushed image whose assertions came to ``run`` is not accepted, as its rejected
+    build's reason and message: they failed, or they were NOT RUN, which is never a pass.
+    None when they passed, or the plan has none. Every builder that asserts a pushed image
+    (a BuildKit daemon, several platforms, the registry builder) says it this way."""
+    if run.status == "failed":
+        return "assertion-failed", "assertions rejected the build: " + "; ".join(run.failed)
+    if run.status == "NOT RUN":
+        return "assertions-not-run", run.scope
+    return None
+
+
+def assertions_failed(said: str, run: AssertionRun, *, log: Path, hint: str) -> BuildFailed:
+    """The build rejected by its failed assertions (exit 1): ``said`` is the message, the last
+    lines are the checker's failures, the log its own (else the build's)."""
+    return BuildFailed(
+        said,
+        step="assertions",
+        last_lines=[f"{ASSERT_FAIL_MARKER} {f}" for f in run.failed],
+        log=run.log or log,
+        reason="assertion-failed",
+        hint=hint,
+    )
 
 
 def run_assertions(

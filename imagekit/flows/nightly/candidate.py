@@ -7,7 +7,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from imagekit.build.options import BuildOptions
-from imagekit.errors import CheckFailed, RecordRefused, UsageError
+from imagekit.errors import CheckFailed, RecordRefused
 from imagekit.flows.nightly.night import Night
 from imagekit.flows.nightly.options import NightOptions
 from imagekit.layerdiff import ImageComparison, RegistryImage, compare_images
@@ -37,17 +37,7 @@ def candidate_options(
     """
     from imagekit.build.choice import chosen_builder
 
-    request = BuildOptions(
-        builder="auto",
-        push=repo,
-        base_override=base,
-        buildkit=options.buildkit,
-        buildkit_ca=options.buildkit_ca,
-        buildkit_cert=options.buildkit_cert,
-        buildkit_key=options.buildkit_key,
-        buildx_builder=options.buildx_builder,
-        cache_ref=options.cache_ref,
-    )
+    request = BuildOptions(builder="auto", push=repo, base_override=base, **options.daemon())
     builder = chosen_builder(loaded.plan, request)
     if builder == "registry":
         return builder, replace(request, builder=builder, tag=tag)
@@ -65,33 +55,11 @@ def check_builder(options: NightOptions) -> None:
     daemon that does not answer CouldNotFinish (exit 3) naming its address; ``cache_ref``
     without either is refused as `imagekit build` refuses it.
     """
-    from imagekit.build.remote import buildctl_base, buildx_base, probe
+    from imagekit.build.remote import check_daemon_choice, connect_daemon
 
-    if not options.remote:
-        if options.cache_ref is not None:
-            raise UsageError(
-                "--cache-ref is an option of --buildkit and --buildx-builder builds",
-                hint="add --buildkit ADDR or --buildx-builder NAME, or drop --cache-ref",
-            )
-        return
-    if options.buildkit is not None and options.buildx_builder is not None:
-        raise UsageError("--buildkit and --buildx-builder name two builders; give one")
-    if options.cache_ref is not None:
-        parse_reference(options.cache_ref)  # a malformed reference is exit 2 here
-    if options.buildx_builder is not None:
-        buildx_base(options.buildx_builder)
-        return
-    probe(
-        buildctl_base(
-            BuildOptions(
-                buildkit=options.buildkit,
-                buildkit_ca=options.buildkit_ca,
-                buildkit_cert=options.buildkit_cert,
-                buildkit_key=options.buildkit_key,
-            )
-        ),
-        str(options.buildkit),
-    )
+    daemon = BuildOptions(**options.daemon())
+    if check_daemon_choice(daemon):
+        connect_daemon(daemon)
 
 
 @dataclass(frozen=True)

@@ -6,10 +6,18 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from imagekit.build.options import DaemonOptions
+
 
 @dataclass(frozen=True)
-class NightOptions:
-    """What a caller may choose about a night; each plan decides the rest."""
+class NightOptions(DaemonOptions):
+    """What a caller may choose about a night; each plan decides the rest.
+
+    The daemon options build the candidates on a BuildKit of their own (imagekit.build.remote),
+    as ``imagekit build --buildkit/--buildx-builder`` does: no engine builds, BuildKit pushes
+    by digest; the engine still audits the pushed image. With one of those, ``cache_ref``:
+    BuildKit's cache from and to this registry reference, so a fresh runner reuses layers.
+    """
 
     base_override: str | None = None
     keep_images: bool = False
@@ -20,22 +28,6 @@ class NightOptions:
     proposals_dir: Path | None = None
     #: apply those changes to the plans (and their committed renders)
     write_plans: bool = False
-    #: build the candidates on a BuildKit of their own (imagekit.build.remote), as
-    #: ``imagekit build --buildkit/--buildx-builder`` does: no engine builds, BuildKit pushes
-    #: by digest; the engine still audits the pushed image
-    buildkit: str | None = None
-    buildkit_ca: Path | None = None
-    buildkit_cert: Path | None = None
-    buildkit_key: Path | None = None
-    buildx_builder: str | None = None
-    #: with one of those: BuildKit's cache from and to this registry reference, so a fresh
-    #: runner reuses layers; steps it finds there are not run again (said in the record)
-    cache_ref: str | None = None
-
-    @property
-    def remote(self) -> bool:
-        """Whether the candidates are built on a BuildKit of their own."""
-        return self.buildkit is not None or self.buildx_builder is not None
 
     def rebuild(self) -> str:
         """How a candidate is rebuilt, for a record's scope: where, and with which cache."""

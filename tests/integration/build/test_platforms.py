@@ -12,7 +12,7 @@ from __future__ import annotations
 import base64
 import json
 import subprocess
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -36,7 +36,7 @@ from imagekit.runtime.engine import BINFMT_DIR, buildx_client, execution_for
 from imagekit.workspace import Workspace
 from tests.support import replicas
 from tests.support.base_image import BaseImage
-from tests.support.buildkitd import RunningBuildkitd, start_buildkitd
+from tests.support.buildkitd import RunningBuildkitd
 from tests.support.demo_index import arm64_demo_layer, push_demo_index, with_debian_pip
 from tests.support.demo_variants import index_url, write_variant
 from tests.support.gotools import cosign_verify_attestation
@@ -46,15 +46,6 @@ from tests.support.registries import RunningRegistry
 pytestmark = pytest.mark.integration
 
 TWO = ["linux/amd64", "linux/arm64"]
-
-
-@pytest.fixture(scope="module")
-def buildkitd(
-    registry: RunningRegistry, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[RunningBuildkitd]:
-    daemon = start_buildkitd(tmp_path_factory.mktemp("bkd"), [registry.host])
-    yield daemon
-    daemon.stop()
 
 
 @pytest.fixture(scope="module")
@@ -71,6 +62,14 @@ def arm64_emulated() -> None:
         f"this host cannot emulate arm64 ({execution.reason}); scripts/setup-host.sh "
         "installs qemu-user-static and registers its binfmt handlers"
     )
+
+
+@pytest.fixture
+def demo_two(demo_index: str, workspace: Workspace, arm64_emulated: None) -> str:
+    """The demo plan for amd64 and arm64 (``demo-two``) in the test's workspace, arm64 run
+    emulated here; the base index it builds on."""
+    _platforms_variant(workspace, "demo-two", TWO)
+    return demo_index
 
 
 def _platforms_variant(workspace: Workspace, name: str, platforms: list[str]) -> None:
@@ -161,16 +160,14 @@ def _check_index(doc: dict[str, Any], repo: str, workspace: Workspace) -> None:
 
 def test_the_demo_for_amd64_and_arm64_on_a_buildkit_daemon_is_one_index(
     buildkitd: RunningBuildkitd,
-    demo_index: str,
+    demo_two: str,
     registry: RunningRegistry,
     workspace: Workspace,
     created_refs: list[str],
-    arm64_emulated: None,
 ) -> None:
-    _platforms_variant(workspace, "demo-two", TWO)
     repo = f"{registry.host}/imagekit-test/demo-two-buildkit"
     code, out, err = _build(
-        "demo-two", "--base", demo_index, "--buildkit", buildkitd.address, "--push", repo
+        "demo-two", "--base", demo_two, "--buildkit", buildkitd.address, "--push", repo
     )
     assert code == 0, err[-4000:]
     doc = json.loads(out)
@@ -185,16 +182,14 @@ def test_the_demo_for_amd64_and_arm64_on_a_buildkit_daemon_is_one_index(
 
 
 def test_the_demo_for_amd64_and_arm64_on_the_engine_is_one_index(
-    demo_index: str,
+    demo_two: str,
     registry: RunningRegistry,
     workspace: Workspace,
     created_refs: list[str],
-    arm64_emulated: None,
 ) -> None:
-    _platforms_variant(workspace, "demo-two", TWO)
     repo = f"{registry.host}/imagekit-test/demo-two-engine"
     # --no-cache: the engine's build cache is the machine's; every step of both must run.
-    code, out, err = _build("demo-two", "--base", demo_index, "--push", repo, "--no-cache")
+    code, out, err = _build("demo-two", "--base", demo_two, "--push", repo, "--no-cache")
     doc = json.loads(out) if code == 0 else {}
     created_refs.extend(platform["pushed"] for platform in doc.get("platforms", []))
     run_id = Path(doc.get("log", "x/x")).parent.name
@@ -321,27 +316,16 @@ def test_a_platform_that_cannot_run_here_is_not_run_exit_3(
 
 
 def test_the_demo_for_amd64_and_arm64_on_a_buildx_builder_is_one_index(
-    buildkitd: RunningBuildkitd,
-    demo_index: str,
+    remote_buildx: Callable[[str], str],
+    demo_two: str,
     registry: RunningRegistry,
     workspace: Workspace,
     created_refs: list[str],
-    arm64_emulated: None,
-    tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    # A buildx remote-driver builder on the tests' buildkitd; buildx's state is the test's.
-    monkeypatch.setenv("BUILDX_CONFIG", str(tmp_path / "buildx"))
-    name = "imagekit-test-platforms"
-    subprocess.run(
-        [buildx_client(), "buildx", "create", "--name", name, "--driver", "remote",
-         buildkitd.address],
-        capture_output=True, check=True,
-    )  # fmt: skip
-    _platforms_variant(workspace, "demo-two", TWO)
+    name = remote_buildx("imagekit-test-platforms")
     repo = f"{registry.host}/imagekit-test/demo-two-buildx"
     code, out, err = _build(
-        "demo-two", "--base", demo_index, "--buildx-builder", name, "--push", repo
+        "demo-two", "--base", demo_two, "--buildx-builder", name, "--push", repo
     )
     assert code == 0, err[-4000:]
     doc = json.loads(out)
@@ -352,12 +336,11 @@ def test_the_demo_for_amd64_and_arm64_on_a_buildx_builder_is_one_index(
 
 
 def test_the_pipeline_of_the_demo_for_amd64_and_arm64_audits_each_platform(
-    demo_index: str,
+    demo_two: str,
     make_registry: Callable[..., RunningRegistry],
     workspace: Workspace,
     docker_config: Path,
     created_refs: list[str],
-    arm64_emulated: None,
     tmp_path: Path,
 ) -> None:
     # One run of every stage on the engine: both platforms built and asserted, one index
@@ -365,7 +348,6 @@ def test_the_pipeline_of_the_demo_for_amd64_and_arm64_audits_each_platform(
     # the index mirrored and every platform verified by diffID, the host's platform pulled;
     # signed: each stage's attestation beside the mirror's copy, where cosign and the gate
     # find it.
-    _platforms_variant(workspace, "demo-two", TWO)
     push_to, mirror_to = make_registry("none"), make_registry("none")
     pair = generate_key_pair(tmp_path / "pipeline")
     result = run_pipeline(
@@ -374,7 +356,7 @@ def test_the_pipeline_of_the_demo_for_amd64_and_arm64_audits_each_platform(
         PipelineOptions(
             registry=push_to.host,
             mirror=mirror_to.host,
-            base_override=demo_index,
+            base_override=demo_two,
             sign_key=pair.private,
         ),
     )
@@ -475,20 +457,18 @@ def test_the_pipeline_of_the_demo_for_amd64_and_arm64_audits_each_platform(
 
 def test_a_signed_build_of_two_platforms_attests_the_index_and_each_platform(
     buildkitd: RunningBuildkitd,
-    demo_index: str,
+    demo_two: str,
     registry: RunningRegistry,
     workspace: Workspace,
     created_refs: list[str],
-    arm64_emulated: None,
     tmp_path: Path,
 ) -> None:
     # One SLSA provenance whose subjects are the index and each platform's manifest, stored
     # beside each: cosign finds it from the index's reference and from each platform's.
     pair = generate_key_pair(tmp_path / "build")
-    _platforms_variant(workspace, "demo-two", TWO)
     repo = f"{registry.host}/imagekit-test/demo-two-signed"
     code, out, err = _build(
-        "demo-two", "--base", demo_index, "--buildkit", buildkitd.address, "--push", repo,
+        "demo-two", "--base", demo_two, "--buildkit", buildkitd.address, "--push", repo,
         "--sign-key", str(pair.private),
     )  # fmt: skip
     assert code == 0, err[-4000:]

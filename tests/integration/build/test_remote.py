@@ -12,6 +12,7 @@ import json
 import re
 import subprocess
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -20,7 +21,7 @@ from click.testing import CliRunner
 from imagekit.cli.build_cmd import command as build_command
 from imagekit.errors import EngineUnavailable
 from imagekit.ledger import read_records
-from imagekit.runtime.engine import buildx_client, connect
+from imagekit.runtime.engine import connect
 from imagekit.workspace import Workspace
 from tests.support.base_image import BaseImage
 from tests.support.buildkitd import TOOLS, RunningBuildkitd, start_buildkitd
@@ -169,29 +170,14 @@ def test_bad_remote_options_are_exit_2(argv: list[str], words: str, workspace: W
     assert words in err
 
 
-@pytest.fixture
-def buildx_config(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """buildx's state (its builders) in a folder of the test's, never the user's."""
-    folder = tmp_path / "buildx"
-    monkeypatch.setenv("BUILDX_CONFIG", str(folder))
-    return folder
-
-
 def test_a_named_buildx_builder_builds_like_buildkit(
-    buildkitd: RunningBuildkitd,
-    buildx_config: Path,
+    remote_buildx: Callable[[str], str],
     base_image: BaseImage,
     registry: RunningRegistry,
     workspace: Workspace,
     created_refs: list[str],
 ) -> None:
-    # A buildx remote-driver builder on the tests' buildkitd, as a team's farm would be.
-    name = "imagekit-test-remote"
-    subprocess.run(
-        [buildx_client(), "buildx", "create", "--name", name, "--driver", "remote",
-         buildkitd.address],
-        capture_output=True, check=True,
-    )  # fmt: skip
+    name = remote_buildx("imagekit-test-remote")
     repo = f"{registry.host}/imagekit-test/buildx-remote"
     code, out, err = _build(
         "demo", "--base", base_image.reference, "--buildx-builder", name, "--push", repo,

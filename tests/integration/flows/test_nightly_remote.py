@@ -15,7 +15,7 @@ import re
 import shutil
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -29,7 +29,7 @@ from imagekit.build.options import BuildOptions
 from imagekit.cli import main
 from imagekit.ledger import LedgerRecord, read_records
 from imagekit.pull import final_pull
-from imagekit.runtime.engine import Engine, buildx_client
+from imagekit.runtime.engine import Engine
 from imagekit.workspace import Workspace
 from tests.support.base_image import BaseImage
 from tests.support.buildkitd import RunningBuildkitd
@@ -266,17 +266,8 @@ def test_a_matrix_of_nights_on_one_builder_shares_its_cache_and_comes_back_as_on
     assert len(read_records(combined.ledger_path)) == total
 
 
-@pytest.fixture
-def buildx_config(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """buildx's state (its builders) in a folder of the test's, never the user's."""
-    folder = tmp_path / "buildx"
-    monkeypatch.setenv("BUILDX_CONFIG", str(folder))
-    return folder
-
-
 def test_a_night_on_a_named_buildx_builder_and_an_unknown_one(
-    buildkitd: RunningBuildkitd,
-    buildx_config: Path,
+    remote_buildx: Callable[[str], str],
     committed: Committed,
     tmp_path: Path,
     created_refs: list[str],
@@ -290,13 +281,7 @@ def test_a_night_on_a_named_buildx_builder_and_an_unknown_one(
     assert code == 2, err[-2000:]
     assert "--buildx-builder 'imagekit-test-no-such-builder'" in err
     assert ws.ledger_path.read_bytes() == before  # stopped before any plan
-    # A buildx remote-driver builder on the module's daemon, as a team's farm would be.
-    name = "imagekit-test-night"
-    subprocess.run(
-        [buildx_client(), "buildx", "create", "--name", name, "--driver", "remote",
-         buildkitd.address],
-        capture_output=True, check=True,
-    )  # fmt: skip
+    name = remote_buildx("imagekit-test-night")
     code, out, err = _imagekit(
         ws, "nightly", "--plans", "demo", "--base", committed.base, "--buildx-builder", name,
         "--json",

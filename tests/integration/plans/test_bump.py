@@ -6,13 +6,10 @@ The plan pins an index; its one overlay must fit the image of each platform
 
 from __future__ import annotations
 
-import json
 import secrets
 
 import pytest
-from click.testing import CliRunner
 
-from imagekit.cli.plans_cmd import command as plans_command
 from imagekit.workspace import Workspace
 from tests.support.images import Writer
 from tests.support.registries import RunningRegistry
@@ -20,8 +17,10 @@ from tests.support.two_platforms import (
     DESTINATION,
     ORIGINAL,
     UPSTREAM_CHANGED,
+    both,
     image,
     index,
+    plans_json,
     sha256,
     write_plan,
 )
@@ -30,10 +29,7 @@ pytestmark = pytest.mark.integration
 
 
 def _bump(ws: Workspace, *args: str) -> tuple[int, dict[str, object]]:
-    done = CliRunner().invoke(
-        plans_command, ["bump", *args, "--json"], env={"IMAGEKIT_ROOT": str(ws.root)}
-    )
-    return done.exit_code, json.loads(done.stdout)
+    return plans_json(ws, "bump", *args)
 
 
 def test_a_two_platform_plan_is_bumped_when_each_platforms_overlay_still_fits(
@@ -41,7 +37,7 @@ def test_a_two_platform_plan_is_bumped_when_each_platforms_overlay_still_fits(
 ) -> None:
     repo = f"bump/two-{secrets.token_hex(3)}"
     with Writer(registry.host) as writer:
-        v1 = {a: image(writer, repo, a, ORIGINAL) for a in ("amd64", "arm64")}
+        v1 = both(writer, repo)
         pinned = index(writer, repo, v1)
         path = write_plan(workspace, "two", pinned)
         before = path.read_text()
@@ -88,7 +84,7 @@ def test_a_two_platform_bump_is_refused_naming_the_platform_whose_file_drifted(
 ) -> None:
     repo = f"bump/drift-{secrets.token_hex(3)}"
     with Writer(registry.host) as writer:
-        v1 = {a: image(writer, repo, a, ORIGINAL) for a in ("amd64", "arm64")}
+        v1 = both(writer, repo)
         pinned = index(writer, repo, v1)
         path = write_plan(workspace, "drift", pinned)
         before = path.read_text()

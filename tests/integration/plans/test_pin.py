@@ -19,8 +19,10 @@ from tests.support.two_platforms import (
     DESTINATION,
     ORIGINAL,
     UPSTREAM_CHANGED,
+    both,
     image,
     index,
+    plans_json,
     sha256,
     write_plan,
 )
@@ -79,10 +81,7 @@ def test_pin_overlay_refuses_when_the_absent_file_exists(
 
 
 def _pin(ws: Workspace, name: str) -> tuple[int, dict[str, object]]:
-    done = CliRunner().invoke(
-        plans_command, ["pin-overlay", name, "--json"], env={"IMAGEKIT_ROOT": str(ws.root)}
-    )
-    return done.exit_code, json.loads(done.stdout)
+    return plans_json(ws, "pin-overlay", name)
 
 
 def test_a_plan_of_two_platforms_is_pinned_from_each_platforms_image_in_the_registry(
@@ -92,7 +91,7 @@ def test_a_plan_of_two_platforms_is_pinned_from_each_platforms_image_in_the_regi
     same bytes, so the one hash is written."""
     repo = f"pin/two-{secrets.token_hex(3)}"
     with Writer(registry.host) as writer:
-        images = {a: image(writer, repo, a, ORIGINAL) for a in ("amd64", "arm64")}
+        images = both(writer, repo)
         path = write_plan(workspace, "pin-two", index(writer, repo, images), replaces="b" * 64)
     original = path.read_text()
     code, pinned = _pin(workspace, "pin-two")

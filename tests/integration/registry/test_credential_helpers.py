@@ -18,7 +18,7 @@ import pytest
 from imagekit.errors import RegistryUnauthorized
 from imagekit.refs import parse_reference
 from imagekit.registry import RegistryClient
-from tests.support.oci_layout import Layer, LayoutWriter, make_tar, push_layout
+from tests.support.oci_layout import Layer, make_tar, push_new_image
 from tests.support.registries import RunningRegistry
 
 pytestmark = pytest.mark.integration
@@ -63,11 +63,9 @@ def pass_store(monkeypatch: pytest.MonkeyPatch) -> Iterator[Store]:
 
 
 def _push(registry: RunningRegistry, tmp: Path, repo: str, seed: int) -> str:
-    writer = LayoutWriter(tmp / repo)
-    writer.index([writer.image([Layer.gzip(make_tar(seed))])])
-    ref = f"{registry.host}/{repo}:1"
-    push_layout(tmp / repo, ref, "--dest-creds", f"{registry.username}:{registry.password}")
-    return ref
+    creds = f"{registry.username}:{registry.password}"
+    layers = [Layer.gzip(make_tar(seed))]
+    return push_new_image(tmp / repo, f"{registry.host}/{repo}:1", layers, "--dest-creds", creds)
 
 
 def test_cred_helpers_pass_with_a_secret_rotated_during_the_run(

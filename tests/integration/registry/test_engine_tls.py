@@ -14,10 +14,8 @@ the CA is put there between two pulls of one test, with no restart, and the seco
 from __future__ import annotations
 
 import json
-import os
 import ssl
 import subprocess
-import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,6 +30,7 @@ from imagekit.runtime.engine import ENGINE_CERTS_D, Engine
 from imagekit.workspace import Workspace
 from tests.integration.build.assemble.test_builder import _overlay_only
 from tests.support.base_image import BaseImage
+from tests.support.cli import without_tls_settings
 from tests.support.engine_tls import SECURE_LOOPBACK, engine_trusts, hosts_entry, new_name
 from tests.support.gotools import run_tool
 from tests.support.registries import RunningRegistry
@@ -106,19 +105,7 @@ def forget_after(engine: Engine, secure: SecureRegistry) -> Iterator[None]:
 
 def _imagekit(*args: str) -> subprocess.CompletedProcess[str]:
     """The CLI as a user runs it; both it and the engine read /etc/docker/certs.d."""
-    environment = {
-        k: v
-        for k, v in os.environ.items()
-        if k not in ("IMAGEKIT_CERTS_D", "IMAGEKIT_INSECURE_REGISTRIES", "IMAGEKIT_CA_FILE")
-    }
-    return subprocess.run(
-        [sys.executable, "-m", "imagekit", *args],
-        capture_output=True,
-        text=True,
-        timeout=500,
-        check=False,
-        env=environment,
-    )
+    return without_tls_settings(*args, timeout=500)
 
 
 def _engine_tls_line(done: subprocess.CompletedProcess[str], host: str) -> None:

@@ -19,7 +19,7 @@ from imagekit.refs import parse_reference
 from imagekit.registry import RegistryClient, RetryPolicy
 from imagekit.registry.upload import copy_image
 from tests.support.faultproxy import Fault, FaultProxy
-from tests.support.oci_layout import Layer, LayoutWriter, make_tar, push_layout
+from tests.support.oci_layout import Layer, make_tar, push_new_image
 from tests.support.registries import RunningRegistry
 from tests.support.tls import make_client_certificate, make_server_certificate
 
@@ -39,9 +39,9 @@ def hub_mirror(
     """A registry holding what Docker Hub would serve as library/imagekit-mirror-test:1."""
     mirror = make_registry()
     tmp = tmp_path_factory.mktemp("hub-mirror")
-    writer = LayoutWriter(tmp)
-    writer.index([writer.image([Layer.gzip(make_tar(800))])])
-    push_layout(tmp, f"{mirror.host}/library/imagekit-mirror-test:1")
+    push_new_image(
+        tmp, f"{mirror.host}/library/imagekit-mirror-test:1", [Layer.gzip(make_tar(800))]
+    )
     return mirror
 
 
@@ -217,22 +217,14 @@ def test_hosts_toml_ca_client_and_override_path_are_read_as_containerd_reads_the
     assert said[0].startswith(f"docker.io: mirror {mirror.host} failed (")
     assert "could not be verified" in said[0]
 
-    # With ca and client (relative to the hosts.toml, a [cert, key] pair), it serves.
-    (folder / "hosts.toml").write_text(
-        entry + '  ca = "mirror-ca.pem"\n  client = [["mine.cert", "mine.key"]]\n'
-    )
-    said.clear()
-    with RegistryClient(retry_policy=policy, log=said.append) as c:
-        image = c.resolve(parse_reference(HUB_REF))
-    assert len(image.layers) == 1
-    assert said == [f"docker.io: reading through the mirror {mirror.host}"]
-
-    # Without its ca but with skip_verify, the certificate is not checked: it serves too.
-    (folder / "hosts.toml").write_text(
-        entry + '  skip_verify = true\n  client = [["mine.cert", "mine.key"]]\n'
-    )
-    said.clear()
-    with RegistryClient(retry_policy=policy, log=said.append) as c:
-        image = c.resolve(parse_reference(HUB_REF))
-    assert len(image.layers) == 1
-    assert said == [f"docker.io: reading through the mirror {mirror.host}"]
+    # With ca and client (relative to the hosts.toml, a [cert, key] pair), it serves; and
+    # without its ca but with skip_verify, the certificate is not checked: it serves too.
+    for trust in ('  ca = "mirror-ca.pem"\n', "  skip_verify = true\n"):
+        (folder / "hosts.toml").write_text(
+            entry + trust + '  client = [["mine.cert", "mine.key"]]\n'
+        )
+        said.clear()
+        with RegistryClient(retry_policy=policy, log=said.append) as c:
+            image = c.resolve(parse_reference(HUB_REF))
+        assert len(image.layers) == 1
+        assert said == [f"docker.io: reading through the mirror {mirror.host}"]

@@ -21,7 +21,10 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 import pytest
 
@@ -35,7 +38,12 @@ from imagekit.registry.upload import BlobSource, copy_image, push_manifest
 from imagekit.workspace import Workspace
 from tests.support.faultproxy import Fault, FaultProxy
 from tests.support.media_types import OCI_TAR
-from tests.support.oci_layout import Layer, LayoutWriter, make_tar, push_layout, tar_of
+from tests.support.oci_layout import (
+    Layer,
+    make_tar,
+    push_new_image,
+    tar_of,
+)
 from tests.support.registries import RunningRegistry
 
 pytestmark = pytest.mark.integration
@@ -68,11 +76,7 @@ def _random_layer(seed: int, size: int) -> Layer:
 
 
 def _push_image(registry: RunningRegistry, tmp: Path, repo: str, layers: list[Layer]) -> str:
-    writer = LayoutWriter(tmp)
-    writer.index([writer.image(layers)])
-    ref = f"{registry.host}/{repo}:1"
-    push_layout(tmp, ref)
-    return ref
+    return push_new_image(tmp, f"{registry.host}/{repo}:1", layers)
 
 
 @pytest.fixture(scope="module")
@@ -95,6 +99,40 @@ def proxy(registry: RunningRegistry) -> Iterator[FaultProxy]:
 
 def _client(**policy: float) -> RegistryClient:
     return RegistryClient(retry_policy=RetryPolicy(initial_wait=0.05, **policy))  # type: ignore[arg-type]
+
+
+@dataclass(frozen=True)
+class _Copy:
+    """A one-layer image to copy (``src``) to a fresh registry behind the fault proxy
+    (``dst``), and the client that copies it."""
+
+    proxy: FaultProxy
+    client: RegistryClient
+    src: Reference
+    dst: Reference
+
+
+class CopyThrough(Protocol):
+    def __call__(self, name: str, layer: Layer, *faults: Fault) -> AbstractContextManager[_Copy]:
+        """``quirks/NAME`` of ``layer`` pushed to the anonymous registry, a new registry
+        behind the fault proxy with ``faults`` set, and ``copy/NAME`` there to copy it to."""
+        ...
+
+
+@pytest.fixture
+def copy_through(
+    registry: RunningRegistry, make_registry: MakeRegistry, tmp_path: Path
+) -> CopyThrough:
+    @contextmanager
+    def made(name: str, layer: Layer, *faults: Fault) -> Iterator[_Copy]:
+        src = _push_image(registry, tmp_path, f"quirks/{name}", [layer])
+        target = make_registry()
+        with FaultProxy(target.host) as proxy, _client() as client:
+            proxy.set_faults(*faults)
+            dst = parse_reference(f"{proxy.host}/copy/{name}:1")
+            yield _Copy(proxy, client, parse_reference(src), dst)
+
+    return made
 
 
 # ---------------------------------------------------------------------- uploads (GHCR)
@@ -120,89 +158,60 @@ def test_a_copy_to_a_registry_with_ghcrs_chunk_limit_puts_each_blob_whole(
         assert not [e for e in ghcr.log if e.method == "PATCH" and e.status != 202]
 
 
-def test_chunks_take_the_size_ghcrs_416_states_at_once(
-    registry: RunningRegistry, make_registry: MakeRegistry, tmp_path: Path
-) -> None:
-    src = _push_image(registry, tmp_path, "quirks/stated", [_random_layer(11, 600_000)])
-    target = make_registry()
-    with FaultProxy(target.host) as ghcr, _client() as client:
-        # GHCR's words for this limit: "request body is too large, max size is 0.09MiB",
-        # 94371 bytes once rounded down, under the 96000 the proxy takes.
-        ghcr.set_faults(
-            Fault("chunk_limit", method="PATCH", path=r"/blobs/uploads/", limit=96_000, times=-1)
-        )
-        dst = parse_reference(f"{ghcr.host}/copy/stated:1")
-        result = copy_image(client, parse_reference(src), dst, chunk_size=256 * 1024)
+def test_chunks_take_the_size_ghcrs_416_states_at_once(copy_through: CopyThrough) -> None:
+    # GHCR's words for this limit: "request body is too large, max size is 0.09MiB", 94371
+    # bytes once rounded down, under the 96000 the proxy takes.
+    limit = Fault("chunk_limit", method="PATCH", path=r"/blobs/uploads/", limit=96_000, times=-1)
+    layer = _random_layer(11, 600_000)
+    with copy_through("stated", layer, limit) as copy:
+        result = copy_image(copy.client, copy.src, copy.dst, chunk_size=256 * 1024)
+        ghcr = copy.proxy
         assert ghcr.fired("chunk_limit") == 1  # 256 KiB refused once, never halved
         taken = [e.length for e in ghcr.log if e.method == "PATCH" and e.status == 202]
         assert taken[:-1] == [94_371] * (len(taken) - 1) and 0 < taken[-1] <= 94_371
         assert any("sending 94371-byte chunks (the most it says it takes)" in line
                    for line in result.log)  # fmt: skip
-        assert client.get_manifest(dst, "1") == client.get_manifest(parse_reference(src), "1")
+        assert copy.client.get_manifest(copy.dst, "1") == copy.client.get_manifest(copy.src, "1")
 
 
 def test_a_put_refused_with_a_stated_size_goes_on_in_chunks_of_that_size(
-    registry: RunningRegistry, make_registry: MakeRegistry, tmp_path: Path
+    copy_through: CopyThrough,
 ) -> None:
-    src = _push_image(registry, tmp_path, "quirks/stated-put", [_random_layer(14, 600_000)])
-    target = make_registry()
-    with FaultProxy(target.host) as strict, _client() as client:
-        # The monolithic PUT is refused with GHCR's words ("max size is 0.19MiB"); the
-        # closing PUT of the chunked upload has no body, so it passes.
-        strict.set_faults(
-            Fault("chunk_limit", method="PUT", path=r"/blobs/uploads/", limit=200_000, times=-1)
-        )
-        dst = parse_reference(f"{strict.host}/copy/stated-put:1")
-        copy_image(client, parse_reference(src), dst)
+    # The monolithic PUT is refused with GHCR's words ("max size is 0.19MiB"); the closing
+    # PUT of the chunked upload has no body, so it passes.
+    limit = Fault("chunk_limit", method="PUT", path=r"/blobs/uploads/", limit=200_000, times=-1)
+    layer = _random_layer(14, 600_000)
+    with copy_through("stated-put", layer, limit) as copy:
+        copy_image(copy.client, copy.src, copy.dst)
+        strict = copy.proxy
         assert strict.fired("chunk_limit") == 1
         patches = [e.length for e in strict.log if e.method == "PATCH"]
         assert len(patches) >= 2 and patches[:-1] == [199_229] * (len(patches) - 1)
-        assert client.get_manifest(dst, "1") == client.get_manifest(parse_reference(src), "1")
+        assert copy.client.get_manifest(copy.dst, "1") == copy.client.get_manifest(copy.src, "1")
 
 
-def test_chunks_halve_on_a_416_that_states_no_size(
-    registry: RunningRegistry, make_registry: MakeRegistry, tmp_path: Path
-) -> None:
-    src = _push_image(registry, tmp_path, "quirks/shrink", [_random_layer(11, 600_000)])
-    target = make_registry()
+def test_chunks_halve_on_a_416_that_states_no_size(copy_through: CopyThrough) -> None:
     silent = b'{"errors":[{"code":"SIZE_INVALID","message":"request body is too large"}]}'
-    with FaultProxy(target.host) as ghcr, _client() as client:
-        ghcr.set_faults(
-            Fault(
-                "chunk_limit",
-                method="PATCH",
-                path=r"/blobs/uploads/",
-                limit=96_000,
-                times=-1,
-                body=silent,
-            )
-        )
-        dst = parse_reference(f"{ghcr.host}/copy/shrink:1")
-        result = copy_image(client, parse_reference(src), dst, chunk_size=256 * 1024)
+    limit = Fault("chunk_limit", method="PATCH", path=r"/blobs/uploads/", limit=96_000,
+                  times=-1, body=silent)  # fmt: skip
+    layer = _random_layer(11, 600_000)
+    with copy_through("shrink", layer, limit) as copy:
+        result = copy_image(copy.client, copy.src, copy.dst, chunk_size=256 * 1024)
+        ghcr = copy.proxy
         assert ghcr.fired("chunk_limit") >= 2  # 256 KiB, then 128 KiB, were refused
         taken = [e.length for e in ghcr.log if e.method == "PATCH" and e.status == 202]
         assert taken and max(taken) <= 96_000
         assert any("refused a chunk" in line and "(halved)" in line for line in result.log)
-        assert client.get_manifest(dst, "1") == client.get_manifest(parse_reference(src), "1")
+        assert copy.client.get_manifest(copy.dst, "1") == copy.client.get_manifest(copy.src, "1")
 
 
-def test_chunks_are_never_shorter_than_the_registrys_minimum(
-    registry: RunningRegistry, make_registry: MakeRegistry, tmp_path: Path
-) -> None:
-    src = _push_image(registry, tmp_path, "quirks/minimum", [_random_layer(12, 500_000)])
-    target = make_registry()
-    with FaultProxy(target.host) as strict, _client() as client:
-        strict.set_faults(
-            Fault(
-                "header",
-                method="POST",
-                path=r"/blobs/uploads/$",
-                headers={"OCI-Chunk-Min-Length": "150000"},
-                times=-1,
-            )
-        )
-        dst = parse_reference(f"{strict.host}/copy/minimum:1")
-        copy_image(client, parse_reference(src), dst, chunk_size=32 * 1024)
+def test_chunks_are_never_shorter_than_the_registrys_minimum(copy_through: CopyThrough) -> None:
+    minimum = Fault("header", method="POST", path=r"/blobs/uploads/$",
+                    headers={"OCI-Chunk-Min-Length": "150000"}, times=-1)  # fmt: skip
+    layer = _random_layer(12, 500_000)
+    with copy_through("minimum", layer, minimum) as copy:
+        copy_image(copy.client, copy.src, copy.dst, chunk_size=32 * 1024)
+        strict = copy.proxy
         assert strict.fired("header") >= 1
         patches = [e.length for e in strict.log if e.method == "PATCH"]
         assert len(patches) >= 2
@@ -210,15 +219,14 @@ def test_chunks_are_never_shorter_than_the_registrys_minimum(
 
 
 def test_a_416_no_chunk_size_satisfies_ends_in_one_line_naming_the_registry(
-    registry: RunningRegistry, make_registry: MakeRegistry, tmp_path: Path
+    copy_through: CopyThrough,
 ) -> None:
-    src = _push_image(registry, tmp_path, "quirks/nofit", [_random_layer(13, 300_000)])
-    target = make_registry()
-    with FaultProxy(target.host) as tiny, _client() as client:
-        tiny.set_faults(Fault("chunk_limit", method="PATCH", limit=1000, path=r"/", times=-1))
-        dst = parse_reference(f"{tiny.host}/copy/nofit:1")
+    limit = Fault("chunk_limit", method="PATCH", limit=1000, path=r"/", times=-1)
+    layer = _random_layer(13, 300_000)
+    with copy_through("nofit", layer, limit) as copy:
+        tiny = copy.proxy
         with pytest.raises(RegistryError) as caught:
-            copy_image(client, parse_reference(src), dst, chunk_size=256 * 1024)
+            copy_image(copy.client, copy.src, copy.dst, chunk_size=256 * 1024)
     error = caught.value
     assert error.exit_code == 3 and error.status == 416
     assert tiny.host in error.message and "request body is too large" in error.message
@@ -340,9 +348,8 @@ def test_a_redirect_to_another_registry_logs_in_there_with_that_registrys_creden
     """lscr.io sends its whole API to ghcr.io: ghcr.io's login, never lscr.io's."""
     ghcr = make_registry("token")
     creds = f"{ghcr.username}:{ghcr.password}"
-    writer = LayoutWriter(tmp_path)
-    writer.index([writer.image([Layer.gzip(make_tar(400))])])
-    push_layout(tmp_path, f"{ghcr.host}/team/app:1", "--dest-creds", creds)
+    layers = [Layer.gzip(make_tar(400))]
+    push_new_image(tmp_path, f"{ghcr.host}/team/app:1", layers, "--dest-creds", creds)
     with FaultProxy(ghcr.host) as lscr:
         lscr.set_faults(Fault("redirect", method="*", path=r"^/v2/", target=ghcr.host, times=-1))
         own = base64.b64encode(b"lscr-user:lscr-secret").decode()
@@ -385,10 +392,8 @@ def test_a_helper_is_asked_again_after_a_401_and_a_rotated_secret_is_used(
     assert reg.token_server is not None and reg.username and reg.password
     creds = f"{reg.username}:{reg.password}"
     for repo in ("rot/a", "rot/b"):
-        layout = tmp_path / repo
-        writer = LayoutWriter(layout)
-        writer.index([writer.image([Layer.gzip(make_tar(500 + len(repo)))])])
-        push_layout(layout, f"{reg.host}/{repo}:1", "--dest-creds", creds)
+        layers = [Layer.gzip(make_tar(500 + len(repo)))]
+        push_new_image(tmp_path / repo, f"{reg.host}/{repo}:1", layers, "--dest-creds", creds)
     secret, calls = tmp_path / "secret", tmp_path / "calls"
     secret.write_text(reg.password)
     write_helper(tmp_path / "bin", secret, calls, reg.username)

@@ -7,10 +7,8 @@ certificates; and a TLS failure is one line naming the registry and what to do, 
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
-import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -19,8 +17,9 @@ import pytest
 from imagekit.refs import parse_reference
 from imagekit.registry import RegistryClient
 from imagekit.registry.upload import copy_image
+from tests.support.cli import without_tls_settings
 from tests.support.forward_proxy import RunningProxy, start_tinyproxy
-from tests.support.oci_layout import Layer, LayoutWriter, make_tar, push_layout
+from tests.support.oci_layout import Layer, make_tar, push_new_image
 from tests.support.registries import RunningRegistry
 from tests.support.tls import ServerCertificate, make_client_certificate, make_server_certificate
 
@@ -47,6 +46,15 @@ def _certs_d(root: Path, host: str, *files: Path, names: tuple[str, ...] = ()) -
     return root
 
 
+def _with_client_certificate(
+    root: Path, host: str, cert: ServerCertificate, client_files: Path
+) -> Path:
+    """A certs.d root trusting ``cert``'s CA for ``host``, and showing it the client
+    certificate and key in ``client_files``."""
+    files = (cert.ca_path, client_files / "client.cert", client_files / "client.key")
+    return _certs_d(root, host, *files, names=("ca.crt", "client.cert", "client.key"))
+
+
 @pytest.fixture(scope="module")
 def image(
     registry: RunningRegistry,
@@ -56,10 +64,8 @@ def image(
 ) -> str:
     """An image in the TLS registry, put there by imagekit's own copy through certs.d."""
     tmp = tmp_path_factory.mktemp("tls-image")
-    writer = LayoutWriter(tmp / "layout")
-    writer.index([writer.image([Layer.gzip(make_tar(600 + i)) for i in range(2)])])
-    plain = f"{registry.host}/tls/src:1"
-    push_layout(tmp / "layout", plain)
+    layers = [Layer.gzip(make_tar(600 + i)) for i in range(2)]
+    plain = push_new_image(tmp / "layout", f"{registry.host}/tls/src:1", layers)
     certs = _certs_d(tmp / "certs.d", tls_registry.host, cert.ca_path, names=("ca.crt",))
     target = f"{tls_registry.host}/tls/app:1"
     with pytest.MonkeyPatch.context() as patch:
@@ -70,19 +76,7 @@ def image(
 
 
 def _imagekit(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    environment = {
-        k: v
-        for k, v in os.environ.items()
-        if k not in ("IMAGEKIT_CERTS_D", "IMAGEKIT_INSECURE_REGISTRIES", "IMAGEKIT_CA_FILE")
-    }
-    return subprocess.run(
-        [sys.executable, "-m", "imagekit", *args],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-        env={**environment, **env},
-    )
+    return without_tls_settings(*args, env=env)
 
 
 @pytest.fixture
@@ -177,14 +171,7 @@ def test_a_client_certificate_in_certs_d_is_shown_to_a_registry_that_asks(
     )
     assert refused.returncode == 3, refused.stderr
     assert f"error: {registry.host}:" in refused.stderr and "client.cert" in refused.stderr
-    with_cert = _certs_d(
-        tmp_path / "with",
-        registry.host,
-        cert.ca_path,
-        client_files / "client.cert",
-        client_files / "client.key",
-        names=("ca.crt", "client.cert", "client.key"),
-    )
+    with_cert = _with_client_certificate(tmp_path / "with", registry.host, cert, client_files)
     # The handshake passes: what is left is the registry's own answer (no such image).
     shown = _imagekit(
         "inspect", f"{registry.host}/none/x:1", env={"IMAGEKIT_CERTS_D": str(with_cert)}
@@ -229,14 +216,7 @@ def test_certs_d_ca_file_and_client_certificates_apply_through_an_https_proxy(
     untrusted = _imagekit("inspect", image, env={**proxied, "IMAGEKIT_CERTS_D": str(empty_certs_d)})
     assert untrusted.returncode == 3 and "could not be verified" in untrusted.stderr
     registry, client_files = mtls
-    with_cert = _certs_d(
-        tmp_path / "with",
-        registry.host,
-        cert.ca_path,
-        client_files / "client.cert",
-        client_files / "client.key",
-        names=("ca.crt", "client.cert", "client.key"),
-    )
+    with_cert = _with_client_certificate(tmp_path / "with", registry.host, cert, client_files)
     shown = _imagekit(
         "inspect", f"{registry.host}/none/x:1", env={**proxied, "IMAGEKIT_CERTS_D": str(with_cert)}
     )

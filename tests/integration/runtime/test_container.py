@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -19,6 +18,7 @@ import pytest
 from imagekit.runtime.container import ContainerSpec, gpu_refusal, new_name, run_container
 from imagekit.runtime.engine import Engine
 from tests.support.base_image import BaseImage
+from tests.support.engine_refs import containers
 
 
 def _clients(engine: Engine) -> list[str]:
@@ -28,14 +28,6 @@ def _clients(engine: Engine) -> list[str]:
     if os.path.exists(debian) and os.path.realpath(debian) != os.path.realpath(clients[0]):
         clients.append(debian)
     return clients
-
-
-def _left(engine: Engine, label: str) -> list[str]:
-    listed = subprocess.run(
-        [engine.client_path, "ps", "-aq", "--filter", f"label={label}"],
-        capture_output=True, text=True, check=True,
-    )  # fmt: skip
-    return listed.stdout.split()
 
 
 def test_a_container_gets_no_network_no_capability_and_the_shared_memory_asked(
@@ -52,7 +44,7 @@ def test_a_container_gets_no_network_no_capability_and_the_shared_memory_asked(
     assert lines[0] == "lo"  # no interface but loopback
     assert lines[1].split()[1] == str(256 * 1024)  # /dev/shm of the size asked, in KiB
     assert lines[2].split() == ["CapEff:", "0000000000000000"]  # every capability dropped
-    assert _left(engine, "io.imagekit.test-runner=1") == []
+    assert containers(engine, "label=io.imagekit.test-runner=1") == []
 
 
 @pytest.mark.skipif(os.path.exists("/dev/nvidiactl"), reason="NVIDIA devices: no refusal here")
@@ -78,7 +70,7 @@ def test_gpus_the_engine_cannot_give_are_named_in_its_own_words(
                 "is not an absolute path" in said
             )
         assert said in (run_dir / "probe-stderr.raw").read_text()  # the raw words kept
-    assert _left(engine, "io.imagekit.test-runner=1") == []
+    assert containers(engine, "label=io.imagekit.test-runner=1") == []
 
 
 def test_the_wall_clock_limit_kills_and_removes_the_container(
@@ -90,7 +82,7 @@ def test_the_wall_clock_limit_kills_and_removes_the_container(
     )  # fmt: skip
     run = run_container(engine.client_path, spec, tmp_path, 5, stage="test")
     assert run.timed_out and run.seconds < 60
-    assert _left(engine, "io.imagekit.test-runner=1") == []
+    assert containers(engine, "label=io.imagekit.test-runner=1") == []
     ended = json.loads((tmp_path / "probe-run.json").read_text())
     assert ended["ended"] == "killed at the wall-clock limit" and ended["timed_out"] is True
     assert new_name("x") != new_name("x")  # each run its own name

@@ -6,22 +6,11 @@ check the same analysis against real failed builds.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
-from imagekit.build.buildkit import (
-    _ca_bundle,
-    _stage_context,
-    analyse_failure,
-)
-from imagekit.build.options import BuildOptions
+from imagekit.build.buildkit import analyse_failure
 from imagekit.build.push import check_push_repo
 from imagekit.errors import ReferenceFormatError, UsageError
-from imagekit.plans.load import load_plan
-from imagekit.plans.render import ASSERT_SCRIPT, render
-
-REPO = Path(__file__).resolve().parents[3]
 
 GUARD = 'p=/usr/lib/x.py; echo "IMAGEKIT_OVERLAY_DRIFT path=$p expected=$w actual=missing"'
 DRIFT_LOG = f"""\
@@ -88,39 +77,12 @@ def test_plain_step_failure_and_no_step_at_all() -> None:
     assert nothing.last_lines == ["error: failed to dial gRPC: cannot connect"]
 
 
-def test_ca_bundle_choice(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    bundle = tmp_path / "ca.pem"
-    bundle.write_text("-----BEGIN CERTIFICATE-----\n")
-    assert _ca_bundle(BuildOptions(ca_bundle=bundle)) == bundle
-    monkeypatch.setenv("IMAGEKIT_PIP_CA", str(bundle))
-    assert _ca_bundle(BuildOptions()) == bundle
-    with pytest.raises(UsageError, match="not a file"):
-        _ca_bundle(BuildOptions(ca_bundle=tmp_path / "missing.pem"))
-
-
 def test_push_takes_a_repository_only() -> None:
     assert check_push_repo("127.0.0.1:5000/team/img").repository == "team/img"
     with pytest.raises(UsageError, match="without tag"):
         check_push_repo("127.0.0.1:5000/team/img:v1")
     with pytest.raises(ReferenceFormatError):
         check_push_repo("127.0.0.1:5000/Team/Img")
-
-
-def test_stage_context_holds_the_rendered_files_and_the_overlays_only(tmp_path: Path) -> None:
-    loaded = load_plan(REPO / "manifests" / "demo.yaml", dockerfiles_dir=REPO / "dockerfiles")
-    rendered = render(loaded)
-    context = tmp_path / "context"
-    context.mkdir()
-    _stage_context(rendered, context)
-    staged = sorted(str(p.relative_to(context)) for p in context.rglob("*") if p.is_file())
-    assert staged == sorted(
-        ["Dockerfile", ASSERT_SCRIPT, "overlay/av_about.py", "overlay/imagekit-demo-hello"]
-    )
-    # The checker staged is this render's, which is what the Dockerfile's bind mount reads.
-    assert (context / ASSERT_SCRIPT).read_bytes() == rendered.files()[ASSERT_SCRIPT]
-    assert f"source={ASSERT_SCRIPT}," in (context / "Dockerfile").read_text()
-    hello = context / "overlay" / "imagekit-demo-hello"
-    assert hello.stat().st_mode & 0o111  # the launcher keeps its mode
 
 
 def test_a_destination_a_link_carries_into_a_kernel_mount_is_destination_blocked() -> None:

@@ -9,13 +9,15 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
+import tracemalloc
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from imagekit.ledger import LedgerRecord, append_record
 from imagekit.workspace import Workspace
+from tests.support.cli import MAIN, run_child
 
 DIGEST_A = "sha256:" + "a" * 64
 NOTE_IMAGES = {"image": f"r/x@{DIGEST_A}"}
@@ -75,11 +77,14 @@ def run_cli(
     env["IMAGEKIT_ROOT"] = str(ws.root)
     if ledger is not None:
         env["IMAGEKIT_LEDGER"] = str(ledger)
-    return subprocess.run(
-        [sys.executable, "-c", "from imagekit.cli import main; main()", *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        check=False,
-        timeout=timeout,
-    )
+    return run_child(MAIN, *args, env=env, timeout=timeout)
+
+
+def peak_bytes(action: Callable[[], object]) -> int:
+    """The most bytes Python held at once while ``action`` ran (allocations, not time)."""
+    tracemalloc.start()
+    try:
+        action()
+        return tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()

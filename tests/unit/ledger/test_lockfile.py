@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import functools
 import json
-import tracemalloc
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +14,7 @@ from imagekit.ledger import append_record, verify
 from imagekit.ledger.lockfile import NOT_RECORDED, encode_lock, render_lock, write_lock
 from imagekit.workspace import Workspace
 from tests.support.ledger_chain import write_chain
-from tests.unit.ledger.support import Rec, append_all, ledger_lines
+from tests.unit.ledger.support import Rec, append_all, ledger_lines, peak_bytes
 
 BASE_INDEX = "sha256:" + "1" * 64
 BASE_MANIFEST = "sha256:" + "2" * 64
@@ -272,16 +270,6 @@ def test_lock_gives_prepared_versions_from_the_current_image_s_audit(ws: Workspa
     assert '"decord": null' in encode_lock(lock).decode()
 
 
-def _peak(action: Callable[[], object]) -> int:
-    """The most bytes Python held at once while ``action`` ran."""
-    tracemalloc.start()
-    try:
-        action()
-        return tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
-
-
 def test_the_lock_holds_bounded_memory_whatever_the_ledger_length(tmp_path: Path) -> None:
     """A ledger ten times longer whose extra records no section shows must not need ten
     times the memory: the lock keeps what it renders, not the history it read."""
@@ -293,7 +281,7 @@ def test_the_lock_holds_bounded_memory_whatever_the_ledger_length(tmp_path: Path
         lock = write_lock(ws, None)
         assert lock.document["ledger"]["records"] == count
         assert set(lock.plans) == {f"plan-{n}" for n in range(7)}
-        peaks.append(_peak(functools.partial(write_lock, ws, None)))
+        peaks.append(peak_bytes(functools.partial(write_lock, ws, None)))
     small, large = peaks
     assert large < small * 2, f"peak {small} bytes for 500 records, {large} for 5000"
 

@@ -8,8 +8,6 @@ import functools
 import json
 import os
 import time
-import tracemalloc
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -20,7 +18,7 @@ from imagekit.ledger.lockfile import write_lock
 from imagekit.ledger.store import LISTED
 from imagekit.workspace import Workspace
 from tests.support.ledger_chain import write_chain
-from tests.unit.ledger.support import ledger_lines, notes, run_cli
+from tests.unit.ledger.support import ledger_lines, notes, peak_bytes, run_cli
 
 # ----------------------------------------------------------------------------- item 1
 
@@ -154,16 +152,6 @@ def test_a_malformed_head_is_bad_input(ws: Workspace, head: str) -> None:
     assert json.loads(shown.stdout)["error"]["exit_code"] == 2
 
 
-def _peak(action: Callable[[], object]) -> int:
-    """The most bytes Python held at once while ``action`` ran (allocations, not time)."""
-    tracemalloc.start()
-    try:
-        action()
-        return tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
-
-
 def test_verify_holds_bounded_memory_whatever_the_ledger_length(tmp_path: Path) -> None:
     """A ten times longer ledger must not need ten times the memory: verify streams."""
     peaks = []
@@ -173,7 +161,7 @@ def test_verify_holds_bounded_memory_whatever_the_ledger_length(tmp_path: Path) 
         write_chain(ws.ledger_path, records=count)
         report = verify(ws)
         assert report.ok and report.records == count
-        peaks.append(_peak(functools.partial(verify, ws)))
+        peaks.append(peak_bytes(functools.partial(verify, ws)))
     small, large = peaks
     assert large < small * 2, f"peak {small} bytes for 500 records, {large} for 5000"
 

@@ -18,6 +18,14 @@ def files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return tmp_path
 
 
+def _hub_hosts(files: Path, toml: str) -> Path:
+    """containerd's hosts.toml for docker.io under FILES' certs.d; the folder holding it."""
+    folder = files / "certs.d" / "docker.io"
+    folder.mkdir(parents=True)
+    (folder / "hosts.toml").write_text(toml)
+    return folder
+
+
 def test_no_mirror_anywhere_is_none(files: Path) -> None:
     assert hub_mirrors() == ()
 
@@ -28,13 +36,12 @@ def test_every_source_in_order_without_duplicates_or_hub_itself(
     (files / "daemon.json").write_text(
         json.dumps({"registry-mirrors": ["https://engine.example/", "https://flag.example"]})
     )
-    hosts = files / "certs.d" / "docker.io" / "hosts.toml"
-    hosts.parent.mkdir(parents=True)
-    hosts.write_text(
+    _hub_hosts(
+        files,
         'server = "https://registry-1.docker.io"\n'
         '[host."https://containerd.example"]\n  capabilities = ["pull", "resolve"]\n'
         '[host."https://push-only.example"]\n  capabilities = ["push"]\n'
-        '[host."http://10.0.0.5:5000"]\n'
+        '[host."http://10.0.0.5:5000"]\n',
     )
     monkeypatch.setenv("IMAGEKIT_REGISTRY_MIRRORS", "env.example, https://registry-1.docker.io")
     with use_mirrors(["http://cli.example:5000"]):
@@ -53,22 +60,19 @@ def test_every_source_in_order_without_duplicates_or_hub_itself(
 
 def test_broken_files_are_no_mirrors(files: Path) -> None:
     (files / "daemon.json").write_text("{not json")
-    hosts = files / "certs.d" / "docker.io" / "hosts.toml"
-    hosts.parent.mkdir(parents=True)
-    hosts.write_text("[host.\n")
+    _hub_hosts(files, "[host.\n")
     assert hub_mirrors() == ()
 
 
 def test_hosts_toml_paths_and_tls_files_as_containerd_reads_them(files: Path) -> None:
-    folder = files / "certs.d" / "docker.io"
-    folder.mkdir(parents=True)
-    (folder / "hosts.toml").write_text(
+    folder = _hub_hosts(
+        files,
         '[host."https://plain.example"]\n'
         '[host."https://prefixed.example/cache"]\n  ca = "/abs/ca.pem"\n'
         '[host."https://harbor.example/v2/hub"]\n  override_path = true\n'
         '  ca = ["a.pem", "b.pem"]\n  client = [["c.cert", "c.key"], "both.pem"]\n'
         '[host."https://single.example"]\n  client = "one.pem"\n'
-        '[host."https://broken.example"]\n  client = [["a", "b", "c"]]\n'
+        '[host."https://broken.example"]\n  client = [["a", "b", "c"]]\n',
     )
     found = {m.host: m for m in hub_mirrors()}
     assert "broken.example" not in found  # containerd refuses a pair of three
@@ -86,9 +90,8 @@ def test_hosts_toml_paths_and_tls_files_as_containerd_reads_them(files: Path) ->
 
 
 def test_hosts_toml_skip_verify_and_headers_as_containerd_reads_them(files: Path) -> None:
-    folder = files / "certs.d" / "docker.io"
-    folder.mkdir(parents=True)
-    (folder / "hosts.toml").write_text(
+    _hub_hosts(
+        files,
         '[host."https://unverified.example"]\n  skip_verify = true\n'
         '  dial_timeout = "5s"\n'
         '[host."https://headers.example"]\n'
@@ -97,7 +100,7 @@ def test_hosts_toml_skip_verify_and_headers_as_containerd_reads_them(files: Path
         '[host."https://bad-skip.example"]\n  skip_verify = "yes"\n'
         '[host."https://bad-header.example"]\n  header = ["x-a"]\n'
         '[host."https://bad-value.example"]\n'
-        '  [host."https://bad-value.example".header]\n    x-a = 1\n'
+        '  [host."https://bad-value.example".header]\n    x-a = 1\n',
     )
     found = {m.host: m for m in hub_mirrors()}
     # containerd refuses these files; here only the malformed hosts are left out

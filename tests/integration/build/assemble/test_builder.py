@@ -21,6 +21,7 @@ from imagekit.ledger import read_records
 from imagekit.runtime.engine import Engine
 from imagekit.workspace import Workspace
 from tests.support.base_image import BaseImage
+from tests.support.demo_variants import write_variant
 from tests.support.faultproxy import FaultProxy
 from tests.support.registries import RunningRegistry
 
@@ -33,16 +34,13 @@ AV_ABOUT_SHA256 = "75e5d191c344a5bdf61c1ee3e720661cb2d0c38e8d3bfb90b587b8107303c
 def _overlay_only(workspace: Workspace, name: str, change: dict[str, object] | None = None) -> str:
     """The demo plan without its pip step (and without asserting what pip installed)."""
     data = yaml.safe_load((workspace.plans_dir / "demo.yaml").read_text())
-    data["name"] = name
-    data["steps"] = [s for s in data["steps"] if s["kind"] != "pip_install"]
-    data["assertions"]["find_spec"] = [m for m in data["assertions"]["find_spec"] if m != "six"]
-    data.update(change or {})
-    (workspace.plans_dir / f"{name}.yaml").write_text(yaml.safe_dump(data, sort_keys=False))
-    target = workspace.dockerfiles_dir / name
-    (target / "overlay").mkdir(parents=True, exist_ok=True)
-    for item in (workspace.dockerfiles_dir / "demo" / "overlay").iterdir():
-        (target / "overlay" / item.name).write_bytes(item.read_bytes())
-        (target / "overlay" / item.name).chmod(item.stat().st_mode & 0o777)
+    assertions = data["assertions"]
+    modules = [m for m in assertions["find_spec"] if m != "six"]
+    without_pip = {
+        "steps": [s for s in data["steps"] if s["kind"] != "pip_install"],
+        "assertions": {**assertions, "find_spec": modules},
+    }
+    write_variant(workspace, name, {**without_pip, **(change or {})})
     return name
 
 

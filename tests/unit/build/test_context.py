@@ -1,0 +1,43 @@
+"""What every builder of the rendered Dockerfile stages: pip's CA bundle, and a context of
+the rendered files and the overlays only."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from imagekit.build.context import ca_bundle, stage_context
+from imagekit.build.options import BuildOptions
+from imagekit.errors import UsageError
+from imagekit.plans.load import load_plan
+from imagekit.plans.render import ASSERT_SCRIPT, render
+
+REPO = Path(__file__).resolve().parents[3]
+
+
+def test_ca_bundle_choice(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    bundle = tmp_path / "ca.pem"
+    bundle.write_text("-----BEGIN CERTIFICATE-----\n")
+    assert ca_bundle(BuildOptions(ca_bundle=bundle)) == bundle
+    monkeypatch.setenv("IMAGEKIT_PIP_CA", str(bundle))
+    assert ca_bundle(BuildOptions()) == bundle
+    with pytest.raises(UsageError, match="not a file"):
+        ca_bundle(BuildOptions(ca_bundle=tmp_path / "missing.pem"))
+
+
+def test_stage_context_holds_the_rendered_files_and_the_overlays_only(tmp_path: Path) -> None:
+    loaded = load_plan(REPO / "manifests" / "demo.yaml", dockerfiles_dir=REPO / "dockerfiles")
+    rendered = render(loaded)
+    context = tmp_path / "context"
+    context.mkdir()
+    stage_context(rendered, context)
+    staged = sorted(str(p.relative_to(context)) for p in context.rglob("*") if p.is_file())
+    assert staged == sorted(
+        ["Dockerfile", ASSERT_SCRIPT, "overlay/av_about.py", "overlay/imagekit-demo-hello"]
+    )
+    # The checker staged is this render's, which is what the Dockerfile's bind mount reads.
+    assert (context / ASSERT_SCRIPT).read_bytes() == rendered.files()[ASSERT_SCRIPT]
+    assert f"source={ASSERT_SCRIPT}," in (context / "Dockerfile").read_text()
+    hello = context / "overlay" / "imagekit-demo-hello"
+    assert hello.stat().st_mode & 0o111  # the launcher keeps its mode
