@@ -1,0 +1,118 @@
+"""A GPU preflight taken back from a Job, checked against its pod, signed, and required.
+
+The report is real: what imagekit's probe wrote on the lent GPU machine
+(evidence/gpu-preflight/, copied to tests/fixtures/gpu/report-pass.json), carried here as a
+Job's log would carry it (one marked line among the launcher's output). The pod documents
+are as `kubectl get pods -o json` prints them, naming the image the test pushed to the real
+loopback registry. What is proved: the report is recorded only against the pod that ran the
+named image; the signed verdict is what `imagekit verify --policy` holds the image to, and a
+policy asking for more GPUs than the node had refuses it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from imagekit.attest.keys import generate_key_pair
+from imagekit.cli import main
+from imagekit.ledger import read_records
+from imagekit.workspace import Workspace
+from tests.support.images import Pushed
+
+REPORT = Path(__file__).resolve().parents[2] / "fixtures" / "gpu" / "report-pass.json"
+pytestmark = pytest.mark.skipif(
+    not REPORT.exists(), reason="no real GPU report committed yet (evidence/gpu-preflight/)"
+)
+
+
+def _log(tmp_path: Path) -> Path:
+    log = tmp_path / "job.log"
+    report = json.loads(REPORT.read_text())
+    log.write_text(
+        "WARNING:torch.distributed.run: *****\n"
+        "Setting OMP_NUM_THREADS environment variable for each process to be 1\n"
+        f"@@IMAGEKIT_GPU_REPORT@@ {json.dumps(report, sort_keys=True)}\n"
+    )
+    return log
+
+
+def _pod(tmp_path: Path, image_id: str) -> Path:
+    pod = tmp_path / "pod.json"
+    pod.write_text(
+        json.dumps(
+            {
+                "kind": "List",
+                "items": [
+                    {
+                        "kind": "Pod",
+                        "metadata": {"name": "imagekit-gpu-preflight-7x2kq", "namespace": "ml"},
+                        "spec": {"nodeName": "gpu-node-07"},
+                        "status": {
+                            "phase": "Succeeded",
+                            "containerStatuses": [
+                                {"name": "gpu-preflight", "image": "x", "imageID": image_id}
+                            ],
+                        },
+                    }
+                ],
+            }
+        )
+    )
+    return pod
+
+
+def test_a_report_is_recorded_only_against_the_pod_that_ran_the_image(
+    workspace: Workspace, make_image: Callable[[str], Pushed], tmp_path: Path
+) -> None:
+    image = make_image("team/m3")
+    other = make_image("team/m3")
+    repo = image.reference.rpartition("@")[0]
+    wrong = _pod(tmp_path, f"docker-pullable://{repo}@{other.digest}")
+    refused = CliRunner().invoke(
+        main, ["gpu-preflight", image.reference, "--report", str(_log(tmp_path)),
+               "--pod", str(wrong), "--json"],
+    )  # fmt: skip
+    assert refused.exit_code == 1, refused.output
+    assert "no container of the pod ran" in refused.stdout
+    assert not workspace.ledger_path.exists() or not read_records(workspace.ledger_path)
+
+
+def test_a_signed_preflight_is_required_by_the_gate_and_more_gpus_refuse_it(
+    workspace: Workspace, make_image: Callable[[str], Pushed], tmp_path: Path
+) -> None:
+    image = make_image("team/m3")
+    repo = image.reference.rpartition("@")[0]
+    keys = generate_key_pair(tmp_path / "node")
+    pod = _pod(tmp_path, f"{repo}@{image.digest}")
+    taken = CliRunner().invoke(
+        main, ["gpu-preflight", image.reference, "--report", str(_log(tmp_path)), "--pod",
+               str(pod), "--sign-key", str(keys.private), "--json"],
+    )  # fmt: skip
+    assert taken.exit_code == 0, taken.output
+    document = json.loads(taken.stdout)
+    assert document["status"] == "GPU_PREFLIGHT_PASS" and document["where"] == "pod"
+    assert document["pod"] == "ml/imagekit-gpu-preflight-7x2kq"
+    assert document["attestation"]["stored"], document["attestation"]
+    [record] = read_records(workspace.ledger_path)
+    assert (record.kind, record.status) == ("gpu-preflight", "GPU_PREFLIGHT_PASS")
+    gpus = len(document["preflight"]["gpus"])
+
+    def verify(policy: str) -> tuple[int, dict[str, object]]:
+        path = tmp_path / "policy.yaml"
+        path.write_text(policy)
+        done = CliRunner().invoke(
+            main, ["verify", image.reference, "--key", str(keys.public), "--policy", str(path),
+                   "--json"],
+        )  # fmt: skip
+        return done.exit_code, json.loads(done.stdout)
+
+    code, said = verify(f"version: 1\ngpu_preflight:\n  min_gpus: {gpus}\n  max_age: unbounded\n")
+    assert code == 0, said
+    code, said = verify("version: 1\ngpu_preflight:\n  min_gpus: 8\n  max_age: unbounded\n")
+    assert code == 1
+    assert f"{gpus} GPU(s)" in json.dumps(said["requirements"])
