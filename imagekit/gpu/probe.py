@@ -156,10 +156,12 @@ def parse_topology(text: str) -> dict[str, Any]:
     """``nvidia-smi topo -m`` as data: the link between every pair of GPUs (and NICs), and each
     GPU's CPU affinity, NUMA affinity and GPU NUMA ID where the table has those columns.
 
-    The table is a header row of device labels followed by the affinity columns, then one row
-    a device; cells are separated by tabs (spaces in some captures). The legend after it is
-    kept as text. Anything that does not fit is left out and said in ``notes``.
+    The table is a header row of device labels followed by the affinity columns (nvidia-smi
+    underlines it with terminal escapes, which are dropped), then one row a device; cells
+    are separated by tabs (spaces in some captures). The legend after it is kept as text. Anything that does not fit is left out and said in ``notes``.
     """
+    # nvidia-smi underlines the header row with terminal escapes, even into a pipe
+    text = re.sub(r"\x1b\[[0-9;]*m", "", text)
     lines = [line.rstrip("\n") for line in text.splitlines()]
     header_index = None
     for index, line in enumerate(lines):

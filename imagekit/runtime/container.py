@@ -27,7 +27,7 @@ import signal
 import subprocess
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -170,10 +170,15 @@ def run_container(
         proc.kill()
         remove_container(client, name)
 
-    run = run_bounded(
-        argv, shown or tuple(argv), run_dir, timeout_s, stop=stop, stream_prefix=stream_prefix
+    return run_bounded(
+        argv,
+        shown or tuple(argv),
+        run_dir,
+        timeout_s,
+        stop=stop,
+        stream_prefix=stream_prefix,
+        container=name,
     )
-    return replace(run, container=name)
 
 
 def process_tree(pid: int) -> list[int]:
@@ -230,6 +235,7 @@ def run_bounded(
     stop: Callable[[subprocess.Popen[bytes]], None],
     stream_prefix: str = "probe",
     env: Mapping[str, str] | None = None,
+    container: str | None = None,
 ) -> ProcessRun:
     """Run argv with its output captured into run_dir; stop it on the limit or an interrupt.
 
@@ -259,6 +265,7 @@ def run_bounded(
             stdout=out.finish(),
             stderr=err.finish(),
             timed_out=timed_out,
+            container=container,
         )
         write_json(run_dir / f"{stream_prefix}-run.json", {**run.to_json(), "ended": state})
         return run

@@ -111,8 +111,12 @@ def test_a_signed_preflight_is_required_by_the_gate_and_more_gpus_refuse_it(
         )  # fmt: skip
         return done.exit_code, json.loads(done.stdout)
 
-    code, said = verify(f"version: 1\ngpu_preflight:\n  min_gpus: {gpus}\n  max_age: unbounded\n")
-    assert code == 0, said
-    code, said = verify("version: 1\ngpu_preflight:\n  min_gpus: 8\n  max_age: unbounded\n")
+    code, said = verify(
+        f"version: 1\naudit: null\ngpu_preflight:\n  min_gpus: {gpus}\n  max_age: unbounded\n"
+    )
+    assert code == 0, json.dumps(said["requirements"])
+    code, said = verify(
+        "version: 1\naudit: null\ngpu_preflight:\n  min_gpus: 8\n  max_age: unbounded\n"
+    )
     assert code == 1
     assert f"{gpus} GPU(s)" in json.dumps(said["requirements"])

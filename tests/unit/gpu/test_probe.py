@@ -130,3 +130,18 @@ def test_a_gpu_name_pattern_is_a_whole_token_of_the_name(
 
     assert probe.name_matches(pattern, name) is matches
     assert name_matches(pattern, name) is matches  # the gate's rule reads names alike
+
+
+def test_the_lent_machine_s_own_table_with_its_underline_escapes_is_read() -> None:
+    """Captured on the lent H200 machine (evidence/gpu-preflight/): nvidia-smi underlines the
+    header row with terminal escapes even into a pipe; the first parser took the GPU's own
+    row for the header and recorded an empty matrix."""
+    text = (FIXTURES / "topo-1x-h200.txt").read_text()
+    assert "\x1b[4m" in text
+    topo = probe.parse_topology(text)
+    assert topo["devices"] == ["GPU0"] and topo["matrix"] == {"GPU0": {"GPU0": "X"}}
+    assert topo["affinity"]["GPU0"] == {
+        "CPU Affinity": "0-15",
+        "NUMA Affinity": "0",
+        "GPU NUMA ID": "N/A",
+    }
