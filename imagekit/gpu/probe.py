@@ -158,7 +158,8 @@ def parse_topology(text: str) -> dict[str, Any]:
 
     The table is a header row of device labels followed by the affinity columns (nvidia-smi
     underlines it with terminal escapes, which are dropped), then one row a device; cells
-    are separated by tabs (spaces in some captures). The legend after it is kept as text. Anything that does not fit is left out and said in ``notes``.
+    are separated by tabs (spaces in some captures). The legend after it is kept as text.
+    Anything that does not fit is left out and said in ``notes``.
     """
     # nvidia-smi underlines the header row with terminal escapes, even into a pipe
     text = re.sub(r"\x1b\[[0-9;]*m", "", text)
