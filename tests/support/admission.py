@@ -155,10 +155,10 @@ def kyverno_apply(
         env=offline_env(workdir, ca_bundle),
         check=False,
     )
-    return KyvernoVerdict(done.returncode, _results(done.stdout), done.stdout + done.stderr)
+    return KyvernoVerdict(done.returncode, report_results(done.stdout), done.stdout + done.stderr)
 
 
-def _results(stdout: str) -> tuple[tuple[str, str], ...]:
+def report_results(stdout: str) -> tuple[tuple[str, str], ...]:
     """The results of the policy report `--policy-report --output-format json` prints after
     its warnings; none where no report came (the caller then sees no "pass")."""
     start = stdout.find("{")

@@ -145,3 +145,19 @@ def test_the_lent_machine_s_own_table_with_its_underline_escapes_is_read() -> No
         "NUMA Affinity": "0",
         "GPU NUMA ID": "N/A",
     }
+
+
+def test_a_serving_cli_re_check_passes_only_when_it_parses_and_lists_every_flag() -> None:
+    """The check the CPU audit defers (vLLM's --help=all needs a GPU), re-run on the GPU
+    node: the command's exit and its help's flags, as the audit's own CLI check reads them."""
+    import sys
+
+    ok = probe.run_cli({"argv": ["{python}", "--help"], "required_flags": ["-c", "-m"]})
+    assert ok["status"] == "PASS" and ok["argv"][0] == sys.executable
+    missing = probe.run_cli({"argv": ["{python}", "--help"], "required_flags": ["--serve-me"]})
+    assert missing["status"] == "FAIL" and missing["missing_flags"] == ["--serve-me"]
+    broken = probe.run_cli({"argv": ["{python}", "-c", "raise SystemExit(3)"]})
+    assert broken["status"] == "FAIL" and broken["exit_code"] == 3
+    slow = probe.run_cli({"argv": ["{python}", "-c", "import time; time.sleep(5)"],
+                          "timeout_s": 0.5})  # fmt: skip
+    assert slow["status"] == "INCOMPLETE" and "timed out" in slow["reason"]
