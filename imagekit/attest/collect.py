@@ -8,7 +8,7 @@ signed its PAE, its payload is an in-toto statement, and a subject of that state
 digest asked about (an attestation moved onto another image names the other digest).
 
 Anyone who may push to the repository may add layers to the tag, so no layer can stop the
-reading (issue 36): a layer whose blob cannot be read (over the envelope limit, a negative,
+reading: a layer whose blob cannot be read (over the envelope limit, a negative,
 huge or wrong size, bytes that do not hash to its digest, a blob the registry does not
 have) is skipped with its reason like an envelope that does not parse, and the decision is
 made on the rest. A blob is fetched once however many layers name it, and the repeats are

@@ -15,7 +15,6 @@ import json
 from collections.abc import Callable
 from pathlib import Path
 
-import pytest
 from click.testing import CliRunner
 
 from imagekit.attest.keys import generate_key_pair
@@ -25,9 +24,6 @@ from imagekit.workspace import Workspace
 from tests.support.images import Pushed
 
 REPORT = Path(__file__).resolve().parents[2] / "fixtures" / "gpu" / "report-pass.json"
-pytestmark = pytest.mark.skipif(
-    not REPORT.exists(), reason="no real GPU report committed yet (evidence/gpu-preflight/)"
-)
 
 
 def _log(tmp_path: Path) -> Path:

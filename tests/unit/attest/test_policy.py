@@ -41,7 +41,7 @@ def test_a_policy_file_is_read(tmp_path: Path) -> None:
         ("vulnerabilities: few\n", "vulnerabilities"),
         ("audit:\n  status: []\n", "audit.status"),
         ("[unclosed\n", "not YAML"),
-        # Round four of hostile input (issue 36, 34): a crash, a silent overwrite, a policy
+        # Hostile policy files: a crash, a silent overwrite, a policy
         # that would refuse every image without naming why.
         pytest.param("[" * 100_000 + "]" * 100_000, "nested deeper than 64 levels", id="deep"),
         (

@@ -161,3 +161,17 @@ def test_a_serving_cli_re_check_passes_only_when_it_parses_and_lists_every_flag(
     slow = probe.run_cli({"argv": ["{python}", "-c", "import time; time.sleep(5)"],
                           "timeout_s": 0.5})  # fmt: skip
     assert slow["status"] == "INCOMPLETE" and "timed out" in slow["reason"]
+
+
+def test_both_probes_judge_an_arch_list_alike() -> None:
+    """The audit's probe and this one each stand alone in an image (no shared import), so
+    each has its own copy of the arch rule; here they are held to the same answers."""
+    from imagekit.audit import probe as audit_probe
+
+    lists = [["sm_80", "sm_90"], ["sm_90a"], ["compute_90"], ["sm_86", "compute_80"], []]
+    for arches in lists:
+        for major in (7, 8, 9, 10, 12):
+            for minor in (0, 5, 6, 9):
+                assert probe.covers(arches, major, minor) == audit_probe.covers(
+                    arches, major, minor
+                ), (arches, major, minor)
