@@ -25,6 +25,7 @@ from imagekit.kinds.spec import (
     PolicyEntry,
     Predicate,
     PredicateModel,
+    RequirementRule,
 )
 from imagekit.refs import parse_platform
 
@@ -181,20 +182,15 @@ def checked_platform(value: str | None) -> str | None:
 
 
 @dataclass(frozen=True)
-class AuditRule:
+class AuditRule(RequirementRule[AuditRequirement]):
     """The newest signed audit of the image: its status one of those allowed, of the
     platform asked for, no older than the maximum age."""
 
-    requirement: AuditRequirement
     predicate_type: str = AUDIT_V1
 
     @property
     def platform(self) -> str | None:
         return self.requirement.platform
-
-    @property
-    def keys(self) -> tuple[str, ...] | None:
-        return self.requirement.keys
 
     def evaluate(self, collected: Collected, now: datetime) -> list[Requirement]:
         rule = self.requirement

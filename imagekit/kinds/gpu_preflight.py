@@ -32,6 +32,7 @@ from imagekit.kinds.spec import (
     PolicyEntry,
     Predicate,
     PredicateModel,
+    RequirementRule,
 )
 
 if TYPE_CHECKING:
@@ -177,20 +178,11 @@ SIGNED_PREFLIGHT = Signed(GPU_PREFLIGHT_V1, GpuPreflightPredicate, "preflight_at
 
 
 @dataclass(frozen=True)
-class GpuPreflightRule:
+class GpuPreflightRule(RequirementRule[GpuPreflightRequirement]):
     """The newest signed preflight of the image: its status one of those allowed, on at least
     the GPUs asked for, each named as asked, no older than the maximum age."""
 
-    requirement: GpuPreflightRequirement
     predicate_type: str = GPU_PREFLIGHT_V1
-
-    @property
-    def platform(self) -> str | None:
-        return None
-
-    @property
-    def keys(self) -> tuple[str, ...] | None:
-        return self.requirement.keys
 
     def evaluate(self, collected: Collected, now: datetime) -> list[Requirement]:
         rule = self.requirement

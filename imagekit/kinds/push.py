@@ -17,7 +17,13 @@ from pydantic import Field
 
 from imagekit.attest.rules import Requirement
 from imagekit.kinds.details import RecordDetails
-from imagekit.kinds.spec import KindSpec, PolicyEntry, Predicate, TrustedRequirement
+from imagekit.kinds.spec import (
+    KindSpec,
+    PolicyEntry,
+    Predicate,
+    RequirementRule,
+    TrustedRequirement,
+)
 
 if TYPE_CHECKING:
     from imagekit.attest.collect import Collected
@@ -79,19 +85,10 @@ class ProvenanceRequirement(TrustedRequirement):
 
 
 @dataclass(frozen=True)
-class ProvenanceRule:
+class ProvenanceRule(RequirementRule[ProvenanceRequirement]):
     """A signed SLSA v1 provenance from imagekit build, of the plan and on the base named."""
 
-    requirement: ProvenanceRequirement
     predicate_type: str = SLSA_PROVENANCE_V1
-
-    @property
-    def platform(self) -> str | None:
-        return None
-
-    @property
-    def keys(self) -> tuple[str, ...] | None:
-        return self.requirement.keys
 
     def evaluate(self, collected: Collected, now: datetime) -> list[Requirement]:
         rule = self.requirement

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -67,6 +67,26 @@ class AgedRequirement(TrustedRequirement):
         if "max_age" not in self.model_fields_set:
             return ""
         return ", of any age" if self.max_age == UNBOUNDED else f", at most {self.max_age} old"
+
+
+R = TypeVar("R", bound=TrustedRequirement)
+
+
+@dataclass(frozen=True)
+class RequirementRule(Generic[R]):
+    """The part of a gate rule (imagekit.attest.rules.Rule) every kind's rule shares: it holds
+    one requirement of the policy file, and trusts the keys that requirement names. It asks
+    for no platform; a rule whose requirement names one says so."""
+
+    requirement: R
+
+    @property
+    def platform(self) -> str | None:
+        return None
+
+    @property
+    def keys(self) -> tuple[str, ...] | None:
+        return self.requirement.keys
 
 
 @dataclass(frozen=True)
