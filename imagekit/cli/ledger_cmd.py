@@ -8,7 +8,13 @@ from pathlib import Path
 import click
 
 from imagekit.cli.contract import run, unless_ok
-from imagekit.cli.options import FILE_PATH, json_option, parsed, registry_options
+from imagekit.cli.options import (
+    FILE_PATH,
+    json_option,
+    parsed,
+    registry_options,
+    trusted_key_option,
+)
 from imagekit.cli.output import StreamedDocument, echo_err
 from imagekit.ledger import (
     KINDS,
@@ -149,20 +155,13 @@ def repair_cmd(ledger: Path | None, as_json: bool) -> None:
 
 
 @command.command("sync")
-@click.option(
-    "--key",
-    "key_paths",
-    multiple=True,
-    type=click.Path(path_type=Path, dir_okay=False),
-    metavar="PUB",
-    help="A public key whose attestations are imported. Repeatable.",
-)
+@trusted_key_option("A public key whose attestations are imported. Repeatable.")
 @click.option("--plans", "plans", multiple=True, metavar="NAME", help="Only these plans' images.")
 @click.option(
     "--from",
     "pieces",
     multiple=True,
-    type=click.Path(path_type=Path, dir_okay=False),
+    type=FILE_PATH,
     metavar="PIECE",
     help="Merge the records another copy of this ledger appended (a CI job's ledger.jsonl, "
     "its evidence/ unpacked here); it must verify here. Repeatable.",

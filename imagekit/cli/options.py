@@ -111,10 +111,18 @@ def sign_key_option(what: str) -> Callable[[Callable[..., Any]], Callable[..., A
     ``what`` says what that stage signs and where it goes."""
     return click.option(
         "--sign-key",
-        type=click.Path(path_type=Path, dir_okay=False),
+        type=FILE_PATH,
         envvar="IMAGEKIT_SIGNING_KEY",
         metavar="FILE",
         help=f"{what} Env: IMAGEKIT_SIGNING_KEY.",
+    )
+
+
+def trusted_key_option(help: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """--key PUB, repeatable: the public keys whose signatures a command trusts (``verify``,
+    ``ledger sync``); ``help`` says what it trusts them for."""
+    return click.option(
+        "--key", "key_paths", multiple=True, type=FILE_PATH, metavar="PUB", help=help
     )
 
 

@@ -8,7 +8,7 @@ import click
 
 from imagekit.attest.gate import GateResult, verify_image
 from imagekit.cli.contract import run, unless_ok
-from imagekit.cli.options import json_option, registry_options
+from imagekit.cli.options import FILE_PATH, json_option, registry_options, trusted_key_option
 
 
 def _human(result: GateResult) -> None:
@@ -25,19 +25,14 @@ def _human(result: GateResult) -> None:
 
 @click.command("verify")
 @click.argument("reference")
-@click.option(
-    "--key",
-    "key_paths",
-    multiple=True,
-    type=click.Path(path_type=Path, dir_okay=False),
-    metavar="PUB",
-    help="A public key (PEM, ECDSA P-256) whose signatures are trusted for every requirement "
-    "the policy names no keys for. Repeatable.",
+@trusted_key_option(
+    "A public key (PEM, ECDSA P-256) whose signatures are trusted for every requirement "
+    "the policy names no keys for. Repeatable."
 )
 @click.option(
     "--policy",
     "policy_path",
-    type=click.Path(path_type=Path, dir_okay=False),
+    type=FILE_PATH,
     metavar="FILE",
     help="A policy YAML (imagekit/attest/schemas/policy-v1.schema.json), which may name the "
     "keys trusted for each requirement; default: an audit attestation with CPU_PASS or "
