@@ -8,7 +8,7 @@ import click
 
 from imagekit.audit.runner import DEFAULT_TIMEOUT_S
 from imagekit.audit.stage import AuditRequest, AuditResult, audit
-from imagekit.audit.vulns import FailOn, VulnPolicy, fails
+from imagekit.audit.vulns import VulnPolicy, fails
 from imagekit.cli.contract import run
 from imagekit.cli.options import (
     json_option,
@@ -106,9 +106,7 @@ def command(
     platform: str | None,
     expected_paths: tuple[str, ...],
     timeout_s: float,
-    vuln_db: Path | None,
-    max_age: int,
-    fail_on: FailOn,
+    vulns: VulnPolicy,
     sign_key: Path | None,
     as_json: bool,
 ) -> None:
@@ -121,7 +119,7 @@ def command(
     def action() -> AuditResult:
         if host == bool(ref):
             raise UsageError("give REF or --host (one of them)", hint="imagekit audit --help")
-        request = parsed(AuditRequest, vulns=VulnPolicy(vuln_db, max_age, fail_on))
+        request = parsed(AuditRequest, vulns=vulns)
         result = audit(Workspace.from_env(Path.cwd()), request)
         if as_json:  # stdout is the JSON document; the path and the note still reach the user
             echo_err(f"evidence: {result.evidence_dir}")

@@ -37,8 +37,15 @@ json_option = click.option(
 
 
 def vuln_options(command: Callable[..., Any]) -> Callable[..., Any]:
-    """--vuln-db, --vuln-db-max-age and --fail-on, spelt alike wherever an audit runs."""
-    from imagekit.audit.vulns import DEFAULT_MAX_AGE_DAYS
+    """--vuln-db, --vuln-db-max-age and --fail-on, spelt alike wherever an audit runs, and
+    handed to the command as the one ``vulns: VulnPolicy`` an audit takes."""
+    from imagekit.audit.vulns import DEFAULT_MAX_AGE_DAYS, FailOn, VulnPolicy
+
+    @functools.wraps(command)
+    def with_policy(
+        *args: Any, vuln_db: Path | None, max_age: int, fail_on: FailOn, **kw: Any
+    ) -> Any:
+        return command(*args, vulns=VulnPolicy(vuln_db, max_age, fail_on), **kw)
 
     options = (
         click.option(
@@ -67,9 +74,10 @@ def vuln_options(command: Callable[..., Any]) -> Callable[..., Any]:
             "or none.",
         ),
     )
+    wrapped: Callable[..., Any] = with_policy
     for option in reversed(options):
-        command = option(command)
-    return command
+        wrapped = option(wrapped)
+    return wrapped
 
 
 def builder_options(command: Callable[..., Any]) -> Callable[..., Any]:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from imagekit.audit.vulns import FailOn, VulnPolicy
+from imagekit.audit.vulns import VulnPolicy
 from imagekit.cli.contract import run
 from imagekit.cli.options import (
     json_option,
@@ -54,9 +54,7 @@ def command(
     mirror: str,
     base_override: str | None,
     profile: str | None,
-    vuln_db: Path | None,
-    max_age: int,
-    fail_on: FailOn,
+    vulns: VulnPolicy,
     sign_key: Path | None,
     as_json: bool,
 ) -> None:
@@ -79,7 +77,7 @@ def command(
         lambda: run_pipeline(
             Workspace.from_env(),
             name,
-            parsed(PipelineOptions, vulns=VulnPolicy(vuln_db, max_age, fail_on)),
+            parsed(PipelineOptions, vulns=vulns),
         ),
         as_json=as_json,
         human=human,
