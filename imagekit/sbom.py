@@ -374,7 +374,8 @@ def _read_layers(
         index = store.cached(desc.digest, diff_id)
         tapped = False
         if index is None:
-            index, stats = store.build(client, image.reference, desc, diff_id, tap=reading.tap(i))
+            layer = LayerStream(client, image.reference, desc, diff_id)
+            index, stats = store.build(layer, tap=reading.tap(i))
             tapped = stats is not None  # else another process indexed it meanwhile
         index.close()
         if not tapped:

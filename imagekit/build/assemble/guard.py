@@ -36,7 +36,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from imagekit.build.assemble.index import IndexStore, LayerIndex, ReadStats
+from imagekit.build.assemble.index import IndexStore, LayerIndex, LayerStream, ReadStats
 from imagekit.errors import CouldNotFinish, ImagekitError, RegistryNotFound
 from imagekit.layerdiff import FileEntry
 from imagekit.layers import LayerLimits, layer_media_type
@@ -182,12 +182,11 @@ class BaseView:
                     f"guard: reading layer {i} ({desc.digest.short}, {desc.size} bytes) to index it"
                 )
             try:
+                layer = LayerStream(
+                    self._client, self._image.reference, desc, diff_id, limits=self._limits
+                )
                 index, stats = self._store.build(
-                    self._client,
-                    self._image.reference,
-                    desc,
-                    diff_id,
-                    limits=self._limits,
+                    layer,
                     wanted=self.wanted,
                     complete=self._complete,
                 )

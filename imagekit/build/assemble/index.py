@@ -198,18 +198,14 @@ class IndexStore:
 
     def build(
         self,
-        client: RegistryClient,
-        ref: Reference,
-        desc: Descriptor,
-        diff_id: Digest,
+        layer: LayerStream,
         *,
-        limits: LayerLimits | None = None,
-        on_bytes: Callable[[int], None] | None = None,
         wanted: frozenset[str] = frozenset(),
         complete: bool = False,
         tap: Tap | None = None,
     ) -> tuple[LayerIndex, ReadStats | None]:
-        """Stream the layer from the registry once and index it; (index, what it cost).
+        """Stream the layer from the registry once (unless its index is there by then) and
+        index it; (index, what it cost).
 
         Files up to HASHED_UP_TO bytes and the paths in ``wanted`` are hashed; with
         ``complete``, every file; ``tap`` reads what it asks for in the same pass (see
@@ -218,6 +214,7 @@ class IndexStore:
         Raises DigestMismatch when the layer's bytes are not what the image names
         (compressed digest or diffID), LayerFormatError when they do not decompress.
         """
+        desc, diff_id = layer.desc, layer.diff_id
         target = self._path(desc.digest)
         with _locked(target.with_suffix(".lock")):
             ready = self.cached(desc.digest, diff_id, complete=complete)
@@ -228,9 +225,7 @@ class IndexStore:
             partial.unlink(missing_ok=True)
             try:
                 hashed = _Hashed(wanted, complete)
-                stats = self._write(
-                    client, ref, desc, diff_id, partial, limits, on_bytes, hashed, tap
-                )
+                stats = self._write(layer, partial, hashed, tap)
                 os.replace(partial, target)
             finally:
                 partial.unlink(missing_ok=True)
@@ -246,19 +241,9 @@ class IndexStore:
         )
 
     def _write(
-        self,
-        client: RegistryClient,
-        ref: Reference,
-        desc: Descriptor,
-        diff_id: Digest,
-        partial: Path,
-        limits: LayerLimits | None,
-        on_bytes: Callable[[int], None] | None,
-        hashed: _Hashed,
-        tap: Tap | None,
+        self, layer: LayerStream, partial: Path, hashed: _Hashed, tap: Tap | None
     ) -> tuple[int, int]:
         db = sqlite3.connect(partial)
-        layer = LayerStream(client, ref, desc, diff_id, limits=limits, on_bytes=on_bytes)
         try:
             db.executescript("PRAGMA journal_mode=OFF; PRAGMA synchronous=OFF;" + _SCHEMA)
             pending: dict[str, list[tuple[object, ...]]] = {
@@ -289,9 +274,9 @@ class IndexStore:
             result = layer.result()
             meta: Sequence[tuple[str, str]] = (
                 ("version", str(INDEX_VERSION)),
-                ("digest", str(desc.digest)),
-                ("diff_id", str(diff_id)),
-                ("media_type", desc.media_type),
+                ("digest", str(layer.desc.digest)),
+                ("diff_id", str(layer.diff_id)),
+                ("media_type", layer.desc.media_type),
                 ("entries", str(count)),
                 ("complete", "1" if hashed.complete else "0"),
                 ("compressed_bytes", str(result.compressed_bytes)),
@@ -321,6 +306,14 @@ class LayerStream:
         self._client, self._ref, self._desc, self._diff_id = client, ref, desc, diff_id
         self._limits, self._on_bytes = limits, on_bytes
         self._result: LayerDigest | None = None
+
+    @property
+    def desc(self) -> Descriptor:
+        return self._desc
+
+    @property
+    def diff_id(self) -> Digest:
+        return self._diff_id
 
     def _chunks(self) -> Iterator[bytes]:
         for chunk in self._client.stream_blob(self._ref, self._desc):
