@@ -448,16 +448,24 @@ def _mirror(run: Run, results: Results) -> Step:
 
 def _final_pull(run: Run, results: Results) -> Step:
     from imagekit.mirror import MirrorReport
-    from imagekit.pull import final_pull
 
     mirrored = _mirrored(_mirror_destination(run, results), _need(results, "mirror", MirrorReport))
+    return _pull_mirrored(run, mirrored, of_index=False)
+
+
+def _pull_mirrored(run: Run, mirrored: str | None, *, of_index: bool) -> Step:
+    """The final pull of what the mirror wrote (an image, or an index), recorded under the
+    plan and signed as the pipeline was asked."""
+    from imagekit.pull import final_pull
+
     assert mirrored is not None  # noqa: S101 - mirror passed
     result = final_pull(
         run.workspace, mirrored, record=True, plan=run.name, sign_key=run.options.sign_key
     )
+    index = f"{result.manifest_digest} of the index, " if of_index else ""
     return Step(
         result,
-        f"{result.status}: image ID {result.image_id}",
+        f"{result.status}: {index}image ID {result.image_id}",
         digest=str(result.manifest_digest),
         data={"reference": mirrored, "image_id": result.image_id},
     )
@@ -583,20 +591,10 @@ def _mirror_index(run: Run, results: Results) -> Step:
 
 def _final_pull_index(run: Run, results: Results) -> Step:
     from imagekit.mirror import MirrorReport
-    from imagekit.pull import final_pull
 
     report = _need(results, "mirror", MirrorReport)
     mirrored = _mirrored_index(_index_destination(run, results), report)
-    assert mirrored is not None  # noqa: S101 - mirror passed
-    result = final_pull(
-        run.workspace, mirrored, record=True, plan=run.name, sign_key=run.options.sign_key
-    )
-    return Step(
-        result,
-        f"{result.status}: {result.manifest_digest} of the index, image ID {result.image_id}",
-        digest=str(result.manifest_digest),
-        data={"reference": mirrored, "image_id": result.image_id},
-    )
+    return _pull_mirrored(run, mirrored, of_index=True)
 
 
 def _gpu_preflight(run: Run, results: Results) -> Step:
