@@ -111,12 +111,6 @@ def command(
     index_url: str | None,
     ca_bundle: Path | None,
     sign_key: Path | None,
-    buildkit: str | None,
-    buildkit_ca: Path | None,
-    buildkit_cert: Path | None,
-    buildkit_key: Path | None,
-    buildx_builder: str | None,
-    cache_ref: str | None,
     as_json: bool,
 ) -> None:
     """Build a plan; the log streams to stderr and into evidence/."""

@@ -70,12 +70,6 @@ def command(
     watch_only: bool,
     proposals_dir: Path | None,
     write_plans: bool,
-    buildkit: str | None,
-    buildkit_ca: Path | None,
-    buildkit_cert: Path | None,
-    buildkit_key: Path | None,
-    buildx_builder: str | None,
-    cache_ref: str | None,
     as_json: bool,
 ) -> None:
     """Watch each plan's base tag; build a candidate where it moved, rebuild where not.

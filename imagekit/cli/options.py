@@ -83,7 +83,23 @@ def vuln_options(command: Callable[..., Any]) -> Callable[..., Any]:
 def builder_options(command: Callable[..., Any]) -> Callable[..., Any]:
     """--buildkit ADDR (with its TLS files), --buildx-builder NAME and --cache-ref REF,
     spelt alike by every command that builds (``build``, ``nightly``): the build goes to a
-    BuildKit of its own (imagekit.build.remote), no engine on the path."""
+    BuildKit of its own (imagekit.build.remote), no engine on the path. The command does not
+    take them: it hands them on with :func:`parsed`, which reads them from the click context
+    into the stage's options (``BuildOptions``, ``NightOptions``)."""
+
+    @functools.wraps(command)
+    def handed_on(
+        *args: Any,
+        buildkit: str | None,
+        buildkit_ca: Path | None,
+        buildkit_cert: Path | None,
+        buildkit_key: Path | None,
+        buildx_builder: str | None,
+        cache_ref: str | None,
+        **kw: Any,
+    ) -> Any:
+        return command(*args, **kw)
+
     options = (
         click.option(
             "--buildkit",
@@ -109,9 +125,10 @@ def builder_options(command: Callable[..., Any]) -> Callable[..., Any]:
             "to REF in a registry (type=registry, mode=max).",
         ),
     )
+    wrapped: Callable[..., Any] = handed_on
     for option in reversed(options):
-        command = option(command)
-    return command
+        wrapped = option(wrapped)
+    return wrapped
 
 
 def sign_key_option(what: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
