@@ -36,6 +36,16 @@ json_option = click.option(
 )
 
 
+def _with_options(
+    command: Callable[..., Any], options: Iterable[Callable[[Callable[..., Any]], Any]]
+) -> Callable[..., Any]:
+    """``command`` with each click option applied, listed in ``--help`` in the order given."""
+    wrapped = command
+    for option in reversed(tuple(options)):
+        wrapped = option(wrapped)
+    return wrapped
+
+
 def vuln_options(command: Callable[..., Any]) -> Callable[..., Any]:
     """--vuln-db, --vuln-db-max-age and --fail-on, spelt alike wherever an audit runs, and
     handed to the command as the one ``vulns: VulnPolicy`` an audit takes."""
@@ -74,10 +84,7 @@ def vuln_options(command: Callable[..., Any]) -> Callable[..., Any]:
             "or none.",
         ),
     )
-    wrapped: Callable[..., Any] = with_policy
-    for option in reversed(options):
-        wrapped = option(wrapped)
-    return wrapped
+    return _with_options(with_policy, options)
 
 
 def builder_options(command: Callable[..., Any]) -> Callable[..., Any]:
@@ -125,10 +132,7 @@ def builder_options(command: Callable[..., Any]) -> Callable[..., Any]:
             "to REF in a registry (type=registry, mode=max).",
         ),
     )
-    wrapped: Callable[..., Any] = handed_on
-    for option in reversed(options):
-        wrapped = option(wrapped)
-    return wrapped
+    return _with_options(handed_on, options)
 
 
 def sign_key_option(what: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
@@ -203,10 +207,7 @@ def registry_options(command: Callable[..., Any]) -> Callable[..., Any]:
             "[env: IMAGEKIT_REGISTRY_MIRRORS].",
         ),
     )
-    wrapped: Callable[..., Any] = with_settings
-    for option in reversed(options):
-        wrapped = option(wrapped)
-    return wrapped
+    return _with_options(with_settings, options)
 
 
 def parsed(target: Callable[..., T], /, *args: object, **given: object) -> T:
