@@ -17,7 +17,7 @@ from pydantic import Field, field_validator
 
 from imagekit.attest.rules import Requirement, Signed, decide_newest
 from imagekit.errors import ReferenceFormatError
-from imagekit.kinds.details import AuditedImageDetails, RecordDetails
+from imagekit.kinds.details import AuditedImageDetails, ImportedMark, RecordDetails
 from imagekit.kinds.spec import (
     AgedRequirement,
     Imported,
@@ -73,10 +73,7 @@ class AuditDetails(AuditedImageDetails):
         description="with --sign-key: the signed attestation's envelope digest, or "
         "'not attested: WHY' when the registry did not take it",
     )
-    imported: str | None = Field(
-        default=None,
-        description="`ledger sync`: imported from a signed attestation, and with which key",
-    )
+    imported: ImportedMark = None
 
 
 class AuditCheck(PredicateModel):

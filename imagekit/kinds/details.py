@@ -7,9 +7,16 @@ a field added to a model later never changes the bytes of records written before
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field
+
+#: The field every importable kind's details carry: set by ``ledger sync`` on a record it made
+#: from a signed attestation (None where the stage itself wrote the record).
+ImportedMark = Annotated[
+    str | None,
+    Field(description="`ledger sync`: imported from a signed attestation, and with which key"),
+]
 
 
 class RecordDetails(BaseModel):

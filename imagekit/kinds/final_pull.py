@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import Field, ValidationError
 
-from imagekit.kinds.details import RecordDetails
+from imagekit.kinds.details import ImportedMark, RecordDetails
 from imagekit.kinds.spec import Imported, KindSpec, Predicate, PredicateModel
 from imagekit.runtime.cri import FinalPullStatus
 
@@ -55,10 +55,7 @@ class FinalPullDetails(RecordDetails):
         description="with --sign-key: the final-pull attestation's envelope digest, or "
         "'not attested: WHY'",
     )
-    imported: str | None = Field(
-        default=None,
-        description="`ledger sync`: imported from a signed attestation, and with which key",
-    )
+    imported: ImportedMark = None
     expected_manifest_digest: str | None = None
     expected_config_digest: str | None = None
     where: str | None = None

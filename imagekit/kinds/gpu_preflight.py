@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import Field, ValidationError, field_validator
 
 from imagekit.attest.rules import Requirement, Signed, decide_newest
-from imagekit.kinds.details import RecordDetails
+from imagekit.kinds.details import ImportedMark, RecordDetails
 from imagekit.kinds.spec import (
     AgedRequirement,
     Imported,
@@ -121,10 +121,7 @@ class GpuPreflightDetails(RecordDetails):
         description="with --sign-key: the signed attestation's envelope digest, or "
         "'not attested: WHY'",
     )
-    imported: str | None = Field(
-        default=None,
-        description="`ledger sync`: imported from a signed attestation, and with which key",
-    )
+    imported: ImportedMark = None
 
 
 def details_of(predicate: GpuPreflightPredicate) -> GpuPreflightDetails:

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from pydantic import Field, ValidationError
 
-from imagekit.kinds.details import RecordDetails
+from imagekit.kinds.details import ImportedMark, RecordDetails
 from imagekit.kinds.spec import (
     Imported,
     KindSpec,
@@ -53,10 +53,7 @@ class MirrorDetails(RecordDetails):
         description="with --sign-key: the binding attestation's envelope digest, or "
         "'not attested: WHY'",
     )
-    imported: str | None = Field(
-        default=None,
-        description="`ledger sync`: imported from a signed attestation, and with which key",
-    )
+    imported: ImportedMark = None
 
 
 class MirroredImage(PredicateModel):
