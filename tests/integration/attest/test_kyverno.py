@@ -111,11 +111,6 @@ def judge(registry: RunningRegistry, tmp_path: Path) -> Callable[[str, KeyPairFi
     return run
 
 
-@pytest.fixture
-def pair(tmp_path: Path) -> KeyPairFiles:
-    return generate_key_pair(tmp_path / "ci")
-
-
 def _image(make_image: Callable[[str], Pushed], repo: str) -> Reference:
     return parse_reference(make_image(repo).reference)
 
