@@ -33,3 +33,17 @@ def write_variant(workspace: Workspace, name: str, change: dict[str, object]) ->
     for item in (workspace.dockerfiles_dir / "demo" / "overlay").iterdir():
         (target / "overlay" / item.name).write_bytes(item.read_bytes())
         (target / "overlay" / item.name).chmod(item.stat().st_mode & 0o777)
+
+
+def overlay_only(workspace: Workspace, name: str, change: dict[str, object] | None = None) -> str:
+    """The demo plan without its pip step (and without asserting what pip installed), as
+    NAME: the variant the registry builder can build with no engine build; NAME back."""
+    data = yaml.safe_load((workspace.plans_dir / "demo.yaml").read_text())
+    assertions = data["assertions"]
+    modules = [m for m in assertions["find_spec"] if m != "six"]
+    without_pip = {
+        "steps": [s for s in data["steps"] if s["kind"] != "pip_install"],
+        "assertions": {**assertions, "find_spec": modules},
+    }
+    write_variant(workspace, name, {**without_pip, **(change or {})})
+    return name

@@ -21,11 +21,10 @@ from imagekit.kinds.push import SLSA_PROVENANCE_V1
 from imagekit.ledger import read_records
 from imagekit.runtime.engine import Engine
 from imagekit.workspace import Workspace
-from tests.integration.build.assemble.test_builder import _overlay_only
 from tests.integration.build.test_buildkit import _tag
 from tests.support.base_image import BaseImage
 from tests.support.buildkitd import RunningBuildkitd, start_buildkitd
-from tests.support.demo_variants import index_url
+from tests.support.demo_variants import index_url, overlay_only
 from tests.support.gotools import cosign_verify_attestation
 from tests.support.registries import RunningRegistry
 
@@ -169,7 +168,7 @@ def test_a_registry_build_carries_provenance_naming_imagekits_assembler(
     tmp_path: Path,
 ) -> None:
     pair = generate_key_pair(tmp_path / "registry")
-    name = _overlay_only(workspace, "demo-overlay-signed")
+    name = overlay_only(workspace, "demo-overlay-signed")
     repo = f"{registry.host}/imagekit-test/registry-provenance"
     result = CliRunner().invoke(
         main,

@@ -28,9 +28,9 @@ from imagekit.errors import RegistryTLSError
 from imagekit.ledger import read_records
 from imagekit.runtime.engine import ENGINE_CERTS_D, Engine
 from imagekit.workspace import Workspace
-from tests.integration.build.assemble.test_builder import _overlay_only
 from tests.support.base_image import BaseImage
 from tests.support.cli import without_tls_settings
+from tests.support.demo_variants import overlay_only
 from tests.support.engine_tls import SECURE_LOOPBACK, engine_trusts, hosts_entry, new_name
 from tests.support.gotools import run_tool
 from tests.support.registries import RunningRegistry
@@ -208,7 +208,7 @@ def test_the_registry_builder_runs_its_assertions_only_where_the_engine_trusts_t
     plan's assertions. imagekit's own client has the CA (--ca-file) in both runs; only the
     engine's certs.d differs, so the refusal is the engine's and nothing is called a pass."""
     # The demo plan's pip step needs an engine build; its overlay-only variant does not.
-    name = _overlay_only(workspace, "demo-tls-assembled")
+    name = overlay_only(workspace, "demo-tls-assembled")
     repository = "imagekit-test/tls-assembled"
     argv = (
         "build", name, "--builder", "registry", "--base", base_there,
