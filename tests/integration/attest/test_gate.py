@@ -7,6 +7,7 @@ from __future__ import annotations
 import base64
 import json
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -30,9 +31,35 @@ from tests.support.media_types import OCI_MANIFEST
 from tests.support.registries import RunningRegistry
 
 
+@dataclass(frozen=True)
+class Gate:
+    """What each test here starts from: new images in the session's registry (which a test
+    may tamper with, as anyone with push rights could), key A that cosign and the gate are
+    given, key B that signs what must not be trusted."""
+
+    registry: RunningRegistry
+    make_image: Callable[[str], Pushed]
+    a: KeyPairFiles
+    b: KeyPairFiles
+
+    def image(self, repo: str) -> tuple[Reference, Digest]:
+        """A new image in REPO, by digest, and that digest."""
+        image = parse_reference(self.make_image(repo).reference)
+        assert image.digest is not None
+        return image, image.digest
+
+    def attested(self, repo: str, predicate: dict[str, Any]) -> tuple[Reference, Digest]:
+        """A new image in REPO with PREDICATE (an audit) attested on it, signed by key A."""
+        image, digest = self.image(repo)
+        _attest(image, self.a, predicate)
+        return image, digest
+
+
 @pytest.fixture
-def keys(tmp_path: Path) -> tuple[KeyPairFiles, KeyPairFiles]:
-    return generate_key_pair(tmp_path / "a"), generate_key_pair(tmp_path / "b")
+def gate(registry: RunningRegistry, make_image: Callable[[str], Pushed], tmp_path: Path) -> Gate:
+    return Gate(
+        registry, make_image, generate_key_pair(tmp_path / "a"), generate_key_pair(tmp_path / "b")
+    )
 
 
 def _attest(
@@ -90,12 +117,9 @@ def _edit_payload(change: Callable[[bytes], bytes]) -> Callable[[bytes], bytes]:
     return edit
 
 
-def test_both_accept_a_passing_audit_and_imagekit_names_what_it_proved(
-    make_image: Callable[[str], Pushed], keys: tuple[KeyPairFiles, KeyPairFiles]
-) -> None:
-    a, b = keys
-    image = parse_reference(make_image("gate/ok").reference)
-    _attest(image, a, audit_predicate())
+def test_both_accept_a_passing_audit_and_imagekit_names_what_it_proved(gate: Gate) -> None:
+    a, b = gate.a, gate.b
+    image, _ = gate.attested("gate/ok", audit_predicate())
     assert cosign_verify_attestation(str(image), a.public, AUDIT_V1).returncode == 0
     code, document = _verify(str(image), "--key", str(b.public), "--key", str(a.public))
     assert code == 0, document
@@ -105,15 +129,15 @@ def test_both_accept_a_passing_audit_and_imagekit_names_what_it_proved(
 
 
 def test_a_failing_audit_an_old_one_and_a_policy_name_every_requirement(
-    make_image: Callable[[str], Pushed], keys: tuple[KeyPairFiles, KeyPairFiles], tmp_path: Path
+    gate: Gate, tmp_path: Path
 ) -> None:
-    a, _ = keys
-    image = parse_reference(make_image("gate/policy").reference)
-    _attest(image, a, audit_predicate("CPU_CHECK_INCOMPLETE", age=timedelta(days=10)))
+    a = gate.a
+    image, _ = gate.attested(
+        "gate/policy", audit_predicate("CPU_CHECK_INCOMPLETE", age=timedelta(days=10))
+    )
     code, document = _verify(str(image), "--key", str(a.public))
     assert code == 1 and "status CPU_CHECK_INCOMPLETE" in document["requirements"][0]["why"]
     _attest(image, a, audit_predicate(findings=2, fixable=1, age=timedelta(days=3)))
-    assert image.digest is not None
     _attest(
         image,
         a,
@@ -148,118 +172,77 @@ def test_a_failing_audit_an_old_one_and_a_policy_name_every_requirement(
     assert result.exit_code == 2 and "policy.yaml: audit.statuz" in result.stderr
 
 
-def test_a_payload_byte_changed_is_refused_by_both(
-    make_image: Callable[[str], Pushed],
-    keys: tuple[KeyPairFiles, KeyPairFiles],
-    registry: RunningRegistry,
-) -> None:
-    a, _ = keys
-    image = parse_reference(make_image("gate/byte").reference)
-    assert image.digest is not None
-    _attest(image, a, audit_predicate("CPU_CHECK_INCOMPLETE"))
+def test_a_payload_byte_changed_is_refused_by_both(gate: Gate) -> None:
+    image, digest = gate.attested("gate/byte", audit_predicate("CPU_CHECK_INCOMPLETE"))
     _rewrite_att(
-        registry,
+        gate.registry,
         image,
-        image.digest,
+        digest,
         _edit_payload(
             lambda p: p.replace(b"CPU_CHECK_INCOMPLETE", b"CPU_PASS_CHECK_INCOMPL", 1).replace(
                 b'"status":"CPU_PASS_CHECK_INCOMPL"', b'"status":"CPU_PASS"        ', 1
             )
         ),
     )
-    document = _both_refuse(image, a.public)
+    document = _both_refuse(image, gate.a.public)
     assert "not signed by any of the keys" in document["skipped"][0]["reason"]
 
 
-def test_a_swapped_subject_is_refused_by_both(
-    make_image: Callable[[str], Pushed],
-    keys: tuple[KeyPairFiles, KeyPairFiles],
-    registry: RunningRegistry,
-) -> None:
-    a, _ = keys
-    other = parse_reference(make_image("gate/swap").reference)
-    image = parse_reference(make_image("gate/swap").reference)
-    assert image.digest is not None and other.digest is not None
-    _attest(other, a, audit_predicate())
+def test_a_swapped_subject_is_refused_by_both(gate: Gate) -> None:
+    other, other_digest = gate.attested("gate/swap", audit_predicate())
+    image, digest = gate.image("gate/swap")
     # the other image's passing statement, its subject swapped for this image's digest
-    theirs, ours = other.digest.hex.encode(), image.digest.hex.encode()
-    _rewrite_att(registry, other, image.digest, _edit_payload(lambda p: p.replace(theirs, ours)))
-    document = _both_refuse(image, a.public)
+    theirs, ours = other_digest.hex.encode(), digest.hex.encode()
+    _rewrite_att(gate.registry, other, digest, _edit_payload(lambda p: p.replace(theirs, ours)))
+    document = _both_refuse(image, gate.a.public)
     assert "not signed by any of the keys" in document["skipped"][0]["reason"]
 
 
-def test_another_key_s_signature_is_refused_by_both(
-    make_image: Callable[[str], Pushed], keys: tuple[KeyPairFiles, KeyPairFiles]
-) -> None:
-    a, b = keys
-    image = parse_reference(make_image("gate/key").reference)
-    _attest(image, b, audit_predicate())
-    document = _both_refuse(image, a.public)
+def test_another_key_s_signature_is_refused_by_both(gate: Gate) -> None:
+    image, _ = gate.image("gate/key")
+    _attest(image, gate.b, audit_predicate())
+    document = _both_refuse(image, gate.a.public)
     assert document["skipped"][0]["reason"] == "not signed by any of the keys given"
 
 
-def test_a_deleted_att_tag_is_refused_by_both(
-    make_image: Callable[[str], Pushed],
-    keys: tuple[KeyPairFiles, KeyPairFiles],
-    registry: RunningRegistry,
-) -> None:
-    a, _ = keys
-    image = parse_reference(make_image("gate/deleted").reference)
-    assert image.digest is not None
-    _attest(image, a, audit_predicate())
-    assert _verify(str(image), "--key", str(a.public))[0] == 0
-    with Writer(registry.host) as writer:
-        answer = writer.get_manifest(image.repository, att_tag(image.digest))
+def test_a_deleted_att_tag_is_refused_by_both(gate: Gate) -> None:
+    image, digest = gate.attested("gate/deleted", audit_predicate())
+    assert _verify(str(image), "--key", str(gate.a.public))[0] == 0
+    with Writer(gate.registry.host) as writer:
+        answer = writer.get_manifest(image.repository, att_tag(digest))
         deleted = writer.http.delete(
             f"/v2/{image.repository}/manifests/{answer.headers['Docker-Content-Digest']}"
         )
         assert deleted.status_code == 202
-    document = _both_refuse(image, a.public)
+    document = _both_refuse(image, gate.a.public)
     assert "no audit attestation" in document["requirements"][0]["why"]
 
 
-def test_an_attestation_moved_onto_another_image_is_refused_by_both(
-    make_image: Callable[[str], Pushed],
-    keys: tuple[KeyPairFiles, KeyPairFiles],
-    registry: RunningRegistry,
-) -> None:
-    a, _ = keys
-    audited = parse_reference(make_image("gate/moved").reference)
-    image = parse_reference(make_image("gate/moved").reference)
-    assert image.digest is not None
-    _attest(audited, a, audit_predicate())
-    _rewrite_att(registry, audited, image.digest, lambda data: data)  # the same signed bytes
-    document = _both_refuse(image, a.public)
+def test_an_attestation_moved_onto_another_image_is_refused_by_both(gate: Gate) -> None:
+    audited, _ = gate.attested("gate/moved", audit_predicate())
+    image, digest = gate.image("gate/moved")
+    _rewrite_att(gate.registry, audited, digest, lambda data: data)  # the same signed bytes
+    document = _both_refuse(image, gate.a.public)
     assert "not about this image" in document["skipped"][0]["reason"]
 
 
-def test_bad_input_and_an_unreachable_registry(
-    tmp_path: Path, keys: tuple[KeyPairFiles, KeyPairFiles]
-) -> None:
-    a, _ = keys
+def test_bad_input_and_an_unreachable_registry(pair: KeyPairFiles) -> None:
     result = CliRunner().invoke(
-        main, ["verify", "127.0.0.1:1/x@sha256:" + "a" * 64, "--key", str(a.private)]
+        main, ["verify", "127.0.0.1:1/x@sha256:" + "a" * 64, "--key", str(pair.private)]
     )
     assert result.exit_code == 2 and "is a private key" in result.stderr
     result = CliRunner().invoke(
-        main, ["verify", "127.0.0.1:1/x@sha256:" + "a" * 64, "--key", str(a.public)]
+        main, ["verify", "127.0.0.1:1/x@sha256:" + "a" * 64, "--key", str(pair.public)]
     )
     assert result.exit_code == 3, result.output
 
 
-def test_a_layer_that_is_not_a_dsse_envelope_is_skipped_and_named(
-    make_image: Callable[[str], Pushed],
-    keys: tuple[KeyPairFiles, KeyPairFiles],
-    registry: RunningRegistry,
-) -> None:
-    a, _ = keys
-    image = parse_reference(make_image("gate/junk").reference)
-    assert image.digest is not None
-    _attest(image, a, audit_predicate("CPU_CHECK_INCOMPLETE"))
+def test_a_layer_that_is_not_a_dsse_envelope_is_skipped_and_named(gate: Gate) -> None:
+    image, digest = gate.attested("gate/junk", audit_predicate("CPU_CHECK_INCOMPLETE"))
     repo = image.repository
     junk = b'{"status":"CPU_PASS","note":"unsigned, not an envelope"}'
-    with Writer(registry.host) as writer:
-        manifest = json.loads(writer.get_manifest(repo, att_tag(image.digest)).content)
+    with Writer(gate.registry.host) as writer:
+        manifest = json.loads(writer.get_manifest(repo, att_tag(digest)).content)
         manifest["layers"].append(
             {
                 "mediaType": "application/vnd.dsse.envelope.v1+json",
@@ -268,8 +251,8 @@ def test_a_layer_that_is_not_a_dsse_envelope_is_skipped_and_named(
                 "annotations": {"predicateType": AUDIT_V1},
             }
         )
-        writer.manifest(repo, att_tag(image.digest), json.dumps(manifest).encode(), OCI_MANIFEST)
-    code, document = _verify(str(image), "--key", str(a.public))
+        writer.manifest(repo, att_tag(digest), json.dumps(manifest).encode(), OCI_MANIFEST)
+    code, document = _verify(str(image), "--key", str(gate.a.public))
     assert code == 1  # the one signed audit says CPU_CHECK_INCOMPLETE; the junk is not trusted
     assert [s["reason"] for s in document["skipped"]] == [
         "not a DSSE envelope (payload: Field required)"
@@ -277,15 +260,13 @@ def test_a_layer_that_is_not_a_dsse_envelope_is_skipped_and_named(
     assert document["skipped"][0]["layer"] == manifest["layers"][-1]["digest"]
 
 
-def test_an_index_is_attested_on_both_digests_and_verified_by_either(
-    registry: RunningRegistry, keys: tuple[KeyPairFiles, KeyPairFiles]
-) -> None:
+def test_an_index_is_attested_on_both_digests_and_verified_by_either(gate: Gate) -> None:
     """Subjects: the platform's manifest digest and the index digest. cosign (which asks
     about the digest REF names: the index) accepts either; imagekit verify accepts the
     amd64 image, and not the index, whose arm64 image nobody audited."""
     from imagekit.attest.attach import attest_reference
 
-    a, _ = keys
+    a, registry = gate.a, gate.registry
     with Writer(registry.host) as writer:
         amd64 = writer.image("gate/index", "amd64", [Blob.gzip([M("x", data=b"amd64")])])
         arm64 = writer.image(
@@ -312,15 +293,13 @@ def test_an_index_is_attested_on_both_digests_and_verified_by_either(
     assert _verify(arm64.reference, "--key", str(a.public))[0] == 1
 
 
-def test_an_index_holds_only_when_each_of_its_images_does(
-    registry: RunningRegistry, keys: tuple[KeyPairFiles, KeyPairFiles], tmp_path: Path
-) -> None:
+def test_an_index_holds_only_when_each_of_its_images_does(gate: Gate, tmp_path: Path) -> None:
     """An audit of the amd64 image that names the index too (as `imagekit audit IDX
     --platform linux/amd64` signs it) is no audit of the arm64 image: the index is refused,
     naming arm64, until arm64 has its own; a policy that names its audit platform holds the
     index to that platform's image alone."""
-    a, _ = keys
-    with Writer(registry.host) as writer:
+    a = gate.a
+    with Writer(gate.registry.host) as writer:
         images = {
             arch: writer.image(
                 "gate/index", f"v-{arch}", [Blob.gzip([M(f"{arch}.txt", data=arch.encode())])],
