@@ -24,7 +24,7 @@ from imagekit.kinds.audit import AUDIT_V1
 from imagekit.kinds.push import SLSA_PROVENANCE_V1
 from imagekit.refs import Digest, Reference, parse_reference
 from imagekit.registry import RegistryClient
-from tests.support.gate import audit_predicate
+from tests.support.gate import audit_predicate, verify
 from tests.support.gotools import cosign_verify_attestation
 from tests.support.images import Blob, M, Pushed, Writer
 from tests.support.media_types import OCI_MANIFEST
@@ -72,15 +72,10 @@ def _attest(
         )
 
 
-def _verify(reference: str, *args: str) -> tuple[int, dict[str, Any]]:
-    result = CliRunner().invoke(main, ["verify", "--json", reference, *args])
-    return result.exit_code, json.loads(result.stdout)
-
-
 def _both_refuse(image: Reference, public: Path) -> dict[str, Any]:
     cosign = cosign_verify_attestation(str(image), public, AUDIT_V1)
     assert cosign.returncode != 0, cosign.stdout
-    code, document = _verify(str(image), "--key", str(public))
+    code, document = verify(str(image), "--key", str(public))
     assert code == 1, document
     assert document["ok"] is False
     return document
@@ -121,7 +116,7 @@ def test_both_accept_a_passing_audit_and_imagekit_names_what_it_proved(gate: Gat
     a, b = gate.a, gate.b
     image, _ = gate.attested("gate/ok", audit_predicate())
     assert cosign_verify_attestation(str(image), a.public, AUDIT_V1).returncode == 0
-    code, document = _verify(str(image), "--key", str(b.public), "--key", str(a.public))
+    code, document = verify(str(image), "--key", str(b.public), "--key", str(a.public))
     assert code == 0, document
     assert document["requirements"][0]["held"] is True
     assert "registry alone" in document["scope"]
@@ -135,7 +130,7 @@ def test_a_failing_audit_an_old_one_and_a_policy_name_every_requirement(
     image, _ = gate.attested(
         "gate/policy", audit_predicate("CPU_CHECK_INCOMPLETE", age=timedelta(days=10))
     )
-    code, document = _verify(str(image), "--key", str(a.public))
+    code, document = verify(str(image), "--key", str(a.public))
     assert code == 1 and "status CPU_CHECK_INCOMPLETE" in document["requirements"][0]["why"]
     _attest(image, a, audit_predicate(findings=2, fixable=1, age=timedelta(days=3)))
     _attest(
@@ -156,7 +151,7 @@ def test_a_failing_audit_an_old_one_and_a_policy_name_every_requirement(
         + "ab" * 32
         + "\n"
     )
-    code, document = _verify(str(image), "--key", str(a.public), "--policy", str(policy))
+    code, document = verify(str(image), "--key", str(a.public), "--policy", str(policy))
     assert code == 1
     assert [r["held"] for r in document["requirements"]] == [False, False, True], document
     assert "older than 1d" in document["requirements"][0]["why"]
@@ -164,7 +159,7 @@ def test_a_failing_audit_an_old_one_and_a_policy_name_every_requirement(
     policy.write_text(
         "version: 1\naudit:\n  status: [CPU_PASS]\n  max_age: 7d\nprovenance:\n  plan: demo\n"
     )
-    assert _verify(str(image), "--key", str(a.public), "--policy", str(policy))[0] == 0
+    assert verify(str(image), "--key", str(a.public), "--policy", str(policy))[0] == 0
     policy.write_text("version: 1\naudit:\n  statuz: [CPU_PASS]\n")
     result = CliRunner().invoke(
         main, ["verify", str(image), "--key", str(a.public), "--policy", str(policy)]
@@ -207,7 +202,7 @@ def test_another_key_s_signature_is_refused_by_both(gate: Gate) -> None:
 
 def test_a_deleted_att_tag_is_refused_by_both(gate: Gate) -> None:
     image, digest = gate.attested("gate/deleted", audit_predicate())
-    assert _verify(str(image), "--key", str(gate.a.public))[0] == 0
+    assert verify(str(image), "--key", str(gate.a.public))[0] == 0
     with Writer(gate.registry.host) as writer:
         answer = writer.get_manifest(image.repository, att_tag(digest))
         deleted = writer.http.delete(
@@ -252,7 +247,7 @@ def test_a_layer_that_is_not_a_dsse_envelope_is_skipped_and_named(gate: Gate) ->
             }
         )
         writer.manifest(repo, att_tag(digest), json.dumps(manifest).encode(), OCI_MANIFEST)
-    code, document = _verify(str(image), "--key", str(gate.a.public))
+    code, document = verify(str(image), "--key", str(gate.a.public))
     assert code == 1  # the one signed audit says CPU_CHECK_INCOMPLETE; the junk is not trusted
     assert [s["reason"] for s in document["skipped"]] == [
         "not a DSSE envelope (payload: Field required)"
@@ -283,14 +278,14 @@ def test_an_index_is_attested_on_both_digests_and_verified_by_either(gate: Gate)
     assert {str(s) for s in outcome.attestation.subjects} == {amd64.digest, index_digest}
     for reference in (index, amd64.reference, f"{registry.host}/gate/index:multi"):
         assert cosign_verify_attestation(reference, a.public, AUDIT_V1).returncode == 0, reference
-    assert _verify(amd64.reference, "--key", str(a.public))[0] == 0
+    assert verify(amd64.reference, "--key", str(a.public))[0] == 0
     for reference in (index, f"{registry.host}/gate/index:multi"):
-        code, document = _verify(reference, "--key", str(a.public))
+        code, document = verify(reference, "--key", str(a.public))
         assert code == 1, reference
         assert [r["requirement"].split(":")[0] for r in document["requirements"]
                 if not r["held"]] == ["linux/arm64"]  # fmt: skip
     # the other platform's manifest was not attested
-    assert _verify(arm64.reference, "--key", str(a.public))[0] == 1
+    assert verify(arm64.reference, "--key", str(a.public))[0] == 1
 
 
 def test_an_index_holds_only_when_each_of_its_images_does(gate: Gate, tmp_path: Path) -> None:
@@ -315,7 +310,7 @@ def test_an_index_holds_only_when_each_of_its_images_does(gate: Gate, tmp_path: 
     signer = KeyFileSigner.from_file(a.private)
     with RegistryClient() as client:
         attest(client, amd64, [amd64.digest, index.digest], AUDIT_V1, audit_predicate(), signer)
-    code, refused = _verify(str(index), "--key", str(a.public))
+    code, refused = verify(str(index), "--key", str(a.public))
     assert code == 1, refused
     assert refused["platforms"] == ["linux/amd64", "linux/arm64"]
     held = {r["requirement"]: r["held"] for r in refused["requirements"]}
@@ -327,13 +322,13 @@ def test_an_index_holds_only_when_each_of_its_images_does(gate: Gate, tmp_path: 
     # A policy for amd64 clusters: the index is held to its amd64 image.
     policy = tmp_path / "amd64.yaml"
     policy.write_text("version: 1\naudit:\n  status: [CPU_PASS]\n  platform: linux/amd64\n")
-    code, amd64_only = _verify(str(index), "--key", str(a.public), "--policy", str(policy))
+    code, amd64_only = verify(str(index), "--key", str(a.public), "--policy", str(policy))
     assert code == 0, amd64_only
     assert amd64_only["platforms"] == ["linux/amd64"]
     # arm64 audited too (its own manifest only): the index holds.
     arm64_audit = {**audit_predicate(), "platform": "linux/arm64"}
     with RegistryClient() as client:
         attest(client, arm64, [arm64.digest], AUDIT_V1, arm64_audit, signer)
-    code, accepted = _verify(str(index), "--key", str(a.public))
+    code, accepted = verify(str(index), "--key", str(a.public))
     assert code == 0, accepted
     assert all(r["held"] for r in accepted["requirements"]) and len(accepted["requirements"]) == 2
