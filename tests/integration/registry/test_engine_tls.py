@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import ssl
 import subprocess
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -33,11 +33,10 @@ from tests.support.cli import without_tls_settings
 from tests.support.demo_variants import overlay_only
 from tests.support.engine_tls import SECURE_LOOPBACK, engine_trusts, hosts_entry, new_name
 from tests.support.gotools import run_tool
-from tests.support.registries import RunningRegistry
+from tests.support.registries import MakeRegistry, RunningRegistry
 from tests.support.tls import ServerCertificate, make_server_certificate
 
 pytestmark = pytest.mark.integration
-MakeRegistry = Callable[..., RunningRegistry]
 
 
 @dataclass(frozen=True)

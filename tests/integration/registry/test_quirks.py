@@ -20,7 +20,7 @@ import stat
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -44,10 +44,9 @@ from tests.support.oci_layout import (
     push_new_image,
     tar_of,
 )
-from tests.support.registries import RunningRegistry
+from tests.support.registries import MakeRegistry, RunningRegistry
 
 pytestmark = pytest.mark.integration
-MakeRegistry = Callable[..., RunningRegistry]
 MiB = 1 << 20
 BIG = 17 * MiB  # over the 16 MiB chunks mirror --copy PATCHed, and GHCR's 4 MiB
 HUB_429 = json.dumps(
