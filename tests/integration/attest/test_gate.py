@@ -4,7 +4,6 @@ the .att tag deleted, an attestation moved onto another image) refused by both."
 
 from __future__ import annotations
 
-import base64
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -24,7 +23,7 @@ from imagekit.kinds.audit import AUDIT_V1
 from imagekit.kinds.push import SLSA_PROVENANCE_V1
 from imagekit.refs import Digest, Reference, parse_reference
 from imagekit.registry import RegistryClient
-from tests.support.gate import audit_predicate, verify
+from tests.support.gate import audit_predicate, edit_payload, rewrite_att, sign_onto, verify
 from tests.support.gotools import cosign_verify_attestation
 from tests.support.images import Blob, M, Pushed, Writer
 from tests.support.media_types import OCI_MANIFEST
@@ -51,7 +50,7 @@ class Gate:
     def attested(self, repo: str, predicate: dict[str, Any]) -> tuple[Reference, Digest]:
         """A new image in REPO with PREDICATE (an audit) attested on it, signed by key A."""
         image, digest = self.image(repo)
-        _attest(image, self.a, predicate)
+        sign_onto(image, self.a, predicate)
         return image, digest
 
 
@@ -62,16 +61,6 @@ def gate(registry: RunningRegistry, make_image: Callable[[str], Pushed], tmp_pat
     )
 
 
-def _attest(
-    image: Reference, pair: KeyPairFiles, predicate: dict[str, Any], kind: str = AUDIT_V1
-) -> None:
-    assert image.digest is not None
-    with RegistryClient() as client:
-        attest(
-            client, image, [image.digest], kind, predicate, KeyFileSigner.from_file(pair.private)
-        )
-
-
 def _both_refuse(image: Reference, public: Path) -> dict[str, Any]:
     cosign = cosign_verify_attestation(str(image), public, AUDIT_V1)
     assert cosign.returncode != 0, cosign.stdout
@@ -79,37 +68,6 @@ def _both_refuse(image: Reference, public: Path) -> dict[str, Any]:
     assert code == 1, document
     assert document["ok"] is False
     return document
-
-
-def _rewrite_att(
-    registry: RunningRegistry, image: Reference, target: Digest, edit: Callable[[bytes], bytes]
-) -> None:
-    """As a tamperer with push rights would: change the envelope blob, and point the .att
-    tag of TARGET at a manifest naming the changed blob."""
-    assert image.digest is not None
-    repo = image.repository
-    with Writer(registry.host) as writer:
-        manifest = json.loads(writer.get_manifest(repo, att_tag(image.digest)).content)
-        layer = manifest["layers"][0]
-        data = edit(writer.get_blob(repo, layer["digest"]))
-        layer["digest"] = writer.blob(repo, data)
-        layer["size"] = len(data)
-        config = json.loads(writer.get_blob(repo, manifest["config"]["digest"]))
-        config["rootfs"]["diff_ids"] = [layer["digest"]]
-        config_bytes = json.dumps(config).encode()
-        manifest["config"]["digest"] = writer.blob(repo, config_bytes)
-        manifest["config"]["size"] = len(config_bytes)
-        writer.manifest(repo, att_tag(target), json.dumps(manifest).encode(), OCI_MANIFEST)
-
-
-def _edit_payload(change: Callable[[bytes], bytes]) -> Callable[[bytes], bytes]:
-    def edit(data: bytes) -> bytes:
-        envelope = json.loads(data)
-        payload = change(base64.b64decode(envelope["payload"]))
-        envelope["payload"] = base64.b64encode(payload).decode()
-        return json.dumps(envelope).encode()
-
-    return edit
 
 
 def test_both_accept_a_passing_audit_and_imagekit_names_what_it_proved(gate: Gate) -> None:
@@ -132,8 +90,8 @@ def test_a_failing_audit_an_old_one_and_a_policy_name_every_requirement(
     )
     code, document = verify(str(image), "--key", str(a.public))
     assert code == 1 and "status CPU_CHECK_INCOMPLETE" in document["requirements"][0]["why"]
-    _attest(image, a, audit_predicate(findings=2, fixable=1, age=timedelta(days=3)))
-    _attest(
+    sign_onto(image, a, audit_predicate(findings=2, fixable=1, age=timedelta(days=3)))
+    sign_onto(
         image,
         a,
         {
@@ -169,11 +127,11 @@ def test_a_failing_audit_an_old_one_and_a_policy_name_every_requirement(
 
 def test_a_payload_byte_changed_is_refused_by_both(gate: Gate) -> None:
     image, digest = gate.attested("gate/byte", audit_predicate("CPU_CHECK_INCOMPLETE"))
-    _rewrite_att(
+    rewrite_att(
         gate.registry,
         image,
         digest,
-        _edit_payload(
+        edit_payload(
             lambda p: p.replace(b"CPU_CHECK_INCOMPLETE", b"CPU_PASS_CHECK_INCOMPL", 1).replace(
                 b'"status":"CPU_PASS_CHECK_INCOMPL"', b'"status":"CPU_PASS"        ', 1
             )
@@ -188,14 +146,14 @@ def test_a_swapped_subject_is_refused_by_both(gate: Gate) -> None:
     image, digest = gate.image("gate/swap")
     # the other image's passing statement, its subject swapped for this image's digest
     theirs, ours = other_digest.hex.encode(), digest.hex.encode()
-    _rewrite_att(gate.registry, other, digest, _edit_payload(lambda p: p.replace(theirs, ours)))
+    rewrite_att(gate.registry, other, digest, edit_payload(lambda p: p.replace(theirs, ours)))
     document = _both_refuse(image, gate.a.public)
     assert "not signed by any of the keys" in document["skipped"][0]["reason"]
 
 
 def test_another_key_s_signature_is_refused_by_both(gate: Gate) -> None:
     image, _ = gate.image("gate/key")
-    _attest(image, gate.b, audit_predicate())
+    sign_onto(image, gate.b, audit_predicate())
     document = _both_refuse(image, gate.a.public)
     assert document["skipped"][0]["reason"] == "not signed by any of the keys given"
 
@@ -216,7 +174,7 @@ def test_a_deleted_att_tag_is_refused_by_both(gate: Gate) -> None:
 def test_an_attestation_moved_onto_another_image_is_refused_by_both(gate: Gate) -> None:
     audited, _ = gate.attested("gate/moved", audit_predicate())
     image, digest = gate.image("gate/moved")
-    _rewrite_att(gate.registry, audited, digest, lambda data: data)  # the same signed bytes
+    rewrite_att(gate.registry, audited, digest, lambda data: data)  # the same signed bytes
     document = _both_refuse(image, gate.a.public)
     assert "not about this image" in document["skipped"][0]["reason"]
 
