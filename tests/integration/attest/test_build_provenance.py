@@ -20,10 +20,10 @@ from imagekit.cli import main
 from imagekit.kinds.push import SLSA_PROVENANCE_V1
 from imagekit.ledger import read_records
 from imagekit.workspace import Workspace
-from tests.integration.build.test_buildkit import _tag
 from tests.support.base_image import BaseImage
 from tests.support.buildkitd import RunningBuildkitd
 from tests.support.demo_variants import index_url, overlay_only
+from tests.support.engine_refs import new_tag
 from tests.support.gotools import cosign_verify_attestation
 from tests.support.registries import RunningRegistry
 
@@ -89,7 +89,7 @@ def test_a_pushed_build_carries_signed_provenance(
     created_refs: list[str],
     signer: Signer,
 ) -> None:
-    tag = _tag("demo", created_refs)
+    tag = new_tag("demo", created_refs)
     push_repo = f"{registry.host}/imagekit-test/demo-provenance"
     created_refs.append(f"{push_repo}:{tag.rpartition(':')[2]}")
     document = signer.build(
