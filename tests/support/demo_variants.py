@@ -1,12 +1,14 @@
-"""Variants of the demo plan that build tests write into their workspace, and the package
-index their pip steps use."""
+"""Variants of the demo plan that build tests write into their workspace, the package index
+their pip steps use, and `imagekit build --json` run with it."""
 
 from __future__ import annotations
 
 import os
 
 import yaml
+from click.testing import CliRunner
 
+from imagekit.cli.build_cmd import command as build_command
 from imagekit.workspace import Workspace
 
 # The seed's first fix: remove something, then find it missing at the assertion.
@@ -21,6 +23,15 @@ def index_url() -> str:
     from pip._internal.models.index import PyPI
 
     return os.environ.get("PIP_INDEX_URL") or PyPI.simple_url
+
+
+def build_json(*argv: str, env: dict[str, str] | None = None) -> tuple[int, str, str]:
+    """`imagekit build ARGV --json` with :func:`index_url` (and ENV): its exit code, stdout
+    and stderr, for the test to assert."""
+    result = CliRunner().invoke(
+        build_command, [*argv, "--json"], env={"PIP_INDEX_URL": index_url(), **(env or {})}
+    )
+    return result.exit_code, result.stdout, result.stderr
 
 
 def write_variant(workspace: Workspace, name: str, change: dict[str, object]) -> None:
