@@ -10,7 +10,6 @@ import gzip
 import json
 import subprocess
 import sys
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -39,10 +38,9 @@ from tests.support.oci_layout import (
     push_layout,
     skopeo_copy,
 )
-from tests.support.registries import RunningRegistry
+from tests.support.registries import MakeRegistry, RunningRegistry
 
 pytestmark = pytest.mark.integration
-MakeRegistry = Callable[..., RunningRegistry]
 CONTENT_IDENTICAL = "same config, same {n} diffIDs, compressed blobs differ"
 # Fields Docker writes and an OCI conversion drops (skopeo --dest-compress-format zstd)
 DOCKER_FIELDS = {

@@ -1,6 +1,6 @@
-"""The engine images a test made, removed by name afterwards, the containers a test left,
-and a pipeline run into fresh registries with the images it made written down for that
-removal.
+"""The engine images a test made (under tags of its own), removed by name afterwards, the
+containers a test left, and a pipeline run into fresh registries with the images it made
+written down for that removal.
 
 Removal is by reference, never by image ID: the engine is shared, and an ID can stand under
 another test's tag too (the base image above all). A reference that is already gone (a stage
@@ -10,6 +10,7 @@ that did not run never made it) is not an error.
 from __future__ import annotations
 
 import io
+import secrets
 import subprocess
 import tarfile
 from collections.abc import Callable, Iterator, Mapping
@@ -44,6 +45,14 @@ def removing(engine: Engine, *, force: bool = False) -> Iterator[list[str]]:
             subprocess.run(
                 [engine.client_path, "rmi", *flags, ref], capture_output=True, check=False
             )
+
+
+def new_tag(name: str, made: list[str]) -> str:
+    """A tag of its own for this build of ``name`` (``imagekit-test/NAME:RANDOM``), put on
+    MADE, the list of what the test removes."""
+    tag = f"imagekit-test/{name}:{secrets.token_hex(4)}"
+    made.append(tag)
+    return tag
 
 
 def remember_images(result_json: Mapping[str, Any], refs: list[str]) -> None:

@@ -20,6 +20,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -332,3 +333,9 @@ def start_registry(
     if token_server:
         token_server.stop()
     raise RuntimeError(f"could not start docker-registry: {last_error}")
+
+
+# The session's ``make_registry`` fixture (tests/conftest.py): ``make_registry(AUTH, ...)``
+# starts another registry; one name for its type, so the modules that ask for it do not each
+# spell it out.
+MakeRegistry = Callable[..., RunningRegistry]

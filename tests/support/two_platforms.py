@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import json
 import secrets
+from dataclasses import dataclass
 from pathlib import Path
 
 from click.testing import CliRunner
@@ -63,6 +64,34 @@ def write_plan(ws: Workspace, name: str, reference: str, replaces: str | None = 
     overlay.mkdir(parents=True)
     (overlay / "about.py").write_bytes(b"VERSION = 'patched'\n")
     return path
+
+
+@dataclass(frozen=True)
+class PinnedPlan:
+    """A plan written against a fresh index, as each test of bump and pin-overlay starts:
+    the images by architecture, the index it pins, and its file with the text as written
+    (what a test compares the file with after the command)."""
+
+    images: dict[str, Pushed]
+    reference: str
+    path: Path
+    text: str
+
+
+def pinned_plan(
+    writer: Writer,
+    ws: Workspace,
+    repo: str,
+    name: str,
+    images: dict[str, Pushed] | None = None,
+    replaces: str | None = None,
+) -> PinnedPlan:
+    """Plan NAME (as :func:`write_plan` writes it, REPLACES its overlay's hash) on an index
+    of IMAGES in REPO (default: :func:`both`), so the set-up is written once."""
+    pushed = images if images is not None else both(writer, repo)
+    reference = index(writer, repo, pushed)
+    path = write_plan(ws, name, reference, replaces)
+    return PinnedPlan(pushed, reference, path, path.read_text())
 
 
 def plans_json(ws: Workspace, *args: str) -> tuple[int, dict[str, object]]:

@@ -1,12 +1,15 @@
-"""Images to attest: small ones written straight into the session's loopback registry."""
+"""Images to attest: small ones written straight into the session's loopback registry; and the
+key pair that signs them."""
 
 from __future__ import annotations
 
 import itertools
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 
+from imagekit.attest.keys import KeyPairFiles, generate_key_pair
 from tests.support.images import Blob, M, Pushed, Writer
 from tests.support.registries import RunningRegistry
 
@@ -24,3 +27,10 @@ def make_image(registry: RunningRegistry) -> Callable[[str], Pushed]:
             return writer.image(repo, f"v{number}", [layer])
 
     return make
+
+
+@pytest.fixture
+def pair(tmp_path: Path) -> KeyPairFiles:
+    """CI's signing key, a new one for each test (in its own folder): no test can be passed by
+    a signature another test made."""
+    return generate_key_pair(tmp_path / "ci")

@@ -8,68 +8,99 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
-from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
-from click.testing import CliRunner
+from click.testing import CliRunner, Result
 
-from imagekit.attest.keys import generate_key_pair
+from imagekit.attest.keys import KeyPairFiles
 from imagekit.cli import main
 from imagekit.kinds.push import SLSA_PROVENANCE_V1
 from imagekit.ledger import read_records
-from imagekit.runtime.engine import Engine
 from imagekit.workspace import Workspace
-from tests.integration.build.assemble.test_builder import _overlay_only
-from tests.integration.build.test_buildkit import _tag
 from tests.support.base_image import BaseImage
-from tests.support.buildkitd import RunningBuildkitd, start_buildkitd
-from tests.support.demo_variants import index_url
+from tests.support.buildkitd import RunningBuildkitd
+from tests.support.demo_variants import index_url, overlay_only
+from tests.support.engine_refs import new_tag
 from tests.support.gotools import cosign_verify_attestation
 from tests.support.registries import RunningRegistry
 
 
+@dataclass(frozen=True)
+class Signer:
+    """What each builder's test does with its signed build: the build itself, the provenance
+    cosign accepts, a policy that must hold. The key is the test's own; the pushed
+    references go on MADE (the assertions may pull them into the engine), the policy files
+    into FOLDER."""
+
+    pair: KeyPairFiles
+    made: list[str]
+    folder: Path
+
+    def build(self, *argv: str) -> dict[str, Any]:
+        """`imagekit build ARGV --sign-key --json`: it must succeed and say the provenance
+        was attested; the document, for the test's own assertions."""
+        result = CliRunner().invoke(
+            main,
+            ["build", *argv, "--sign-key", str(self.pair.private), "--json"],
+            env={"PIP_INDEX_URL": index_url()},
+        )
+        assert result.exit_code == 0, result.stderr[-3000:]
+        document: dict[str, Any] = json.loads(result.stdout)
+        self.made.append(document["pushed"])
+        assert document["attestation"]["attested"] is True
+        return document
+
+    def provenance(self, pushed: str) -> dict[str, Any]:
+        """The provenance statement cosign accepted for PUSHED (it fails the test if none)."""
+        accepted = cosign_verify_attestation(pushed, self.pair.public, SLSA_PROVENANCE_V1)
+        assert accepted.returncode == 0, accepted.stderr
+        payload = json.loads(accepted.stdout.splitlines()[0])["payload"]
+        statement: dict[str, Any] = json.loads(base64.b64decode(payload))
+        return statement
+
+    def verify(self, pushed: str, plan: str, base_digest: str | None = None) -> Result:
+        """`imagekit verify PUSHED` with a policy asking for provenance of PLAN (on the base
+        BASE_DIGEST if given) and no audit."""
+        policy = self.folder / f"{plan}-provenance.yaml"
+        text = f"version: 1\naudit: null\nprovenance:\n  plan: {plan}\n"
+        policy.write_text(text + (f"  base: {base_digest}\n" if base_digest else ""))
+        return CliRunner().invoke(
+            main, ["verify", pushed, "--key", str(self.pair.public), "--policy", str(policy)]
+        )
+
+    def policy_holds(self, pushed: str, base_digest: str, plan: str) -> None:
+        """The policy of PLAN on BASE_DIGEST accepts PUSHED (exit 0)."""
+        verdict = self.verify(pushed, plan, base_digest)
+        assert verdict.exit_code == 0, verdict.output
+
+
+@pytest.fixture
+def signer(pair: KeyPairFiles, created_refs: list[str], tmp_path: Path) -> Signer:
+    return Signer(pair, created_refs, tmp_path)
+
+
 def test_a_pushed_build_carries_signed_provenance(
-    engine: Engine,
     base_image: BaseImage,
     registry: RunningRegistry,
     workspace: Workspace,
     created_refs: list[str],
-    tmp_path: Path,
+    signer: Signer,
 ) -> None:
-    pair = generate_key_pair(tmp_path / "build")
-    tag = _tag("demo", created_refs)
+    tag = new_tag("demo", created_refs)
     push_repo = f"{registry.host}/imagekit-test/demo-provenance"
     created_refs.append(f"{push_repo}:{tag.rpartition(':')[2]}")
-    result = CliRunner().invoke(
-        main,
-        [
-            "build",
-            "demo",
-            "--base",
-            base_image.reference,
-            "--tag",
-            tag,
-            "--push",
-            push_repo,
-            "--sign-key",
-            str(pair.private),
-            "--json",
-        ],
-        env={"PIP_INDEX_URL": index_url()},
+    document = signer.build(
+        "demo", "--base", base_image.reference, "--tag", tag, "--push", push_repo
     )
-    assert result.exit_code == 0, result.stderr[-3000:]
-    document = json.loads(result.stdout)
     pushed = document["pushed"]
-    assert document["attestation"]["attested"] is True
     records = read_records(workspace.ledger_path)
     assert records[-1].kind == "push"
     assert records[-1].details["attestation"] == document["attestation"]["envelope_digest"]
 
-    accepted = cosign_verify_attestation(pushed, pair.public, SLSA_PROVENANCE_V1)
-    assert accepted.returncode == 0, accepted.stderr
-    statement = json.loads(base64.b64decode(json.loads(accepted.stdout.splitlines()[0])["payload"]))
+    statement = signer.provenance(pushed)
     definition = statement["predicate"]["buildDefinition"]
     plan_bytes = (workspace.plans_dir / "demo.yaml").read_bytes()
     assert definition["externalParameters"]["plan"] == {
@@ -79,48 +110,9 @@ def test_a_pushed_build_carries_signed_provenance(
     base_hex = base_image.digest.split(":")[1]
     assert {"sha256": base_hex} in [d["digest"] for d in definition["resolvedDependencies"]]
 
-    policy = tmp_path / "provenance.yaml"
-    policy.write_text(
-        f"version: 1\naudit: null\nprovenance:\n  plan: demo\n  base: {base_image.digest}\n"
-    )
-    code = CliRunner().invoke(
-        main, ["verify", pushed, "--key", str(pair.public), "--policy", str(policy)]
-    )
-    assert code.exit_code == 0, code.output
-    policy.write_text("version: 1\naudit: null\nprovenance:\n  plan: other\n")
-    refused = CliRunner().invoke(
-        main, ["verify", pushed, "--key", str(pair.public), "--policy", str(policy)]
-    )
+    signer.policy_holds(pushed, base_image.digest, "demo")
+    refused = signer.verify(pushed, "other")
     assert refused.exit_code == 1 and "plan demo" in refused.stdout
-
-
-def _provenance(pushed: str, public: Path) -> dict[str, Any]:
-    """The provenance statement cosign accepted for PUSHED (it fails the test if none)."""
-    accepted = cosign_verify_attestation(pushed, public, SLSA_PROVENANCE_V1)
-    assert accepted.returncode == 0, accepted.stderr
-    payload = json.loads(accepted.stdout.splitlines()[0])["payload"]
-    statement: dict[str, Any] = json.loads(base64.b64decode(payload))
-    return statement
-
-
-def _policy_holds(pushed: str, public: Path, base_digest: str, plan: str, tmp: Path) -> None:
-    policy = tmp / f"{plan}-provenance.yaml"
-    policy.write_text(
-        f"version: 1\naudit: null\nprovenance:\n  plan: {plan}\n  base: {base_digest}\n"
-    )
-    verdict = CliRunner().invoke(
-        main, ["verify", pushed, "--key", str(public), "--policy", str(policy)]
-    )
-    assert verdict.exit_code == 0, verdict.output
-
-
-@pytest.fixture(scope="module")
-def buildkitd(
-    registry: RunningRegistry, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[RunningBuildkitd]:
-    daemon = start_buildkitd(tmp_path_factory.mktemp("bkd"), [registry.host])
-    yield daemon
-    daemon.stop()
 
 
 def test_a_build_on_a_buildkitd_of_its_own_carries_provenance_naming_that_daemon(
@@ -128,27 +120,19 @@ def test_a_build_on_a_buildkitd_of_its_own_carries_provenance_naming_that_daemon
     base_image: BaseImage,
     registry: RunningRegistry,
     workspace: Workspace,
-    created_refs: list[str],
-    tmp_path: Path,
+    signer: Signer,
 ) -> None:
-    pair = generate_key_pair(tmp_path / "remote")
     repo = f"{registry.host}/imagekit-test/remote-provenance"
-    result = CliRunner().invoke(
-        main,
-        ["build", "demo", "--base", base_image.reference, "--buildkit", buildkitd.address,
-         "--push", repo, "--sign-key", str(pair.private), "--json"],
-        env={"PIP_INDEX_URL": index_url()},
+    document = signer.build(
+        "demo", "--base", base_image.reference, "--buildkit", buildkitd.address,
+        "--push", repo,
     )  # fmt: skip
-    assert result.exit_code == 0, result.stderr[-3000:]
-    document = json.loads(result.stdout)
     pushed = document["pushed"]
-    created_refs.append(pushed)  # the assertions pulled it into the engine
-    assert document["attestation"]["attested"] is True
     [record] = read_records(workspace.ledger_path)
     assert record.kind == "build"
     assert record.details["attestation"] == document["attestation"]["envelope_digest"]
 
-    statement = _provenance(pushed, pair.public)
+    statement = signer.provenance(pushed)
     assert statement["subject"][0]["digest"] == {"sha256": pushed.split(":")[-1]}
     builder = statement["predicate"]["runDetails"]["builder"]
     assert builder["id"] == "https://imagekit.dev/builders/buildkit"
@@ -157,41 +141,33 @@ def test_a_build_on_a_buildkitd_of_its_own_carries_provenance_naming_that_daemon
     internal = statement["predicate"]["buildDefinition"]["internalParameters"]
     assert internal["dockerfile_sha256"] == document["dockerfile_sha256"]
     assert internal["config_digest"] == document["image_id"]
-    _policy_holds(pushed, pair.public, base_image.digest, "demo", tmp_path)
+    signer.policy_holds(pushed, base_image.digest, "demo")
 
 
 def test_a_registry_build_carries_provenance_naming_imagekits_assembler(
-    engine: Engine,
     base_image: BaseImage,
     registry: RunningRegistry,
     workspace: Workspace,
-    created_refs: list[str],
-    tmp_path: Path,
+    signer: Signer,
 ) -> None:
-    pair = generate_key_pair(tmp_path / "registry")
-    name = _overlay_only(workspace, "demo-overlay-signed")
+    name = overlay_only(workspace, "demo-overlay-signed")
     repo = f"{registry.host}/imagekit-test/registry-provenance"
-    result = CliRunner().invoke(
-        main,
-        ["build", name, "--builder", "registry", "--base", base_image.reference,
-         "--push", repo, "--index", "--sign-key", str(pair.private), "--json"],
+    document = signer.build(
+        name, "--builder", "registry", "--base", base_image.reference, "--push", repo,
+        "--index",
     )  # fmt: skip
-    assert result.exit_code == 0, result.stderr[-3000:]
-    document = json.loads(result.stdout)
     pushed = document["pushed"]
-    created_refs.append(pushed)
     # With --index the tag names an index: the index and the manifest in it are both subjects.
-    index = _provenance(f"{repo}@{document['index_digest']}", pair.public)
+    index = signer.provenance(f"{repo}@{document['index_digest']}")
     assert {s["digest"]["sha256"] for s in index["subject"]} == {
         pushed.split(":")[-1],
         document["index_digest"].split(":")[-1],
     }
-    assert document["attestation"]["attested"] is True
     push = read_records(workspace.ledger_path)[-1]
     assert push.kind == "push"
     assert push.details["attestation"] == document["attestation"]["envelope_digest"]
 
-    statement = _provenance(pushed, pair.public)
+    statement = signer.provenance(pushed)
     builder = statement["predicate"]["runDetails"]["builder"]
     assert builder["id"] == "https://imagekit.dev/builders/registry"
     assert "no engine" in builder["version"]["builder"]
@@ -205,4 +181,4 @@ def test_a_registry_build_carries_provenance_naming_imagekits_assembler(
         "uri": f"file:dockerfiles/{name}/overlay/av_about.py",
         "digest": {"sha256": hashlib.sha256(overlay).hexdigest()},
     } in definition["resolvedDependencies"]
-    _policy_holds(pushed, pair.public, base_image.digest, name, tmp_path)
+    signer.policy_holds(pushed, base_image.digest, name)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import base64
 import json
+import subprocess
 from collections.abc import Callable
 from typing import Any
 
@@ -112,15 +113,25 @@ def _attach(image: Reference, pair: KeyPairFiles, form: Form) -> None:
         attach_attestation(client, repo, image.digest, envelope, AUDIT_V1)
 
 
+def _judged(
+    make_image: Callable[[str], Pushed], pair: KeyPairFiles, form: Form
+) -> tuple[subprocess.CompletedProcess[str], int, dict[str, Any]]:
+    """A new image with an audit attached in FORM, judged by cosign and by `imagekit verify`:
+    what each said (cosign's run, the gate's exit code and document), for the test to assert
+    that they agree."""
+    image = parse_reference(make_image("gate/forms").reference)
+    _attach(image, pair, form)
+    cosign = cosign_verify_attestation(str(image), pair.public, AUDIT_V1)
+    code, document = verify(str(image), "--key", str(pair.public))
+    return cosign, code, document
+
+
 @pytest.mark.parametrize("name", list(ACCEPTED))
 def test_a_form_cosign_accepts_is_accepted(
     make_image: Callable[[str], Pushed], pair: KeyPairFiles, name: str
 ) -> None:
-    image = parse_reference(make_image("gate/forms").reference)
-    _attach(image, pair, ACCEPTED[name])
-    cosign = cosign_verify_attestation(str(image), pair.public, AUDIT_V1)
+    cosign, code, document = _judged(make_image, pair, ACCEPTED[name])
     assert cosign.returncode == 0, cosign.stderr
-    code, document = verify(str(image), "--key", str(pair.public))
     assert code == 0, document
 
 
@@ -128,10 +139,7 @@ def test_a_form_cosign_accepts_is_accepted(
 def test_a_form_cosign_refuses_is_refused(
     make_image: Callable[[str], Pushed], pair: KeyPairFiles, name: str
 ) -> None:
-    image = parse_reference(make_image("gate/forms").reference)
-    _attach(image, pair, REFUSED[name])
-    cosign = cosign_verify_attestation(str(image), pair.public, AUDIT_V1)
+    cosign, code, document = _judged(make_image, pair, REFUSED[name])
     assert cosign.returncode != 0, cosign.stdout
-    code, document = verify(str(image), "--key", str(pair.public))
     assert code == 1, document
     assert document["skipped"][0]["reason"].startswith("not a DSSE envelope (bad base64")

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from imagekit.attest.keys import KeyPairFiles, generate_key_pair
+from imagekit.attest.keys import KeyPairFiles
 from imagekit.refs import parse_reference
 from tests.support.faultproxy import Fault, FaultProxy
 from tests.support.gate import audit_predicate, failing, sign_onto, verify
@@ -20,11 +20,6 @@ from tests.support.registries import RunningRegistry
 
 REPO = "gate/entries"
 ANNOTATED = {"vnd.docker.reference.type": "attestation-manifest"}
-
-
-@pytest.fixture
-def pair(tmp_path: Path) -> KeyPairFiles:
-    return generate_key_pair(tmp_path / "ci")
 
 
 def _image(writer: Writer, arch: str, note: str, variant: str | None = None) -> Pushed:

@@ -8,14 +8,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from imagekit.attest.cosign_tags import att_tag
 from imagekit.attest.dsse import DSSE_MEDIA_TYPE
-from imagekit.attest.keys import KeyPairFiles, generate_key_pair
+from imagekit.attest.keys import KeyPairFiles
 from imagekit.kinds.audit import AUDIT_V1
 from imagekit.refs import Reference, parse_reference
 from tests.support.faultproxy import FaultProxy
@@ -33,11 +32,6 @@ def big_envelope(registry: RunningRegistry) -> tuple[str, int]:
     data = b"{" + b" " * (100 * MB - 2) + b"}"
     with Writer(registry.host) as writer:
         return writer.blob("gate/stall", data), len(data)
-
-
-@pytest.fixture
-def pair(tmp_path: Path) -> KeyPairFiles:
-    return generate_key_pair(tmp_path / "ci")
 
 
 def _add_layers(

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from imagekit.attest.cosign_tags import att_tag
-from imagekit.attest.keys import KeyPairFiles, generate_key_pair
+from imagekit.attest.keys import KeyPairFiles
 from imagekit.refs import Reference, parse_reference
 from tests.support.gate import audit_predicate, failing, rfc3339, sign_onto, verify
 from tests.support.images import Pushed, Writer
@@ -23,11 +23,6 @@ from tests.support.media_types import OCI_MANIFEST
 from tests.support.registries import RunningRegistry
 
 AUDIT = "audit status in {CPU_PASS, CPU_PASS_GPU_CLI_DEFERRED}"
-
-
-@pytest.fixture
-def pair(tmp_path: Path) -> KeyPairFiles:
-    return generate_key_pair(tmp_path / "ci")
 
 
 @pytest.fixture

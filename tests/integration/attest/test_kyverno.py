@@ -34,7 +34,6 @@ from imagekit.kinds.mirror import MIRROR_V1
 from imagekit.mirror import MirrorOptions, mirror
 from imagekit.refs import Reference, parse_reference
 from imagekit.workspace import Workspace
-from tests.integration.attest.test_gate import _attest, _edit_payload, _rewrite_att
 from tests.support.admission import (
     KyvernoVerdict,
     PolicyControllerVerdict,
@@ -44,7 +43,7 @@ from tests.support.admission import (
     kyverno_apply,
     policy_tester,
 )
-from tests.support.gate import audit_predicate
+from tests.support.gate import audit_predicate, edit_payload, rewrite_att, sign_onto
 from tests.support.gotools import cosign_verify_attestation, run_tool
 from tests.support.images import Blob, M, Pushed, Writer
 from tests.support.registries import RunningRegistry, start_registry
@@ -111,11 +110,6 @@ def judge(registry: RunningRegistry, tmp_path: Path) -> Callable[[str, KeyPairFi
     return run
 
 
-@pytest.fixture
-def pair(tmp_path: Path) -> KeyPairFiles:
-    return generate_key_pair(tmp_path / "ci")
-
-
 def _image(make_image: Callable[[str], Pushed], repo: str) -> Reference:
     return parse_reference(make_image(repo).reference)
 
@@ -128,7 +122,7 @@ def test_all_accept_a_passing_audit_and_its_identical_copy(
     workspace: Workspace,
 ) -> None:
     image = _image(make_image, "kyverno/ok")
-    _attest(image, pair, audit_predicate())
+    sign_onto(image, pair, audit_predicate())
     verdicts = judge(str(image), pair)
     assert verdicts.all_accept, verdicts
     assert "verified image attestations for " in verdicts.kyverno.message, verdicts
@@ -161,7 +155,7 @@ def test_all_refuse_an_image_with_no_attestation_and_another_key_s(
     assert "no audit attestation" in verdicts.gate_document["requirements"][0]["why"]
     other = generate_key_pair(tmp_path / "other")
     image = _image(make_image, "kyverno/other-key")
-    _attest(image, other, audit_predicate())
+    sign_onto(image, other, audit_predicate())
     verdicts = judge(str(image), pair)
     assert verdicts.all_refuse and not verdicts.cosign_signature, verdicts
     assert verdicts.kyverno.result == "fail", verdicts.kyverno.output
@@ -176,7 +170,7 @@ def test_all_refuse_a_failing_audit_and_cosign_alone_checks_only_the_signature(
     pair: KeyPairFiles,
 ) -> None:
     image = _image(make_image, "kyverno/failing")
-    _attest(image, pair, audit_predicate(FAILED))
+    sign_onto(image, pair, audit_predicate(FAILED))
     verdicts = judge(str(image), pair)
     assert verdicts.all_refuse, verdicts
     assert verdicts.kyverno.result == "fail", verdicts.kyverno.output
@@ -194,12 +188,12 @@ def test_all_refuse_a_tampered_envelope_and_a_moved_attestation(
 ) -> None:
     image = _image(make_image, "kyverno/tampered")
     assert image.digest is not None
-    _attest(image, pair, audit_predicate(FAILED))
-    _rewrite_att(
+    sign_onto(image, pair, audit_predicate(FAILED))
+    rewrite_att(
         registry,
         image,
         image.digest,
-        _edit_payload(
+        edit_payload(
             lambda p: p.replace(f'"status":"{FAILED}"'.encode(), b'"status":"CPU_PASS"', 1)
         ),
     )
@@ -212,8 +206,8 @@ def test_all_refuse_a_tampered_envelope_and_a_moved_attestation(
     audited = _image(make_image, "kyverno/moved")
     moved = _image(make_image, "kyverno/moved")
     assert moved.digest is not None
-    _attest(audited, pair, audit_predicate())
-    _rewrite_att(registry, audited, moved.digest, lambda data: data)
+    sign_onto(audited, pair, audit_predicate())
+    rewrite_att(registry, audited, moved.digest, lambda data: data)
     verdicts = judge(str(moved), pair)
     assert verdicts.all_refuse and not verdicts.cosign_signature, verdicts
     assert "no matching subject digest found" in verdicts.kyverno.message
@@ -228,8 +222,8 @@ def test_a_passing_re_audit_after_a_failed_one_is_accepted_by_the_gate_alone(
     """The documented difference: the gate decides on the newest audit; Kyverno, cosign's
     policy and the policy-controller's require every audit signed by the key to pass."""
     image = _image(make_image, "kyverno/reaudit")
-    _attest(image, pair, audit_predicate(FAILED, age=timedelta(hours=1)))
-    _attest(image, pair, audit_predicate())
+    sign_onto(image, pair, audit_predicate(FAILED, age=timedelta(hours=1)))
+    sign_onto(image, pair, audit_predicate())
     verdicts = judge(str(image), pair)
     assert verdicts.only_the_gate_accepts, verdicts
     assert verdicts.kyverno.result == "fail" and "attestation checks failed" in (
@@ -250,9 +244,9 @@ def test_a_failing_re_audit_after_a_pass_is_refused_by_all(
     And why the docs' ClusterImagePolicy has two authorities: the one finding passing audits
     alone admits the image, since an authority is met by any one attestation."""
     image = _image(make_image, "kyverno/regressed")
-    _attest(image, pair, audit_predicate(age=timedelta(hours=1)))
+    sign_onto(image, pair, audit_predicate(age=timedelta(hours=1)))
     assert judge(str(image), pair).all_accept
-    _attest(image, pair, audit_predicate(FAILED))
+    sign_onto(image, pair, audit_predicate(FAILED))
     verdicts = judge(str(image), pair)
     assert verdicts.all_refuse, verdicts
     assert "the newest audit" in verdicts.gate_document["requirements"][0]["why"]
@@ -281,7 +275,7 @@ def test_a_content_identical_mirror_is_accepted_by_the_gate_alone_until_its_dige
         recompressed = writer.image(
             "kyverno/mirror", "v1", [Blob.zstd(MEMBERS)], config_bytes=source.config
         )
-    _attest(parse_reference(source.reference), pair, audit_predicate())
+    sign_onto(parse_reference(source.reference), pair, audit_predicate())
     assert judge(source.reference, pair).all_accept
     report = mirror(
         source.reference,
@@ -299,7 +293,7 @@ def test_a_content_identical_mirror_is_accepted_by_the_gate_alone_until_its_dige
     binding = cosign_verify_attestation(recompressed.reference, pair.public, MIRROR_V1)
     assert binding.returncode == 0, binding.stderr
     # the mirror's own digest audited (as `imagekit audit MIRROR@DIGEST --sign-key` signs it)
-    _attest(parse_reference(recompressed.reference), pair, audit_predicate())
+    sign_onto(parse_reference(recompressed.reference), pair, audit_predicate())
     verdicts = judge(recompressed.reference, pair)
     assert verdicts.all_accept, verdicts
 
@@ -314,7 +308,7 @@ def test_the_cluster_judges_trust_a_private_ca_through_ssl_cert_file(
     policy-controller accept the image with the CA in SSL_CERT_FILE; Kyverno cannot reach it
     without."""
     image = _image(make_image, "kyverno/tls")
-    _attest(image, pair, audit_predicate())
+    sign_onto(image, pair, audit_predicate())
     certificate = make_server_certificate(tmp_path / "tls")
     secure = start_registry(tmp_path / "secure", tls=certificate, storage_of=registry.storage)
     try:

@@ -31,8 +31,7 @@ MEMBERS = [M("app/model.txt", data=b"weights, not really " * 2000)]
 
 
 @pytest.fixture
-def source(registry: RunningRegistry, tmp_path: Path) -> tuple[Pushed, KeyPairFiles]:
-    pair = generate_key_pair(tmp_path / "mirror")
+def source(registry: RunningRegistry, pair: KeyPairFiles) -> tuple[Pushed, KeyPairFiles]:
     with Writer(registry.host) as writer:
         image = writer.image("mirror/src", "v1", [Blob.gzip(MEMBERS)])
     ref = parse_reference(image.reference)
@@ -54,6 +53,15 @@ def _failing(document: dict[str, object]) -> list[str]:
     requirements = document["requirements"]
     assert isinstance(requirements, list)
     return [str(r["requirement"]) for r in requirements if not r["held"]]
+
+
+def _index_refused_for(index: str, public: Path, platform: str) -> dict[str, object]:
+    """`imagekit verify INDEX` refuses it (exit 1) for PLATFORM's image alone, which is held
+    image by image; the document, for the test's own assertions."""
+    code, document = _verify(index, public)
+    assert code == 1, document
+    assert [name.split(":")[0] for name in _failing(document)] == [platform], document
+    return document
 
 
 def test_mirror_copy_carries_attestations_signatures_and_referrers(
@@ -132,31 +140,33 @@ def _two_platform_index(
     return index, images
 
 
+def _index_and_recompressed_copy(
+    registry: RunningRegistry, name: str, word: bytes
+) -> tuple[tuple[str, dict[str, Pushed]], tuple[str, dict[str, Pushed]]]:
+    """A two-platform index in mirror/NAME-src (a file of WORD per platform) and a
+    content-identical copy in mirror/NAME-dst: the same files and configs, zstd layers, so
+    other manifest digests. Each as (index reference, images by architecture)."""
+    members = {
+        arch: [M(f"app/{arch}.txt", data=(arch.encode() + b" " + word + b" ") * 3000)]
+        for arch in ("amd64", "arm64")
+    }
+    with Writer(registry.host) as writer:
+        src = _two_platform_index(writer, f"mirror/{name}-src", members, zstd=False, configs={})
+        configs = {arch: image.config for arch, image in src[1].items()}
+        dst = _two_platform_index(writer, f"mirror/{name}-dst", members, zstd=True, configs=configs)
+    return src, dst
+
+
 def test_a_content_identical_index_is_bound_whole_and_each_platform_to_its_own_source(
-    registry: RunningRegistry, workspace: Workspace, tmp_path: Path
+    registry: RunningRegistry, workspace: Workspace, pair: KeyPairFiles
 ) -> None:
     """A recompressed copy of a two-platform index: one binding names the index and both
     platforms' manifests; `imagekit verify` of each platform's manifest follows the binding
     to that platform's source image (only amd64 was audited: amd64 passes, arm64 does not,
     though the source index's attestations include amd64's audit); cosign accepts the
     binding on each digest."""
-    pair = generate_key_pair(tmp_path / "index")
     signer = KeyFileSigner.from_file(pair.private)
-    members = {
-        "amd64": [M("app/amd64.txt", data=b"amd64 weights " * 3000)],
-        "arm64": [M("app/arm64.txt", data=b"arm64 weights " * 3000)],
-    }
-    with Writer(registry.host) as writer:
-        src_index, src = _two_platform_index(
-            writer, "mirror/index-src", members, zstd=False, configs={}
-        )
-        dst_index, dst = _two_platform_index(
-            writer,
-            "mirror/index-dst",
-            members,
-            zstd=True,
-            configs={arch: image.config for arch, image in src.items()},
-        )
+    (src_index, src), (dst_index, dst) = _index_and_recompressed_copy(registry, "index", b"weights")
     src_ref = parse_reference(src_index)
     assert src_ref.digest is not None and all(dst[a].digest != src[a].digest for a in src)
     with RegistryClient() as client:
@@ -187,10 +197,7 @@ def test_a_content_identical_index_is_bound_whole_and_each_platform_to_its_own_s
         f"content-identical to {registry.host}/mirror/index-src@{src['arm64'].digest}"
     )
     # The index is held image by image: arm64's source has no audit, so neither has its copy.
-    code, on_index = _verify(dst_index, pair.public)
-    assert code == 1, on_index
-    failing = _failing(on_index)
-    assert [name.split(":")[0] for name in failing] == ["linux/arm64"], on_index
+    _index_refused_for(dst_index, pair.public, "linux/arm64")
     arm64 = parse_reference(src["arm64"].reference)
     assert arm64.digest is not None
     with RegistryClient() as client:
@@ -210,11 +217,10 @@ def test_a_content_identical_index_is_bound_whole_and_each_platform_to_its_own_s
 
 
 def test_an_index_one_platform_of_which_differs_is_bound_not_at_all(
-    registry: RunningRegistry, workspace: Workspace, tmp_path: Path
+    registry: RunningRegistry, workspace: Workspace, pair: KeyPairFiles
 ) -> None:
     """amd64 identical, arm64 another file: the index is a mismatch and nothing is signed,
     not even amd64's half (before, the first platform's verdict was signed for the index)."""
-    pair = generate_key_pair(tmp_path / "partial")
     same = [M("app/same.txt", data=b"same " * 3000)]
     with Writer(registry.host) as writer:
         src_index, _ = _two_platform_index(
@@ -238,28 +244,13 @@ def test_an_index_one_platform_of_which_differs_is_bound_not_at_all(
 
 
 def test_one_platform_of_an_index_is_bound_as_that_image_alone(
-    registry: RunningRegistry, workspace: Workspace, tmp_path: Path
+    registry: RunningRegistry, workspace: Workspace, pair: KeyPairFiles
 ) -> None:
     """`mirror --platform linux/arm64` verifies one image of the index: the binding's only
     subject is that image's manifest, so the gate accepts the arm64 copy through it and not
     the index (whose amd64 image nobody verified)."""
-    pair = generate_key_pair(tmp_path / "one")
     signer = KeyFileSigner.from_file(pair.private)
-    members = {
-        "amd64": [M("app/amd64.txt", data=b"amd64 only " * 3000)],
-        "arm64": [M("app/arm64.txt", data=b"arm64 only " * 3000)],
-    }
-    with Writer(registry.host) as writer:
-        src_index, src = _two_platform_index(
-            writer, "mirror/one-src", members, zstd=False, configs={}
-        )
-        dst_index, dst = _two_platform_index(
-            writer,
-            "mirror/one-dst",
-            members,
-            zstd=True,
-            configs={arch: image.config for arch, image in src.items()},
-        )
+    (src_index, src), (dst_index, dst) = _index_and_recompressed_copy(registry, "one", b"only")
     src_ref, arm64 = parse_reference(src_index), parse_reference(src["arm64"].reference)
     assert src_ref.digest is not None and arm64.digest is not None
     with RegistryClient() as client:
@@ -279,8 +270,5 @@ def test_one_platform_of_an_index_is_bound_as_that_image_alone(
         f"content-identical to {registry.host}/mirror/one-src@{src['arm64'].digest}"
     )
     # The index: its amd64 image has neither an audit nor a binding.
-    code, on_index = _verify(dst_index, pair.public)
-    assert code == 1, on_index
-    failing = _failing(on_index)
-    assert [name.split(":")[0] for name in failing] == ["linux/amd64"], on_index
+    on_index = _index_refused_for(dst_index, pair.public, "linux/amd64")
     assert "linux/amd64" not in str(on_index["binding"])

@@ -36,6 +36,7 @@ from imagekit.runtime.engine import BUILDX_ENV, Engine, connect
 from imagekit.workspace import Workspace
 from tests.support.base_image import BaseImage
 from tests.support.demo_variants import NO_NUMPY, index_url, write_variant
+from tests.support.engine_refs import new_tag
 from tests.support.registries import RunningRegistry
 
 pytestmark = pytest.mark.integration
@@ -59,13 +60,6 @@ def client(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> I
     connect.cache_clear()
 
 
-def _tag(name: str, made: list[str]) -> str:
-    """A tag of its own for this build of ``name``, on the list of what the test removes."""
-    tag = f"imagekit-test/{name}:{secrets.token_hex(4)}"
-    made.append(tag)
-    return tag
-
-
 def _run(engine: Engine, image: str, *argv: str) -> str:
     return subprocess.run(
         [engine.client_path, "run", "--rm", "--network", "none", image, *argv],
@@ -79,7 +73,7 @@ def _refused(
     engine: Engine, workspace: Workspace, name: str, base: BaseImage, made: list[str]
 ) -> tuple[str, BuildFailed]:
     """Build plan ``name`` on the base under a tag of its own, which must fail: (tag, error)."""
-    tag = _tag(name, made)
+    tag = new_tag(name, made)
     with pytest.raises(BuildFailed) as info:
         build_plan(
             workspace, name, BuildOptions(tag=tag, base_override=base.reference), engine=engine
@@ -94,7 +88,7 @@ def test_demo_builds_end_to_end_and_pushes(
     workspace: Workspace,
     created_refs: list[str],
 ) -> None:
-    tag = _tag("demo", created_refs)
+    tag = new_tag("demo", created_refs)
     push_repo = f"{registry.host}/imagekit-test/demo-build"
     created_refs.append(f"{push_repo}:{tag.rpartition(':')[2]}")
     index = index_url()
@@ -208,7 +202,7 @@ def test_failed_assertion_rejects_the_build_and_keeps_its_log(
 ) -> None:
     # The seed's first fix: remove something, then find it missing at the assertion.
     write_variant(workspace, "no-numpy", NO_NUMPY)
-    tag = _tag("no-numpy", created_refs)
+    tag = new_tag("no-numpy", created_refs)
     result = CliRunner().invoke(
         build_command, ["no-numpy", "--base", base_image.reference, "--tag", tag, "--json"]
     )
@@ -293,7 +287,7 @@ def test_a_terminated_build_removes_its_temporary_context_and_stops_its_client(
     )
     private_tmp = tmp_path / "tmp"
     private_tmp.mkdir()
-    tag = _tag("sigterm", created_refs)
+    tag = new_tag("sigterm", created_refs)
     imagekit = str(Path(sys.executable).parent / "imagekit")
     proc = subprocess.Popen(
         [imagekit, "build", "slow", "--base", base_image.reference, "--tag", tag, "--no-cache",
@@ -337,7 +331,7 @@ def test_the_engine_path_builds_on_the_engines_own_builder_whatever_buildx_has_s
     # builder is asked for by name (--buildx-builder), never picked up by accident.
     assert engine.has_buildx
     monkeypatch.setenv("BUILDX_BUILDER", "imagekit-test-no-such-builder")
-    tag = _tag("own-builder", created_refs)
+    tag = new_tag("own-builder", created_refs)
     result = build_plan(
         workspace,
         "demo",
@@ -353,7 +347,7 @@ def test_a_build_onto_a_ledger_that_does_not_verify_is_reported_and_not_recorded
     base_image: BaseImage, workspace: Workspace, created_refs: list[str]
 ) -> None:
     workspace.ledger_path.write_bytes(b'{"seq": 1')  # a torn line
-    tag = _tag("refused", created_refs)
+    tag = new_tag("refused", created_refs)
     result = CliRunner().invoke(
         build_command,
         ["demo", "--base", base_image.reference, "--tag", tag, "--json"],
@@ -404,7 +398,7 @@ def test_a_destination_a_base_link_carries_into_proc_is_refused_before_the_copy(
         "replaces": {"absent": True},
     }
     write_variant(workspace, "into-proc", {"steps": [step], "assertions": {}})
-    tag = _tag("into-proc", created_refs)
+    tag = new_tag("into-proc", created_refs)
     with pytest.raises(BuildFailed) as info:
         build_plan(
             workspace, "into-proc", BuildOptions(tag=tag, base_override=pinned), engine=engine

@@ -38,7 +38,7 @@ from tests.support import replicas
 from tests.support.base_image import BaseImage
 from tests.support.buildkitd import RunningBuildkitd
 from tests.support.demo_index import arm64_demo_layer, push_demo_index, with_debian_pip
-from tests.support.demo_variants import index_url, write_variant
+from tests.support.demo_variants import build_json, write_variant
 from tests.support.gotools import cosign_verify_attestation
 from tests.support.images import Writer
 from tests.support.registries import RunningRegistry
@@ -80,13 +80,6 @@ def _platforms_variant(workspace: Workspace, name: str, platforms: list[str]) ->
     data["base"].pop("platform")
     data["base"]["platforms"] = platforms
     path.write_text(yaml.safe_dump(data, sort_keys=False))
-
-
-def _build(*argv: str) -> tuple[int, str, str]:
-    result = CliRunner().invoke(
-        build_command, [*argv, "--json"], env={"PIP_INDEX_URL": index_url()}
-    )
-    return result.exit_code, result.stdout, result.stderr
 
 
 def _imagetools(ref: str) -> dict[str, Any]:
@@ -166,7 +159,7 @@ def test_the_demo_for_amd64_and_arm64_on_a_buildkit_daemon_is_one_index(
     created_refs: list[str],
 ) -> None:
     repo = f"{registry.host}/imagekit-test/demo-two-buildkit"
-    code, out, err = _build(
+    code, out, err = build_json(
         "demo-two", "--base", demo_two, "--buildkit", buildkitd.address, "--push", repo
     )
     assert code == 0, err[-4000:]
@@ -189,7 +182,7 @@ def test_the_demo_for_amd64_and_arm64_on_the_engine_is_one_index(
 ) -> None:
     repo = f"{registry.host}/imagekit-test/demo-two-engine"
     # --no-cache: the engine's build cache is the machine's; every step of both must run.
-    code, out, err = _build("demo-two", "--base", demo_two, "--push", repo, "--no-cache")
+    code, out, err = build_json("demo-two", "--base", demo_two, "--push", repo, "--no-cache")
     doc = json.loads(out) if code == 0 else {}
     created_refs.extend(platform["pushed"] for platform in doc.get("platforms", []))
     run_id = Path(doc.get("log", "x/x")).parent.name
@@ -234,7 +227,7 @@ def test_an_h3_spark_variant_with_a_pip_step_builds_for_arm64_on_buildkit(
             (target / path.relative_to(source)).write_bytes(path.read_bytes())
             (target / path.relative_to(source)).chmod(path.stat().st_mode & 0o777)
     repo = f"{registry.host}/imagekit-test/h3-spark-pip"
-    code, out, err = _build(
+    code, out, err = build_json(
         "h3-spark-pip", "--base", base, "--buildkit", buildkitd.address,
         "--push", repo,
     )  # fmt: skip
@@ -280,7 +273,7 @@ def test_what_cannot_build_several_platforms_is_exit_2(
     argv: list[str], words: str, workspace: Workspace
 ) -> None:
     _platforms_variant(workspace, "demo-two", TWO)
-    code, _, err = _build("demo-two", *argv)
+    code, _, err = build_json("demo-two", *argv)
     assert code == 2, err[-2000:]
     assert words in err
     assert not workspace.ledger_path.exists()
@@ -300,7 +293,7 @@ def test_a_platform_that_cannot_run_here_is_not_run_exit_3(
     _platforms_variant(workspace, "demo-s390x", ["linux/amd64", "linux/s390x"])
     repo = f"{registry.host}/imagekit-test/demo-s390x-{where}"
     extra = ["--buildkit", buildkitd.address] if where == "buildkit" else []
-    code, out, err = _build("demo-s390x", "--base", demo_index, "--push", repo, *extra)
+    code, out, err = build_json("demo-s390x", "--base", demo_index, "--push", repo, *extra)
     assert code == 3, err[-3000:]
     error = json.loads(out)["error"]
     assert "linux/s390x" in error["message"] and "NOT RUN" in error["message"]
@@ -324,7 +317,7 @@ def test_the_demo_for_amd64_and_arm64_on_a_buildx_builder_is_one_index(
 ) -> None:
     name = remote_buildx("imagekit-test-platforms")
     repo = f"{registry.host}/imagekit-test/demo-two-buildx"
-    code, out, err = _build(
+    code, out, err = build_json(
         "demo-two", "--base", demo_two, "--buildx-builder", name, "--push", repo
     )
     assert code == 0, err[-4000:]
@@ -467,7 +460,7 @@ def test_a_signed_build_of_two_platforms_attests_the_index_and_each_platform(
     # beside each: cosign finds it from the index's reference and from each platform's.
     pair = generate_key_pair(tmp_path / "build")
     repo = f"{registry.host}/imagekit-test/demo-two-signed"
-    code, out, err = _build(
+    code, out, err = build_json(
         "demo-two", "--base", demo_two, "--buildkit", buildkitd.address, "--push", repo,
         "--sign-key", str(pair.private),
     )  # fmt: skip

@@ -16,29 +16,20 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
 
-from imagekit.cli.build_cmd import command as build_command
 from imagekit.errors import EngineUnavailable
 from imagekit.ledger import read_records
 from imagekit.runtime.engine import connect
 from imagekit.workspace import Workspace
 from tests.support.base_image import BaseImage
 from tests.support.buildkitd import TOOLS, RunningBuildkitd, start_buildkitd
-from tests.support.demo_variants import NO_NUMPY, index_url, write_variant
+from tests.support.demo_variants import NO_NUMPY, build_json, write_variant
 from tests.support.registries import RunningRegistry
 from tests.support.tls import make_server_certificate
 
 pytestmark = pytest.mark.integration
 
 CRANE = str(TOOLS / "crane")
-
-
-def _build(*argv: str, env: dict[str, str] | None = None) -> tuple[int, str, str]:
-    result = CliRunner().invoke(
-        build_command, [*argv, "--json"], env={"PIP_INDEX_URL": index_url(), **(env or {})}
-    )
-    return result.exit_code, result.stdout, result.stderr
 
 
 def _registry_digest(ref: str) -> str:
@@ -55,7 +46,7 @@ def test_demo_builds_on_a_remote_buildkit_pushes_by_digest_and_is_asserted_and_r
     created_refs: list[str],
 ) -> None:
     repo = f"{registry.host}/imagekit-test/remote-demo"
-    code, out, err = _build(
+    code, out, err = build_json(
         "demo", "--base", base_image.reference, "--buildkit", buildkitd.address, "--push", repo,
         "--no-cache",
     )  # fmt: skip
@@ -101,7 +92,7 @@ def test_a_remote_build_over_tcp_needs_no_engine(
     with pytest.raises(EngineUnavailable):
         connect()
     try:
-        code, out, err = _build(
+        code, out, err = build_json(
             "no-checks", "--base", base_image.reference, "--buildkit", buildkitd.tcp_address,
             "--push", repo,
         )  # fmt: skip
@@ -121,7 +112,7 @@ def test_a_failed_assertion_on_the_daemon_rejects_the_build(
 ) -> None:
     write_variant(workspace, "no-numpy", NO_NUMPY)
     repo = f"{registry.host}/imagekit-test/remote-rejected"
-    code, out, err = _build(
+    code, out, err = build_json(
         "no-numpy", "--base", base_image.reference, "--buildkit", buildkitd.address,
         "--push", repo,
     )  # fmt: skip
@@ -140,7 +131,7 @@ def test_a_failed_assertion_on_the_daemon_rejects_the_build(
 def test_a_buildkitd_that_does_not_answer_is_exit_3_naming_it(
     address: str, base_image: BaseImage, registry: RunningRegistry, workspace: Workspace
 ) -> None:
-    code, _, err = _build(
+    code, _, err = build_json(
         "demo", "--base", base_image.reference, "--buildkit", address,
         "--push", f"{registry.host}/imagekit-test/never",
     )  # fmt: skip
@@ -165,7 +156,7 @@ def test_a_buildkitd_that_does_not_answer_is_exit_3_naming_it(
     ],
 )  # fmt: skip
 def test_bad_remote_options_are_exit_2(argv: list[str], words: str, workspace: Workspace) -> None:
-    code, _, err = _build("demo", *argv)
+    code, _, err = build_json("demo", *argv)
     assert code == 2, err[-2000:]
     assert words in err
 
@@ -179,7 +170,7 @@ def test_a_named_buildx_builder_builds_like_buildkit(
 ) -> None:
     name = remote_buildx("imagekit-test-remote")
     repo = f"{registry.host}/imagekit-test/buildx-remote"
-    code, out, err = _build(
+    code, out, err = build_json(
         "demo", "--base", base_image.reference, "--buildx-builder", name, "--push", repo,
         "--no-cache",  # the module's daemon built the demo before: run and log every step
     )  # fmt: skip
@@ -199,7 +190,7 @@ def test_a_named_buildx_builder_builds_like_buildkit(
 def test_an_unknown_buildx_builder_is_exit_2(
     buildx_config: Path, registry: RunningRegistry, workspace: Workspace
 ) -> None:
-    code, _, err = _build(
+    code, _, err = build_json(
         "demo", "--buildx-builder", "imagekit-test-no-such-builder",
         "--push", f"{registry.host}/imagekit-test/never",
     )  # fmt: skip
@@ -224,7 +215,7 @@ def test_a_fresh_daemon_reuses_the_registry_cache_a_first_build_exported(
         daemon = start_buildkitd(tmp_path / f"bkd{n}", [registry.host])
         try:
             started = time.monotonic()
-            code, out, err = _build(
+            code, out, err = build_json(
                 "demo", "--base", base_image.reference, "--buildkit", daemon.address,
                 "--push", repo, "--cache-ref", cache,
             )  # fmt: skip
@@ -256,13 +247,13 @@ def test_a_remote_build_over_mutual_tls(
     repo = f"{registry.host}/imagekit-test/remote-tls"
     try:
         # Without the CA the daemon's certificate is not trusted: could not finish, named.
-        code, _, err = _build(
+        code, _, err = build_json(
             "no-checks", "--base", base_image.reference, "--buildkit", daemon.tcp_address,
             "--push", repo,
         )  # fmt: skip
         assert code == 3, err[-2000:]
         assert f"the BuildKit daemon at {daemon.tcp_address} did not answer" in err
-        code, out, err = _build(
+        code, out, err = build_json(
             "no-checks", "--base", base_image.reference, "--buildkit", daemon.tcp_address,
             "--buildkit-ca", str(cert.ca_path), "--buildkit-cert", str(cert.chain_path),
             "--buildkit-key", str(cert.key_path), "--push", repo,

@@ -33,7 +33,6 @@ from imagekit.kinds.audit import AUDIT_V1
 from imagekit.kinds.final_pull import FINAL_PULL_V1
 from imagekit.kinds.push import SLSA_PROVENANCE_V1
 from imagekit.ledger import read_records, verify
-from imagekit.runtime.engine import Engine
 from imagekit.workspace import Workspace
 from tests.support.base_image import BaseImage
 from tests.support.engine_refs import pipeline_into_fresh_registries, remember_images
@@ -248,22 +247,17 @@ def test_doctor_no_stops_before_the_build(demo: Demo) -> None:
 
 
 def test_known_vulnerabilities_stop_the_pipeline_before_the_push(
-    engine: Engine,
-    base_image: BaseImage,
-    make_registry: Callable[..., RunningRegistry],
-    workspace: Workspace,
-    docker_config: Path,
-    created_refs: list[str],
-    tmp_path: Path,
+    demo: Demo, tmp_path: Path
 ) -> None:
     """`imagekit audit --vuln-db` exits 1 on the demo image's Debian pip 23.0.1 and
     setuptools 66.1.1; the pipeline's audit stage did not look at the scan, so the image was
     pushed. Now the export and --fail-on reach the stage and its findings stop the run."""
+    workspace, created_refs = demo.workspace, demo.refs
     database = write_zip(tmp_path / "all.zip", records(days_ago(1)))
-    push_to, mirror_to = make_registry("none"), make_registry("none")
+    push_to, mirror_to = demo.make_registry("none"), demo.make_registry("none")
     proc = subprocess.run(
         [IMAGEKIT, "pipeline", "demo", "--registry", push_to.host, "--mirror", mirror_to.host,
-         "--base", base_image.reference, "--vuln-db", str(database), "--json"],
+         "--base", demo.base.reference, "--vuln-db", str(database), "--json"],
         capture_output=True, text=True, timeout=800, check=False,
     )  # fmt: skip
     document = json.loads(proc.stdout)
@@ -291,7 +285,7 @@ def test_known_vulnerabilities_stop_the_pipeline_before_the_push(
         PipelineOptions(
             registry=push_to.host,
             mirror=mirror_to.host,
-            base_override=base_image.reference,
+            base_override=demo.base.reference,
             vulns=VulnPolicy(database=database, fail_on="never"),
         ),
     )

@@ -17,12 +17,11 @@ from tests.support.two_platforms import (
     DESTINATION,
     ORIGINAL,
     UPSTREAM_CHANGED,
-    both,
     image,
     index,
+    pinned_plan,
     plans_json,
     sha256,
-    write_plan,
 )
 
 pytestmark = pytest.mark.integration
@@ -37,10 +36,8 @@ def test_a_two_platform_plan_is_bumped_when_each_platforms_overlay_still_fits(
 ) -> None:
     repo = f"bump/two-{secrets.token_hex(3)}"
     with Writer(registry.host) as writer:
-        v1 = both(writer, repo)
-        pinned = index(writer, repo, v1)
-        path = write_plan(workspace, "two", pinned)
-        before = path.read_text()
+        plan = pinned_plan(writer, workspace, repo, "two")
+        v1, pinned, path, before = plan.images, plan.reference, plan.path, plan.text
         # The tag moves for a platform the plan does not build: nothing to change.
         extra = image(writer, repo, "ppc64le", ORIGINAL)
         moved_elsewhere = writer.index(
@@ -84,10 +81,8 @@ def test_a_two_platform_bump_is_refused_naming_the_platform_whose_file_drifted(
 ) -> None:
     repo = f"bump/drift-{secrets.token_hex(3)}"
     with Writer(registry.host) as writer:
-        v1 = both(writer, repo)
-        pinned = index(writer, repo, v1)
-        path = write_plan(workspace, "drift", pinned)
-        before = path.read_text()
+        plan = pinned_plan(writer, workspace, repo, "drift")
+        v1, path, before = plan.images, plan.path, plan.text
         changed = image(writer, repo, "arm64", UPSTREAM_CHANGED)
         index(writer, repo, {"amd64": v1["amd64"], "arm64": changed})
     code, refused = _bump(workspace, "drift")

@@ -19,12 +19,10 @@ from tests.support.two_platforms import (
     DESTINATION,
     ORIGINAL,
     UPSTREAM_CHANGED,
-    both,
     image,
-    index,
+    pinned_plan,
     plans_json,
     sha256,
-    write_plan,
 )
 
 pytestmark = pytest.mark.integration
@@ -91,9 +89,8 @@ def test_a_plan_of_two_platforms_is_pinned_from_each_platforms_image_in_the_regi
     same bytes, so the one hash is written."""
     repo = f"pin/two-{secrets.token_hex(3)}"
     with Writer(registry.host) as writer:
-        images = both(writer, repo)
-        path = write_plan(workspace, "pin-two", index(writer, repo, images), replaces="b" * 64)
-    original = path.read_text()
+        plan = pinned_plan(writer, workspace, repo, "pin-two", replaces="b" * 64)
+    path, original = plan.path, plan.text
     code, pinned = _pin(workspace, "pin-two")
     assert code == 0, pinned
     assert pinned["rewritten"] is True
@@ -124,8 +121,8 @@ def test_a_plan_of_two_platforms_whose_bases_differ_there_is_not_pinned(
             "amd64": image(writer, repo, "amd64", ORIGINAL),
             "arm64": image(writer, repo, "arm64", UPSTREAM_CHANGED),
         }
-        path = write_plan(workspace, "pin-differ", index(writer, repo, images), replaces="c" * 64)
-    original = path.read_text()
+        plan = pinned_plan(writer, workspace, repo, "pin-differ", images, replaces="c" * 64)
+    path, original = plan.path, plan.text
     code, refused = _pin(workspace, "pin-differ")
     assert code == 1, refused
     error = refused["error"]

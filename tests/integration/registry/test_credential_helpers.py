@@ -19,10 +19,9 @@ from imagekit.errors import RegistryUnauthorized
 from imagekit.refs import parse_reference
 from imagekit.registry import RegistryClient
 from tests.support.oci_layout import Layer, make_tar, push_new_image
-from tests.support.registries import RunningRegistry
+from tests.support.registries import MakeRegistry, RunningRegistry
 
 pytestmark = pytest.mark.integration
-MakeRegistry = Callable[..., RunningRegistry]
 HELPER = shutil.which("docker-credential-pass") or "/usr/bin/docker-credential-pass"
 KEY_ID = "imagekit-test@example.invalid"
 Store = Callable[[str, str, str], None]

@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import ssl
 import subprocess
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -28,16 +28,15 @@ from imagekit.errors import RegistryTLSError
 from imagekit.ledger import read_records
 from imagekit.runtime.engine import ENGINE_CERTS_D, Engine
 from imagekit.workspace import Workspace
-from tests.integration.build.assemble.test_builder import _overlay_only
 from tests.support.base_image import BaseImage
 from tests.support.cli import without_tls_settings
+from tests.support.demo_variants import overlay_only
 from tests.support.engine_tls import SECURE_LOOPBACK, engine_trusts, hosts_entry, new_name
 from tests.support.gotools import run_tool
-from tests.support.registries import RunningRegistry
+from tests.support.registries import MakeRegistry, RunningRegistry
 from tests.support.tls import ServerCertificate, make_server_certificate
 
 pytestmark = pytest.mark.integration
-MakeRegistry = Callable[..., RunningRegistry]
 
 
 @dataclass(frozen=True)
@@ -121,38 +120,43 @@ def _engine_tls_line(done: subprocess.CompletedProcess[str], host: str) -> None:
     assert "Traceback" not in done.stderr
 
 
+def _refused_then_trusted(
+    secure: SecureRegistry, refused_argv: tuple[str, ...], trusted_argv: tuple[str, ...]
+) -> subprocess.CompletedProcess[str]:
+    """The CLI run twice, as each pull test starts: first with only imagekit's client given
+    the CA (the engine's refusal is asserted, one line and exit 3), then with the CA in the
+    engine's certs.d and no restart; the second run, for the test's own assertions."""
+    _engine_tls_line(_imagekit(*refused_argv), secure.host)
+    with engine_trusts(secure.host, secure.cert.ca_path):
+        return _imagekit(*trusted_argv)
+
+
+@pytest.mark.usefixtures("forget_after", "workspace")
 def test_imagekit_pull_goes_through_certs_d_and_the_engine_reads_it_on_each_pull(
-    engine: Engine,
-    secure: SecureRegistry,
-    base_there: str,
-    forget_after: None,
-    workspace: object,
+    engine: Engine, secure: SecureRegistry, base_there: str
 ) -> None:
     # imagekit's own client is given the CA (--ca-file), the engine is not: the engine's
-    # failure is the one said.
-    refused = _imagekit("pull", "--ca-file", str(secure.cert.ca_path), base_there)
-    _engine_tls_line(refused, secure.host)
-    with engine_trusts(secure.host, secure.cert.ca_path):
-        # No restart: the engine reads the folder on this pull; imagekit reads the same one.
-        done = _imagekit("pull", "--json", base_there)
-        assert done.returncode == 0, done.stderr[-3000:]
+    # failure is the one said. No restart: the engine reads the folder on the second pull;
+    # imagekit reads the same one.
+    done = _refused_then_trusted(
+        secure,
+        ("pull", "--ca-file", str(secure.cert.ca_path), base_there),
+        ("pull", "--json", base_there),
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
     doc = json.loads(done.stdout)
     assert doc["ok"] is True, doc
     assert base_there in _docker(engine, "image", "inspect", "--format",
                                  "{{json .RepoDigests}}", base_there)  # fmt: skip
 
 
-def test_an_audit_pulls_its_image_through_certs_d(
-    engine: Engine,
-    secure: SecureRegistry,
-    base_there: str,
-    forget_after: None,
-    workspace: object,
-) -> None:
-    refused = _imagekit("audit", "--ca-file", str(secure.cert.ca_path), "--offline", base_there)
-    _engine_tls_line(refused, secure.host)
-    with engine_trusts(secure.host, secure.cert.ca_path):
-        done = _imagekit("audit", "--offline", "--json", base_there)
+@pytest.mark.usefixtures("forget_after", "workspace")
+def test_an_audit_pulls_its_image_through_certs_d(secure: SecureRegistry, base_there: str) -> None:
+    done = _refused_then_trusted(
+        secure,
+        ("audit", "--ca-file", str(secure.cert.ca_path), "--offline", base_there),
+        ("audit", "--offline", "--json", base_there),
+    )
     # The bare base is no complete image (exit 1, a verdict); what matters is that it was
     # pulled from the secure registry and audited, not that nothing could be finished.
     assert done.returncode in (0, 1), done.stderr[-3000:]
@@ -161,22 +165,17 @@ def test_an_audit_pulls_its_image_through_certs_d(
     assert doc["image"]["requested"] == base_there
 
 
+@pytest.mark.usefixtures("forget_after", "workspace")
 def test_an_engine_build_pulls_its_base_through_certs_d(
-    engine: Engine,
-    secure: SecureRegistry,
-    base_there: str,
-    forget_after: None,
-    workspace: object,
-    created_refs: list[str],
+    engine: Engine, secure: SecureRegistry, base_there: str, created_refs: list[str]
 ) -> None:
     assert engine.has_buildx, "the engine path's buildx docker driver is what is tested here"
     tag = "imagekit-test/tls-base:build"
     created_refs.append(tag)
     argv = ("build", "demo", "--builder", "engine", "--base", base_there, "--tag", tag)
-    refused = _imagekit(*argv, "--ca-file", str(secure.cert.ca_path))
-    _engine_tls_line(refused, secure.host)
-    with engine_trusts(secure.host, secure.cert.ca_path):
-        done = _imagekit(*argv, "--json")
+    done = _refused_then_trusted(
+        secure, (*argv, "--ca-file", str(secure.cert.ca_path)), (*argv, "--json")
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     doc = json.loads(done.stdout)
     assert doc["base"] == base_there
@@ -208,7 +207,7 @@ def test_the_registry_builder_runs_its_assertions_only_where_the_engine_trusts_t
     plan's assertions. imagekit's own client has the CA (--ca-file) in both runs; only the
     engine's certs.d differs, so the refusal is the engine's and nothing is called a pass."""
     # The demo plan's pip step needs an engine build; its overlay-only variant does not.
-    name = _overlay_only(workspace, "demo-tls-assembled")
+    name = overlay_only(workspace, "demo-tls-assembled")
     repository = "imagekit-test/tls-assembled"
     argv = (
         "build", name, "--builder", "registry", "--base", base_there,

@@ -20,7 +20,7 @@ import stat
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,7 +30,7 @@ import pytest
 
 from imagekit.errors import RegistryError
 from imagekit.kinds.mirror import MirrorVerdict as Verdict
-from imagekit.mirror import MirrorOptions, mirror
+from imagekit.mirror import MirrorOptions, MirrorReport, mirror
 from imagekit.refs import Digest, Reference, parse_reference
 from imagekit.registry import Descriptor, RegistryClient, RetryPolicy
 from imagekit.registry.manifest import OCI_CONFIG, OCI_MANIFEST
@@ -44,10 +44,9 @@ from tests.support.oci_layout import (
     push_new_image,
     tar_of,
 )
-from tests.support.registries import RunningRegistry
+from tests.support.registries import MakeRegistry, RunningRegistry
 
 pytestmark = pytest.mark.integration
-MakeRegistry = Callable[..., RunningRegistry]
 MiB = 1 << 20
 BIG = 17 * MiB  # over the 16 MiB chunks mirror --copy PATCHed, and GHCR's 4 MiB
 HUB_429 = json.dumps(
@@ -135,22 +134,40 @@ def copy_through(
     return made
 
 
+class MirrorThrough(Protocol):
+    def __call__(
+        self, name: str, *faults: Fault
+    ) -> AbstractContextManager[tuple[MirrorReport, FaultProxy]]:
+        """`mirror --copy` of the ten-layer image to ``copy/NAME:1`` on a new registry behind
+        the fault proxy with ``faults`` set: its report, and the proxy (its log, in the block)."""
+        ...
+
+
+@pytest.fixture
+def mirror_ten_through(
+    ten_layers: tuple[str, str], make_registry: MakeRegistry, workspace: Workspace
+) -> MirrorThrough:
+    @contextmanager
+    def copied(name: str, *faults: Fault) -> Iterator[tuple[MirrorReport, FaultProxy]]:
+        src, _ = ten_layers
+        target = make_registry()
+        with FaultProxy(target.host) as proxy:
+            proxy.set_faults(*faults)
+            dst = f"{proxy.host}/copy/{name}:1"
+            yield mirror(src, dst, options=MirrorOptions(copy=True), workspace=workspace), proxy
+
+    return copied
+
+
 # ---------------------------------------------------------------------- uploads (GHCR)
 
 
 def test_a_copy_to_a_registry_with_ghcrs_chunk_limit_puts_each_blob_whole(
-    ten_layers: tuple[str, str], make_registry: MakeRegistry, workspace: Workspace
+    mirror_ten_through: MirrorThrough,
 ) -> None:
     """GHCR answers 416 to PATCH bodies over 4 MiB; one PUT of known length fits it."""
-    src, _ = ten_layers
-    target = make_registry()
-    with FaultProxy(target.host) as ghcr:
-        ghcr.set_faults(
-            Fault("chunk_limit", method="PATCH", path=r"/blobs/uploads/", limit=4 * MiB, times=-1)
-        )
-        report = mirror(
-            src, f"{ghcr.host}/copy/ten:1", options=MirrorOptions(copy=True), workspace=workspace
-        )
+    limit = Fault("chunk_limit", method="PATCH", path=r"/blobs/uploads/", limit=4 * MiB, times=-1)
+    with mirror_ten_through("ten", limit) as (report, ghcr):
         assert report.verdict is Verdict.IDENTICAL, report.message
         assert report.copy is not None and report.copy["blobs_uploaded"] == 11
         puts = [e for e in ghcr.log if e.method == "PUT" and "/blobs/uploads/" in e.path]
@@ -238,16 +255,10 @@ def test_a_416_no_chunk_size_satisfies_ends_in_one_line_naming_the_registry(
 
 
 def test_no_cookie_is_ever_sent_back_so_harbors_csrf_check_never_refuses_a_write(
-    ten_layers: tuple[str, str], make_registry: MakeRegistry, workspace: Workspace
+    mirror_ten_through: MirrorThrough,
 ) -> None:
-    src, _ = ten_layers
-    target = make_registry()
-    with FaultProxy(target.host) as harbor:
-        harbor.set_faults(Fault("csrf", method="*", path=r"/", times=-1))
-        report = mirror(
-            src, f"{harbor.host}/copy/harbor:1", options=MirrorOptions(copy=True),
-            workspace=workspace,
-        )  # fmt: skip
+    csrf = Fault("csrf", method="*", path=r"/", times=-1)
+    with mirror_ten_through("harbor", csrf) as (report, harbor):
         assert report.verdict is Verdict.IDENTICAL, report.message
         assert any(e.method in ("POST", "PUT") for e in harbor.log)
         assert all(e.cookie is None for e in harbor.log)

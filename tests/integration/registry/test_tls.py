@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -20,11 +20,10 @@ from imagekit.registry.upload import copy_image
 from tests.support.cli import without_tls_settings
 from tests.support.forward_proxy import RunningProxy, start_tinyproxy
 from tests.support.oci_layout import Layer, make_tar, push_new_image
-from tests.support.registries import RunningRegistry
+from tests.support.registries import MakeRegistry, RunningRegistry
 from tests.support.tls import ServerCertificate, make_client_certificate, make_server_certificate
 
 pytestmark = pytest.mark.integration
-MakeRegistry = Callable[..., RunningRegistry]
 
 
 @pytest.fixture(scope="module")

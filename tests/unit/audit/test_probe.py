@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from imagekit.audit import probe
+from tests.support.cuda_arches import COVERS, COVERS_IDS
 
 PROBE = Path(probe.__file__)
 
@@ -62,18 +63,7 @@ def test_pip_check_lines_of_both_shapes_are_parsed() -> None:
     assert probe.parse_pip_check("No broken requirements found.\n") == ([], [])
 
 
-@pytest.mark.parametrize(
-    ("arches", "capability", "covered"),
-    [
-        (["sm_80", "sm_90"], (9, 0), True),
-        (["sm_80", "sm_86"], (9, 0), False),
-        (["sm_80", "compute_80"], (9, 0), True),  # PTX is JIT-compiled upwards
-        (["sm_90a"], (9, 0), True),
-        (["sm_90a"], (10, 0), False),  # arch-specific code runs on 9.0 only
-        (["sm_86"], (8, 9), True),  # same major, higher minor
-        ([], (9, 0), False),
-    ],
-)
+@pytest.mark.parametrize(("arches", "capability", "covered"), COVERS, ids=COVERS_IDS)
 def test_compiled_arches_cover_a_capability(
     arches: list[str], capability: tuple[int, int], covered: bool
 ) -> None:

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from imagekit.gpu import probe
+from tests.support.cuda_arches import COVERS, COVERS_IDS
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "gpu"
 
@@ -61,18 +62,7 @@ def test_gpu_query_rows_are_read_with_their_ecc_and_mig_or_none() -> None:
     assert rows[1]["ecc.errors.uncorrected.aggregate.total"] == 3
 
 
-@pytest.mark.parametrize(
-    ("arches", "capability", "covered"),
-    [
-        (["sm_80", "sm_90"], (9, 0), True),
-        (["sm_80", "sm_86"], (9, 0), False),
-        (["sm_90a"], (9, 0), True),
-        (["sm_90a"], (10, 0), False),
-        (["sm_80", "compute_90"], (10, 0), True),  # PTX JIT for a newer device
-        (["sm_100"], (10, 3), True),
-        ([], (9, 0), False),
-    ],
-)
+@pytest.mark.parametrize(("arches", "capability", "covered"), COVERS, ids=COVERS_IDS)
 def test_compiled_arches_cover_a_capability_as_cuda_loads_them(
     arches: list[str], capability: tuple[int, int], covered: bool
 ) -> None:

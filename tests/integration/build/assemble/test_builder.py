@@ -9,19 +9,20 @@ from __future__ import annotations
 
 import json
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 import yaml
 from click.testing import CliRunner
 
-from imagekit.build.assemble import AssembleOptions, assemble_plan
+from imagekit.build.assemble import AssembleOptions, AssembleResult, assemble_plan
 from imagekit.cli.build_cmd import command as build_command
 from imagekit.ledger import read_records
 from imagekit.runtime.engine import Engine
 from imagekit.workspace import Workspace
 from tests.support.base_image import BaseImage
-from tests.support.demo_variants import write_variant
+from tests.support.demo_variants import overlay_only
 from tests.support.faultproxy import FaultProxy
 from tests.support.registries import RunningRegistry
 
@@ -31,19 +32,6 @@ AV_ABOUT = "/usr/lib/python3/dist-packages/av/about.py"
 AV_ABOUT_SHA256 = "75e5d191c344a5bdf61c1ee3e720661cb2d0c38e8d3bfb90b587b8107303c92e"
 
 
-def _overlay_only(workspace: Workspace, name: str, change: dict[str, object] | None = None) -> str:
-    """The demo plan without its pip step (and without asserting what pip installed)."""
-    data = yaml.safe_load((workspace.plans_dir / "demo.yaml").read_text())
-    assertions = data["assertions"]
-    modules = [m for m in assertions["find_spec"] if m != "six"]
-    without_pip = {
-        "steps": [s for s in data["steps"] if s["kind"] != "pip_install"],
-        "assertions": {**assertions, "find_spec": modules},
-    }
-    write_variant(workspace, name, {**without_pip, **(change or {})})
-    return name
-
-
 def _skopeo(*args: str) -> str:
     done = subprocess.run(
         ["skopeo", *args, "--tls-verify=false"], capture_output=True, text=True, check=True
@@ -51,21 +39,34 @@ def _skopeo(*args: str) -> str:
     return done.stdout
 
 
+Assemble = Callable[[str, str], AssembleResult]
+
+
+@pytest.fixture
+def assemble(workspace: Workspace, base_image: BaseImage, cache_dir: Path) -> Assemble:
+    """``assemble(NAME, REPO)``: plan NAME assembled on the test base and pushed to REPO, with
+    the test's own layer-index cache, as the demo tests run it (cold, warm, refused)."""
+
+    def run(name: str, repo: str) -> AssembleResult:
+        base = base_image.reference
+        return assemble_plan(
+            workspace, name, AssembleOptions(push=repo, base_override=base, cache_dir=cache_dir)
+        )
+
+    return run
+
+
 def test_demo_overlay_only_builds_reproducibly_and_the_tools_agree(
     engine: Engine,
     base_image: BaseImage,
     registry: RunningRegistry,
     workspace: Workspace,
-    cache_dir: Path,
+    assemble: Assemble,
     created_refs: list[str],
 ) -> None:
-    name = _overlay_only(workspace, "demo-overlay")
+    name = overlay_only(workspace, "demo-overlay")
     repo = f"{registry.host}/imagekit-test/demo-overlay"
-    first = assemble_plan(
-        workspace,
-        name,
-        AssembleOptions(push=repo, base_override=base_image.reference, cache_dir=cache_dir),
-    )
+    first = assemble(name, repo)
     created_refs.append(first.pushed)
     # Cold: the base's one layer was streamed and indexed (nothing written but the index).
     assert [u.how for u in first.layers] == ["read"]
@@ -78,11 +79,7 @@ def test_demo_overlay_only_builds_reproducibly_and_the_tools_agree(
     assert first.assertions.execution is not None and first.assertions.execution.how == "native"
 
     # Warm and again from scratch in the registry's eyes: the same digest, no layer read.
-    second = assemble_plan(
-        workspace,
-        name,
-        AssembleOptions(push=repo, base_override=base_image.reference, cache_dir=cache_dir),
-    )
+    second = assemble(name, repo)
     assert second.manifest_digest == first.manifest_digest
     assert second.config_digest == first.config_digest
     assert second.layer == first.layer
@@ -159,7 +156,7 @@ def test_a_drifted_file_is_caught_with_no_pull(
     steps = [s for s in data["steps"] if s["kind"] != "pip_install"]
     wrong = "0" * 64
     steps[0]["replaces"] = {"sha256": wrong}
-    _overlay_only(workspace, "demo-drift", {"steps": steps})
+    overlay_only(workspace, "demo-drift", {"steps": steps})
     # Everything the build asks of the registry goes through this proxy: its log shows that
     # nothing was pushed.
     with FaultProxy(registry.host) as proxy:
@@ -202,7 +199,7 @@ def test_the_registry_builder_names_the_step_that_needs_the_engine(
 def test_auto_and_the_options_of_one_builder(
     base_image: BaseImage, registry: RunningRegistry, workspace: Workspace
 ) -> None:
-    _overlay_only(workspace, "demo-auto")
+    overlay_only(workspace, "demo-auto")
     repo = f"{registry.host}/imagekit-test/demo-auto"
     base = ["--base", base_image.reference]
     # Without --push, auto cannot pick the registry (its image lives only there): the engine
@@ -216,24 +213,16 @@ def test_auto_and_the_options_of_one_builder(
 
 
 def test_a_ledger_that_refuses_the_records_does_not_hide_the_pushed_image(
-    base_image: BaseImage,
-    registry: RunningRegistry,
-    workspace: Workspace,
-    cache_dir: Path,
-    created_refs: list[str],
+    registry: RunningRegistry, workspace: Workspace, assemble: Assemble, created_refs: list[str]
 ) -> None:
     from imagekit.errors import RecordRefused
     from imagekit.flows.nightly.candidate import rejected
 
-    name = _overlay_only(workspace, "demo-refused")
+    name = overlay_only(workspace, "demo-refused")
     workspace.ledger_path.write_bytes(b'{"seq": 1')  # a torn line: every append is refused
     repo = f"{registry.host}/imagekit-test/demo-refused"
     with pytest.raises(RecordRefused) as info:
-        assemble_plan(
-            workspace,
-            name,
-            AssembleOptions(push=repo, base_override=base_image.reference, cache_dir=cache_dir),
-        )
+        assemble(name, repo)
     kept = info.value.result
     assert kept is not None and kept.__class__.__name__ == "AssembleResult"
     pushed: str = getattr(kept, "pushed")  # noqa: B009 - typed object | None on the error
