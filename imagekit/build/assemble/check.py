@@ -9,13 +9,18 @@ build itself never does) and runs the same checker the engine path bind-mounts
 An image of another architecture runs under qemu-user when the host registered its binfmt
 handler, and every status then says "emulated (qemu-aarch64)"; where it can run neither
 natively nor emulated the assertions are NOT RUN, which is never a pass.
+
+The container runs through imagekit.runtime.container, as the audit's does: named and
+labelled, its output read with a bound into the run's folder, and on the wall-clock limit,
+SIGINT or SIGTERM killed and removed (a killed ``docker run`` client alone leaves its
+container running). It keeps what the engine path's step gets: no network, no device, a
+writable root and the engine's default capabilities.
 """
 
 from __future__ import annotations
 
-import subprocess
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -30,11 +35,20 @@ from imagekit.plans.render import (
     assertion_checker,
 )
 from imagekit.refs import Platform, Reference
+from imagekit.runtime.container import (
+    ContainerSpec,
+    Mount,
+    ProcessRun,
+    container_argv,
+    run_container,
+)
 from imagekit.runtime.engine import Engine, Execution, engine_errors, execution_for
+from imagekit.runtime.output import Kept
 
 TIMEOUT_S = 3600.0
 # `docker run` itself failed (125), or could not start the command (126, 127).
 _DOCKER_OWN = (125, 126, 127)
+LABEL = "io.imagekit.assertions=1"
 
 
 @dataclass(frozen=True)
@@ -122,34 +136,48 @@ def run_assertions(
     log(f"assertions: pulling {pinned} ({platform}) into the engine, {execution.note}")
     with engine_errors(f"pulling {pinned} for the assertions", registry=image.registry):
         engine.client.image.pull(pinned, quiet=True, platform=str(platform))
-    argv = [
-        engine.client_path, "run", "--rm", "--network", "none", "--platform", str(platform),
-        "--volume", f"{checker.resolve()}:{ASSERT_MOUNT}:ro", "--entrypoint", "python3",
-        pinned, ASSERT_MOUNT,
-    ]  # fmt: skip
+    container = ContainerSpec(
+        image=pinned,
+        argv=(ASSERT_MOUNT,),
+        entrypoint="python3",
+        label=LABEL,
+        network="none",
+        mounts=(Mount(checker.resolve(), ASSERT_MOUNT),),
+        read_only=False,  # as the engine path's build step: the checks may write
+        drop_capabilities=False,
+        platform=str(platform),
+    )
+    # The command as the evidence shows it: no name of this run's, no path of this machine.
+    mounted = replace(container, mounts=(Mount(Path(ASSERT_SCRIPT), ASSERT_MOUNT),))
+    shown = ("docker", *container_argv("docker", mounted, "NAME")[1:])
     try:
-        proc = subprocess.run(  # noqa: S603 - fixed argv, no shell
-            argv, capture_output=True, text=True, timeout=TIMEOUT_S, check=False
-        )
-    except subprocess.TimeoutExpired as exc:
-        raise CouldNotFinish(f"the assertions did not finish within {TIMEOUT_S:.0f} s") from exc
+        run = run_container(
+            engine.client_path, container, run_dir, TIMEOUT_S, stage="assertions",
+            shown=shown, stream_prefix="assertions",
+        )  # fmt: skip
     except OSError as exc:
         raise CouldNotFinish(f"running the docker client failed: {exc}") from exc
+    if run.timed_out:
+        raise CouldNotFinish(
+            f"the assertions did not finish within {TIMEOUT_S:.0f} s: their container was "
+            f"killed and removed (raw output kept in {run_dir})"
+        )
+    stdout, stderr = _text(run)
     log_path = run_dir / "assertions.log"
     header = f"# {execution.note}: docker run --rm --network none --platform {platform} ... \n"
-    write_bytes(log_path, (header + proc.stdout + proc.stderr).encode())
-    for line in proc.stdout.splitlines():
+    write_bytes(log_path, (header + stdout + stderr).encode())
+    for line in stdout.splitlines():
         log(f"assertions: {line}")
-    output = CheckerOutput.read(proc.stdout)
+    output = CheckerOutput.read(stdout)
     passed, failed = output.passed, output.failed
     where = f"in {pinned}, {execution.note}"
-    if proc.returncode in _DOCKER_OWN and not passed and not failed:
-        detail = (proc.stderr.strip().splitlines() or [f"exit {proc.returncode}"])[-1]
+    if run.exit_code in _DOCKER_OWN and not passed and not failed:
+        detail = (stderr.strip().splitlines() or [f"exit {run.exit_code}"])[-1]
         raise CouldNotFinish(
             f"the assertion container did not run ({execution.note}): {detail}",
             hint="the image needs python3 on its PATH; `docker info` must answer",
         )
-    if proc.returncode == 0 and not failed and output.finished:
+    if run.exit_code == 0 and not failed and output.finished:
         return AssertionRun(
             "passed",
             f"the plan's {len(passed)} assertions passed {where}",
@@ -160,7 +188,7 @@ def run_assertions(
             pinned,
         )
     if not failed:
-        failed = (f"the checker exited {proc.returncode} without a verdict",)
+        failed = (f"the checker exited {run.exit_code} without a verdict",)
     return AssertionRun(
         "failed",
         f"{len(failed)} of the plan's assertions failed {where}",
@@ -170,3 +198,20 @@ def run_assertions(
         log_path,
         pinned,
     )
+
+
+def _text(run: ProcessRun) -> tuple[str, str]:
+    """The checker's stdout and stderr as far as the runner kept them in memory (their last
+    32 MiB each; the checker's verdict is its last line). Output longer than that says where
+    the rest is: the evidence files beside the log."""
+
+    def text(kept: Kept) -> str:
+        said = kept.tail.decode("utf-8", errors="replace")
+        if kept.total > len(kept.tail):
+            files = ", ".join(p.name for p in kept.files)
+            said = (
+                f"[{kept.total - len(kept.tail)} earlier bytes of {kept.stream}: {files}]\n" + said
+            )
+        return said
+
+    return text(run.stdout), text(run.stderr)
