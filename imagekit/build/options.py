@@ -56,3 +56,6 @@ class BuildOptions(DaemonOptions):
     index: bool = False  # registry builder: push an index holding the manifest too
     assertions: bool = True  # registry builder: false accepts the image unchecked
     sign_key: Path | None = None  # with push: sign SLSA v1 provenance beside the image
+    #: a night's candidate (imagekit.flows.nightly): the nightly-... tag it is built for; its
+    #: build record says so (BuildDetails.candidate), so it is never taken for accepted
+    candidate: str | None = None

@@ -47,6 +47,11 @@ class BuildDetails(RecordDetails):
     # each naming the index pushed with all of them
     platform: str | None = None
     index_digest: str | None = None
+    candidate: str | None = Field(
+        default=None,
+        description="a night's candidate (imagekit nightly): the nightly-... tag it was built "
+        "for; proposed, never the plan's accepted image (absent: an ordinary build)",
+    )
 
 
 class RejectedBuildDetails(RecordDetails):

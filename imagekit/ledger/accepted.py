@@ -2,18 +2,21 @@
 
 Two readers ask, and both ask here, so the rules live once:
 
-- the lock (imagekit.ledger.lockfile) shows a plan's current image: its newest build (for a
-  plan of several platforms, the build record of each platform of its newest index) and the
-  push of that build (``CurrentBuild``, fed the plan's records in ledger order);
+- the lock (imagekit.ledger.lockfile) shows a plan's current image: its newest build that is
+  not a night's candidate (for a plan of several platforms, the build record of each platform
+  of its newest index) and the push of that build (``CurrentBuild``, fed the plan's records in
+  ledger order);
 - a night (imagekit.flows.nightly) compares its candidate with the accepted image: the
   newest verified final pull of the plan (the image a complete pipeline pulled at its end),
   failing that its newest push, each with a reference a registry can serve, and the audit
   recorded before it (``accepted_image``).
 
-What the two share, and what is defined only here: a night's candidate (pushed under a
-``nightly-`` tag) is proposed, never accepted; the names an image goes by in other records
-(its tag, image ID, pushed reference, digests: ``identifiers``) and when a record is about
-one of them (``concerns``); which build records make one build of several platforms.
+What the two share, and what is defined only here: a night's candidate is proposed, never
+accepted, neither its build (marked so by the night, or built under a ``nightly-`` tag:
+``is_candidate_build``) nor its push (under a ``nightly-`` tag: ``is_candidate_push``); the
+names an image goes by in other records (its tag, image ID, pushed reference, digests:
+``identifiers``) and when a record is about one of them (``concerns``); which build records
+make one build of several platforms.
 """
 
 from __future__ import annotations
@@ -31,10 +34,27 @@ from imagekit.refs import parse_reference
 CANDIDATE_TAG_PREFIX = "nightly-"
 
 
+def _candidate_tag(reference: str) -> bool:
+    """Whether a reference is tagged as a night's candidate (``repo:nightly-...``)."""
+    name = reference.partition("@")[0]
+    return name.rpartition("/")[2].rpartition(":")[2].startswith(CANDIDATE_TAG_PREFIX)
+
+
 def is_candidate_push(record: LedgerRecord) -> bool:
     """A push of a night's candidate (tagged ``nightly-...``): proposed, never accepted."""
-    tag = record.images.get("image", "").rpartition(":")[2]
-    return tag.startswith(CANDIDATE_TAG_PREFIX)
+    return _candidate_tag(record.images.get("image", ""))
+
+
+def is_candidate_build(record: LedgerRecord) -> bool:
+    """A build of a night's candidate: proposed, never the plan's current image.
+
+    The night marks its build record (BuildDetails.candidate), whichever builder made it: a
+    BuildKit daemon pushes by digest only and the registry builder names its build by digest,
+    so only the engine's record says it by its tag. A record written before the mark existed
+    is known by that tag (``imagekit/PLAN:nightly-...``).
+    """
+    info: BuildDetails = record.info
+    return info.candidate is not None or _candidate_tag(record.images.get("image", ""))
 
 
 def pullable(text: str | None) -> bool:
@@ -132,8 +152,9 @@ def platform_builds(builds: Iterable[Entry], newest: Entry) -> list[Entry]:
 @dataclass
 class CurrentBuild:
     """A plan's current image as the lock shows it, fed the plan's records in ledger order:
-    its newest build and the push of that build; for a build of several platforms, the build
-    record of each (one index) and the index's push."""
+    its newest build that is not a night's candidate (``is_candidate_build``) and the push of
+    that build; for a build of several platforms, the build record of each (one index) and the
+    index's push."""
 
     build: Entry | None = None
     push: Entry | None = None
@@ -141,6 +162,10 @@ class CurrentBuild:
 
     def feed(self, entry: Entry) -> None:
         rec = entry.record
+        if rec.kind == "build" and is_candidate_build(rec):
+            return  # a night's candidate: proposed, never the current image
+        if rec.kind == "push" and is_candidate_push(rec):
+            return  # its push (the registry builder's, tagged nightly-...)
         if rec.kind == "build":
             index = index_of(entry)
             if index is None:

@@ -11,6 +11,12 @@ kind's spec in imagekit.kinds names it), the prepared image's key versions
 the destination status, the final pull (and the newest engine and containerd final pulls side
 by side), and the rejected attempts kept as investigations.
 
+The current image is the plan's newest build that is not a night's candidate: a night
+(`imagekit nightly`) rebuilds the plan and records a build of its candidate, which is proposed,
+never accepted (imagekit.ledger.accepted says which builds and pushes are candidates, for the
+lock and for the night's accepted image alike); the lock lists it among the investigations as
+"a night's candidate" and keeps showing the accepted build, its push and its verdicts.
+
 A plan of several platforms is built as one index with a ``build`` record a platform (each
 naming the index) and one ``push`` record of the index. Its current state is that whole
 build: ``prepared_image`` names the index, its push, and under ``platforms`` each platform's
@@ -39,7 +45,7 @@ from imagekit.errors import LedgerBroken
 from imagekit.evidence import utc_stamp
 from imagekit.kinds import KINDS, kind
 from imagekit.kinds.build import BUILD
-from imagekit.ledger.accepted import CurrentBuild
+from imagekit.ledger.accepted import CurrentBuild, is_candidate_build
 from imagekit.ledger.accepted import concerns as _concerns
 from imagekit.ledger.accepted import identifiers as _identifiers
 from imagekit.ledger.accepted import index_of as _index_of
@@ -224,10 +230,13 @@ def _prepared_versions(candidates: list[Entry], ids: set[str]) -> Any:
 
 
 def _investigations(entries: list[Entry], current: set[int]) -> list[dict[str, Any]]:
-    """Rejected and failed attempts and superseded builds: kept in the lock, never hidden.
+    """Rejected and failed attempts, superseded builds and nights' candidates: kept in the
+    lock, never hidden.
 
     A record is a failed attempt when its kind's spec says its status failed
-    (imagekit.kinds), whatever stage made it; the reason is the record's own sentence."""
+    (imagekit.kinds), whatever stage made it; the reason is the record's own sentence. A
+    night's candidate (imagekit.ledger.accepted.is_candidate_build) is never the current
+    build, so it is listed here whether or not a build came after it."""
     found = []
     for entry in entries:
         rec = entry.record
@@ -236,6 +245,8 @@ def _investigations(entries: list[Entry], current: set[int]) -> list[dict[str, A
             info = rec.info
             said = getattr(info, "reason", None) or getattr(info, "message", None)
             reason = said or rec.scope or rec.status
+        elif rec.kind == BUILD.name and is_candidate_build(rec):
+            reason = "a night's candidate: proposed, never accepted"
         elif rec.kind == BUILD.name and rec.seq not in current:
             reason = "superseded by a later build"
         if reason is not None:
@@ -316,7 +327,7 @@ def _base_ids(base: dict[str, Any]) -> set[str]:
 
 def _render_plan(entries: list[Entry], unplanned: list[Entry]) -> dict[str, Any]:
     """One plan's section; ``unplanned`` records (no plan) count when they name its images."""
-    builds = [e for e in entries if e.record.kind == "build"]
+    builds = [e for e in entries if e.record.kind == "build" and not is_candidate_build(e.record)]
     build = _latest(builds)
     group = _platform_builds(builds, build) if build is not None else []
     section: dict[str, Any] = {}

@@ -25,7 +25,8 @@ def candidate_options(
     """The builder of a night's candidate, as `imagekit build` chooses it
     (imagekit.build.choice), and the options the night gives that builder.
 
-    They differ by builder; the result is read the same way whichever ran:
+    They differ by builder; the result is read the same way whichever ran, and each builder's
+    ``build`` record says it is the candidate for ``tag`` (``candidate``: never accepted):
 
     - ``engine``: built without cache under a local tag; the night pushes it beside the
       accepted image unrecorded (a ``build`` record, no ``push`` record);
@@ -37,13 +38,16 @@ def candidate_options(
     """
     from imagekit.build.choice import chosen_builder
 
-    request = BuildOptions(builder="auto", push=repo, base_override=base, **options.daemon())
+    request = BuildOptions(
+        builder="auto", push=repo, base_override=base, candidate=tag, **options.daemon()
+    )
     builder = chosen_builder(loaded.plan, request)
     if builder == "registry":
         return builder, replace(request, builder=builder, tag=tag)
     if builder == "engine":
+        local = f"imagekit/{loaded.name}:{tag}"
         return builder, BuildOptions(
-            builder=builder, no_cache=True, base_override=base, tag=f"imagekit/{loaded.name}:{tag}"
+            builder=builder, no_cache=True, base_override=base, tag=local, candidate=tag
         )
     return builder, replace(request, no_cache=options.cache_ref is None)
 

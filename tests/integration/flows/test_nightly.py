@@ -22,6 +22,7 @@ from imagekit.flows.nightly.report import NightlyResult
 from imagekit.flows.nightly.result import CHANGED, EQUIVALENT, REJECTED, REPRODUCIBLE
 from imagekit.flows.nightly.run import run_nightly
 from imagekit.ledger import read_records, verify
+from imagekit.ledger.lockfile import render_lock
 from imagekit.runtime.engine import Engine
 from imagekit.workspace import Workspace
 from tests.support.base_image import BaseImage
@@ -70,6 +71,7 @@ def accepted(
 
 def test_unchanged_plan_is_reproducible_or_equivalent(accepted: Accepted) -> None:
     ws = accepted.workspace
+    before, recorded = render_lock(ws)["images"]["demo"], len(read_records(ws.ledger_path))
     night = run_nightly(ws, ["demo"], NightOptions(base_override=accepted.base))
     assert night.exit_code == 0, night.to_json()
     plan = night.plans[0]
@@ -90,6 +92,12 @@ def test_unchanged_plan_is_reproducible_or_equivalent(accepted: Accepted) -> Non
     assert note.kind == "note" and note.status == f"nightly-{plan.status}"
     assert plan.evidence is not None and plan.evidence.exists()
     assert verify(ws).ok
+    # The night's build is its candidate's: the lock still names the accepted image.
+    [build] = [r for r in read_records(ws.ledger_path)[recorded:] if r.kind == "build"]
+    assert build.details["candidate"] is not None
+    after = render_lock(ws)["images"]["demo"]
+    assert after["prepared_image"] == before["prepared_image"]
+    assert after["audit"] == before["audit"]
 
 
 def _night_with_edit(accepted: Accepted, old: str, new: str) -> NightlyResult:

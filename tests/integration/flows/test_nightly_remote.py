@@ -189,6 +189,18 @@ def test_a_night_on_a_buildkit_of_its_own_builds_without_the_engine_and_records_
     assert f"imagekit/demo:nightly-{run}" not in _engine_names(engine)
     code, out, err = _imagekit(ws, "ledger", "verify", "--json")
     assert code == 0 and json.loads(out)["ok"], out + err
+    # Pushed by digest, the candidate's build says itself that it is one: the lock goes on
+    # naming the accepted image, as the committed workspace's lock did.
+    assert build.details["candidate"] == f"nightly-{run}"
+    code, out, err = _imagekit(ws, "ledger", "lock", "--json")
+    assert code == 0, err[-4000:]
+    demo = json.loads(out)["lock"]["images"]["demo"]
+    assert candidate not in json.dumps(demo["prepared_image"])
+    committed_lock = _imagekit(committed.workspace, "ledger", "lock", "--json")[1]
+    accepted_image = json.loads(committed_lock)["lock"]["images"]["demo"]["prepared_image"]
+    assert demo["prepared_image"] == accepted_image
+    [shown] = [i for i in demo["investigations"] if i["record_seq"] == build.seq]
+    assert shown["reason"] == "a night's candidate: proposed, never accepted"
 
 
 def _unpack(job: Workspace, into: Workspace) -> Path:

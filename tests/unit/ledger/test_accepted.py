@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from imagekit.ledger import append_record, read_records
-from imagekit.ledger.accepted import accepted_image
+from imagekit.ledger.accepted import accepted_image, is_candidate_build
 from imagekit.workspace import Workspace
 
 DIGEST = "sha256:" + "b" * 64
@@ -57,3 +57,22 @@ def test_a_nights_candidate_push_is_never_the_baseline(ws: Workspace) -> None:
     )  # fmt: skip
     baseline = accepted_image(read_records(ws.ledger_path), "demo")
     assert baseline is not None and baseline.reference == f"r/imagekit/demo@{DIGEST}"
+
+
+def test_a_nights_candidate_build_is_known_by_its_mark_or_its_tag(ws: Workspace) -> None:
+    """The night marks its build record; one written before the mark is known by the
+    engine's candidate tag. A build by digest without the mark is an ordinary build."""
+    tag = "nightly-20261203T032300Z-ab12cd"
+    for image, details in (
+        (f"r/imagekit/demo@{DIGEST}", {"candidate": tag}),
+        (f"imagekit/demo:{tag}", {}),
+        (f"r/imagekit/demo@{DIGEST}", {}),
+        ("imagekit/demo:1", {}),
+        (f"localhost:5000/imagekit/demo@{DIGEST}", {}),
+    ):
+        append_record(
+            ws, "build", plan="demo", images={"image": image}, status="built", scope="test",
+            details=details,
+        )  # fmt: skip
+    marked = [is_candidate_build(r) for r in read_records(ws.ledger_path)]
+    assert marked == [True, True, False, False, False]

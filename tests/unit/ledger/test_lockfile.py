@@ -450,3 +450,79 @@ def test_the_lock_shows_the_gpu_preflight_status_of_the_current_image(ws: Worksp
     )
     shown = render_lock(ws)["images"]["m3"]["gpu_preflight_status"]
     assert shown["status"] == "GPU_PREFLIGHT_PASS" and shown["record_seq"] == 8
+
+
+NIGHT_ID = "sha256:" + "8" * 64
+NIGHT_MANIFEST = "sha256:" + "9" * 64
+NIGHT_TAG = "nightly-20261203T032300Z-ab12cd"
+
+
+@pytest.mark.parametrize(
+    ("builder", "night"),
+    [
+        # the engine builds under a local candidate tag; the night pushes it unrecorded
+        ("engine", (_build(f"imagekit/m3:{NIGHT_TAG}", NIGHT_ID),)),
+        # the registry builder: its build record names the image by digest, its push the tag
+        (
+            "registry",
+            (
+                Rec(
+                    "build",
+                    "m3",
+                    {"image": f"registry.example.com/serving/sglang@{NIGHT_MANIFEST}"},
+                    "built",
+                    details={"image_id": NIGHT_ID, "builder": "registry", "candidate": NIGHT_TAG},
+                ),
+                Rec(
+                    "push",
+                    "m3",
+                    {
+                        "image": f"registry.example.com/serving/sglang:{NIGHT_TAG}",
+                        "pushed": f"registry.example.com/serving/sglang@{NIGHT_MANIFEST}",
+                    },
+                    "pushed",
+                    details={"manifest_digest": NIGHT_MANIFEST, "config_digest": NIGHT_ID},
+                ),
+            ),
+        ),
+        # a BuildKit daemon pushes by digest only: the build record says it is a candidate
+        (
+            "buildkit",
+            (
+                Rec(
+                    "build",
+                    "m3",
+                    {"image": f"registry.example.com/serving/sglang@{NIGHT_MANIFEST}"},
+                    "built",
+                    details={"image_id": NIGHT_ID, "builder": "buildkit", "candidate": NIGHT_TAG},
+                ),
+            ),
+        ),
+    ],
+)
+def test_a_nights_candidate_is_never_the_plans_current_image(
+    ws: Workspace, builder: str, night: tuple[Rec, ...]
+) -> None:
+    """A night rebuilds the plan and records a build of its candidate; the lock still shows
+    the accepted build and its push, and lists the candidate among the investigations."""
+    _history(ws)
+    before = render_lock(ws)["images"]["m3"]
+    seqs = [r.seq for r in append_all(ws, *night)]
+    Rec("audit", "m3", {"image": NIGHT_ID}, "CPU_PASS", "the night's candidate").append(ws)
+    m3 = render_lock(ws)["images"]["m3"]
+    assert m3["prepared_image"] == before["prepared_image"], builder
+    assert m3["prepared_image"]["build"]["record_seq"] == 5
+    assert m3["prepared_image"]["reference"] == PUSHED
+    assert m3["audit"] == NOT_RECORDED  # the candidate's audit is not the accepted image's
+    shown = {i["record_seq"]: i["reason"] for i in m3["investigations"]}
+    assert "a night's candidate" in shown[seqs[0]]
+    assert shown[2] == "superseded by a later build"
+
+
+def test_a_build_after_a_nights_candidate_is_current(ws: Workspace) -> None:
+    """The candidate is set apart, not the builds after it: a later accepted build is current."""
+    _history(ws)
+    append_all(ws, _build(f"imagekit/m3:{NIGHT_TAG}", NIGHT_ID), _build("m3:newer", OLD_ID))
+    m3 = render_lock(ws)["images"]["m3"]
+    assert m3["prepared_image"]["build"]["record_seq"] == 9
+    assert m3["prepared_image"]["reference"] is None  # not pushed yet

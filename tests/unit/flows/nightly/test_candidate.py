@@ -78,3 +78,22 @@ def test_a_nights_registry_cache_is_used_and_said(ws: Workspace) -> None:
     assert NightOptions(buildx_builder="farm").rebuild() == (
         "a rebuild without cache on the buildx builder farm"
     )
+
+
+@pytest.mark.parametrize(
+    ("plan", "asked"),
+    [("demo", {}), ("overlays", {}), ("demo", {"buildkit": "tcp://127.0.0.1:1"})],
+    ids=["engine", "registry", "buildkit"],
+)
+def test_every_builder_of_a_night_marks_its_build_as_the_candidate(
+    ws: Workspace, plan: str, asked: dict[str, str]
+) -> None:
+    """Whichever builder makes it, the candidate's build record says so (the lock never takes
+    it for the plan's current image), and names the night's tag."""
+    from imagekit.flows.nightly.candidate import candidate_options
+
+    _demo_plans(ws)
+    loaded = load_named_plan(ws, plan)
+    options = NightOptions(**asked)  # type: ignore[arg-type]
+    _, build = candidate_options(loaded, options, "127.0.0.1:1/x", "nightly-1", "b")
+    assert build.candidate == "nightly-1"
