@@ -21,7 +21,6 @@ from imagekit.runtime.engine import Engine
 from imagekit.workspace import Workspace
 from tests.integration.build.assemble.conftest import PlanWriter
 from tests.support.base_image import BaseImage
-from tests.support.engine_refs import containers
 
 pytestmark = pytest.mark.integration
 
@@ -81,10 +80,10 @@ def test_a_check_past_its_limit_ends_with_its_container_removed(
         )
     assert raised.value.exit_code == 3
     assert time.monotonic() - started < 120
-    # No container of this run left, running or stopped: none mounts its checker, none has
-    # the check's label.
+    # No container of this run left, running or stopped: none mounts its checker. (The check's
+    # label is not looked for: a check of another test, on the other worker, may be running
+    # under it; its checker is another file.)
     assert _mounting(engine, (run_dir / ASSERT_SCRIPT).resolve()) == []
-    assert containers(engine, f"label={check.LABEL}") == []
     # The container did run the check (its output kept), and the run says how it ended.
     assert (run_dir / "assertions-stdout.raw").read_text() == "the check hangs\n"
     ended = json.loads((run_dir / "assertions-run.json").read_text())
