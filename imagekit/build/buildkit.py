@@ -322,6 +322,7 @@ def build_plan(
             details=rendered_build_details(
                 loaded, rendered, builder, base_details, image_id=image_id
             ),
+            candidate=options.candidate,
         )
     result = replace(result, ledger=[seq])
     if options.push is None:

@@ -21,7 +21,6 @@ from imagekit.build.assemble.builder import (
 from imagekit.build.buildkit import BuildResult, build_plan
 from imagekit.build.options import BuildOptions
 from imagekit.build.platforms import PlatformsResult, build_platforms
-from imagekit.build.record import candidate_builds
 from imagekit.build.remote import RemoteResult, build_remote, check_daemon_choice
 from imagekit.errors import UsageError
 from imagekit.plans.load import load_named_plan
@@ -69,22 +68,9 @@ def build_image(
     that builds several plans hands the same ones to whichever builder each plan gets. Both
     results are BuiltImages: a caller reads them the same way whichever builder ran. A plan of
     several platforms goes to imagekit.build.platforms, which refuses a builder that cannot.
-    ``options.candidate`` (a night's) marks the build records as its candidate's.
+    ``options.candidate`` (a night's) marks the build record as its candidate's.
     """
     options = options or BuildOptions()
-    with candidate_builds(options.candidate):
-        return _build_image(workspace, name, options, engine, registry, echo)
-
-
-def _build_image(
-    workspace: Workspace,
-    name: str,
-    options: BuildOptions,
-    engine: Engine | None,
-    registry: RegistryClient | None,
-    echo: TextIO | None,
-) -> BuildResult | AssembleResult | RemoteResult | PlatformsResult:
-    """:func:`build_image`, its builder chosen and called."""
     if check_daemon_choice(options):
         if options.builder not in ("auto", "engine") or options.index or not options.assertions:
             raise UsageError(
@@ -127,6 +113,7 @@ def _build_image(
             index=options.index,
             assertions=options.assertions,
             sign_key=options.sign_key,
+            candidate=options.candidate,
         ),
         client=registry,
         engine=engine,

@@ -219,6 +219,7 @@ class _Run:
     builder: str
     where: str
     daemon: Daemon | None  # None: the engine builds each platform in turn
+    candidate: str | None  # a night's candidate: the nightly-... tag (BuildOptions.candidate)
 
     def say(self, text: str) -> None:
         self.tee.write(f"imagekit: {text}\n")
@@ -263,7 +264,7 @@ def build_platforms(
     with log_path.open("x", encoding="utf-8") as log_file:
         run = _Run(
             workspace, loaded, rendered, repo, run_dir, log_path, Tee(log_file, echo),
-            builder, where, daemon,
+            builder, where, daemon, options.candidate,
         )  # fmt: skip
         run.say(
             f"building plan {loaded.name} (plan sha256:{loaded.digest.hex}) for {platforms} "
@@ -612,6 +613,7 @@ def _record(run: _Run, result: PlatformsResult, client: RegistryClient) -> list[
                     index_digest=result.index_digest,
                     attestation=result.attestation.ledger_value if result.attestation else None,
                 ),
+                candidate=run.candidate,
             )
         )
     listed = ", ".join(f"{i.platform} {i.manifest_digest}" for i in result.images)

@@ -8,9 +8,7 @@ it except by its ``builder`` field.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
-from contextvars import ContextVar
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -31,26 +29,6 @@ from imagekit.workspace import Workspace
 if TYPE_CHECKING:
     from imagekit.build.assemble.check import AssertionRun
     from imagekit.plans.render import Rendered
-
-
-#: The night's candidate tag of the builds made in this context (``candidate_builds``).
-_CANDIDATE: ContextVar[str | None] = ContextVar("imagekit_build_candidate", default=None)
-
-
-@contextmanager
-def candidate_builds(tag: str | None) -> Iterator[None]:
-    """Every ``build`` record written inside says it is a night's candidate built for ``tag``
-    (BuildDetails.candidate); None marks nothing.
-
-    A candidate's build record must say so itself: a BuildKit daemon pushes it by digest only
-    and the registry builder names it by digest, so no tag tells it apart from an accepted
-    build. Every builder writes its build record through :func:`record_build`, so the mark is
-    put there once rather than carried through each builder's options."""
-    token = _CANDIDATE.set(tag)
-    try:
-        yield
-    finally:
-        _CANDIDATE.reset(token)
 
 
 def _record(workspace: Workspace, kind: str, **kwargs: Any) -> int:
@@ -94,10 +72,14 @@ def record_build(
     scope: str,
     evidence: Path,
     details: BuildDetails,
+    candidate: str | None,
 ) -> int:
-    """Append the ``build`` record of an image a builder made from the plan and accepted
-    (a night's candidate marked so, inside :func:`candidate_builds`)."""
-    candidate = _CANDIDATE.get()
+    """Append the ``build`` record of an image a builder made from the plan and accepted.
+
+    ``candidate`` is the ``nightly-...`` tag of a night's candidate (``BuildOptions.candidate``)
+    and goes into the details (BuildDetails.candidate): a BuildKit daemon pushes by digest only
+    and the registry builder names its image by digest, so no tag tells a candidate from an
+    accepted build. Every builder passes it, None included, so none can leave it out."""
     if candidate is not None:
         details = details.model_copy(update={"candidate": candidate})
     return record_plan_image(

@@ -404,6 +404,7 @@ def build_remote(
                 assertions=details,
                 attestation=outcome.ledger_value if outcome else None,
             ),
+            candidate=options.candidate,
         )
     result = replace(result, ledger=(seq,))
     if outcome is not None:

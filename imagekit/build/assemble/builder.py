@@ -122,6 +122,7 @@ class AssembleOptions:
     workers: int = 2
     cache_dir: Path | None = None
     sign_key: Path | None = None  # sign SLSA v1 provenance beside the accepted image
+    candidate: str | None = None  # a night's candidate: the nightly-... tag it is built for
 
 
 @dataclass(frozen=True)
@@ -733,6 +734,7 @@ def _append_records(run: _Run, image: ResolvedImage, result: AssembleResult) -> 
             f"and passed; {result.assertions.scope}; nothing was run on a GPU"
         ),
         evidence=run.run_dir / "assemble.json",
+        candidate=run.options.candidate,
         details=BuildDetails(
             image_id=result.config_digest,
             plan_sha256=loaded.digest.hex,

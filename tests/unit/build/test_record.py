@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from imagekit.build.record import candidate_builds, record_build
+from imagekit.build.record import record_build
 from imagekit.ledger import BuildDetails, read_records
 from imagekit.ledger.accepted import is_candidate_build
 from imagekit.plans.load import load_named_plan
@@ -18,24 +18,17 @@ def test_a_build_recorded_for_a_nights_candidate_is_marked_and_no_other(
     workspace: Workspace, tmp_path: Path
 ) -> None:
     """Pushed by digest (as a BuildKit daemon pushes), the image names no candidate tag: only
-    the mark set by ``candidate_builds`` tells the night's build from an accepted one."""
+    the mark ``record_build`` is given tells the night's build from an accepted one."""
     loaded = load_named_plan(workspace, "demo")
     image = f"127.0.0.1:1/team/demo@{DIGEST}"
     log = tmp_path / "build.log"
     log.write_text("built\n")
 
-    def build() -> None:
+    for candidate in (None, TAG, None, None):
         record_build(
             workspace, loaded, image, scope="test", evidence=log,
-            details=BuildDetails(image_id=DIGEST, builder="buildkit"),
+            details=BuildDetails(image_id=DIGEST, builder="buildkit"), candidate=candidate,
         )  # fmt: skip
-
-    build()
-    with candidate_builds(TAG):
-        build()
-    with candidate_builds(None):
-        build()
-    build()
     records = read_records(workspace.ledger_path)
     assert [r.info.candidate for r in records] == [None, TAG, None, None]
     assert [is_candidate_build(r) for r in records] == [False, True, False, False]
