@@ -58,6 +58,17 @@ class Kept:
         text = next((line.strip() for line in reversed(lines) if line.strip()), "")
         return text if len(text) <= limit else text[: limit - 3] + "..."
 
+    def text(self) -> str:
+        """The part kept in memory as text; where more was read, a first line says how many
+        earlier bytes there were and which evidence files hold them."""
+        said = self.tail.decode("utf-8", errors="replace")
+        if self.total > len(self.tail):
+            files = ", ".join(p.name for p in self.files)
+            said = (
+                f"[{self.total - len(self.tail)} earlier bytes of {self.stream}: {files}]\n" + said
+            )
+        return said
+
     @property
     def report_cut(self) -> bool:
         """Whether the stream ends in a line longer than what is kept in memory."""

@@ -38,12 +38,10 @@ from imagekit.refs import Platform, Reference
 from imagekit.runtime.container import (
     ContainerSpec,
     Mount,
-    ProcessRun,
     container_argv,
     run_container,
 )
 from imagekit.runtime.engine import Engine, Execution, engine_errors, execution_for
-from imagekit.runtime.output import Kept
 
 TIMEOUT_S = 3600.0
 # `docker run` itself failed (125), or could not start the command (126, 127).
@@ -162,7 +160,8 @@ def run_assertions(
             f"the assertions did not finish within {TIMEOUT_S:.0f} s: their container was "
             f"killed and removed (raw output kept in {run_dir})"
         )
-    stdout, stderr = _text(run)
+    # What the runner kept in memory (the last 32 MiB a stream; the verdict is the last line).
+    stdout, stderr = run.stdout.text(), run.stderr.text()
     log_path = run_dir / "assertions.log"
     header = f"# {execution.note}: docker run --rm --network none --platform {platform} ... \n"
     write_bytes(log_path, (header + stdout + stderr).encode())
@@ -198,20 +197,3 @@ def run_assertions(
         log_path,
         pinned,
     )
-
-
-def _text(run: ProcessRun) -> tuple[str, str]:
-    """The checker's stdout and stderr as far as the runner kept them in memory (their last
-    32 MiB each; the checker's verdict is its last line). Output longer than that says where
-    the rest is: the evidence files beside the log."""
-
-    def text(kept: Kept) -> str:
-        said = kept.tail.decode("utf-8", errors="replace")
-        if kept.total > len(kept.tail):
-            files = ", ".join(p.name for p in kept.files)
-            said = (
-                f"[{kept.total - len(kept.tail)} earlier bytes of {kept.stream}: {files}]\n" + said
-            )
-        return said
-
-    return text(run.stdout), text(run.stderr)
