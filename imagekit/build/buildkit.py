@@ -38,6 +38,7 @@ from __future__ import annotations
 import re
 import sys
 from dataclasses import dataclass, field, replace
+from functools import partial
 from pathlib import Path
 from typing import Any, NoReturn, Protocol, TextIO
 
@@ -53,6 +54,7 @@ from imagekit.build.record import (
     record_push,
     record_rejected,
     rendered_build_details,
+    sign_then_record,
 )
 from imagekit.errors import (
     BuildFailed,
@@ -329,14 +331,13 @@ def build_plan(
         return result
     pushed, manifest = push_image(engine, tag, options.push, log_path)
     result = replace(result, pushed=pushed, manifest_digest=manifest)
-    outcome = None
-    if signer is not None:
+
+    def attest(built: BuildResult, signer: Signer) -> AttestOutcome:
         facts = _engine_facts(rendered, builder, image_id)
-        outcome = attest_build(
-            signer, loaded, facts, pushed=pushed, log=log_path, run_id=run_dir.name
-        )
-        result = replace(result, attestation=outcome)
-    with RecordRefused.keeping(result):
+        return attest_build(signer, loaded, facts, pushed=pushed, log=log_path, run_id=run_dir.name)
+
+    def record(built: BuildResult) -> BuildResult:
+        outcome = built.attestation
         push_seq = record_push(
             workspace,
             tag,
@@ -347,10 +348,12 @@ def build_plan(
             image_id=image_id,
             attestations={"attestation": outcome.ledger_value} if outcome else None,
         )
-    result = replace(result, ledger=[seq, push_seq])
-    if outcome is not None:
-        outcome.raise_unless_stored(result)
-    return result
+        return replace(built, ledger=[seq, push_seq])
+
+    # pushed: its provenance, before the push record
+    return sign_then_record(
+        result, attest=partial(attest, signer=signer) if signer else None, record=record
+    )
 
 
 def _engine_facts(rendered: Rendered, builder: str, image_id: str) -> BuilderFacts:

@@ -38,6 +38,7 @@ import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
+from functools import partial
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -64,6 +65,7 @@ from imagekit.build.record import (
     record_index_push,
     record_rejected,
     rendered_build_details,
+    sign_then_record,
 )
 from imagekit.build.remote import Daemon, check_daemon_choice, connect_daemon, run_on_daemon
 from imagekit.errors import (
@@ -296,18 +298,16 @@ def build_platforms(
                 log=log_path,
                 dockerfile_sha256=rendered.digest.hex,
             )
-            if signer is not None:  # every platform accepted: the provenance, before records
-                result = replace(result, attestation=_attest(run, result, signer, client))
-            with RecordRefused.keeping(result):
-                seqs = _record(run, result, client)
-    result = replace(result, ledger=tuple(seqs))
-    if result.attestation is not None:
-        result.attestation.raise_unless_stored(result)
-    return result
+            # every platform accepted: the provenance of the index, then the records
+            return sign_then_record(
+                result,
+                attest=partial(_attest, run, signer=signer, client=client) if signer else None,
+                record=partial(_record, run, client=client),
+            )
 
 
 def _attest(
-    run: _Run, result: PlatformsResult, signer: Signer, client: RegistryClient
+    run: _Run, result: PlatformsResult, *, signer: Signer, client: RegistryClient
 ) -> AttestOutcome:
     """SLSA provenance of the index, its subjects the index and each platform's manifest."""
     daemon = run.daemon
@@ -581,7 +581,7 @@ def _reject_unless_proved(run: _Run, image: PlatformImage) -> None:
     )
 
 
-def _record(run: _Run, result: PlatformsResult, client: RegistryClient) -> list[int]:
+def _record(run: _Run, result: PlatformsResult, *, client: RegistryClient) -> PlatformsResult:
     """A ``build`` record a platform, then the index's ``push`` record."""
     seqs: list[int] = []
     for image in result.images:
@@ -629,4 +629,4 @@ def _record(run: _Run, result: PlatformsResult, client: RegistryClient) -> list[
             attestation=result.attestation.ledger_value if result.attestation else None,
         )
     )
-    return seqs
+    return replace(result, ledger=tuple(seqs))

@@ -8,11 +8,12 @@ it except by its ``builder`` field.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import dataclasses
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from imagekit.errors import ImagekitError
+from imagekit.errors import ImagekitError, RecordRefused
 from imagekit.ledger import (
     BaseImageDetails,
     BuildDetails,
@@ -27,8 +28,37 @@ from imagekit.registry import RegistryClient, ResolvedImage
 from imagekit.workspace import Workspace
 
 if TYPE_CHECKING:
+    from imagekit.attest.attach import AttestOutcome
     from imagekit.build.assemble.check import AssertionRun
+    from imagekit.build.built import PlanBuild
     from imagekit.plans.render import Rendered
+
+Built = TypeVar("Built", bound="PlanBuild")
+
+
+def sign_then_record(
+    result: Built,
+    *,
+    attest: Callable[[Built], AttestOutcome] | None,
+    record: Callable[[Built], Built],
+) -> Built:
+    """An accepted image's last steps, in the one order every builder keeps.
+
+    1. The provenance is signed and attached first (``attest``; None without --sign-key), so
+       the records can name its envelope digest, or say "not attested: WHY".
+    2. The records are appended (``record`` returns the result with their seqs in its
+       ``ledger``); a ledger that refuses them raises RecordRefused carrying the result, since
+       the image is built and pushed by now and must not be hidden.
+    3. Only then, a provenance the registry did not store ends the build exit 3 (NotAttested,
+       carrying the recorded result): nothing proved is lost to a registry's refusal.
+    """
+    if attest is not None:
+        result = dataclasses.replace(result, attestation=attest(result))
+    with RecordRefused.keeping(result):
+        result = record(result)
+    if result.attestation is not None:
+        result.attestation.raise_unless_stored(result)
+    return result
 
 
 def _record(workspace: Workspace, kind: str, **kwargs: Any) -> int:

@@ -22,6 +22,7 @@ import shutil
 import subprocess
 import sys
 from dataclasses import dataclass, replace
+from functools import partial
 from pathlib import Path
 from typing import Any, TextIO
 from urllib.parse import urlsplit
@@ -30,6 +31,8 @@ from cryptography import x509
 from cryptography.exceptions import UnsupportedAlgorithm
 from cryptography.hazmat.primitives import serialization
 
+from imagekit.attest.attach import AttestOutcome
+from imagekit.attest.signer import Signer
 from imagekit.build.assemble.check import (
     RUN_WHERE_HINT,
     AssertionRun,
@@ -48,8 +51,9 @@ from imagekit.build.record import (
     record_build,
     record_rejected,
     rendered_build_details,
+    sign_then_record,
 )
-from imagekit.errors import CouldNotFinish, RecordRefused, UsageError
+from imagekit.errors import CouldNotFinish, UsageError
 from imagekit.files import read_regular
 from imagekit.ledger import RejectedBuildDetails
 from imagekit.plans.load import load_named_plan
@@ -376,14 +380,15 @@ def build_remote(
         log=log_path,
         dockerfile_sha256=rendered.digest.hex,
     )
-    outcome = None
-    if signer is not None:  # the image is accepted: its provenance, before its record
+
+    def attest(built: RemoteResult, signer: Signer) -> AttestOutcome:
         facts = rendered_facts("buildkit", rendered, daemon.version(), config_digest=config)
-        outcome = attest_build(
-            signer, loaded, facts, pushed=pushed, log=log_path, run_id=run_dir.name
+        return attest_build(
+            signer, loaded, facts, pushed=built.pushed, log=log_path, run_id=run_dir.name
         )
-        result = replace(result, attestation=outcome)
-    with RecordRefused.keeping(result):
+
+    def record(built: RemoteResult) -> RemoteResult:
+        outcome = built.attestation
         seq = record_build(
             workspace,
             loaded,
@@ -406,10 +411,12 @@ def build_remote(
             ),
             candidate=options.candidate,
         )
-    result = replace(result, ledger=(seq,))
-    if outcome is not None:
-        outcome.raise_unless_stored(result)
-    return result
+        return replace(built, ledger=(seq,))
+
+    # the image is accepted: its provenance, before its record
+    return sign_then_record(
+        result, attest=partial(attest, signer=signer) if signer else None, record=record
+    )
 
 
 def run_on_daemon(

@@ -29,7 +29,8 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from functools import partial
 from pathlib import Path
 from typing import IO, Any, TextIO
 
@@ -64,6 +65,7 @@ from imagekit.build.record import (
     record_build,
     record_pushed,
     record_rejected,
+    sign_then_record,
 )
 from imagekit.errors import (
     BuildFailed,
@@ -71,7 +73,6 @@ from imagekit.errors import (
     ImageContentError,
     LayerFormatError,
     PlanError,
-    RecordRefused,
     RegistryError,
     UsageError,
 )
@@ -674,22 +675,22 @@ def _record(run: _Run, image: ResolvedImage, result: AssembleResult) -> Assemble
     The image is pushed and tagged by now: a ledger that refuses the records does not hide
     it (the refusal carries the result, as the engine build's does).
     """
-    if run.signer is not None:  # accepted and tagged: its provenance, before its records
-        attested = _attest(run, result)
-        result = AssembleResult(**{**result.__dict__, "attestation": attested})
-    write_json(run.run_dir / "assemble.json", result.to_json())
-    with RecordRefused.keeping(result):
-        build_seq, push_seq = _append_records(run, image, result)
-    result = AssembleResult(**{**result.__dict__, "ledger": [build_seq, push_seq]})
-    if result.attestation is not None:
-        result.attestation.raise_unless_stored(result)
-    return result
+
+    def record(attested: AssembleResult) -> AssembleResult:
+        write_json(run.run_dir / "assemble.json", attested.to_json())
+        return replace(attested, ledger=list(_append_records(run, image, attested)))
+
+    # accepted and tagged: its provenance, before its records
+    return sign_then_record(
+        result,
+        attest=partial(_attest, run, run.signer) if run.signer is not None else None,
+        record=record,
+    )
 
 
-def _attest(run: _Run, result: AssembleResult) -> AttestOutcome:
+def _attest(run: _Run, signer: Signer, result: AssembleResult) -> AttestOutcome:
     """The SLSA provenance of an assembled image: the builder is imagekit's assembler (no
     engine build), and what it knows is the layer it wrote, the config and the guard."""
-    assert run.signer is not None  # noqa: S101 - called only with a signer
     loaded = run.loaded
     sources = tuple(
         (step.source, loaded.overlay_dir / step.source)
@@ -714,7 +715,7 @@ def _attest(run: _Run, result: AssembleResult) -> AttestOutcome:
     # Logged before signing: the log's sha256 is a byproduct of the provenance.
     run.log(f"attesting the provenance of {pushed}")
     return attest_build(
-        run.signer, loaded, facts, pushed=str(pushed), log=run.log_path, run_id=run.run_dir.name,
+        signer, loaded, facts, pushed=str(pushed), log=run.log_path, run_id=run.run_dir.name,
         index=index,
     )  # fmt: skip
 

@@ -24,6 +24,7 @@ from tests.support.base_image import BaseImage
 from tests.support.buildkitd import RunningBuildkitd
 from tests.support.demo_variants import index_url, overlay_only
 from tests.support.engine_refs import new_tag
+from tests.support.faultproxy import Fault, FaultProxy
 from tests.support.gotools import cosign_verify_attestation
 from tests.support.registries import RunningRegistry
 
@@ -182,3 +183,45 @@ def test_a_registry_build_carries_provenance_naming_imagekits_assembler(
         "digest": {"sha256": hashlib.sha256(overlay).hexdigest()},
     } in definition["resolvedDependencies"]
     signer.policy_holds(pushed, base_image.digest, name)
+
+
+def test_a_registry_that_takes_the_image_but_refuses_its_provenance_is_exit_3_records_kept(
+    base_image: BaseImage,
+    registry: RunningRegistry,
+    workspace: Workspace,
+    pair: KeyPairFiles,
+    created_refs: list[str],
+) -> None:
+    """The order every builder keeps (imagekit.build.record.sign_then_record): the provenance
+    first, the records next, naming it "not attested: WHY", and exit 3 only after them. A
+    registry that refuses the cosign tag while taking the image (a tag-immutability rule, as
+    Harbor and ECR have) is a fault the real registry cannot produce: it stands in front."""
+    name = overlay_only(workspace, "demo-overlay-refused")
+    refuse = Fault(
+        "status",
+        path=r"/manifests/sha256-[0-9a-f]{64}\.att$",
+        method="PUT",
+        status=403,
+        times=-1,
+        body=b'{"errors":[{"code":"DENIED","message":"the tag is immutable"}]}',
+    )
+    with FaultProxy(registry.host, [refuse]) as proxy:
+        repo = f"{proxy.host}/imagekit-test/refused-provenance"
+        result = CliRunner().invoke(
+            main,
+            ["build", name, "--builder", "registry", "--base", base_image.reference,
+             "--push", repo, "--sign-key", str(pair.private), "--json"],
+        )  # fmt: skip
+    assert result.exit_code == 3, result.stderr[-3000:]
+    assert refuse.fired >= 1
+    document = json.loads(result.stdout)
+    created_refs.append(document["pushed"])
+    assert document["attestation"]["attested"] is False
+    assert "403" in document["not_attested"]["message"]
+    build, push = read_records(workspace.ledger_path)[-2:]
+    assert (build.kind, push.kind) == ("build", "push")
+    assert document["ledger_seq"] == [build.seq, push.seq]
+    said = push.details["attestation"]
+    assert said.startswith("not attested: ") and "403" in said, said
+    # the image itself was pushed and tagged, and the refusal hid nothing
+    assert push.images["pushed"] == document["pushed"]
