@@ -27,9 +27,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from imagekit.attest.attach import AttestOutcome, attest, attest_reference
-from imagekit.attest.signer import KeyFileSigner, Signer
-from imagekit.errors import RegistryError, UsageError
+from imagekit.attest.attach import AttestOutcome, attest_reference, attest_subjects
+from imagekit.attest.signer import Signer, signer_of
 from imagekit.kinds.push import SLSA_PROVENANCE_V1
 from imagekit.plans.model import LoadedPlan
 from imagekit.plans.render import Rendered
@@ -80,14 +79,13 @@ def rendered_facts(
 def signer_for(sign_key: Path | None, push: str | None) -> Signer | None:
     """The signer of ``--sign-key``, refused (exit 2) before any build when it cannot sign or
     when nothing will be pushed for it to attest."""
-    if sign_key is None:
-        return None
-    if push is None:
-        raise UsageError(
-            "--sign-key attests the pushed image; give --push REPO too",
-            hint="imagekit build NAME --push REPO --sign-key FILE",
-        )
-    return KeyFileSigner.from_file(sign_key)
+    return signer_of(
+        sign_key,
+        nothing_to_attest=None
+        if push
+        else "--sign-key attests the pushed image; give --push REPO too",
+        hint="imagekit build NAME --push REPO --sign-key FILE",
+    )
 
 
 def provenance_predicate(
@@ -175,12 +173,4 @@ def attest_index_build(
         raise ValueError(f"{pushed} names no index digest")  # the caller pushed by digest
     subjects = [reference.digest, *(Digest(m) for m in manifests)]
     repo = Reference(reference.registry, reference.repository)
-    own = client is None
-    client = client or RegistryClient()
-    try:
-        return AttestOutcome(attest(client, repo, subjects, SLSA_PROVENANCE_V1, predicate, signer))
-    except RegistryError as exc:
-        return AttestOutcome(None, exc.message)
-    finally:
-        if own:
-            client.close()
+    return attest_subjects(signer, repo, subjects, SLSA_PROVENANCE_V1, predicate, client=client)

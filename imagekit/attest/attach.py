@@ -8,7 +8,7 @@ both times. The writer is imagekit's own registry client.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -146,15 +146,41 @@ def attest_reference(
     its manifest digest and, where it is an index, the index digest too. A registry that
     does not answer or refuses the push is an outcome, not an exception: the caller records
     it and ends exit 3."""
-    own = client is None
-    client = client or RegistryClient()
-    try:
+
+    def store(client: RegistryClient) -> Attestation:
         resolved = client.resolve(reference, platform)
         subjects = [resolved.manifest_digest]
         if resolved.index_digest is not None:
             subjects.append(resolved.index_digest)
         repo = Reference(reference.registry, reference.repository)
-        return AttestOutcome(attest(client, repo, subjects, predicate_type, predicate, signer))
+        return attest(client, repo, subjects, predicate_type, predicate, signer)
+
+    return _outcome(client, store)
+
+
+def attest_subjects(
+    signer: Signer,
+    repo: Reference,
+    subjects: Sequence[Digest],
+    predicate_type: str,
+    predicate: dict[str, Any],
+    *,
+    client: RegistryClient | None = None,
+) -> AttestOutcome:
+    """Attest SUBJECTS, digests already known in REPO (an index and its platforms' manifests,
+    as the multi-platform build pushed them); a registry fault is an outcome, as above."""
+    return _outcome(client, lambda c: attest(c, repo, subjects, predicate_type, predicate, signer))
+
+
+def _outcome(
+    client: RegistryClient | None, store: Callable[[RegistryClient], Attestation]
+) -> AttestOutcome:
+    """What storing came to: a registry that does not answer or refuses is an outcome, never
+    an exception; a client opened here for it is closed here."""
+    own = client is None
+    client = client or RegistryClient()
+    try:
+        return AttestOutcome(store(client))
     except RegistryError as exc:
         return AttestOutcome(None, exc.message)
     finally:

@@ -16,6 +16,7 @@ from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.asymmetric import ec
 
 from imagekit.attest.keys import PublicKey, load_private_key, public_key_of
+from imagekit.errors import UsageError
 
 
 @runtime_checkable
@@ -68,3 +69,17 @@ def verify_signature(key: PublicKey, data: bytes, signature: bytes) -> bool:
     except (InvalidSignature, ValueError):
         return False
     return True
+
+
+def signer_of(
+    sign_key: Path | None, *, nothing_to_attest: str | None = None, hint: str = ""
+) -> Signer | None:
+    """The signer of a command's ``--sign-key`` (None without one), read before any work, so
+    a key that cannot sign is exit 2 up front. NOTHING_TO_ATTEST says why this invocation has
+    no image in a registry for the key to attest (a --host run, a build not pushed): the key
+    is then refused (exit 2, with HINT) rather than silently not used."""
+    if sign_key is None:
+        return None
+    if nothing_to_attest is not None:
+        raise UsageError(nothing_to_attest, hint=hint)
+    return KeyFileSigner.from_file(sign_key)

@@ -16,7 +16,7 @@ from typing import Any
 
 from imagekit import evidence
 from imagekit.attest.attach import AttestOutcome
-from imagekit.attest.signer import KeyFileSigner, Signer
+from imagekit.attest.signer import Signer, signer_of
 from imagekit.audit.attestation import AuditFacts, attest_audit
 from imagekit.audit.profiles import Profile, load_profile, probe_spec
 from imagekit.audit.report import (
@@ -35,7 +35,7 @@ from imagekit.audit.runner import (
 )
 from imagekit.audit.runner import run_on_host as _run_on_host
 from imagekit.audit.vulns import FailOn, Finding, VulnPolicy, VulnScan, fails, scan
-from imagekit.errors import CouldNotFinish, RecordRefused, UsageError
+from imagekit.errors import CouldNotFinish, RecordRefused
 from imagekit.ledger import (
     AuditDetails,
     AuditedImageDetails,
@@ -500,11 +500,10 @@ def attest_pushed_audit(
 
 
 def _signer(request: AuditRequest) -> Signer | None:
-    if request.sign_key is None:
-        return None
-    if request.host:
-        raise UsageError(
-            "--sign-key attests an image in a registry; a --host audit has none",
-            hint="drop --sign-key, or audit an image",
-        )
-    return KeyFileSigner.from_file(request.sign_key)
+    return signer_of(
+        request.sign_key,
+        nothing_to_attest="--sign-key attests an image in a registry; a --host audit has none"
+        if request.host
+        else None,
+        hint="drop --sign-key, or audit an image",
+    )

@@ -28,7 +28,7 @@ from typing import Any
 
 from imagekit import evidence
 from imagekit.attest.attach import AttestOutcome, attest_reference
-from imagekit.attest.signer import KeyFileSigner, Signer
+from imagekit.attest.signer import Signer, signer_of
 from imagekit.errors import CheckFailed, RecordRefused, UsageError
 from imagekit.gpu.launch import ProbeOptions, ProbeOutcome, run_in_image, run_on_host
 from imagekit.gpu.report import ProbeReport, Verdict, decide, parse_report, predicate_of
@@ -227,14 +227,14 @@ def deferred_cli(profile: str) -> tuple[dict[str, Any], ...]:
 
 
 def _signer(request: PreflightRequest) -> Signer | None:
-    if request.sign_key is None:
-        return None
-    if request.host:
-        raise UsageError(
-            "--sign-key attests an image in a registry; a --host preflight claims no image",
-            hint="drop --sign-key, or run the preflight in the image (imagekit gpu-preflight REF)",
-        )
-    return KeyFileSigner.from_file(request.sign_key)
+    return signer_of(
+        request.sign_key,
+        nothing_to_attest="--sign-key attests an image in a registry; a --host preflight "
+        "claims no image"
+        if request.host
+        else None,
+        hint="drop --sign-key, or run the preflight in the image (imagekit gpu-preflight REF)",
+    )
 
 
 def _where(request: PreflightRequest) -> Where:
