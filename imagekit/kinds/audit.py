@@ -17,7 +17,12 @@ from pydantic import Field, field_validator
 
 from imagekit.attest.rules import Requirement, Signed, decide_newest
 from imagekit.errors import ReferenceFormatError
-from imagekit.kinds.details import AuditedImageDetails, ImportedMark, RecordDetails
+from imagekit.kinds.details import (
+    AuditedImageDetails,
+    ImportedMark,
+    RecordDetails,
+    attestation_field,
+)
 from imagekit.kinds.spec import (
     AgedRequirement,
     Imported,
@@ -68,10 +73,8 @@ class AuditSummary(RecordDetails):
 
 class AuditDetails(AuditedImageDetails):
     report: AuditSummary | None = None
-    attestation: str | None = Field(
-        default=None,
-        description="with --sign-key: the signed attestation's envelope digest, or "
-        "'not attested: WHY' when the registry did not take it",
+    attestation: str | None = attestation_field(
+        "the signed attestation", after="when the registry did not take it"
     )
     imported: ImportedMark = None
 

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import Field, ValidationError
 
-from imagekit.kinds.details import ImportedMark, RecordDetails
+from imagekit.kinds.details import ImportedMark, RecordDetails, attestation_field
 from imagekit.kinds.spec import Imported, KindSpec, Predicate, PredicateModel
 from imagekit.runtime.cri import FinalPullStatus
 
@@ -50,11 +50,7 @@ class FinalPullDetails(RecordDetails):
     source: Literal["engine", "containerd", "pod"] | None = None
     image_id: str | None = None
     image_id_means: str | None = None
-    attestation: str | None = Field(
-        default=None,
-        description="with --sign-key: the final-pull attestation's envelope digest, or "
-        "'not attested: WHY'",
-    )
+    attestation: str | None = attestation_field("the final-pull attestation")
     imported: ImportedMark = None
     expected_manifest_digest: str | None = None
     expected_config_digest: str | None = None

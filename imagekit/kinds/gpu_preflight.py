@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import Field, ValidationError, field_validator
 
 from imagekit.attest.rules import Requirement, Signed, decide_newest
-from imagekit.kinds.details import ImportedMark, RecordDetails
+from imagekit.kinds.details import ImportedMark, RecordDetails, attestation_field
 from imagekit.kinds.spec import (
     AgedRequirement,
     Imported,
@@ -116,11 +116,7 @@ class GpuPreflightDetails(RecordDetails):
         default=None, description="bus bandwidth at the largest all-reduce size"
     )
     versions: dict[str, Any] | None = None
-    attestation: str | None = Field(
-        default=None,
-        description="with --sign-key: the signed attestation's envelope digest, or "
-        "'not attested: WHY'",
-    )
+    attestation: str | None = attestation_field("the signed attestation")
     imported: ImportedMark = None
 
 

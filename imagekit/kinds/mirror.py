@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from pydantic import Field, ValidationError
 
-from imagekit.kinds.details import ImportedMark, RecordDetails
+from imagekit.kinds.details import ImportedMark, RecordDetails, attestation_field
 from imagekit.kinds.spec import (
     Imported,
     KindSpec,
@@ -48,11 +48,7 @@ class MirrorDetails(RecordDetails):
     compressed_digests_equal: bool | None = None
     layers: int | None = None
     copied: bool | None = None
-    attestation: str | None = Field(
-        default=None,
-        description="with --sign-key: the binding attestation's envelope digest, or "
-        "'not attested: WHY'",
-    )
+    attestation: str | None = attestation_field("the binding attestation")
     imported: ImportedMark = None
 
 
