@@ -35,7 +35,7 @@ from imagekit.kinds.spec import (
 from imagekit.refs import parse_platform
 
 if TYPE_CHECKING:
-    from imagekit.attest.collect import Collected, VerifiedAttestation
+    from imagekit.attest.collect import Collected
 
 AUDIT_V1 = "https://imagekit.dev/attestation/audit/v1"
 
@@ -121,16 +121,8 @@ class AuditPredicate(PredicateModel):
     imagekit_version: str
 
 
-def _imported(attestation: VerifiedAttestation, marked: str) -> Imported | None:
-    from pydantic import ValidationError
-
-    try:
-        audit = AuditPredicate.model_validate(attestation.statement.predicate)
-    except ValidationError:
-        return None
+def _record(audit: AuditPredicate) -> Imported:
     details = AuditDetails(
-        attestation=str(attestation.envelope_digest),
-        imported=marked,
         profile=audit.profile,
         image_id=audit.image_id,
         report=AuditSummary(
@@ -221,7 +213,7 @@ AUDIT = KindSpec(
     details=AuditDetails,
     statuses=tuple(AuditStatus),
     failing=frozenset(s.value for s in AuditStatus if not s.accepted),
-    predicate=Predicate(AUDIT_V1, AuditPredicate, "audit-v1.schema.json", _imported),
+    predicate=Predicate.own(AUDIT_V1, AuditPredicate, "audit-v1.schema.json", _record),
     lock_column="audit",
     about_images=True,
     identifier_keys=("image_id",),

@@ -21,7 +21,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import Field, ValidationError, field_validator
+from pydantic import Field, field_validator
 
 from imagekit.attest.rules import Requirement, Signed, decide_newest
 from imagekit.kinds.details import ImportedMark, RecordDetails, attestation_field
@@ -36,7 +36,7 @@ from imagekit.kinds.spec import (
 )
 
 if TYPE_CHECKING:
-    from imagekit.attest.collect import Collected, VerifiedAttestation
+    from imagekit.attest.collect import Collected
 
 GPU_PREFLIGHT_V1 = "https://imagekit.dev/attestation/gpu-preflight/v1"
 
@@ -136,15 +136,8 @@ def details_of(predicate: GpuPreflightPredicate) -> GpuPreflightDetails:
     )
 
 
-def _imported(attestation: VerifiedAttestation, marked: str) -> Imported | None:
-    try:
-        predicate = GpuPreflightPredicate.model_validate(attestation.statement.predicate)
-    except ValidationError:
-        return None
-    details = details_of(predicate).model_copy(
-        update={"attestation": str(attestation.envelope_digest), "imported": marked}
-    )
-    return Imported(predicate.status, predicate.scope, details)
+def _record(predicate: GpuPreflightPredicate) -> Imported:
+    return Imported(predicate.status, predicate.scope, details_of(predicate))
 
 
 def name_matches(pattern: str, name: str) -> bool:
@@ -212,8 +205,8 @@ GPU_PREFLIGHT = KindSpec(
     details=GpuPreflightDetails,
     statuses=tuple(GpuPreflightStatus),
     failing=frozenset({GpuPreflightStatus.FAIL, GpuPreflightStatus.INCOMPLETE}),
-    predicate=Predicate(
-        GPU_PREFLIGHT_V1, GpuPreflightPredicate, "gpu-preflight-v1.schema.json", _imported
+    predicate=Predicate.own(
+        GPU_PREFLIGHT_V1, GpuPreflightPredicate, "gpu-preflight-v1.schema.json", _record
     ),
     lock_column="gpu_preflight_status",
     about_images=True,

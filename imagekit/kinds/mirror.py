@@ -10,9 +10,8 @@ source (imagekit.attest.mirror_binding), and the gate follows such a binding.
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import TYPE_CHECKING
 
-from pydantic import Field, ValidationError
+from pydantic import Field
 
 from imagekit.kinds.details import ImportedMark, RecordDetails, attestation_field
 from imagekit.kinds.spec import (
@@ -23,9 +22,6 @@ from imagekit.kinds.spec import (
     PredicateModel,
     TrustedRequirement,
 )
-
-if TYPE_CHECKING:
-    from imagekit.attest.collect import VerifiedAttestation
 
 MIRROR_V1 = "https://imagekit.dev/attestation/mirror-verification/v1"
 
@@ -101,14 +97,8 @@ class MirrorBindingTrust(TrustedRequirement):
     )
 
 
-def _imported(attestation: VerifiedAttestation, marked: str) -> Imported | None:
-    try:
-        mirror = MirrorPredicate.model_validate(attestation.statement.predicate)
-    except ValidationError:
-        return None
-    details = MirrorDetails(
-        attestation=str(attestation.envelope_digest), imported=marked, message=mirror.message
-    )
+def _record(mirror: MirrorPredicate) -> Imported:
+    details = MirrorDetails(message=mirror.message)
     return Imported(mirror.verdict, mirror.scope, details, {"source": mirror.source.reference})
 
 
@@ -117,8 +107,8 @@ MIRROR = KindSpec(
     details=MirrorDetails,
     statuses=tuple(MirrorVerdict),
     failing=frozenset({MirrorVerdict.CONFIG_DIFFERS, MirrorVerdict.MISMATCH, MirrorVerdict.ERROR}),
-    predicate=Predicate(
-        MIRROR_V1, MirrorPredicate, "mirror-verification-v1.schema.json", _imported
+    predicate=Predicate.own(
+        MIRROR_V1, MirrorPredicate, "mirror-verification-v1.schema.json", _record
     ),
     about_images=True,
     policy=PolicyEntry(

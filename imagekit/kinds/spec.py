@@ -13,10 +13,10 @@ a stage left out of one of those places cannot fail silently: it is in the tuple
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from imagekit.attest.rules import DEFAULT_MAX_AGE, UNBOUNDED, max_age_value
 from imagekit.kinds.details import RecordDetails
@@ -70,6 +70,7 @@ class AgedRequirement(TrustedRequirement):
 
 
 R = TypeVar("R", bound=TrustedRequirement)
+P = TypeVar("P", bound=BaseModel)
 
 
 @dataclass(frozen=True)
@@ -116,6 +117,28 @@ class Predicate:
     model: type[BaseModel] | None = None
     schema: str | None = None
     imports: Callable[[VerifiedAttestation, str], Imported | None] | None = None
+
+    @classmethod
+    def own(
+        cls, uri: str, model: type[P], schema: str, record: Callable[[P], Imported]
+    ) -> Predicate:
+        """A predicate type of imagekit's own, which ``ledger sync`` imports: read through
+        MODEL (None where the signed predicate does not fit it, a newer imagekit's), made
+        into a record by RECORD, and marked with the attestation's envelope digest and the
+        sentence saying who signed it (the ``attestation`` and ``imported`` fields of every
+        imported kind's details; tests/unit/kinds/test_registry.py holds each kind to them).
+        """
+
+        def imports(attestation: VerifiedAttestation, marked: str) -> Imported | None:
+            try:
+                predicate = model.model_validate(attestation.statement.predicate)
+            except ValidationError:
+                return None
+            made = record(predicate)
+            marks = {"attestation": str(attestation.envelope_digest), "imported": marked}
+            return replace(made, details=made.details.model_copy(update=marks))
+
+        return cls(uri, model, schema, imports)
 
 
 @dataclass(frozen=True)
