@@ -23,16 +23,16 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import Field, field_validator
 
-from imagekit.attest.rules import Requirement, Signed, decide_newest
+from imagekit.attest.rules import Requirement, Signed
 from imagekit.kinds.details import ImportedMark, RecordDetails, attestation_field
 from imagekit.kinds.spec import (
     AgedRequirement,
+    AgedRule,
     Imported,
     KindSpec,
     PolicyEntry,
     Predicate,
     PredicateModel,
-    RequirementRule,
 )
 
 if TYPE_CHECKING:
@@ -164,7 +164,7 @@ SIGNED_PREFLIGHT = Signed(GPU_PREFLIGHT_V1, GpuPreflightPredicate, "preflight_at
 
 
 @dataclass(frozen=True)
-class GpuPreflightRule(RequirementRule[GpuPreflightRequirement]):
+class GpuPreflightRule(AgedRule[GpuPreflightRequirement]):
     """The newest signed preflight of the image: its status one of those allowed, on at least
     the GPUs asked for, each named as asked, no older than the maximum age."""
 
@@ -172,12 +172,11 @@ class GpuPreflightRule(RequirementRule[GpuPreflightRequirement]):
 
     def evaluate(self, collected: Collected, now: datetime) -> list[Requirement]:
         rule = self.requirement
-        name = f"gpu preflight status in {{{', '.join(rule.status)}}}"
+        what = f"gpu preflight status in {{{', '.join(rule.status)}}}"
         if rule.min_gpus:
-            name += f" on at least {rule.min_gpus} GPU(s)"
+            what += f" on at least {rule.min_gpus} GPU(s)"
         if rule.gpu_name:
-            name += f" named {rule.gpu_name}"
-        name += rule.said_max_age()
+            what += f" named {rule.gpu_name}"
 
         def judge(predicate: GpuPreflightPredicate) -> list[str]:
             problems = []
@@ -197,7 +196,7 @@ class GpuPreflightRule(RequirementRule[GpuPreflightRequirement]):
         def said(predicate: GpuPreflightPredicate) -> str:
             return f"{predicate.status} on {len(predicate.gpus)} GPU(s) of {predicate.node}"
 
-        return [decide_newest(name, collected, SIGNED_PREFLIGHT, now, rule.max_age, judge, said)]
+        return self.newest(what, SIGNED_PREFLIGHT, collected, now, judge, said)
 
 
 GPU_PREFLIGHT = KindSpec(
