@@ -8,29 +8,35 @@ What each proves: docs/ARCHITECTURE.md, "Statuses, and what each proves".
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
-from pydantic import Field, field_validator
+from pydantic import AfterValidator, Field
 
-from imagekit.attest.rules import Requirement, Signed, decide_newest
+from imagekit.attest.rules import Requirement, Signed
 from imagekit.errors import ReferenceFormatError
-from imagekit.kinds.details import AuditedImageDetails, ImportedMark, RecordDetails
+from imagekit.kinds.details import (
+    AuditedImageDetails,
+    ImportedMark,
+    RecordDetails,
+    attestation_field,
+)
 from imagekit.kinds.spec import (
     AgedRequirement,
+    AgedRule,
     Imported,
     KindSpec,
     PolicyEntry,
     Predicate,
     PredicateModel,
-    RequirementRule,
 )
 from imagekit.refs import parse_platform
 
 if TYPE_CHECKING:
-    from imagekit.attest.collect import Collected, VerifiedAttestation
+    from imagekit.attest.collect import Collected
 
 AUDIT_V1 = "https://imagekit.dev/attestation/audit/v1"
 
@@ -68,10 +74,8 @@ class AuditSummary(RecordDetails):
 
 class AuditDetails(AuditedImageDetails):
     report: AuditSummary | None = None
-    attestation: str | None = Field(
-        default=None,
-        description="with --sign-key: the signed attestation's envelope digest, or "
-        "'not attested: WHY' when the registry did not take it",
+    attestation: str | None = attestation_field(
+        "the signed attestation", after="when the registry did not take it"
     )
     imported: ImportedMark = None
 
@@ -118,16 +122,8 @@ class AuditPredicate(PredicateModel):
     imagekit_version: str
 
 
-def _imported(attestation: VerifiedAttestation, marked: str) -> Imported | None:
-    from pydantic import ValidationError
-
-    try:
-        audit = AuditPredicate.model_validate(attestation.statement.predicate)
-    except ValidationError:
-        return None
+def _record(audit: AuditPredicate) -> Imported:
     details = AuditDetails(
-        attestation=str(attestation.envelope_digest),
-        imported=marked,
         profile=audit.profile,
         image_id=audit.image_id,
         report=AuditSummary(
@@ -158,16 +154,6 @@ def platform_problem(wanted: str | None, platform: str | None) -> list[str]:
     return [f"platform {platform}"]
 
 
-class AuditRequirement(AgedRequirement):
-    status: tuple[str, ...] = Field(default=PASSING, min_length=1)
-    platform: str | None = Field(default=None, description="os/arch[/variant] audited")
-
-    @field_validator("platform")
-    @classmethod
-    def _platform(cls, value: str | None) -> str | None:
-        return checked_platform(value)
-
-
 def checked_platform(value: str | None) -> str | None:
     """A policy's platform, refused unless it parses as os/arch[/variant]."""
     if value is not None:
@@ -178,39 +164,65 @@ def checked_platform(value: str | None) -> str | None:
     return value
 
 
+#: The platform a requirement on the signed audit asks for (the audit's own, and its
+#: vulnerability scan's): the gate holds an index on that platform's image.
+AuditedPlatform = Annotated[
+    str | None,
+    Field(description="os/arch[/variant] audited"),
+    AfterValidator(checked_platform),
+]
+
+
+class AuditRequirement(AgedRequirement):
+    status: tuple[str, ...] = Field(default=PASSING, min_length=1)
+    platform: AuditedPlatform = None
+
+
+AR = TypeVar("AR", bound=AgedRequirement)
+
+
 @dataclass(frozen=True)
-class AuditRule(RequirementRule[AuditRequirement]):
-    """The newest signed audit of the image: its status one of those allowed, of the
-    platform asked for, no older than the maximum age."""
+class AuditedRule(AgedRule[AR]):
+    """A rule on the newest signed audit of the image (its status, or its vulnerability
+    scan): of the platform asked for, no older than the maximum age."""
 
     predicate_type: str = AUDIT_V1
 
-    @property
-    def platform(self) -> str | None:
-        return self.requirement.platform
+    def newest_audit(
+        self,
+        what: str,
+        collected: Collected,
+        now: datetime,
+        judge: Callable[[AuditPredicate], list[str]],
+        said: Callable[[AuditPredicate], str],
+    ) -> list[Requirement]:
+        """The requirement WHAT held by the newest signed audit: JUDGE's problems with it,
+        then its platform where it is not the one asked for."""
+
+        def judged(predicate: AuditPredicate) -> list[str]:
+            return judge(predicate) + platform_problem(self.platform, predicate.platform)
+
+        return self.newest(what, SIGNED_AUDIT, collected, now, judged, said)
+
+
+@dataclass(frozen=True)
+class AuditRule(AuditedRule[AuditRequirement]):
+    """The newest signed audit of the image: its status one of those allowed, of the
+    platform asked for, no older than the maximum age."""
 
     def evaluate(self, collected: Collected, now: datetime) -> list[Requirement]:
-        rule = self.requirement
-        name = f"audit status in {{{', '.join(rule.status)}}}"
-        if rule.platform:
-            name += f" on {rule.platform}"
-        name += rule.said_max_age()
+        allowed = self.requirement.status
 
         def judge(predicate: AuditPredicate) -> list[str]:
-            problems = [] if predicate.status in rule.status else [f"status {predicate.status}"]
-            return problems + platform_problem(rule.platform, predicate.platform)
+            return [] if predicate.status in allowed else [f"status {predicate.status}"]
 
-        return [
-            decide_newest(
-                name,
-                collected,
-                SIGNED_AUDIT,
-                now,
-                rule.max_age,
-                judge,
-                lambda p: f"{p.status} ({p.scope})",
-            )
-        ]
+        return self.newest_audit(
+            f"audit status in {{{', '.join(allowed)}}}",
+            collected,
+            now,
+            judge,
+            lambda p: f"{p.status} ({p.scope})",
+        )
 
 
 AUDIT = KindSpec(
@@ -218,7 +230,7 @@ AUDIT = KindSpec(
     details=AuditDetails,
     statuses=tuple(AuditStatus),
     failing=frozenset(s.value for s in AuditStatus if not s.accepted),
-    predicate=Predicate(AUDIT_V1, AuditPredicate, "audit-v1.schema.json", _imported),
+    predicate=Predicate.own(AUDIT_V1, AuditPredicate, "audit-v1.schema.json", _record),
     lock_column="audit",
     about_images=True,
     identifier_keys=("image_id",),

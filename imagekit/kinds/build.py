@@ -15,6 +15,7 @@ from imagekit.kinds.details import (
     GuardReport,
     OverlayLayerDetails,
     RecordDetails,
+    attestation_field,
 )
 from imagekit.kinds.spec import KindSpec
 
@@ -38,10 +39,9 @@ class BuildDetails(RecordDetails):
     epoch: int | None = None
     guard: GuardReport | None = None
     assertions: AssertionRunDetails | None = None
-    attestation: str | None = Field(
-        default=None,
-        description="--buildkit/--buildx-builder with --sign-key (a build record with no push "
-        "record): the SLSA v1 provenance's envelope digest, or 'not attested: WHY'",
+    attestation: str | None = attestation_field(
+        "the SLSA v1 provenance",
+        when="--buildkit/--buildx-builder with --sign-key (a build record with no push record)",
     )
     # a plan of several platforms (imagekit.build.platforms): one build record a platform,
     # each naming the index pushed with all of them

@@ -19,6 +19,15 @@ ImportedMark = Annotated[
 ]
 
 
+def attestation_field(signed: str, when: str = "with --sign-key", after: str = "") -> Any:
+    """The ``attestation`` field of a kind's details: once a key signs the verdict (WHEN),
+    the envelope digest of the attestation SIGNED names, or why there is none in words
+    ('not attested: WHY'), so a record never leaves unsaid whether its verdict was signed.
+    AFTER ends the description where a kind says more."""
+    description = f"{when}: {signed}'s envelope digest, or 'not attested: WHY'"
+    return Field(default=None, description=f"{description} {after}" if after else description)
+
+
 class RecordDetails(BaseModel):
     """Base of every kind's details model."""
 

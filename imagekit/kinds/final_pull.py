@@ -8,16 +8,13 @@ a pod's status (``ledger record-pod``).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
-from pydantic import Field, ValidationError
+from pydantic import Field
 
-from imagekit.kinds.details import ImportedMark, RecordDetails
+from imagekit.kinds.details import ImportedMark, RecordDetails, attestation_field
 from imagekit.kinds.spec import Imported, KindSpec, Predicate, PredicateModel
 from imagekit.runtime.cri import FinalPullStatus
-
-if TYPE_CHECKING:
-    from imagekit.attest.collect import VerifiedAttestation
 
 FINAL_PULL_V1 = "https://imagekit.dev/attestation/final-pull/v1"
 
@@ -50,11 +47,7 @@ class FinalPullDetails(RecordDetails):
     source: Literal["engine", "containerd", "pod"] | None = None
     image_id: str | None = None
     image_id_means: str | None = None
-    attestation: str | None = Field(
-        default=None,
-        description="with --sign-key: the final-pull attestation's envelope digest, or "
-        "'not attested: WHY'",
-    )
+    attestation: str | None = attestation_field("the final-pull attestation")
     imported: ImportedMark = None
     expected_manifest_digest: str | None = None
     expected_config_digest: str | None = None
@@ -111,21 +104,12 @@ class FinalPullPredicate(PredicateModel):
     imagekit_version: str
 
 
-def _imported(attestation: VerifiedAttestation, marked: str) -> Imported | None:
-    try:
-        pull = FinalPullPredicate.model_validate(attestation.statement.predicate)
-    except ValidationError:
-        return None
+def _record(pull: FinalPullPredicate) -> Imported:
     source: Literal["engine", "containerd"] | None = (
         pull.runtime if pull.runtime in ("engine", "containerd") else None  # type: ignore[assignment]
     )
     details = FinalPullDetails(
-        attestation=str(attestation.envelope_digest),
-        imported=marked,
-        source=source,
-        image_id=pull.image_id,
-        where=pull.node,
-        namespace=pull.namespace,
+        source=source, image_id=pull.image_id, where=pull.node, namespace=pull.namespace
     )
     return Imported(pull.status, pull.scope, details)
 
@@ -135,7 +119,9 @@ FINAL_PULL = KindSpec(
     details=FinalPullDetails,
     statuses=tuple(FinalPullStatus),
     failing=frozenset({FinalPullStatus.MISMATCH, FinalPullStatus.UNKNOWN}),
-    predicate=Predicate(FINAL_PULL_V1, FinalPullPredicate, "final-pull-v1.schema.json", _imported),
+    predicate=Predicate.own(
+        FINAL_PULL_V1, FinalPullPredicate, "final-pull-v1.schema.json", _record
+    ),
     about_images=True,
     identifier_keys=("image_id", "config_digest", "image_id_raw", "repo_digests"),
 )

@@ -21,22 +21,22 @@ from datetime import datetime
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import Field, ValidationError, field_validator
+from pydantic import Field, field_validator
 
-from imagekit.attest.rules import Requirement, Signed, decide_newest
-from imagekit.kinds.details import ImportedMark, RecordDetails
+from imagekit.attest.rules import Requirement, Signed
+from imagekit.kinds.details import ImportedMark, RecordDetails, attestation_field
 from imagekit.kinds.spec import (
     AgedRequirement,
+    AgedRule,
     Imported,
     KindSpec,
     PolicyEntry,
     Predicate,
     PredicateModel,
-    RequirementRule,
 )
 
 if TYPE_CHECKING:
-    from imagekit.attest.collect import Collected, VerifiedAttestation
+    from imagekit.attest.collect import Collected
 
 GPU_PREFLIGHT_V1 = "https://imagekit.dev/attestation/gpu-preflight/v1"
 
@@ -116,11 +116,7 @@ class GpuPreflightDetails(RecordDetails):
         default=None, description="bus bandwidth at the largest all-reduce size"
     )
     versions: dict[str, Any] | None = None
-    attestation: str | None = Field(
-        default=None,
-        description="with --sign-key: the signed attestation's envelope digest, or "
-        "'not attested: WHY'",
-    )
+    attestation: str | None = attestation_field("the signed attestation")
     imported: ImportedMark = None
 
 
@@ -140,15 +136,8 @@ def details_of(predicate: GpuPreflightPredicate) -> GpuPreflightDetails:
     )
 
 
-def _imported(attestation: VerifiedAttestation, marked: str) -> Imported | None:
-    try:
-        predicate = GpuPreflightPredicate.model_validate(attestation.statement.predicate)
-    except ValidationError:
-        return None
-    details = details_of(predicate).model_copy(
-        update={"attestation": str(attestation.envelope_digest), "imported": marked}
-    )
-    return Imported(predicate.status, predicate.scope, details)
+def _record(predicate: GpuPreflightPredicate) -> Imported:
+    return Imported(predicate.status, predicate.scope, details_of(predicate))
 
 
 def name_matches(pattern: str, name: str) -> bool:
@@ -175,7 +164,7 @@ SIGNED_PREFLIGHT = Signed(GPU_PREFLIGHT_V1, GpuPreflightPredicate, "preflight_at
 
 
 @dataclass(frozen=True)
-class GpuPreflightRule(RequirementRule[GpuPreflightRequirement]):
+class GpuPreflightRule(AgedRule[GpuPreflightRequirement]):
     """The newest signed preflight of the image: its status one of those allowed, on at least
     the GPUs asked for, each named as asked, no older than the maximum age."""
 
@@ -183,12 +172,11 @@ class GpuPreflightRule(RequirementRule[GpuPreflightRequirement]):
 
     def evaluate(self, collected: Collected, now: datetime) -> list[Requirement]:
         rule = self.requirement
-        name = f"gpu preflight status in {{{', '.join(rule.status)}}}"
+        what = f"gpu preflight status in {{{', '.join(rule.status)}}}"
         if rule.min_gpus:
-            name += f" on at least {rule.min_gpus} GPU(s)"
+            what += f" on at least {rule.min_gpus} GPU(s)"
         if rule.gpu_name:
-            name += f" named {rule.gpu_name}"
-        name += rule.said_max_age()
+            what += f" named {rule.gpu_name}"
 
         def judge(predicate: GpuPreflightPredicate) -> list[str]:
             problems = []
@@ -208,7 +196,7 @@ class GpuPreflightRule(RequirementRule[GpuPreflightRequirement]):
         def said(predicate: GpuPreflightPredicate) -> str:
             return f"{predicate.status} on {len(predicate.gpus)} GPU(s) of {predicate.node}"
 
-        return [decide_newest(name, collected, SIGNED_PREFLIGHT, now, rule.max_age, judge, said)]
+        return self.newest(what, SIGNED_PREFLIGHT, collected, now, judge, said)
 
 
 GPU_PREFLIGHT = KindSpec(
@@ -216,8 +204,8 @@ GPU_PREFLIGHT = KindSpec(
     details=GpuPreflightDetails,
     statuses=tuple(GpuPreflightStatus),
     failing=frozenset({GpuPreflightStatus.FAIL, GpuPreflightStatus.INCOMPLETE}),
-    predicate=Predicate(
-        GPU_PREFLIGHT_V1, GpuPreflightPredicate, "gpu-preflight-v1.schema.json", _imported
+    predicate=Predicate.own(
+        GPU_PREFLIGHT_V1, GpuPreflightPredicate, "gpu-preflight-v1.schema.json", _record
     ),
     lock_column="gpu_preflight_status",
     about_images=True,

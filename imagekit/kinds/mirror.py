@@ -10,11 +10,10 @@ source (imagekit.attest.mirror_binding), and the gate follows such a binding.
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import TYPE_CHECKING
 
-from pydantic import Field, ValidationError
+from pydantic import Field
 
-from imagekit.kinds.details import ImportedMark, RecordDetails
+from imagekit.kinds.details import ImportedMark, RecordDetails, attestation_field
 from imagekit.kinds.spec import (
     Imported,
     KindSpec,
@@ -23,9 +22,6 @@ from imagekit.kinds.spec import (
     PredicateModel,
     TrustedRequirement,
 )
-
-if TYPE_CHECKING:
-    from imagekit.attest.collect import VerifiedAttestation
 
 MIRROR_V1 = "https://imagekit.dev/attestation/mirror-verification/v1"
 
@@ -48,11 +44,7 @@ class MirrorDetails(RecordDetails):
     compressed_digests_equal: bool | None = None
     layers: int | None = None
     copied: bool | None = None
-    attestation: str | None = Field(
-        default=None,
-        description="with --sign-key: the binding attestation's envelope digest, or "
-        "'not attested: WHY'",
-    )
+    attestation: str | None = attestation_field("the binding attestation")
     imported: ImportedMark = None
 
 
@@ -105,14 +97,8 @@ class MirrorBindingTrust(TrustedRequirement):
     )
 
 
-def _imported(attestation: VerifiedAttestation, marked: str) -> Imported | None:
-    try:
-        mirror = MirrorPredicate.model_validate(attestation.statement.predicate)
-    except ValidationError:
-        return None
-    details = MirrorDetails(
-        attestation=str(attestation.envelope_digest), imported=marked, message=mirror.message
-    )
+def _record(mirror: MirrorPredicate) -> Imported:
+    details = MirrorDetails(message=mirror.message)
     return Imported(mirror.verdict, mirror.scope, details, {"source": mirror.source.reference})
 
 
@@ -121,8 +107,8 @@ MIRROR = KindSpec(
     details=MirrorDetails,
     statuses=tuple(MirrorVerdict),
     failing=frozenset({MirrorVerdict.CONFIG_DIFFERS, MirrorVerdict.MISMATCH, MirrorVerdict.ERROR}),
-    predicate=Predicate(
-        MIRROR_V1, MirrorPredicate, "mirror-verification-v1.schema.json", _imported
+    predicate=Predicate.own(
+        MIRROR_V1, MirrorPredicate, "mirror-verification-v1.schema.json", _record
     ),
     about_images=True,
     policy=PolicyEntry(

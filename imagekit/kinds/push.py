@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from pydantic import Field
 
 from imagekit.attest.rules import Requirement
-from imagekit.kinds.details import RecordDetails
+from imagekit.kinds.details import RecordDetails, attestation_field
 from imagekit.kinds.spec import (
     KindSpec,
     PolicyEntry,
@@ -53,11 +53,7 @@ class CopyDetails(RecordDetails):
 
 
 class PushDetails(RecordDetails):
-    attestation: str | None = Field(
-        default=None,
-        description="with --sign-key: the SLSA v1 provenance's envelope digest, or "
-        "'not attested: WHY'",
-    )
+    attestation: str | None = attestation_field("the SLSA v1 provenance")
     audit_attestation: str | None = Field(
         default=None,
         description="`imagekit pipeline --sign-key`: the audit made before the push, signed "

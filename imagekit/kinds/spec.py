@@ -12,17 +12,25 @@ a stage left out of one of those places cannot fail silently: it is in the tuple
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import datetime
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from imagekit.attest.rules import DEFAULT_MAX_AGE, UNBOUNDED, max_age_value
+from imagekit.attest.rules import (
+    DEFAULT_MAX_AGE,
+    UNBOUNDED,
+    Requirement,
+    Signed,
+    decide_newest,
+    max_age_value,
+)
 from imagekit.kinds.details import RecordDetails
 
 if TYPE_CHECKING:
-    from imagekit.attest.collect import VerifiedAttestation
+    from imagekit.attest.collect import Collected, VerifiedAttestation
     from imagekit.attest.rules import Rule
 
 
@@ -70,23 +78,52 @@ class AgedRequirement(TrustedRequirement):
 
 
 R = TypeVar("R", bound=TrustedRequirement)
+A = TypeVar("A", bound=AgedRequirement)
+P = TypeVar("P", bound=BaseModel)
 
 
 @dataclass(frozen=True)
 class RequirementRule(Generic[R]):
     """The part of a gate rule (imagekit.attest.rules.Rule) every kind's rule shares: it holds
-    one requirement of the policy file, and trusts the keys that requirement names. It asks
-    for no platform; a rule whose requirement names one says so."""
+    one requirement of the policy file, and trusts the keys that requirement names."""
 
     requirement: R
 
     @property
     def platform(self) -> str | None:
-        return None
+        """The platform the requirement asks for: its ``platform`` field, where its model has
+        one (the audit's and the vulnerabilities'), so that every rule whose requirement may
+        name a platform is held per platform of an index; None otherwise."""
+        platform = getattr(self.requirement, "platform", None)
+        return platform if isinstance(platform, str) else None
 
     @property
     def keys(self) -> tuple[str, ...] | None:
         return self.requirement.keys
+
+
+@dataclass(frozen=True)
+class AgedRule(RequirementRule[A]):
+    """A rule on the newest signed verdict of one predicate type, which ages (see
+    :class:`AgedRequirement`)."""
+
+    def newest(
+        self,
+        what: str,
+        signed: Signed[P],
+        collected: Collected,
+        now: datetime,
+        judge: Callable[[P], Sequence[str]],
+        said: Callable[[P], str],
+    ) -> list[Requirement]:
+        """The requirement WHAT, held by the newest verdict SIGNED reads no older than the
+        maximum age (imagekit.attest.rules.decide_newest: JUDGE gives a verdict's problems,
+        SAID what a passing one proved). Its name is WHAT, then the platform and the maximum
+        age where the policy named them."""
+        name = f"{what} on {self.platform}" if self.platform else what
+        name += self.requirement.said_max_age()
+        max_age = self.requirement.max_age
+        return [decide_newest(name, collected, signed, now, max_age, judge, said)]
 
 
 @dataclass(frozen=True)
@@ -116,6 +153,28 @@ class Predicate:
     model: type[BaseModel] | None = None
     schema: str | None = None
     imports: Callable[[VerifiedAttestation, str], Imported | None] | None = None
+
+    @classmethod
+    def own(
+        cls, uri: str, model: type[P], schema: str, record: Callable[[P], Imported]
+    ) -> Predicate:
+        """A predicate type of imagekit's own, which ``ledger sync`` imports: read through
+        MODEL (None where the signed predicate does not fit it, a newer imagekit's), made
+        into a record by RECORD, and marked with the attestation's envelope digest and the
+        sentence saying who signed it (the ``attestation`` and ``imported`` fields of every
+        imported kind's details; tests/unit/kinds/test_registry.py holds each kind to them).
+        """
+
+        def imports(attestation: VerifiedAttestation, marked: str) -> Imported | None:
+            try:
+                predicate = model.model_validate(attestation.statement.predicate)
+            except ValidationError:
+                return None
+            made = record(predicate)
+            marks = {"attestation": str(attestation.envelope_digest), "imported": marked}
+            return replace(made, details=made.details.model_copy(update=marks))
+
+        return cls(uri, model, schema, imports)
 
 
 @dataclass(frozen=True)

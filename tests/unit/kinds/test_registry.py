@@ -156,7 +156,8 @@ def test_sync_imports_each_attested_kind_as_its_spec_says(spec: KindSpec) -> Non
     assert made is not None and made[0] == spec.name
     found = made[1]
     assert isinstance(found.details, spec.details)
-    assert found.details.to_json()["attestation"] == str(DIGEST)
+    marks = {k: found.details.to_json().get(k) for k in ("attestation", "imported")}
+    assert marks == {"attestation": str(DIGEST), "imported": "imported: test"}
     spec.details.model_validate(found.details.to_json())  # a record the ledger takes
 
 
