@@ -161,3 +161,15 @@ class PushedByDigest(InRegistry):
     @property
     def tag(self) -> str:
         return self.pushed
+
+
+class ConfigNamed:
+    """A result of one image that no engine here holds (BuildKit pushed it, or the registry
+    builder assembled it): its image ID is what a classic engine calls it once it pulls it,
+    the config digest."""
+
+    config_digest: str
+
+    @property
+    def image_id(self) -> str:
+        return self.config_digest

@@ -41,7 +41,7 @@ from imagekit.build.assemble.check import (
     run_assertions,
 )
 from imagekit.build.buildkit import reject_failed_build
-from imagekit.build.built import PushedByDigest, RenderedBuild
+from imagekit.build.built import ConfigNamed, PushedByDigest, RenderedBuild
 from imagekit.build.context import PipSecrets, Tee, new_build_dir, staged
 from imagekit.build.options import BuildOptions
 from imagekit.build.push import check_push_repo
@@ -72,18 +72,13 @@ _MAX_TLS_FILE = 4 << 20
 
 
 @dataclass(frozen=True)
-class RemoteResult(PushedByDigest, RenderedBuild):
+class RemoteResult(ConfigNamed, PushedByDigest, RenderedBuild):
     address: str
     pushed: str
     manifest_digest: str
     config_digest: str
     assertions: AssertionRun
     ledger: tuple[int, ...] = ()
-
-    @property
-    def image_id(self) -> str:
-        """What a classic engine calls the image once it pulls it: the config digest."""
-        return self.config_digest
 
     def to_json(self) -> dict[str, Any]:
         return {

@@ -57,7 +57,7 @@ from imagekit.build.assemble.config import (
 from imagekit.build.assemble.guard import LayerUse, OverlayCheck, guard_overlays
 from imagekit.build.assemble.index import IndexStore
 from imagekit.build.assemble.layer import LayerBlob, TarEntry, check_tree, write_layer
-from imagekit.build.built import InRegistry, PlanBuild
+from imagekit.build.built import ConfigNamed, InRegistry, PlanBuild
 from imagekit.build.push import check_push_repo
 from imagekit.build.record import (
     assertion_details,
@@ -127,7 +127,7 @@ class AssembleOptions:
 
 
 @dataclass(frozen=True)
-class AssembleResult(InRegistry, PlanBuild):
+class AssembleResult(ConfigNamed, InRegistry, PlanBuild):
     platform: str
     pushed: str  # repo@manifest digest
     tag: str  # repo:tag, put only once the assertions passed (or were not asked for)
@@ -145,11 +145,6 @@ class AssembleResult(InRegistry, PlanBuild):
     seconds: float
     ledger: list[int] = field(default_factory=list)
     builder: str = field(default="registry", kw_only=True)
-
-    @property
-    def image_id(self) -> str:
-        """What a classic engine calls the image once it pulls it: the config digest."""
-        return self.config_digest
 
     def to_json(self) -> dict[str, Any]:
         return {
