@@ -357,25 +357,26 @@ def render(loaded: LoadedPlan) -> Rendered:
     )
 
 
-def _stale(rendered: Rendered, folder: Path) -> list[str]:
-    """The names in the plan's folder that its render disagrees with: a rendered file whose
-    committed copy differs or is missing, and a file under a rendered or staged name that the
-    render does not produce (the JSON of a plan that no longer asserts anything; a checker
-    committed by an earlier imagekit: a staged file is never committed)."""
+def folder_changes(rendered: Rendered, folder: Path) -> dict[str, bytes | None]:
+    """What the plan's folder must become to hold exactly its render, by name: the bytes a
+    rendered file must hold where its committed copy differs or is missing, and None for a file
+    under a rendered or staged name that the render does not produce (the JSON of a plan that
+    no longer asserts anything; a checker committed by an earlier imagekit: a staged file is
+    never committed). Empty when the folder is up to date."""
     wanted = rendered.files()
-    stale = []
+    changes: dict[str, bytes | None] = {}
     for name in (*RENDERED_FILES, *STAGED_FILES):
         path = folder / name
         current = path.read_bytes() if path.exists() else None
         if current != wanted.get(name):
-            stale.append(name)
-    return stale
+            changes[name] = wanted.get(name)
+    return changes
 
 
-def _result(rendered: Rendered, folder: Path, stale: list[str]) -> RenderResult:
-    unwanted = tuple(name for name in stale if name not in rendered.files())
+def _result(rendered: Rendered, folder: Path, changes: dict[str, bytes | None]) -> RenderResult:
+    unwanted = tuple(name for name, data in changes.items() if data is None)
     return RenderResult(
-        rendered.plan, folder / DOCKERFILE, rendered.digest, bool(stale), not_rendered=unwanted
+        rendered.plan, folder / DOCKERFILE, rendered.digest, bool(changes), not_rendered=unwanted
     )
 
 
@@ -387,14 +388,13 @@ def write_rendered(loaded: LoadedPlan) -> RenderResult:
     """
     rendered = render(loaded)
     folder = loaded.overlay_dir
-    stale = _stale(rendered, folder)
-    wanted = rendered.files()
-    for name in stale:
+    changes = folder_changes(rendered, folder)
+    for name, data in changes.items():
         path = folder / name
         path.unlink(missing_ok=True)
-        if name in wanted:
-            write_bytes(path, wanted[name])
-    return _result(rendered, folder, stale)
+        if data is not None:
+            write_bytes(path, data)
+    return _result(rendered, folder, changes)
 
 
 def _unrenderable(
@@ -432,9 +432,8 @@ def render_plans(
             continue
         if check:
             rendered = render(loaded)
-            results.append(
-                _result(rendered, loaded.overlay_dir, _stale(rendered, loaded.overlay_dir))
-            )
+            changes = folder_changes(rendered, loaded.overlay_dir)
+            results.append(_result(rendered, loaded.overlay_dir, changes))
         else:
             results.append(write_rendered(loaded))
     return results
