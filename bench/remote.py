@@ -110,7 +110,7 @@ def main(argv: list[str] | None = None) -> int:
                     results[name]["assertions"] = doc["assertions"]["status"]
                     subprocess.run([client, "rmi", doc["pushed"]], capture_output=True)  # noqa: S603
                     render.mkdir()
-                    for kept in ("Dockerfile", "imagekit-assert.py"):
+                    for kept in ("Dockerfile", "imagekit-assert.json", "imagekit-assert.py"):
                         shutil.copy2(Path(doc["evidence_dir"]) / kept, render / kept)
                     shutil.copytree(
                         REPO_ROOT / "dockerfiles" / "demo" / "overlay", render / "overlay"

@@ -68,7 +68,7 @@ def rendered_facts(
         kind,
         version,
         {
-            "rendered": {n: Digest.of_bytes(d).hex for n, d in rendered.files().items()},
+            "rendered": rendered.context_sha256(),
             "dockerfile_sha256": rendered.digest.hex,
             **internal,
         },

@@ -2,8 +2,8 @@
 
 The flow: load and render the plan, make sure the pinned base is in the engine (pulling it by
 digest; a registry that cannot be reached ends here with exit 3), put the rendered files (the
-Dockerfile and the assertion checker its last step bind-mounts) and only the overlay files it
-names into a temporary build context, build, and write the whole log to
+Dockerfile, the plan's checks and the checker its last step bind-mounts) and only the overlay
+files it names into a temporary build context, build, and write the whole log to
 evidence/NAME/<time>-<id>/build.log while streaming it to stderr. A build whose step fails (an
 overlay guard, an assertion, a pip install) is a BuildRejected (exit 1) that names the failing
 step and its last lines; its log and a ``rejected-build`` ledger record stay.

@@ -69,21 +69,24 @@ class PipSecrets:
 
 
 def new_build_dir(workspace: Workspace, loaded: LoadedPlan, rendered: Rendered) -> Path:
-    """The build's evidence folder, holding the rendered files it builds (from this render,
-    not from the committed copies, so the evidence is what the build ran)."""
+    """The build's evidence folder, holding the rendered and staged files it builds (from this
+    render and this imagekit, not from the committed copies, so the evidence is what the build
+    ran, the assertion checker included)."""
     run_dir = new_run_dir(workspace.evidence_dir, loaded.name)
-    for name, data in rendered.files().items():
+    for name, data in rendered.context_files().items():
         write_bytes(run_dir / name, data)
     return run_dir
 
 
 def stage_context(rendered: Rendered, into: Path) -> None:
-    """Only the rendered files and the overlay files the Dockerfile copies go into the context.
+    """Only the rendered files, the files staged from imagekit (the assertion checker) and the
+    overlay files the Dockerfile copies go into the context.
 
     The rendered files come from this render, not from the committed copies, so a build runs
-    exactly the checks of the plan it records.
+    exactly the checks of the plan it records; the checker comes from the package, never from
+    the plan's folder, so a stale copy committed there cannot run.
     """
-    for name, data in rendered.files().items():
+    for name, data in rendered.context_files().items():
         (into / name).write_bytes(data)
     for relative, source in rendered.sources:
         target = into / relative

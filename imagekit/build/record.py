@@ -23,7 +23,7 @@ from imagekit.ledger import (
 )
 from imagekit.ledger.record import AssertionRunDetails
 from imagekit.plans.model import LoadedPlan
-from imagekit.refs import Digest, Platform
+from imagekit.refs import Platform
 from imagekit.registry import RegistryClient, ResolvedImage
 from imagekit.workspace import Workspace
 
@@ -288,7 +288,7 @@ def rendered_build_details(
     return BuildDetails(
         plan_sha256=loaded.digest.hex,
         dockerfile_sha256=rendered.digest.hex,
-        rendered_sha256={n: Digest.of_bytes(d).hex for n, d in rendered.files().items()},
+        rendered_sha256=rendered.context_sha256(),
         builder=builder,
         base=base,
         **more,

@@ -31,8 +31,14 @@ def command(name: str | None, check: bool, as_json: bool) -> None:
             if r.digest is None:
                 state = f"{r.note}" + ("; rendered files left there are STALE" if r.changed else "")
                 click.echo(f"{r.path}: {state}")
-                continue
-            click.echo(f"{r.path}: {state} ({r.digest})")
+            else:
+                click.echo(f"{r.path}: {state} ({r.digest})")
+            for name in r.not_rendered:
+                if check:
+                    said = "STALE: the plan does not render it (`imagekit render` removes it)"
+                else:
+                    said = "removed: the plan does not render it"
+                click.echo(f"{r.path.parent / name}: {said}")
 
     run(
         lambda: render_plans(ws, name, check=check),
@@ -45,6 +51,7 @@ def command(name: str | None, check: bool, as_json: bool) -> None:
                 "sha256": r.digest.hex if r.digest else None,
                 "changed": r.changed,
                 "note": r.note,
+                "not_rendered": [str(r.path.parent / name) for name in r.not_rendered],
             }
             for r in results
         ],

@@ -39,7 +39,7 @@ from imagekit.errors import CheckFailed, PlanError, UsageError
 from imagekit.ledger.record import GuardReport
 from imagekit.plans.load import load_plan, parse_plan, plan_path
 from imagekit.plans.model import LoadedPlan
-from imagekit.plans.render import DOCKERFILE, render, write_rendered
+from imagekit.plans.render import DOCKERFILE, folder_changes, render, write_rendered
 from imagekit.plans.upstream import TagState, UpstreamTag, watch_tag
 from imagekit.refs import Digest, Platform, Reference, parse_reference
 from imagekit.registry import RegistryClient, ResolvedImage
@@ -148,13 +148,15 @@ def guard_platforms(
 
 @dataclass(frozen=True)
 class FileChange:
-    """One file of a proposal: where it lives, its bytes before and after, their diff."""
+    """One file of a proposal: where it lives, its bytes before and after, their diff;
+    ``removed`` when the file goes (a file the render no longer produces; ``after`` empty)."""
 
     path: Path
     shown_as: str  # the path in the diff's headers, relative to the project
     before: bytes | None
     after: bytes
     diff: str
+    removed: bool = False
 
 
 @dataclass(frozen=True)
@@ -235,13 +237,14 @@ def _shown(workspace: Workspace, path: Path) -> str:
         return path.name
 
 
-def _diff(shown_as: str, before: bytes | None, after: bytes) -> str:
+def _diff(shown_as: str, before: bytes | None, after: bytes | None) -> str:
     old = before.decode("utf-8").splitlines(keepends=True) if before is not None else []
+    new = after.decode("utf-8").splitlines(keepends=True) if after is not None else []
     lines = difflib.unified_diff(
         old,
-        after.decode("utf-8").splitlines(keepends=True),
+        new,
         fromfile=f"a/{shown_as}" if before is not None else "/dev/null",
-        tofile=f"b/{shown_as}",
+        tofile=f"b/{shown_as}" if after is not None else "/dev/null",
     )
     return "".join(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n"
                    for line in lines)  # fmt: skip
@@ -301,12 +304,13 @@ def propose(workspace: Workspace, loaded: LoadedPlan, digest: Digest) -> Proposa
     plan_file = FileChange(loaded.path, shown, loaded.raw, after, diff)
     rendered: list[FileChange] = []
     if (loaded.overlay_dir / DOCKERFILE).exists():
-        for name, data in render(reloaded).files().items():
+        # Each file the render changes, and each it no longer renders (removed on write).
+        for name, data in folder_changes(render(reloaded), loaded.overlay_dir).items():
             target = loaded.overlay_dir / name
             before = target.read_bytes() if target.exists() else None
-            if before != data:
-                where = _shown(workspace, target)
-                rendered.append(FileChange(target, where, before, data, _diff(where, before, data)))
+            where = _shown(workspace, target)
+            diff = _diff(where, before, data)
+            rendered.append(FileChange(target, where, before, data or b"", diff, data is None))
     notes: list[str] = []
     if loaded.path.is_symlink():
         notes.append(

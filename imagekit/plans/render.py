@@ -21,18 +21,26 @@ BuildKit (no ``# syntax=`` line, which would make every build pull a frontend im
 - the labels org.opencontainers.image.base.name / base.digest
   (https://github.com/opencontainers/image-spec/blob/main/annotations.md) and
   io.imagekit.plan / io.imagekit.plan-sha256 (the sha256 of the plan file's exact bytes);
-- the plan's assertions as the last RUN step: a standard-library Python checker that prints
-  one ``IMAGEKIT_ASSERT_PASS``/``IMAGEKIT_ASSERT_FAIL`` line a check and exits 1 if any failed.
-  The checker is its own file beside the Dockerfile (dockerfiles/NAME/imagekit-assert.py, the
-  plan's checks embedded as a Python literal), rendered and committed with it, and the step
-  reaches it through a BuildKit bind mount from the build context
-  (``RUN --mount=type=bind,source=imagekit-assert.py,target=/tmp/imagekit-assert.py``): it is
-  never copied into a layer, and the build log and image history show one short RUN line
-  instead of the whole script (BuildKit echoes every RUN line into the log). The bind mount
-  is in the Dockerfile frontend built into BuildKit, so it too needs no ``# syntax=`` line.
-  The target sits in /tmp, a folder every image has: Docker 20.10's BuildKit removes a file's
+- the plan's assertions as the last RUN step: imagekit's checker
+  (imagekit/plans/assert_checker.py, standard-library Python 3.8) prints one
+  ``IMAGEKIT_ASSERT_PASS``/``IMAGEKIT_ASSERT_FAIL`` line a check and exits 1 if any failed.
+  What a plan commits is data: its checks as JSON beside the Dockerfile
+  (dockerfiles/NAME/imagekit-assert.json, sorted keys, reviewed as a diff). The checker itself
+  is one file of the package, never committed per plan: every build stages it into its context
+  as imagekit-assert.py (:meth:`Rendered.context_files`), and the build record and provenance
+  pin its sha256 with the rendered files'. The step reaches both through BuildKit bind mounts
+  from the build context (``RUN --mount=type=bind,source=imagekit-assert.py,target=/tmp/...``):
+  neither is copied into a layer, and the build log and image history show one short RUN line
+  instead of a whole script (BuildKit echoes every RUN line into the log). The bind mount is in
+  the Dockerfile frontend built into BuildKit, so it too needs no ``# syntax=`` line. The
+  targets sit in /tmp, a folder every image has: Docker 20.10's BuildKit removes a file's
   mount point afterwards but keeps any folder it had to create for it, which would leave an
   empty folder in the image and show up as a change in `imagekit nightly`.
+
+`imagekit render` writes exactly the files a plan renders to: a file under a rendered or staged
+name that the plan does not render (an imagekit-assert.py committed by an earlier imagekit, or
+the JSON of a plan that no longer asserts anything) is removed and said so, and `render --check`
+reports it stale, so no stale checker stays in a commit.
 """
 
 from __future__ import annotations
@@ -41,8 +49,8 @@ import json
 import re
 import shlex
 from dataclasses import dataclass
+from importlib import resources
 from pathlib import Path
-from typing import Any
 
 from imagekit.errors import BaseDigestTruncated, PlanError
 from imagekit.evidence import write_bytes
@@ -50,6 +58,7 @@ from imagekit.plans.load import load_plan, plan_path
 from imagekit.plans.model import Assertions, LoadedPlan
 from imagekit.plans.steps import (
     RENDERED_FILES,
+    STAGED_FILES,
     Cmd,
     Entrypoint,
     Env,
@@ -62,8 +71,11 @@ from imagekit.plans.steps import (
 from imagekit.refs import Digest, Reference
 from imagekit.workspace import Workspace
 
-DOCKERFILE, ASSERT_SCRIPT = RENDERED_FILES
-ASSERT_MOUNT = "/tmp/imagekit-assert.py"  # noqa: S108 - a mount point inside the image
+DOCKERFILE, ASSERT_SPEC = RENDERED_FILES
+(ASSERT_CHECKER,) = STAGED_FILES
+# Mount points inside the image (see the module's docstring for why under /tmp).
+ASSERT_MOUNT = "/tmp/imagekit-assert.py"  # noqa: S108
+ASSERT_SPEC_MOUNT = "/tmp/imagekit-assert.json"  # noqa: S108
 PIP_CA_SECRET = "pip_ca"  # noqa: S105 - the id of a secret mount, not a secret
 PIP_INDEX_SECRET = "pip_index"  # noqa: S105 - the id of a secret mount, not a secret
 DRIFT_MARKER = "IMAGEKIT_OVERLAY_DRIFT"
@@ -75,83 +87,24 @@ ASSERT_FAIL_MARKER = "IMAGEKIT_ASSERT_FAIL"
 ASSERTIONS_PASSED_MARKER = "IMAGEKIT_ASSERTIONS_PASSED"
 PACKAGE_MARKER = "IMAGEKIT_PACKAGES"
 
-# The in-build assertion checker, after the plan's SPEC. Standard library only and Python
-# 3.8-compatible, because it runs with whatever python3 the base image has. Every check runs
-# (one failure does not hide the next); the exit status is 1 when any failed.
-_CHECKER_HEAD = """\
-# The post-build assertions of the plan {name} ({name}.yaml); do not edit by hand.
-# `imagekit render {name}` writes this file beside the Dockerfile, whose last step runs it
-# through a BuildKit bind mount, so it is never in the image. Standard library only and
-# Python 3.8-compatible: it runs with whatever python3 the base image has.
-# ruff: noqa: E501
-import importlib
-import importlib.util
-import json
-import subprocess
-import sys
-
-"""
-_CHECKER = """\
-failed = []
-
-
-def report(ok, what, detail):
-    line = ("IMAGEKIT_ASSERT_PASS " if ok else "IMAGEKIT_ASSERT_FAIL ") + what
-    print(line + (": " + detail if detail else ""), flush=True)
-    if not ok:
-        failed.append(what)
-
-
-if SPEC["pip_check"]:
-    r = subprocess.run(  # noqa: S603 - this interpreter's pip
-        [sys.executable, "-m", "pip", "check"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-    print(r.stdout, end="", flush=True)
-    report(r.returncode == 0, "pip_check", f"exit {r.returncode}")
-for name in SPEC["find_spec"]:
-    try:
-        found = importlib.util.find_spec(name) is not None
-        detail = "" if found else "find_spec returned None"
-    except Exception as exc:
-        found, detail = False, f"{type(exc).__name__}: {exc}"
-    report(found, "find_spec " + name, detail)
-for name in SPEC["imports"]:
-    try:
-        importlib.import_module(name)
-        ok, detail = True, ""
-    except BaseException as exc:
-        ok, detail = False, f"{type(exc).__name__}: {exc}"
-    report(ok, "import " + name, detail)
-for cmd in SPEC["commands"]:
-    what = "command " + json.dumps(cmd["argv"])
-    try:
-        code = subprocess.run(cmd["argv"]).returncode  # noqa: S603 - the plan's own command
-        report(code == cmd["exit_code"], what, f"exit {code}, expected {cmd['exit_code']}")
-    except OSError as exc:
-        report(False, what, f"{type(exc).__name__}: {exc}")
-if failed:
-    print(f"IMAGEKIT_ASSERTIONS_REJECTED {len(failed)} failed: {'; '.join(failed)}")
-    sys.exit(1)
-print("IMAGEKIT_ASSERTIONS_PASSED")
-"""
-
 
 @dataclass(frozen=True)
 class Rendered:
-    """A Dockerfile's text, the files rendered beside it, and the overlay files it copies.
+    """A Dockerfile's text, the files rendered beside it, the files staged from the package
+    for it, and the overlay files it copies.
 
-    ``generated`` holds the rendered files other than the Dockerfile (name -> bytes; today
-    only the assertion checker, when the plan has assertions); ``sources`` the overlay files
-    (relative source -> file) its COPYs need. All of them go into the build context.
+    ``generated`` holds the rendered files other than the Dockerfile (name -> bytes; today the
+    plan's checks as JSON, when it has assertions): committed, compared by `render --check`.
+    ``staged`` holds what every build adds from imagekit itself (the assertion checker): in the
+    build context, never committed. ``sources`` are the overlay files (relative source ->
+    file) its COPYs need. All of them go into the build context.
     """
 
     plan: str
     dockerfile: str
     sources: tuple[tuple[str, Path], ...]
     generated: tuple[tuple[str, bytes], ...] = ()
+    staged: tuple[tuple[str, bytes], ...] = ()
 
     @property
     def data(self) -> bytes:
@@ -162,19 +115,35 @@ class Rendered:
         return Digest.of_bytes(self.data)
 
     def files(self) -> dict[str, bytes]:
-        """Every rendered file by its name in dockerfiles/NAME/, the Dockerfile first."""
+        """The files `imagekit render` commits in dockerfiles/NAME/, the Dockerfile first."""
         return {DOCKERFILE: self.data, **dict(self.generated)}
+
+    def context_files(self) -> dict[str, bytes]:
+        """Every file of the build context but the overlays: the committed files and the
+        staged ones, by name. What a build keeps in its evidence and pins by sha256 in its
+        record and provenance, so a record names the exact checker bytes that ran."""
+        return {**self.files(), **dict(self.staged)}
+
+    def context_sha256(self) -> dict[str, str]:
+        """:meth:`context_files` by sha256 (hex): the ``rendered`` map of a build's record and
+        of its provenance."""
+        return {name: Digest.of_bytes(data).hex for name, data in self.context_files().items()}
 
 
 @dataclass(frozen=True)
 class RenderResult:
-    """One plan's render; ``digest`` is None for a plan that cannot be rendered (``note``)."""
+    """One plan's render; ``digest`` is None for a plan that cannot be rendered (``note``).
+
+    ``not_rendered`` names the files found in the plan's folder under a rendered or staged name
+    that its render does not produce: `render` removed them, `render --check` found them stale.
+    """
 
     plan: str
     path: Path
     digest: Digest | None
     changed: bool
     note: str | None = None
+    not_rendered: tuple[str, ...] = ()
 
 
 def _quote(value: str) -> str:
@@ -282,36 +251,18 @@ def render_overlay(step: Overlay) -> list[str]:
     return [f"RUN {guard}", f"COPY {flags}{step.source} {path}"]
 
 
-def _str_literal(value: str) -> str:
-    """repr, in double quotes where repr picks single ones (as ``ruff format`` would write)."""
-    text = repr(value)
-    # repr picks single quotes unless the text has a ' and no "; so here it has neither.
-    if text.startswith("'") and '"' not in value:
-        return '"' + text[1:-1] + '"'
-    return text
+def assertion_spec(assertions: Assertions) -> bytes:
+    """The plan's checks as the checker reads them: JSON with sorted keys, indented, one
+    trailing newline, so the same plan always commits the same bytes, reviewable as a diff."""
+    document = assertions.model_dump(mode="json")
+    return (json.dumps(document, sort_keys=True, indent=2) + "\n").encode()
 
 
-def _literal(value: Any, indent: str = "") -> str:
-    """A Python literal of JSON-shaped data, one item a line with keys sorted: reviewable."""
-    inner = indent + "    "
-    if isinstance(value, dict):
-        items = [f"{inner}{_str_literal(k)}: {_literal(value[k], inner)},\n" for k in sorted(value)]
-        return "{\n" + "".join(items) + indent + "}" if items else "{}"
-    if isinstance(value, list):
-        items = [f"{inner}{_literal(v, inner)},\n" for v in value]
-        return "[\n" + "".join(items) + indent + "]" if items else "[]"
-    if isinstance(value, str):
-        return _str_literal(value)
-    if isinstance(value, (bool, int)) or value is None:
-        return repr(value)  # deterministic for these types
-    raise TypeError(f"not JSON-shaped: {type(value).__name__}")
+def assertion_checker() -> bytes:
+    """The checker's exact bytes, read from the package (imagekit/plans/assert_checker.py).
 
-
-def assertion_checker(name: str, assertions: Assertions) -> bytes:
-    """The checker file for a plan's assertions: header, the plan's SPEC, the fixed checker."""
-    spec = _literal(assertions.model_dump(mode="json"))
-    head = _CHECKER_HEAD.format(name=name)
-    return f"{head}SPEC = {spec}\n\n{_CHECKER}".encode()
+    It is read, never imported: it runs in the image with the image's python3."""
+    return resources.files("imagekit.plans").joinpath("assert_checker.py").read_bytes()
 
 
 @dataclass(frozen=True)
@@ -336,8 +287,11 @@ class CheckerOutput:
 
 
 def _assertions_step() -> str:
-    mount = f"--mount=type=bind,source={ASSERT_SCRIPT},target={ASSERT_MOUNT}"
-    return f"RUN {mount} python3 {ASSERT_MOUNT}"
+    mounts = " ".join(
+        f"--mount=type=bind,source={name},target={target}"
+        for name, target in ((ASSERT_CHECKER, ASSERT_MOUNT), (ASSERT_SPEC, ASSERT_SPEC_MOUNT))
+    )
+    return f"RUN {mounts} python3 {ASSERT_MOUNT} {ASSERT_SPEC_MOUNT}"
 
 
 def _from_platform(loaded: LoadedPlan) -> str:
@@ -385,58 +339,74 @@ def render(loaded: LoadedPlan) -> Rendered:
     }
     lines.append("LABEL " + " \\\n      ".join(f"{k}={_quote(v)}" for k, v in labels.items()))
     generated: list[tuple[str, bytes]] = []
+    staged: list[tuple[str, bytes]] = []
     if not plan.assertions.empty:
-        lines.append(f"# The plan's assertions: {ASSERT_SCRIPT} beside this file.")
+        lines.append(
+            f"# The plan's assertions ({ASSERT_SPEC} beside this file), run by imagekit's "
+            f"checker, which every build stages as {ASSERT_CHECKER}."
+        )
         lines.append(_assertions_step())
-        generated.append((ASSERT_SCRIPT, assertion_checker(plan.name, plan.assertions)))
+        generated.append((ASSERT_SPEC, assertion_spec(plan.assertions)))
+        staged.append((ASSERT_CHECKER, assertion_checker()))
     return Rendered(
         plan=plan.name,
         dockerfile="\n".join(lines) + "\n",
         sources=tuple(sources),
         generated=tuple(generated),
+        staged=tuple(staged),
     )
 
 
-def _stale(rendered: Rendered, folder: Path) -> list[str]:
-    """The rendered files whose committed copy differs (or exists though it should not)."""
+def folder_changes(rendered: Rendered, folder: Path) -> dict[str, bytes | None]:
+    """What the plan's folder must become to hold exactly its render, by name: the bytes a
+    rendered file must hold where its committed copy differs or is missing, and None for a file
+    under a rendered or staged name that the render does not produce (the JSON of a plan that
+    no longer asserts anything; a checker committed by an earlier imagekit: a staged file is
+    never committed). Empty when the folder is up to date."""
     wanted = rendered.files()
-    stale = []
-    for name in RENDERED_FILES:
+    changes: dict[str, bytes | None] = {}
+    for name in (*RENDERED_FILES, *STAGED_FILES):
         path = folder / name
         current = path.read_bytes() if path.exists() else None
         if current != wanted.get(name):
-            stale.append(name)
-    return stale
+            changes[name] = wanted.get(name)
+    return changes
+
+
+def _result(rendered: Rendered, folder: Path, changes: dict[str, bytes | None]) -> RenderResult:
+    unwanted = tuple(name for name, data in changes.items() if data is None)
+    return RenderResult(
+        rendered.plan, folder / DOCKERFILE, rendered.digest, bool(changes), not_rendered=unwanted
+    )
 
 
 def write_rendered(loaded: LoadedPlan) -> RenderResult:
-    """Write the Dockerfile (and the checker) beside the overlay sources; report a change.
+    """Write the Dockerfile (and the checks' JSON) beside the overlay sources; report a change.
 
-    A checker left from an earlier render of a plan that no longer has assertions is removed,
-    so the folder holds exactly what the plan renders to.
+    A file the plan does not render is removed (and named in the result), so the folder holds
+    exactly what the plan renders to and a build context or a commit never carries it.
     """
     rendered = render(loaded)
-    target = loaded.overlay_dir / DOCKERFILE
-    stale = _stale(rendered, loaded.overlay_dir)
-    wanted = rendered.files()
-    for name in stale:
-        path = loaded.overlay_dir / name
+    folder = loaded.overlay_dir
+    changes = folder_changes(rendered, folder)
+    for name, data in changes.items():
+        path = folder / name
         path.unlink(missing_ok=True)
-        if name in wanted:
-            write_bytes(path, wanted[name])
-    return RenderResult(rendered.plan, target, rendered.digest, changed=bool(stale))
+        if data is not None:
+            write_bytes(path, data)
+    return _result(rendered, folder, changes)
 
 
 def _unrenderable(
     workspace: Workspace, path: Path, exc: BaseDigestTruncated, *, check: bool
 ) -> RenderResult:
     folder = workspace.dockerfiles_dir / path.stem
-    left = [folder / n for n in RENDERED_FILES if (folder / n).exists()]
+    left = [n for n in (*RENDERED_FILES, *STAGED_FILES) if (folder / n).exists()]
     if not check:
-        for stale in left:
-            stale.unlink()
+        for name in left:
+            (folder / name).unlink()
     note = "not rendered: its base digest is cut short; builds render it with --base"
-    return RenderResult(path.stem, folder / DOCKERFILE, None, bool(left), note)
+    return RenderResult(path.stem, folder / DOCKERFILE, None, bool(left), note, tuple(left))
 
 
 def render_plans(
@@ -462,9 +432,8 @@ def render_plans(
             continue
         if check:
             rendered = render(loaded)
-            target = loaded.overlay_dir / DOCKERFILE
-            stale = bool(_stale(rendered, loaded.overlay_dir))
-            results.append(RenderResult(rendered.plan, target, rendered.digest, stale))
+            changes = folder_changes(rendered, loaded.overlay_dir)
+            results.append(_result(rendered, loaded.overlay_dir, changes))
         else:
             results.append(write_rendered(loaded))
     return results

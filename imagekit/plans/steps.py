@@ -30,8 +30,12 @@ _MAX_ID = 2**31 - 1
 # shell and Dockerfile quoting problems (no spaces, quotes, '$', globs or backslashes).
 _PATH_CHARS = re.compile(r"[A-Za-z0-9._+@=,:-]+")
 RESERVED_LABEL_PREFIXES = ("org.opencontainers.image.base.", "io.imagekit.")
-# Files `imagekit render` writes into dockerfiles/NAME/; an overlay source may not be one.
-RENDERED_FILES = ("Dockerfile", "imagekit-assert.py")
+# Files `imagekit render` writes into dockerfiles/NAME/ (committed, compared by `render
+# --check`), and those every build stages beside them from the package (never committed: the
+# assertion checker). An overlay source may be none of them: it would take one's place in the
+# build context.
+RENDERED_FILES = ("Dockerfile", "imagekit-assert.json")
+STAGED_FILES = ("imagekit-assert.py",)
 
 
 def _check_path_chars(value: str, what: str) -> None:
@@ -221,7 +225,7 @@ class Overlay(_Step):
     def _source(cls, value: str, info: ValidationInfo) -> str:
         if value.startswith("/") or posixpath.normpath(value) != value:
             raise fail("source", f"{value!r} must be a plain relative path under the plan folder")
-        if value.split("/")[0] == ".." or value == "." or value in RENDERED_FILES:
+        if value.split("/")[0] == ".." or value in (".", *RENDERED_FILES, *STAGED_FILES):
             raise fail("source", f"{value!r} escapes the plan folder or is not an overlay file")
         _check_path_chars(value, "source")
         folder = (info.context or {}).get("overlay_dir")

@@ -3,8 +3,9 @@
 The engine path runs the assertions as the build's last step. An image assembled through the
 registry never was in an engine, so here the engine pulls it from the registry by digest
 (this pulls the base's layers too: the assertions, like an audit, need the whole image; the
-build itself never does) and runs the same checker the engine path bind-mounts
-(imagekit.plans.render.assertion_checker) in a container with no network.
+build itself never does) and runs the same checker the engine path bind-mounts (imagekit's
+own file, imagekit/plans/assert_checker.py, with the plan's checks as the JSON `imagekit
+render` commits) in a container with no network.
 
 An image of another architecture runs under qemu-user when the host registered its binfmt
 handler, and every status then says "emulated (qemu-aarch64)"; where it can run neither
@@ -28,11 +29,14 @@ from imagekit.errors import BuildFailed, CouldNotFinish
 from imagekit.evidence import write_bytes
 from imagekit.plans.model import LoadedPlan
 from imagekit.plans.render import (
+    ASSERT_CHECKER,
     ASSERT_FAIL_MARKER,
     ASSERT_MOUNT,
-    ASSERT_SCRIPT,
+    ASSERT_SPEC,
+    ASSERT_SPEC_MOUNT,
     CheckerOutput,
     assertion_checker,
+    assertion_spec,
 )
 from imagekit.refs import Platform, Reference
 from imagekit.runtime.container import (
@@ -128,25 +132,27 @@ def run_assertions(
     if not execution.runs:
         return not_run(execution.reason, execution)
     engine = engine or connect()
-    checker = run_dir / ASSERT_SCRIPT
-    write_bytes(checker, assertion_checker(loaded.name, assertions))
+    files = ((ASSERT_CHECKER, assertion_checker()), (ASSERT_SPEC, assertion_spec(assertions)))
+    for name, data in files:
+        write_bytes(run_dir / name, data)
+    targets = ((ASSERT_CHECKER, ASSERT_MOUNT), (ASSERT_SPEC, ASSERT_SPEC_MOUNT))
     pinned = str(image)
     log(f"assertions: pulling {pinned} ({platform}) into the engine, {execution.note}")
     with engine_errors(f"pulling {pinned} for the assertions", registry=image.registry):
         engine.client.image.pull(pinned, quiet=True, platform=str(platform))
     container = ContainerSpec(
         image=pinned,
-        argv=(ASSERT_MOUNT,),
+        argv=(ASSERT_MOUNT, ASSERT_SPEC_MOUNT),
         entrypoint="python3",
         label=LABEL,
         network="none",
-        mounts=(Mount(checker.resolve(), ASSERT_MOUNT),),
+        mounts=tuple(Mount((run_dir / name).resolve(), target) for name, target in targets),
         read_only=False,  # as the engine path's build step: the checks may write
         drop_capabilities=False,
         platform=str(platform),
     )
     # The command as the evidence shows it: no name of this run's, no path of this machine.
-    mounted = replace(container, mounts=(Mount(Path(ASSERT_SCRIPT), ASSERT_MOUNT),))
+    mounted = replace(container, mounts=tuple(Mount(Path(n), target) for n, target in targets))
     shown = ("docker", *container_argv("docker", mounted, "NAME")[1:])
     try:
         run = run_container(

@@ -19,6 +19,7 @@ from imagekit.attest.keys import KeyPairFiles
 from imagekit.cli import main
 from imagekit.kinds.push import SLSA_PROVENANCE_V1
 from imagekit.ledger import read_records
+from imagekit.plans.render import assertion_checker
 from imagekit.workspace import Workspace
 from tests.support.base_image import BaseImage
 from tests.support.buildkitd import RunningBuildkitd
@@ -142,6 +143,12 @@ def test_a_build_on_a_buildkitd_of_its_own_carries_provenance_naming_that_daemon
     internal = statement["predicate"]["buildDefinition"]["internalParameters"]
     assert internal["dockerfile_sha256"] == document["dockerfile_sha256"]
     assert internal["config_digest"] == document["image_id"]
+    # Every file of the context but the overlays, as the build record pins them: the plan's
+    # checks and imagekit's checker, by the exact bytes that ran.
+    assert set(internal["rendered"]) == {"Dockerfile", "imagekit-assert.json", "imagekit-assert.py"}
+    checker = hashlib.sha256(assertion_checker()).hexdigest()
+    assert internal["rendered"]["imagekit-assert.py"] == checker
+    assert internal["rendered"] == record.details["rendered_sha256"]
     signer.policy_holds(pushed, base_image.digest, "demo")
 
 

@@ -32,6 +32,7 @@ from imagekit.build.options import BuildOptions
 from imagekit.cli.build_cmd import command as build_command
 from imagekit.errors import BuildFailed
 from imagekit.ledger import read_records
+from imagekit.plans.render import assertion_checker
 from imagekit.runtime.engine import BUILDX_ENV, Engine, connect
 from imagekit.workspace import Workspace
 from tests.support.base_image import BaseImage
@@ -143,16 +144,20 @@ def test_demo_builds_end_to_end_and_pushes(
     assert _run(engine, tag, "python3", "-c", "import six; print(six.__version__)") == "1.16.0\n"
     # Neither the CA bundle nor the index URL is in the image, its env or its history.
     assert _run(engine, tag, "sh", "-c", "ls -A /run/secrets 2>/dev/null | wc -l") == "0\n"
-    # The assertion checker was bind-mounted for its step only: not in the image, and the log
-    # shows one short RUN line for it, not the script.
-    assert _run(engine, tag, "sh", "-c", "test -e /tmp/imagekit-assert.py; echo $?") == "1\n"
-    # ... and it left nothing behind: no mount-point folder either.
+    # The assertion checker and the plan's checks were bind-mounted for their step only: not
+    # in the image, and the log shows one short RUN line for them, not the script.
+    for mounted in ("/tmp/imagekit-assert.py", "/tmp/imagekit-assert.json"):
+        assert _run(engine, tag, "sh", "-c", f"test -e {mounted}; echo $?") == "1\n"
+    # ... and they left nothing behind: no mount-point folder either.
     assert _run(engine, tag, "sh", "-c", "ls -A /tmp | wc -l") == "0\n"
     run_lines = [line for line in text.splitlines() if "/tmp/imagekit-assert.py" in line]
-    assert run_lines and all(len(line) < 200 for line in run_lines)
-    assert "def report(" not in text
-    checker = (workspace.dockerfiles_dir / "demo" / "imagekit-assert.py").read_bytes()
-    assert (log.parent / "imagekit-assert.py").read_bytes() == checker
+    # (two mounts and two paths: longer than the one mount's 200, far from the script's)
+    assert run_lines and all(len(line) < 260 for line in run_lines)
+    assert "def report(" not in text and '"find_spec": [' not in text
+    # The evidence keeps what the build ran: the committed checks, the package's checker.
+    checks = (workspace.dockerfiles_dir / "demo" / "imagekit-assert.json").read_bytes()
+    assert (log.parent / "imagekit-assert.json").read_bytes() == checks
+    assert (log.parent / "imagekit-assert.py").read_bytes() == assertion_checker()
     history = subprocess.run(
         [engine.client_path, "history", "--no-trunc", "--format", "{{.CreatedBy}}", tag],
         capture_output=True,
@@ -173,6 +178,15 @@ def test_demo_builds_end_to_end_and_pushes(
     assert base_details["config_digest"].startswith("sha256:")
     assert len(base_details["layer_digests"]) == 1 and base_details["compressed_layer_bytes"] > 0
     assert records[1].images["pushed"] == doc["pushed"]
+    # The record pins every file of the context but the overlays, the checker's exact bytes too.
+    assert records[0].details["rendered_sha256"] == {
+        name: hashlib.sha256((log.parent / name).read_bytes()).hexdigest()
+        for name in ("Dockerfile", "imagekit-assert.json", "imagekit-assert.py")
+    }
+    assert (
+        records[0].details["rendered_sha256"]["imagekit-assert.py"]
+        == hashlib.sha256(assertion_checker()).hexdigest()
+    )
 
 
 def test_drifted_overlay_fails_before_the_copy(

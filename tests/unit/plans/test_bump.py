@@ -7,6 +7,7 @@ test_nightly_watch.py; here the text edit and the proposal, on a copy of the dem
 from __future__ import annotations
 
 import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -68,6 +69,40 @@ def test_the_committed_render_is_part_of_the_proposal_and_written_with_it(
     assert written == (loaded.path, loaded.overlay_dir / "Dockerfile")
     assert _load(ws).plan.base.reference == proposal.new_reference
     assert [r.changed for r in render_plans(ws, "demo", check=True)] == [False]
+
+
+def test_a_file_the_render_no_longer_produces_goes_in_the_proposal_and_on_write(
+    ws: Workspace, tmp_path: Path
+) -> None:
+    """A checker committed by an earlier imagekit (imagekit-assert.py beside the Dockerfile):
+    the proposal removes it in its patch (which `git apply` takes) and its write removes it."""
+    stale = ws.dockerfiles_dir / "demo" / "imagekit-assert.py"
+    stale.write_text("SPEC = {}\n")
+    loaded = _load(ws)
+    proposal = propose(ws, loaded, NEW)
+    assert [(f.shown_as, f.removed) for f in proposal.rendered] == [
+        ("dockerfiles/demo/Dockerfile", False),
+        ("dockerfiles/demo/imagekit-assert.py", True),
+    ]
+    assert proposal.rendered[1].diff == (
+        "--- a/dockerfiles/demo/imagekit-assert.py\n+++ /dev/null\n@@ -1 +0,0 @@\n-SPEC = {}\n"
+    )
+    copy = tmp_path / "copy"
+    shutil.copytree(ws.root, copy)
+    subprocess.run(["git", "init", "-q", str(copy)], check=True)
+    applied = subprocess.run(
+        ["git", "apply", "-"], cwd=copy, input=proposal.patch, text=True, capture_output=True
+    )
+    assert applied.returncode == 0, applied.stderr
+    assert not (copy / "dockerfiles" / "demo" / "imagekit-assert.py").exists()
+    proposal.write(ws)
+    assert not stale.exists()
+    assert [(r.changed, r.not_rendered) for r in render_plans(ws, "demo", check=True)] == [
+        (False, ())
+    ]
+    assert (copy / "dockerfiles" / "demo" / "Dockerfile").read_bytes() == (
+        ws.dockerfiles_dir / "demo" / "Dockerfile"
+    ).read_bytes()
 
 
 def test_quotes_flow_mappings_and_line_ends_are_kept(tmp_path: Path) -> None:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
-import sys
 from dataclasses import replace
 from pathlib import Path
 
@@ -18,11 +17,10 @@ from imagekit.errors import PlanError
 from imagekit.plans.load import load_plan
 from imagekit.plans.model import Assertions, LoadedPlan
 from imagekit.plans.render import (
-    ASSERT_FAIL_MARKER,
+    ASSERT_CHECKER,
     ASSERT_MOUNT,
-    ASSERT_PASS_MARKER,
-    ASSERT_SCRIPT,
-    ASSERTIONS_PASSED_MARKER,
+    ASSERT_SPEC,
+    ASSERT_SPEC_MOUNT,
     assertion_checker,
     render,
     render_overlay,
@@ -59,7 +57,8 @@ def test_render_is_byte_stable() -> None:
     second = render(_demo())
     assert first.data == second.data
     assert first.files() == second.files()
-    assert list(first.files()) == ["Dockerfile", ASSERT_SCRIPT]
+    assert list(first.files()) == ["Dockerfile", ASSERT_SPEC]
+    assert first.context_files() == second.context_files()
     assert render(_demo()).digest == render(_demo()).digest
 
 
@@ -69,10 +68,12 @@ def test_committed_dockerfiles_are_the_render_of_their_plans() -> None:
             REPO / "manifests" / f"{name}.yaml", dockerfiles_dir=REPO / "dockerfiles"
         )
         files = render(loaded).files()
-        assert set(files) == {"Dockerfile", ASSERT_SCRIPT}  # all three plans assert something
+        assert set(files) == {"Dockerfile", ASSERT_SPEC}  # all three plans assert something
         for file_name, data in files.items():
             committed = (REPO / "dockerfiles" / name / file_name).read_bytes()
             assert committed == data, f"run `imagekit render {name}` ({file_name})"
+        # The checker is imagekit's own file, staged by every build: never committed per plan.
+        assert not (REPO / "dockerfiles" / name / ASSERT_CHECKER).exists()
 
 
 def test_from_carries_the_digest_and_labels_name_base_and_plan() -> None:
@@ -136,17 +137,26 @@ def test_remove_packages_is_exact_and_never_autoremove() -> None:
     assert "dpkg-query" in line and "apt-get -s remove" in line
 
 
-def test_assertions_are_the_last_step_through_a_bind_mount_of_the_checker() -> None:
+def test_assertions_are_the_last_step_through_bind_mounts_of_checker_and_checks() -> None:
     rendered = render(_demo())
     last = rendered.dockerfile.splitlines()[-1]
     assert last == (
-        f"RUN --mount=type=bind,source={ASSERT_SCRIPT},target={ASSERT_MOUNT} python3 {ASSERT_MOUNT}"
+        f"RUN --mount=type=bind,source={ASSERT_CHECKER},target={ASSERT_MOUNT} "
+        f"--mount=type=bind,source={ASSERT_SPEC},target={ASSERT_SPEC_MOUNT} "
+        f"python3 {ASSERT_MOUNT} {ASSERT_SPEC_MOUNT}"
     )
-    assert "find_spec" not in rendered.dockerfile  # the script is not inline any more
-    program = rendered.files()[ASSERT_SCRIPT].decode()
-    assert '    "find_spec": [\n        "six",\n        "av",\n        "numpy",\n    ],' in program
-    assert '    "pip_check": True,' in program
-    compile(program, ASSERT_SCRIPT, "exec")
+    assert "find_spec" not in rendered.dockerfile  # the checks are not inline
+    spec = rendered.files()[ASSERT_SPEC].decode()
+    assert '  "find_spec": [\n    "six",\n    "av",\n    "numpy"\n  ],' in spec
+    assert '  "pip_check": true\n}\n' in spec
+    # What a build stages: the committed files and imagekit's checker, the same for any plan.
+    assert rendered.context_files() == {**rendered.files(), ASSERT_CHECKER: assertion_checker()}
+    assert ASSERT_CHECKER not in rendered.files()
+    m3 = load_plan(REPO / "manifests" / "m3-vllm.yaml", dockerfiles_dir=REPO / "dockerfiles")
+    assert render(m3).context_files()[ASSERT_CHECKER] == assertion_checker()
+    hashes = rendered.context_sha256()
+    assert list(hashes) == ["Dockerfile", ASSERT_SPEC, ASSERT_CHECKER]
+    assert hashes["Dockerfile"] == rendered.digest.hex
 
 
 def test_no_assertions_no_checker_and_no_step() -> None:
@@ -154,81 +164,36 @@ def test_no_assertions_no_checker_and_no_step() -> None:
     bare = replace(loaded, plan=loaded.plan.model_copy(update={"assertions": Assertions()}))
     rendered = render(bare)
     assert list(rendered.files()) == ["Dockerfile"]
+    assert list(rendered.context_files()) == ["Dockerfile"]
     assert "--mount=type=bind" not in rendered.dockerfile
 
 
-def _run_checker(tmp_path: Path, spec: dict[str, object]) -> subprocess.CompletedProcess[str]:
-    script = tmp_path / ASSERT_SCRIPT
-    script.write_bytes(assertion_checker("unit", Assertions.model_validate(spec)))
-    return subprocess.run(
-        [sys.executable, str(script)], capture_output=True, text=True, check=False, timeout=60
-    )
-
-
-def test_checker_passes_and_fails_with_the_markers_build_parses(tmp_path: Path) -> None:
-    ok = _run_checker(
-        tmp_path,
-        {"find_spec": ["json"], "imports": ["json"], "commands": [{"argv": ["true"]}]},
-    )
-    assert ok.returncode == 0, ok.stdout + ok.stderr
-    assert ok.stdout.splitlines() == [
-        "IMAGEKIT_ASSERT_PASS find_spec json",
-        "IMAGEKIT_ASSERT_PASS import json",
-        'IMAGEKIT_ASSERT_PASS command ["true"]: exit 0, expected 0',
-        "IMAGEKIT_ASSERTIONS_PASSED",
-    ]
-    # the registry builder reads the container's output through these constants
-    assert ok.stdout.startswith(f"{ASSERT_PASS_MARKER} find_spec json\n")
-    assert ok.stdout.splitlines()[-1] == ASSERTIONS_PASSED_MARKER
-    bad = _run_checker(
-        tmp_path,
-        {
-            "find_spec": ["imagekit_no_such_module", "json"],
-            "commands": [{"argv": ["sh", "-c", "exit 3"], "exit_code": 0}],
-        },
-    )
-    assert bad.returncode == 1
-    lines = bad.stdout.splitlines()
-    missing = "imagekit_no_such_module"
-    assert "IMAGEKIT_ASSERT_PASS find_spec json" in lines  # one failure hides no other check
-    assert 'IMAGEKIT_ASSERT_FAIL command ["sh", "-c", "exit 3"]: exit 3, expected 0' in lines
-    assert f"{ASSERT_FAIL_MARKER} find_spec {missing}: find_spec returned None" in lines
-    assert lines[-1] == (
-        "IMAGEKIT_ASSERTIONS_REJECTED 2 failed: find_spec imagekit_no_such_module; "
-        'command ["sh", "-c", "exit 3"]'
-    )
-
-
-def test_checker_embeds_quotes_and_non_ascii_exactly(tmp_path: Path) -> None:
-    argv = ["sh", "-c", """test "$0" = 'a"b\\c é'""", """a"b\\c é"""]
-    result = _run_checker(tmp_path, {"commands": [{"argv": argv}]})
-    assert result.returncode == 0, result.stdout + result.stderr
-    assert f"IMAGEKIT_ASSERT_PASS command {json.dumps(argv)}" in result.stdout
-
-
-def test_an_overlay_may_not_be_a_rendered_file(project: Workspace) -> None:
+@pytest.mark.parametrize("name", ["Dockerfile", ASSERT_SPEC, ASSERT_CHECKER])
+def test_an_overlay_may_not_be_a_rendered_or_staged_file(project: Workspace, name: str) -> None:
     path = project.plans_dir / "demo.yaml"
-    (project.dockerfiles_dir / "demo" / ASSERT_SCRIPT).write_text("print('mine')\n")
-    path.write_text(path.read_text().replace("overlay/av_about.py", ASSERT_SCRIPT))
-    with pytest.raises(PlanError, match="imagekit-assert.py"):
+    (project.dockerfiles_dir / "demo" / name).write_text("print('mine')\n")
+    path.write_text(path.read_text().replace("overlay/av_about.py", name))
+    with pytest.raises(PlanError, match=name):
         load_plan(path, dockerfiles_dir=project.dockerfiles_dir)
 
 
 def test_write_rendered_reports_changes(project: Workspace) -> None:
     loaded = load_plan(project.plans_dir / "demo.yaml", dockerfiles_dir=project.dockerfiles_dir)
     target = project.dockerfiles_dir / "demo" / "Dockerfile"
-    checker = project.dockerfiles_dir / "demo" / ASSERT_SCRIPT
+    checks = project.dockerfiles_dir / "demo" / ASSERT_SPEC
     target.unlink()
     assert write_rendered(loaded).changed
     assert not write_rendered(loaded).changed
     assert target.read_bytes() == render(loaded).data
-    checker.write_bytes(checker.read_bytes() + b"# edited\n")  # only the checker differs
-    assert write_rendered(loaded).changed
-    assert checker.read_bytes() == render(loaded).files()[ASSERT_SCRIPT]
-    # A plan that stops asserting anything leaves no checker behind.
+    checks.write_bytes(checks.read_bytes() + b"\n")  # only the checks differ
+    written = write_rendered(loaded)
+    assert written.changed and written.not_rendered == ()
+    assert checks.read_bytes() == render(loaded).files()[ASSERT_SPEC]
+    # A plan that stops asserting anything leaves no checks behind, and says so.
     bare = replace(loaded, plan=loaded.plan.model_copy(update={"assertions": Assertions()}))
-    assert write_rendered(bare).changed
-    assert not checker.exists()
+    removed = write_rendered(bare)
+    assert removed.changed and removed.not_rendered == (ASSERT_SPEC,)
+    assert not checks.exists()
     assert not write_rendered(bare).changed
 
 
@@ -241,7 +206,7 @@ def test_render_cli_check_finds_stale_files(project: Workspace) -> None:
     assert documents["h3-spark"]["sha256"] is None
     assert "builds render it with --base" in documents["h3-spark"]["note"]
     assert not documents["h3-spark"]["changed"]
-    for stale_file in ("Dockerfile", ASSERT_SCRIPT):
+    for stale_file in ("Dockerfile", ASSERT_SPEC):
         target = project.dockerfiles_dir / "m3-cu13" / stale_file
         committed = target.read_bytes()
         target.write_bytes(committed + b"# stale\n")
@@ -252,10 +217,39 @@ def test_render_cli_check_finds_stale_files(project: Workspace) -> None:
         fixed = CliRunner().invoke(render_command, ["m3-cu13"])
         assert fixed.exit_code == 0 and "written" in fixed.stdout
         assert target.read_bytes() == committed
-    (project.dockerfiles_dir / "m3-vllm" / ASSERT_SCRIPT).unlink()
+    (project.dockerfiles_dir / "m3-vllm" / ASSERT_SPEC).unlink()
     assert CliRunner().invoke(render_command, ["--check"]).exit_code == 1
     assert CliRunner().invoke(render_command, []).exit_code == 0
     assert [r.changed for r in render_plans(project, None, check=True)] == [False] * 4
+
+
+def test_a_checker_committed_by_an_earlier_imagekit_is_stale_and_removed(
+    project: Workspace,
+) -> None:
+    """dockerfiles/NAME/imagekit-assert.py, as imagekit once rendered it: no render produces
+    it any more (every build stages the package's checker), so `render --check` says it is
+    stale and `render` removes it, naming it; nothing else in the folder changes."""
+    folder = project.dockerfiles_dir / "demo"
+    old = folder / ASSERT_CHECKER
+    old.write_text("# The post-build assertions of the plan demo\nSPEC = {}\n")
+    committed = {name: (folder / name).read_bytes() for name in ("Dockerfile", ASSERT_SPEC)}
+    check = CliRunner().invoke(render_command, ["--check"])
+    assert check.exit_code == 1, check.output
+    assert f"{old}: STALE: the plan does not render it (`imagekit render` removes it)" in (
+        check.stdout.splitlines()
+    )
+    assert old.exists()  # --check writes nothing
+    as_json = CliRunner().invoke(render_command, ["--check", "--json"])
+    assert as_json.exit_code == 1
+    documents = {d["plan"]: d for d in json.loads(as_json.stdout)}
+    assert documents["demo"]["changed"] and documents["demo"]["not_rendered"] == [str(old)]
+    assert documents["m3-cu13"]["not_rendered"] == [] and not documents["m3-cu13"]["changed"]
+    written = CliRunner().invoke(render_command, ["demo"])
+    assert written.exit_code == 0, written.output
+    assert f"{old}: removed: the plan does not render it" in written.stdout.splitlines()
+    assert not old.exists()
+    assert {name: (folder / name).read_bytes() for name in committed} == committed
+    assert CliRunner().invoke(render_command, ["--check"]).exit_code == 0
 
 
 def test_render_of_a_plan_with_a_cut_short_digest(project: Workspace) -> None:
@@ -264,10 +258,13 @@ def test_render_of_a_plan_with_a_cut_short_digest(project: Workspace) -> None:
     # A rendered file left in its folder is stale (no render can match it) and goes on write.
     left = project.dockerfiles_dir / "h3-spark" / "Dockerfile"
     left.write_text("FROM scratch\n")
+    checker = project.dockerfiles_dir / "h3-spark" / ASSERT_CHECKER
+    checker.write_text("SPEC = {}\n")
     stale = CliRunner().invoke(render_command, ["--check"])
     assert stale.exit_code == 1 and "STALE" in stale.stdout
+    assert f"{checker}: STALE" in stale.stdout
     assert CliRunner().invoke(render_command, []).exit_code == 0
-    assert not left.exists()
+    assert not left.exists() and not checker.exists()
     # With a base, the build renders it in memory: FROM the override, the guard, ENTRYPOINT.
     base = "127.0.0.1:5113/imagekit-seeds/h3@sha256:" + "56" * 32
     loaded = load_plan(

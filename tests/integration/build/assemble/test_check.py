@@ -15,7 +15,7 @@ import pytest
 from imagekit.build.assemble import check
 from imagekit.errors import CouldNotFinish
 from imagekit.plans.load import load_plan
-from imagekit.plans.render import ASSERT_SCRIPT
+from imagekit.plans.render import ASSERT_CHECKER, ASSERT_SPEC, assertion_checker, render
 from imagekit.refs import parse_platform, parse_reference
 from imagekit.runtime.engine import Engine
 from imagekit.workspace import Workspace
@@ -49,7 +49,7 @@ def run_dir(engine: Engine, tmp_path: Path) -> Iterator[Path]:
     folder = tmp_path / "assertions"
     folder.mkdir()
     yield folder
-    for cid in _mounting(engine, (folder / ASSERT_SCRIPT).resolve()):
+    for cid in _mounting(engine, (folder / ASSERT_CHECKER).resolve()):
         subprocess.run([engine.client_path, "rm", "-f", cid], capture_output=True, check=False)
 
 
@@ -83,9 +83,15 @@ def test_a_check_past_its_limit_ends_with_its_container_removed(
     # No container of this run left, running or stopped: none mounts its checker. (The check's
     # label is not looked for: a check of another test, on the other worker, may be running
     # under it; its checker is another file.)
-    assert _mounting(engine, (run_dir / ASSERT_SCRIPT).resolve()) == []
+    assert _mounting(engine, (run_dir / ASSERT_CHECKER).resolve()) == []
     # The container did run the check (its output kept), and the run says how it ended.
     assert (run_dir / "assertions-stdout.raw").read_text() == "the check hangs\n"
     ended = json.loads((run_dir / "assertions-run.json").read_text())
     assert ended["ended"] == "killed at the wall-clock limit" and ended["timed_out"] is True
     assert str(run_dir) not in json.dumps(ended["command"])  # no path of this machine
+    # The package's checker ran on the render's JSON of the plan's checks, both mounted.
+    assert (run_dir / ASSERT_CHECKER).read_bytes() == assertion_checker()
+    assert (run_dir / ASSERT_SPEC).read_bytes() == render(loaded).files()[ASSERT_SPEC]
+    for name in (ASSERT_CHECKER, ASSERT_SPEC):
+        assert f"{name}:/tmp/{name}:ro" in ended["command"]
+    assert ended["command"][-2:] == ["/tmp/imagekit-assert.py", "/tmp/imagekit-assert.json"]
