@@ -12,6 +12,7 @@ import pytest
 
 from imagekit.audit import probe
 from tests.support.cuda_arches import COVERS, COVERS_IDS
+from tests.support.pythons import old_pythons
 
 PROBE = Path(probe.__file__)
 
@@ -195,22 +196,7 @@ def test_missing_required_distribution_fails_versions() -> None:
     assert checks["versions"]["data"]["versions"]["surely-not-installed"] is None
 
 
-def _old_pythons() -> list[str]:
-    """Real Python 3.8 and 3.9 interpreters on this machine (pyenv's, or on PATH)."""
-    import shutil
-
-    found = []
-    pyenv = Path.home() / ".pyenv" / "versions"
-    for minor in ("3.8", "3.9"):
-        builds = sorted(pyenv.glob(minor + ".*/bin/python")) if pyenv.is_dir() else []
-        if builds:
-            found.append(str(builds[-1]))
-        elif (path := shutil.which("python" + minor)) and "shims" not in path:
-            found.append(path)
-    return found
-
-
-@pytest.mark.parametrize("python", _old_pythons() or [None])
+@pytest.mark.parametrize("python", old_pythons() or [None])
 def test_probe_runs_on_old_interpreters(python: str | None) -> None:
     """Images ship old interpreters: the probe must keep to what Python 3.8 has."""
     if python is None:

@@ -24,6 +24,7 @@ from imagekit.plans.render import (
     assertion_checker,
     assertion_spec,
 )
+from tests.support.pythons import old_pythons
 
 CHECKER = Path(str(resources.files("imagekit.plans").joinpath("assert_checker.py")))
 PACKAGE = CHECKER.parents[1]
@@ -202,3 +203,22 @@ def test_the_spec_is_sorted_indented_json_with_a_newline(assertions: Assertions)
     document = json.loads(data)
     assert list(document) == sorted(document) == ["commands", "find_spec", "imports", "pip_check"]
     assert data == (json.dumps(document, sort_keys=True, indent=2) + "\n").encode()
+
+
+@pytest.mark.parametrize("python", old_pythons() or [None])
+def test_an_old_interpreter_gives_the_same_lines(tmp_path: Path, python: str | None) -> None:
+    """Images ship old interpreters: under a real Python 3.8 or 3.9 the checker says exactly
+    what it says under this one, passes and failures alike (pip is left out: each
+    interpreter's pip speaks for itself)."""
+    if python is None:
+        pytest.skip("no Python 3.8 or 3.9 on this machine to run the checker with")
+    spec: dict[str, object] = {
+        "find_spec": ["json", "imagekit_no_such_module"],
+        "imports": ["email.mime", "imagekit_no_such_module"],
+        "commands": [{"argv": ["sh", "-c", "exit 2"], "exit_code": 2}, {"argv": ["false"]}],
+    }
+    here = _check(tmp_path, spec)
+    old = _check(tmp_path, spec, python=python)
+    assert (old.returncode, here.returncode) == (1, 1), old.stderr
+    assert old.stdout.splitlines() == here.stdout.splitlines()
+    assert old.stdout.splitlines()[-1].startswith("IMAGEKIT_ASSERTIONS_REJECTED 3 failed: ")
