@@ -108,6 +108,9 @@ class AssertionRunDetails(RecordDetails):
     failed: list[str] = Field(default_factory=list)
     log: str | None = Field(default=None, description="the run's log, relative to the project")
     engine_image: str | None = None
+    checker_sha256: str | None = Field(
+        default=None, description="the sha256 of imagekit's assertion checker that ran"
+    )
 
 
 class TagResolution(RecordDetails):

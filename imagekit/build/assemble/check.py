@@ -38,7 +38,7 @@ from imagekit.plans.render import (
     assertion_checker,
     assertion_spec,
 )
-from imagekit.refs import Platform, Reference
+from imagekit.refs import Digest, Platform, Reference
 from imagekit.runtime.container import (
     ContainerSpec,
     Mount,
@@ -64,6 +64,9 @@ class AssertionRun:
     failed: tuple[str, ...] = ()
     log: Path | None = None
     image: str | None = None  # what the engine pulled (and keeps, for an audit)
+    #: the sha256 of the checker that ran (imagekit's, staged from the package), so a record
+    #: pins the exact program that said passed, as a Dockerfile build's rendered map does
+    checker_sha256: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -75,6 +78,7 @@ class AssertionRun:
             "failed": list(self.failed),
             "log": str(self.log) if self.log else None,
             "engine_image": self.image,
+            "checker_sha256": self.checker_sha256,
         }
 
 
@@ -132,7 +136,8 @@ def run_assertions(
     if not execution.runs:
         return not_run(execution.reason, execution)
     engine = engine or connect()
-    files = ((ASSERT_CHECKER, assertion_checker()), (ASSERT_SPEC, assertion_spec(assertions)))
+    checker = assertion_checker()
+    files = ((ASSERT_CHECKER, checker), (ASSERT_SPEC, assertion_spec(assertions)))
     for name, data in files:
         write_bytes(run_dir / name, data)
     targets = ((ASSERT_CHECKER, ASSERT_MOUNT), (ASSERT_SPEC, ASSERT_SPEC_MOUNT))
@@ -191,6 +196,7 @@ def run_assertions(
             (),
             log_path,
             pinned,
+            Digest.of_bytes(checker).hex,
         )
     if not failed:
         failed = (f"the checker exited {run.exit_code} without a verdict",)
@@ -202,4 +208,5 @@ def run_assertions(
         failed,
         log_path,
         pinned,
+        Digest.of_bytes(checker).hex,
     )

@@ -7,9 +7,11 @@ digest; skopeo and the engine then read the result and must agree with what imag
 
 from __future__ import annotations
 
+import hashlib
 import json
 import subprocess
 from collections.abc import Callable
+from importlib import resources
 from pathlib import Path
 
 import pytest
@@ -77,6 +79,11 @@ def test_demo_overlay_only_builds_reproducibly_and_the_tools_agree(
     assert first.push.blobs_mounted == 1 and first.push.bytes_uploaded < 10_000
     assert first.assertions.status == "passed"
     assert first.assertions.execution is not None and first.assertions.execution.how == "native"
+    # The record pins the checker that said passed: imagekit's own, staged from the package.
+    checker = resources.files("imagekit.plans").joinpath("assert_checker.py").read_bytes()
+    assert first.assertions.checker_sha256 == hashlib.sha256(checker).hexdigest()
+    built = [r for r in read_records(workspace.ledger_path) if r.kind == "build"]
+    assert built[-1].details["assertions"]["checker_sha256"] == first.assertions.checker_sha256
 
     # Warm and again from scratch in the registry's eyes: the same digest, no layer read.
     second = assemble(name, repo)
