@@ -32,35 +32,14 @@ tokens), credentials (docker config), manifest (media types, models, Descriptor)
 indexes read and checked), blobs (probed, streamed and verified), resolve (a reference
 narrowed to one platform's image), client (RegistryClient: the session and those reads),
 upload (copying blobs and manifests).
+
+The names above are listed once, in ``__init__.pyi`` beside this file, and handed out on first
+use (imagekit.lazy): importing one module of the package (``tls``, the manifest models the
+ledger's records use) does not load the HTTP client and httpx with it.
 """
 
-from imagekit.registry.client import RegistryClient
-from imagekit.registry.documents import ManifestHead
-from imagekit.registry.manifest import (
-    ACCEPT,
-    INDEX_TYPES,
-    MANIFEST_TYPES,
-    Descriptor,
-    ImageConfig,
-    ImageIndex,
-    ImageManifest,
-)
-from imagekit.registry.resolve import DEFAULT_PLATFORM, ResolvedImage, select_platform
-from imagekit.registry.transport import RetryPolicy, is_loopback
+from __future__ import annotations
 
-__all__ = [
-    "ACCEPT",
-    "DEFAULT_PLATFORM",
-    "INDEX_TYPES",
-    "MANIFEST_TYPES",
-    "Descriptor",
-    "ImageConfig",
-    "ImageIndex",
-    "ImageManifest",
-    "ManifestHead",
-    "RegistryClient",
-    "ResolvedImage",
-    "RetryPolicy",
-    "is_loopback",
-    "select_platform",
-]
+from imagekit.lazy import lazy_face
+
+__all__, __getattr__, __dir__ = lazy_face(globals())

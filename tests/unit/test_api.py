@@ -164,7 +164,7 @@ def test_import_imagekit_loads_no_stage_module() -> None:
         "print(' '.join(sorted(m for m in sys.modules if m.split('.')[0] == 'imagekit')))"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert done.stdout.split() == ["imagekit", "imagekit.version"]
+    assert done.stdout.split() == ["imagekit", "imagekit.lazy", "imagekit.version"]
 
 
 def test_a_malformed_reference_or_platform_is_bad_input_before_any_request(

@@ -7,6 +7,7 @@ import importlib
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import click
 import pytest
@@ -74,3 +75,27 @@ def test_a_command_that_builds_nothing_loads_no_build_stack(argv: tuple[str, ...
     build = sorted(m for m in loaded if m == "imagekit.build" or m.startswith("imagekit.build."))
     assert build == []
     assert "python_on_whales" not in loaded  # the engine's client: the builders and the audit
+
+
+@pytest.mark.parametrize("argv", [("ledger", "show"), ("ledger", "show", "--json")], ids=" ".join)
+def test_reading_the_ledger_loads_no_registry_client(argv: tuple[str, ...], tmp_path: Path) -> None:
+    """The ledger's records use the registry's manifest models, not its client: importing
+    those must not load the HTTP client and httpx (imagekit.registry hands its names out
+    lazily, imagekit.lazy)."""
+    ledger = tmp_path / "ledger.jsonl"
+    ledger.write_bytes(b"")
+    loaded = _modules_after(*argv, "--ledger", str(ledger))
+    assert "imagekit.ledger" in loaded  # it did read the ledger
+    assert not loaded & {"httpx", "imagekit.registry.client", "imagekit.registry.transport"}
+
+
+def test_the_registry_face_hands_out_every_name_it_lists() -> None:
+    import imagekit.registry as registry
+
+    names: list[str] = vars(registry)["__all__"]  # the stub, for type checkers, has none
+    assert "RegistryClient" in names and "Descriptor" in names
+    for name in names:
+        assert getattr(registry, name) is not None
+    assert "RegistryClient" in dir(registry)
+    with pytest.raises(AttributeError, match="has no attribute 'Nope'"):
+        getattr(registry, "Nope")  # noqa: B009 - the lookup is the test
