@@ -76,6 +76,9 @@ DOCKERFILE, ASSERT_SPEC = RENDERED_FILES
 # Mount points inside the image (see the module's docstring for why under /tmp).
 ASSERT_MOUNT = "/tmp/imagekit-assert.py"  # noqa: S108
 ASSERT_SPEC_MOUNT = "/tmp/imagekit-assert.json"  # noqa: S108
+#: Where the assertion step finds its two files (context name -> mount target), as the
+#: Dockerfile's bind mounts and the registry builder's container mounts both place them.
+ASSERT_MOUNTS = ((ASSERT_CHECKER, ASSERT_MOUNT), (ASSERT_SPEC, ASSERT_SPEC_MOUNT))
 PIP_CA_SECRET = "pip_ca"  # noqa: S105 - the id of a secret mount, not a secret
 PIP_INDEX_SECRET = "pip_index"  # noqa: S105 - the id of a secret mount, not a secret
 DRIFT_MARKER = "IMAGEKIT_OVERLAY_DRIFT"
@@ -288,8 +291,7 @@ class CheckerOutput:
 
 def _assertions_step() -> str:
     mounts = " ".join(
-        f"--mount=type=bind,source={name},target={target}"
-        for name, target in ((ASSERT_CHECKER, ASSERT_MOUNT), (ASSERT_SPEC, ASSERT_SPEC_MOUNT))
+        f"--mount=type=bind,source={name},target={target}" for name, target in ASSERT_MOUNTS
     )
     return f"RUN {mounts} python3 {ASSERT_MOUNT} {ASSERT_SPEC_MOUNT}"
 

@@ -32,6 +32,7 @@ from imagekit.plans.render import (
     ASSERT_CHECKER,
     ASSERT_FAIL_MARKER,
     ASSERT_MOUNT,
+    ASSERT_MOUNTS,
     ASSERT_SPEC,
     ASSERT_SPEC_MOUNT,
     CheckerOutput,
@@ -137,10 +138,10 @@ def run_assertions(
         return not_run(execution.reason, execution)
     engine = engine or connect()
     checker = assertion_checker()
+    checker_sha256 = Digest.of_bytes(checker).hex
     files = ((ASSERT_CHECKER, checker), (ASSERT_SPEC, assertion_spec(assertions)))
     for name, data in files:
         write_bytes(run_dir / name, data)
-    targets = ((ASSERT_CHECKER, ASSERT_MOUNT), (ASSERT_SPEC, ASSERT_SPEC_MOUNT))
     pinned = str(image)
     log(f"assertions: pulling {pinned} ({platform}) into the engine, {execution.note}")
     with engine_errors(f"pulling {pinned} for the assertions", registry=image.registry):
@@ -151,13 +152,15 @@ def run_assertions(
         entrypoint="python3",
         label=LABEL,
         network="none",
-        mounts=tuple(Mount((run_dir / name).resolve(), target) for name, target in targets),
+        mounts=tuple(Mount((run_dir / name).resolve(), target) for name, target in ASSERT_MOUNTS),
         read_only=False,  # as the engine path's build step: the checks may write
         drop_capabilities=False,
         platform=str(platform),
     )
     # The command as the evidence shows it: no name of this run's, no path of this machine.
-    mounted = replace(container, mounts=tuple(Mount(Path(n), target) for n, target in targets))
+    mounted = replace(
+        container, mounts=tuple(Mount(Path(n), target) for n, target in ASSERT_MOUNTS)
+    )
     shown = ("docker", *container_argv("docker", mounted, "NAME")[1:])
     try:
         run = run_container(
@@ -196,7 +199,7 @@ def run_assertions(
             (),
             log_path,
             pinned,
-            Digest.of_bytes(checker).hex,
+            checker_sha256,
         )
     if not failed:
         failed = (f"the checker exited {run.exit_code} without a verdict",)
@@ -208,5 +211,5 @@ def run_assertions(
         failed,
         log_path,
         pinned,
-        Digest.of_bytes(checker).hex,
+        checker_sha256,
     )
