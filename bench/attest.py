@@ -79,9 +79,9 @@ def _timed(argv: list[str], env: dict[str, str] | None = None) -> float:
 
 def run(out: Path) -> dict[str, Any]:
     from imagekit.attest.attach import attest
-    from imagekit.attest.gate import verify_image
     from imagekit.attest.keys import generate_key_pair
     from imagekit.attest.signer import KeyFileSigner
+    from imagekit.gate.verify import verify_image
     from imagekit.refs import parse_reference
     from imagekit.registry import RegistryClient
 

@@ -10,12 +10,10 @@ from imagekit.api import gpu_preflight as gpu_preflight
 from imagekit.api import inspect_image as inspect_image
 from imagekit.api import load_plan as load_plan
 from imagekit.api import verify_mirror as verify_mirror
-from imagekit.attest.gate import GateResult as GateResult
-from imagekit.attest.gate import verify_image as verify_image
 from imagekit.audit.stage import AuditRequest as AuditRequest
 from imagekit.audit.stage import AuditResult as AuditResult
-from imagekit.build.built import BuiltImage as BuiltImage
-from imagekit.build.options import BuildOptions as BuildOptions
+from imagekit.builders.built import BuiltImage as BuiltImage
+from imagekit.builders.options import BuildOptions as BuildOptions
 from imagekit.errors import AuditTimeout as AuditTimeout
 from imagekit.errors import BuildFailed as BuildFailed
 from imagekit.errors import CheckFailed as CheckFailed
@@ -23,6 +21,8 @@ from imagekit.errors import CouldNotFinish as CouldNotFinish
 from imagekit.errors import ImagekitError as ImagekitError
 from imagekit.errors import RecordRefused as RecordRefused
 from imagekit.errors import UsageError as UsageError
+from imagekit.gate.verify import GateResult as GateResult
+from imagekit.gate.verify import verify_image as verify_image
 from imagekit.gpu.launch import Expectations as Expectations
 from imagekit.gpu.launch import ProbeOptions as ProbeOptions
 from imagekit.gpu.stage import PreflightRequest as PreflightRequest

@@ -31,8 +31,8 @@ from imagekit.workspace import Workspace
 
 if TYPE_CHECKING:
     from imagekit.audit.stage import AuditRequest, AuditResult
-    from imagekit.build.built import BuiltImage
-    from imagekit.build.options import BuildOptions
+    from imagekit.builders.built import BuiltImage
+    from imagekit.builders.options import BuildOptions
     from imagekit.gpu.stage import PreflightRequest, PreflightResult
     from imagekit.mirror import MirrorOptions, MirrorReport
     from imagekit.plans.model import LoadedPlan
@@ -40,7 +40,7 @@ if TYPE_CHECKING:
     from imagekit.registry import ResolvedImage
 
 # verify_image (attestations checked against a policy, from the registry alone) is
-# imagekit.attest.gate's own function: the face hands it out as it is.
+# imagekit.gate.verify's own function: the face hands it out as it is.
 
 
 def _workspace(workspace: Workspace | None) -> Workspace:
@@ -128,8 +128,8 @@ def build_image(
     """Build plan ``name`` with the builder ``options.builder`` names (``auto`` by default
     here, as on the command line): the build and push records are appended; a build step,
     guard or assertion that says no raises ``BuildRejected``."""
-    from imagekit.build.choice import build_image as build
-    from imagekit.build.options import BuildOptions
+    from imagekit.builders.choice import build_image as build
+    from imagekit.builders.options import BuildOptions
 
     return build(_workspace(workspace), name, options or BuildOptions(builder="auto"))
 

@@ -63,7 +63,7 @@ def is_bytecode(path: str) -> bool:
 class FileEntry:
     """One path of a filesystem; ``mtime`` is kept but never compared.
 
-    In one layer's index (imagekit.build.assemble.index) ``kind`` may also be ``hardlink``, with
+    In one layer's index (imagekit.builders.assemble.index) ``kind`` may also be ``hardlink``, with
     the link's target in ``link``; a merged tree resolves hard links to files.
     """
 

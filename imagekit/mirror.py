@@ -40,7 +40,6 @@ from typing import Any, Protocol
 
 from imagekit.attest.attach import AttestOutcome
 from imagekit.attest.carry import carry_attachments
-from imagekit.attest.mirror_binding import BINDING_VERDICTS, attest_mirror
 from imagekit.attest.signer import KeyFileSigner, Signer
 from imagekit.errors import CheckFailed, ImagekitError, UsageError
 from imagekit.evidence import new_run_dir, write_json
@@ -55,6 +54,7 @@ from imagekit.layers import (
     diff_id_of_stream,
     layer_media_type,
 )
+from imagekit.mirror_binding import BINDING_VERDICTS, attest_mirror
 from imagekit.refs import Digest, Platform, Reference
 from imagekit.registry import Descriptor, RegistryClient, ResolvedImage
 from imagekit.registry.resolve import IndexImage, index_images, is_attestation, platforms_read

@@ -9,7 +9,7 @@ builder: the overlay layer it wrote, the config and the guard's verdicts), and t
 log's sha256 as a byproduct. The policy's ``provenance: {plan, base}`` reads
 ``externalParameters.plan.name`` and the base among ``resolvedDependencies``.
 
-A plan of several platforms (imagekit.build.platforms) is one index: its provenance names
+A plan of several platforms (imagekit.builders.platforms) is one index: its provenance names
 the index and each platform's manifest as subjects (:func:`attest_index_build`), so a
 verifier that holds either the index or one platform's digest finds it.
 

@@ -31,7 +31,6 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, TypeVar
 
-from imagekit.attest.final_pull import attest_final_pull
 from imagekit.attest.signer import KeyFileSigner, Signer
 from imagekit.errors import ContainerdError, RecordRefused, ReferenceFormatError, UsageError
 from imagekit.evidence import new_run_dir, write_bytes, write_json
@@ -42,6 +41,7 @@ from imagekit.ledger import (
     PullCheck,
     append_record,
 )
+from imagekit.pull_attestation import attest_final_pull
 from imagekit.refs import Digest, Platform, Reference, is_digest, parse_reference
 from imagekit.registry import RegistryClient, ResolvedImage, is_loopback
 from imagekit.runtime import containerd as ctrd

@@ -10,7 +10,7 @@ Two inventories are read:
   ``pkg:pypi/name@version``.
 
 The filesystem is the one the registry builder's overlay guard reads
-(imagekit.build.assemble.guard and index): each layer is streamed once and indexed (path,
+(imagekit.builders.assemble.guard and index): each layer is streamed once and indexed (path,
 kind, link target, whiteouts, opaque folders; the index is cached under the layer's digest),
 and paths are answered from the top layer down as a runtime applies the layers
 (https://github.com/opencontainers/image-spec/blob/main/layer.md#whiteouts): a file a later
@@ -59,8 +59,8 @@ from packageurl import PackageURL
 
 from imagekit.attest.attach import AttestOutcome, attest_reference
 from imagekit.attest.signer import KeyFileSigner
-from imagekit.build.assemble.guard import BaseView, Found, LinkLoop
-from imagekit.build.assemble.index import IndexStore, LayerStream
+from imagekit.builders.assemble.guard import BaseView, Found, LinkLoop
+from imagekit.builders.assemble.index import IndexStore, LayerStream
 from imagekit.errors import LayerFormatError
 from imagekit.layerdiff import Sink, Tap
 from imagekit.refs import parse_reference

@@ -157,11 +157,11 @@ SHARED_UNITS = {
 # no worker is left alone at the end with one of them; the rest keep the collection order.
 LONGEST_FIRST = (
     "nightly-candidates",  # 172 s
-    "tests/integration/build/test_platforms.py",  # 150 s
+    "tests/integration/builders/test_platforms.py",  # 150 s
     "seed-replicas",  # 150 s
     "tests/integration/flows/test_pipeline.py",  # 105 s
     "tests/integration/test_demo_script.py",  # 43 s
-    "tests/integration/build/test_remote.py",  # 36 s
+    "tests/integration/builders/test_remote.py",  # 36 s
     "tests/integration/test_audit.py",  # 34 s
     "tests/integration/attest/test_audit_attestation.py",  # 29 s
 )

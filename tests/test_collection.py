@@ -1,4 +1,4 @@
-"""The suite collects the test folders that mirror imagekit/build/.
+"""The suite collects the test folders that mirror imagekit/builders/.
 
 pytest skips any folder named ``build`` unless ``norecursedirs`` says otherwise, and a
 layout change once silently dropped 48 tests that way; this test fails if it happens again.

@@ -2,7 +2,7 @@
 
 As sigstore-python composes a ``VerificationPolicy`` of small policies, imagekit's gate holds
 an image to the rules its policy file names, one rule a requirement, joined by a loop
-(imagekit.attest.gate). Each kind of record that can be required registers its rule in its
+(imagekit.gate.verify). Each kind of record that can be required registers its rule in its
 spec (imagekit.kinds): the audit's status, the vulnerabilities of the audited image, the
 build's provenance, the GPU preflight's verdict. A rule sees the attestations collected for
 one image (the image of one platform, for an index), signed by the keys the policy trusts

@@ -756,20 +756,18 @@ def _arch_flags(torch: Any) -> tuple[list[str], str]:
 
 
 def covers(arch_list: list[str], major: int, minor: int) -> bool:
-    """Whether compiled arches run on a device of this compute capability.
-
-    sm_XY machine code runs on devices of the same major at minor >= Y (sm_90a only on 9.0);
-    compute_XY PTX is JIT-compiled for any device at or above XY.
-    """
+    """Whether compiled arches run on a device of this compute capability: sm_XY machine code
+    on the same major at minor >= Y (sm_90a only on 9.0); compute_XY PTX on any device at or
+    above XY (JIT)."""
     cap = major * 10 + minor
     for arch in arch_list:
-        m = re.match(r"^(sm|compute)_(\d+)([a-z]?)$", arch)
-        if not m:
+        match = re.match(r"^(sm|compute)_(\d+)([a-z]?)$", arch)
+        if not match:
             continue
-        value = int(m.group(2))
+        value = int(match.group(2))
         amaj, amin = divmod(value, 10)
-        if m.group(1) == "sm":
-            if m.group(3):
+        if match.group(1) == "sm":
+            if match.group(3):
                 if value == cap:
                     return True
             elif amaj == major and amin <= minor:

@@ -19,9 +19,11 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from imagekit.errors import ProfileError
+from imagekit.plans.model import PLAN_AUDIT_PROFILES
 
-#: the built-in profiles of an image's audit, which a plan may name
-IMAGE_PROFILES = ("generic", "sglang", "vllm")
+#: the built-in profiles of an image's audit, which a plan may name (the plan's model holds
+#: the list, since plans sit below the stages that read them; each has its file in profiles/)
+IMAGE_PROFILES = PLAN_AUDIT_PROFILES
 #: the built-in profiles of `imagekit audit --host`
 HOST_PROFILES = ("hopper-host",)
 BUILTIN = (*IMAGE_PROFILES, *HOST_PROFILES)

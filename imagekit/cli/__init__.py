@@ -67,7 +67,8 @@ _COMMANDS: dict[str, tuple[str, str]] = {
     ),
     "pipeline": (
         "imagekit.cli.pipeline_cmd",
-        "doctor -> build -> audit -> push -> mirror -> final pull -> ledger, stopping at a no.",
+        "doctor -> build -> audit -> push -> mirror -> final pull -> GPU preflight -> ledger, "
+        "stopping at a no.",
     ),
     "nightly": (
         "imagekit.cli.nightly_cmd",

@@ -1,4 +1,4 @@
-"""`imagekit build NAME`: parse options, call imagekit.build.choice.build_image, render it."""
+"""`imagekit build NAME`: parse options, call imagekit.builders.choice.build_image, render it."""
 
 from __future__ import annotations
 
@@ -6,12 +6,12 @@ from pathlib import Path
 
 import click
 
-from imagekit.build.assemble import AssembleResult
-from imagekit.build.buildkit import BuildResult
-from imagekit.build.choice import BUILDERS, build_image
-from imagekit.build.options import BuildOptions
-from imagekit.build.platforms import PlatformsResult
-from imagekit.build.remote import RemoteResult
+from imagekit.builders.assemble import AssembleResult
+from imagekit.builders.buildkit import BuildResult
+from imagekit.builders.choice import BUILDERS, build_image
+from imagekit.builders.options import BuildOptions
+from imagekit.builders.platforms import PlatformsResult
+from imagekit.builders.remote import RemoteResult
 from imagekit.cli.contract import run
 from imagekit.cli.options import (
     ANY_PATH,

@@ -90,7 +90,7 @@ def vuln_options(command: Callable[..., Any]) -> Callable[..., Any]:
 def builder_options(command: Callable[..., Any]) -> Callable[..., Any]:
     """--buildkit ADDR (with its TLS files), --buildx-builder NAME and --cache-ref REF,
     spelt alike by every command that builds (``build``, ``nightly``): the build goes to a
-    BuildKit of its own (imagekit.build.remote), no engine on the path. The command does not
+    BuildKit of its own (imagekit.builders.remote), no engine on the path. The command does not
     take them: it hands them on with :func:`parsed`, which reads them from the click context
     into the stage's options (``BuildOptions``, ``NightOptions``)."""
 

@@ -58,7 +58,8 @@ def command(
     sign_key: Path | None,
     as_json: bool,
 ) -> None:
-    """doctor -> build -> audit -> push -> mirror -> final pull -> ledger, stopping at a no."""
+    """doctor -> build -> audit -> push -> mirror -> final pull -> GPU preflight -> ledger,
+    stopping at a no."""
 
     def human(result: PipelineResult) -> None:
         echo_lines(result.table())

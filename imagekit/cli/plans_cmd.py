@@ -121,7 +121,7 @@ def schema_cmd(as_json: bool) -> None:
 @json_option
 def pin_overlay_cmd(name: str, base: str | None, dry_run: bool, as_json: bool) -> None:
     """Fill the overlays' expected sha256 from the files in the base image."""
-    from imagekit.plans.pin import PinReport, pin_overlays  # the builders' stack: on use
+    from imagekit.builders.pin import PinReport, pin_overlays  # the builders' stack: on use
 
     ws = Workspace.from_env()
 
@@ -171,7 +171,11 @@ def bump_cmd(name: str, to: str | None, base: str | None, dry_run: bool, as_json
     base.reference changes (comments and key order kept), and a committed render of the
     plan is rewritten with it.
     """
-    from imagekit.plans.bump import BumpResult, BumpStatus, bump_plan  # the guard's stack: on use
+    from imagekit.builders.bump import (  # the guard's stack: on use
+        BumpResult,
+        BumpStatus,
+        bump_plan,
+    )
 
     ws = Workspace.from_env()
 

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import click
 
-from imagekit.attest.gate import GateResult, verify_image
 from imagekit.cli.contract import run, unless_ok
 from imagekit.cli.options import FILE_PATH, json_option, registry_options, trusted_key_option
+from imagekit.gate.verify import GateResult, verify_image
 
 
 def _human(result: GateResult) -> None:

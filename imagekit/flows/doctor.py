@@ -26,7 +26,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any, ClassVar
 
-from imagekit.build.context import CA_ENV, DEFAULT_CA_BUNDLE
+from imagekit.builders.context import CA_ENV, DEFAULT_CA_BUNDLE
 from imagekit.errors import ImagekitError
 from imagekit.plans.load import load_named_plan
 from imagekit.plans.model import LoadedPlan
@@ -133,7 +133,8 @@ class HostFacts:
 
     machine: str = field(default_factory=host_platform.machine)
     binfmt_dir: Path = BINFMT_DIR
-    # The same bundle the build mounts: $IMAGEKIT_PIP_CA, else the host's (imagekit.build.buildkit).
+    # The same bundle the build mounts: $IMAGEKIT_PIP_CA, else the host's
+    # (imagekit.builders.buildkit).
     ca_bundle: Path = field(
         default_factory=lambda: Path(os.environ.get(CA_ENV) or DEFAULT_CA_BUNDLE)
     )

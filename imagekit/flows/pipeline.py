@@ -1,7 +1,8 @@
 """`imagekit pipeline NAME`: every stage for one plan, in order, stopping at the first no.
 
 doctor -> build (with the plan's assertions) -> audit -> push to R -> mirror to M (copy, then
-verify by diffID) -> final pull from M by digest -> ledger verify. The pipeline only chains
+verify by diffID) -> final pull from M by digest -> GPU preflight of the pulled digest where
+a GPU is visible (SKIPPED, saying why, where none is) -> ledger verify. The pipeline only chains
 the stages: each one writes its own evidence and appends its own ledger record, exactly as
 when it is run alone, so nothing here records twice.
 
@@ -16,7 +17,7 @@ an attestation the registry refused stops the run there (exit 3), its stage's ve
 evidence and record kept, the record saying "not attested".
 
 A plan of several platforms (``base.platforms``, docs/multi-platform.md) runs as: doctor
-(each platform runs here, the base resolves for each) -> build (imagekit.build.platforms:
+(each platform runs here, the base resolves for each) -> build (imagekit.builders.platforms:
 each platform built and asserted, one index pushed by digest to R) -> an audit stage a
 platform (``audit linux/arm64``: that platform's image read from R by its digest, emulated
 under qemu-user where it is not this host's) -> mirror the index to M (copied whole, every
@@ -288,8 +289,8 @@ def _doctor(run: Run, results: Results) -> Step:
 
 
 def _build(run: Run, results: Results) -> Step:
-    from imagekit.build.buildkit import build_plan
-    from imagekit.build.options import BuildOptions
+    from imagekit.builders.buildkit import build_plan
+    from imagekit.builders.options import BuildOptions
 
     result = build_plan(
         run.workspace,
@@ -307,7 +308,7 @@ def _build(run: Run, results: Results) -> Step:
 
 def _audit(run: Run, results: Results) -> Step:
     from imagekit.audit.stage import AuditRequest, audit
-    from imagekit.build.buildkit import BuildResult
+    from imagekit.builders.buildkit import BuildResult
 
     built = _need(results, "build", BuildResult)
     # The stage appends its own records (audit, vulnerability-scan).
@@ -343,7 +344,7 @@ def _attest_pushed(
     from imagekit.attest.attach import AttestOutcome
     from imagekit.attest.signer import KeyFileSigner
     from imagekit.audit.stage import AuditResult, attest_pushed_audit
-    from imagekit.build.buildkit import BuildResult, attest_built
+    from imagekit.builders.buildkit import BuildResult, attest_built
     from imagekit.errors import RegistryError
     from imagekit.registry import RegistryClient
 
@@ -372,8 +373,8 @@ def _attest_pushed(
 
 
 def _push(run: Run, results: Results) -> Step:
-    from imagekit.build.buildkit import BuildResult
-    from imagekit.build.push import push_and_record
+    from imagekit.builders.buildkit import BuildResult
+    from imagekit.builders.push import push_and_record
     from imagekit.runtime.engine import connect
 
     built = _need(results, "build", BuildResult)
@@ -396,7 +397,7 @@ def _push(run: Run, results: Results) -> Step:
 
 
 def _mirror_destination(run: Run, results: Results) -> str:
-    from imagekit.build.buildkit import BuildResult
+    from imagekit.builders.buildkit import BuildResult
 
     tag = _need(results, "build", BuildResult).tag
     return f"{run.mirror_repo}:{tag.rpartition(':')[2]}"
@@ -430,7 +431,7 @@ def _mirror_copy(run: Run, source: str, destination: str) -> MirrorReport:
 
 
 def _mirror(run: Run, results: Results) -> Step:
-    from imagekit.build.push import PushResult
+    from imagekit.builders.push import PushResult
 
     pushed = _need(results, "push", PushResult)
     destination = _mirror_destination(run, results)
@@ -484,8 +485,8 @@ def _ledger(run: Run, results: Results) -> Step:
 
 
 def _build_platforms(run: Run, results: Results) -> Step:
-    from imagekit.build.options import BuildOptions
-    from imagekit.build.platforms import build_platforms
+    from imagekit.builders.options import BuildOptions
+    from imagekit.builders.platforms import build_platforms
 
     result = build_platforms(
         run.workspace,
@@ -525,7 +526,7 @@ def _audit_platform(platform: str) -> Callable[[Run, Results], Step]:
 
     def stage(run: Run, results: Results) -> Step:
         from imagekit.audit.stage import AuditRequest, audit, emulation
-        from imagekit.build.platforms import PlatformsResult
+        from imagekit.builders.platforms import PlatformsResult
 
         built = _need(results, "build", PlatformsResult)
         [image] = [i for i in built.images if i.platform == platform]
@@ -551,7 +552,7 @@ def _audit_platform(platform: str) -> Callable[[Run, Results], Step]:
 
 def _index_destination(run: Run, results: Results) -> str:
     """The mirror's tag for the index: the build's run (a copy is pushed by tag)."""
-    from imagekit.build.platforms import PlatformsResult
+    from imagekit.builders.platforms import PlatformsResult
 
     built = _need(results, "build", PlatformsResult)
     return f"{run.mirror_repo}:{built.evidence_dir.name}"
@@ -563,7 +564,7 @@ def _mirrored_index(destination: str, report: MirrorReport) -> str | None:
 
 
 def _mirror_index(run: Run, results: Results) -> Step:
-    from imagekit.build.platforms import PlatformsResult
+    from imagekit.builders.platforms import PlatformsResult
 
     built = _need(results, "build", PlatformsResult)
     destination = _index_destination(run, results)

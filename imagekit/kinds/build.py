@@ -32,7 +32,7 @@ class BuildDetails(RecordDetails):
     rendered_sha256: dict[str, str] | None = None
     builder: str | None = None
     base: BaseImageDetails | None = None
-    # builder "registry" (imagekit.build.assemble): no engine build, so the image is known by its
+    # builder "registry" (imagekit.builders.assemble): no engine build, so the image is known by its
     # manifest, the layer written, the guard and the assertions run afterwards
     manifest_digest: str | None = None
     layer: OverlayLayerDetails | None = None
@@ -43,7 +43,7 @@ class BuildDetails(RecordDetails):
         "the SLSA v1 provenance",
         when="--buildkit/--buildx-builder with --sign-key (a build record with no push record)",
     )
-    # a plan of several platforms (imagekit.build.platforms): one build record a platform,
+    # a plan of several platforms (imagekit.builders.platforms): one build record a platform,
     # each naming the index pushed with all of them
     platform: str | None = None
     index_digest: str | None = None

@@ -55,7 +55,7 @@ class BaseImageDetails(RecordDetails):
 
 
 class OverlayLayerDetails(RecordDetails):
-    """The one layer the registry builder wrote (imagekit.build.assemble.layer)."""
+    """The one layer the registry builder wrote (imagekit.builders.assemble.layer)."""
 
     digest: str
     diff_id: str

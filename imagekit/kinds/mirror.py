@@ -4,7 +4,7 @@ Verdicts, in the order they win: ``error`` (something could not be checked), ``m
 (a layer's diffID or the count differs), ``config-differs`` (every diffID equal, the config
 not), ``identical`` (the same manifest, every blob verified), ``content-identical`` (the same
 config and diffIDs, the compressed blobs differ). Only the last two bind a copy to its
-source (imagekit.attest.mirror_binding), and the gate follows such a binding.
+source (imagekit.mirror_binding), and the gate follows such a binding.
 """
 
 from __future__ import annotations

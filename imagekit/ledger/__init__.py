@@ -59,7 +59,7 @@ build (status ``built``) / rejected-build (status ``rejected``, details.reason, 
     details.image_id = engine image ID.
     details.base = {source_tag, index_digest, platform, manifest_digest, config_digest,
     compressed_layer_bytes, layer_digests} as ``imagekit inspect`` reports the base.
-    A registry build (details.builder ``registry``, imagekit.build.assemble) also has
+    A registry build (details.builder ``registry``, imagekit.builders.assemble) also has
     details.manifest_digest, details.layer (the overlay layer written), details.epoch,
     details.guard (each overlay's check and how each base layer was used) and
     details.assertions; its rejected-build records carry the guard or the assertions too.

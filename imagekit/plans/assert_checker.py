@@ -3,7 +3,7 @@
 
 It runs in the image, with whatever python3 the base has, as the last step of the rendered
 Dockerfile (imagekit.plans.render), or in a container of a pushed image (the registry
-builder, a BuildKit daemon, several platforms: imagekit.build.assemble.check)::
+builder, a BuildKit daemon, several platforms: imagekit.builders.assemble.check)::
 
     python3 imagekit-assert.py imagekit-assert.json
 

@@ -107,7 +107,7 @@ def parse_plan(
 ) -> LoadedPlan:
     """Parse and validate plan bytes as if read from ``path`` (which names the plan).
 
-    What :func:`load_plan` does after reading the file; an edit of a plan (imagekit.plans.bump)
+    What :func:`load_plan` does after reading the file; an edit of a plan (imagekit.builders.bump)
     checks the bytes it is about to write with it before they replace the file.
     """
     plan = _validate(raw, path, dockerfiles_dir, base_given=base_override is not None)

@@ -17,11 +17,14 @@ from typing import Any
 
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
-from imagekit.audit.profiles import IMAGE_PROFILES
 from imagekit.errors import ReferenceFormatError, UsageError
 from imagekit.plans.fields import StrictModel, fail
 from imagekit.plans.steps import Overlay, Step
 from imagekit.refs import Digest, Platform, Reference, is_tag, parse_platform, parse_reference
+
+#: the audit profiles shipped with imagekit that a plan may name (imagekit/audit/profiles/,
+#: where each has its file; the audit reads the list from here, plans being the lower room)
+PLAN_AUDIT_PROFILES = ("generic", "sglang", "vllm")
 
 PIN_HINT = "`imagekit inspect REF` prints the digest to pin"
 PLAN_NAME = re.compile(r"[a-z0-9][a-z0-9._-]{0,62}")
@@ -197,7 +200,7 @@ class Plan(StrictModel):
     assertions: Assertions = Field(default_factory=Assertions)
     audit_profile: str = Field(
         default="generic",
-        description=f"{', '.join(IMAGE_PROFILES)}, or a relative path to a profile YAML file",
+        description=f"{', '.join(PLAN_AUDIT_PROFILES)}, or a relative path to a profile YAML file",
     )
     gpu: GpuExpectation | None = Field(
         default=None, description="the serving node's GPUs, for imagekit gpu-preflight"
@@ -220,14 +223,15 @@ class Plan(StrictModel):
     @field_validator("audit_profile")
     @classmethod
     def _profile(cls, value: str) -> str:
-        if value in IMAGE_PROFILES:
+        if value in PLAN_AUDIT_PROFILES:
             return value
         if value.endswith((".yaml", ".yml")) and not value.startswith("/"):
             if posixpath.normpath(value).split("/")[0] != "..":
                 return value
         raise fail(
             "audit_profile",
-            f"{value!r} is neither one of {', '.join(IMAGE_PROFILES)} nor a relative .yaml path",
+            f"{value!r} is neither one of {', '.join(PLAN_AUDIT_PROFILES)} "
+            "nor a relative .yaml path",
         )
 
     @model_validator(mode="after")

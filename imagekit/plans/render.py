@@ -84,7 +84,7 @@ PIP_INDEX_SECRET = "pip_index"  # noqa: S105 - the id of a secret mount, not a s
 DRIFT_MARKER = "IMAGEKIT_OVERLAY_DRIFT"
 BLOCKED_MARKER = "IMAGEKIT_OVERLAY_BLOCKED"
 # What the assertion checker prints per check and at the end; CheckerOutput reads them back
-# (the registry builder, imagekit.build.assemble.check, from the container's output).
+# (the registry builder, imagekit.builders.assemble.check, from the container's output).
 ASSERT_PASS_MARKER = "IMAGEKIT_ASSERT_PASS"  # noqa: S105 - a marker, not a password
 ASSERT_FAIL_MARKER = "IMAGEKIT_ASSERT_FAIL"
 ASSERTIONS_PASSED_MARKER = "IMAGEKIT_ASSERTIONS_PASSED"

@@ -77,7 +77,7 @@ def _check_names(
 class _Step(StrictModel):
     """One step of a plan. A step that runs a program inside the image (apt-get, pip) says so
     with ``runs_in_image``: only an engine build can apply it. The others change files and
-    metadata alone, which the registry builder (imagekit.build.assemble) writes itself."""
+    metadata alone, which the registry builder (imagekit.builders.assemble) writes itself."""
 
     runs_in_image: ClassVar[bool] = False
 
@@ -315,7 +315,7 @@ def runtime_mounted(path: str) -> tuple[str, str] | None:
     do instead; None when nothing mounts over it.
 
     The plan's destination is held to this, and so is the path it resolves to in the base
-    once the base's symbolic links are followed (imagekit.build.assemble.guard, and the engine's
+    once the base's symbolic links are followed (imagekit.builders.assemble.guard, and the engine's
     guard step): ``/usr/local/bin -> /proc/self`` must not carry a file into /proc.
     """
     top = path.split("/")[1] if path.startswith("/") else path.split("/")[0]

@@ -25,8 +25,8 @@ from typing import Any
 
 import pytest
 
-from imagekit.build.buildkit import build_plan
-from imagekit.build.options import BuildOptions
+from imagekit.builders.buildkit import build_plan
+from imagekit.builders.options import BuildOptions
 from imagekit.ledger import read_records
 from imagekit.runtime.engine import Engine
 from imagekit.workspace import Workspace

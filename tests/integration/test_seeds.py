@@ -33,9 +33,9 @@ from click.testing import CliRunner
 from imagekit.audit.profiles import load_profile
 from imagekit.audit.report import CheckResult
 from imagekit.audit.stage import AuditRequest, AuditResult, audit
-from imagekit.build import remote
-from imagekit.build.buildkit import build_plan
-from imagekit.build.options import BuildOptions
+from imagekit.builders import remote
+from imagekit.builders.buildkit import build_plan
+from imagekit.builders.options import BuildOptions
 from imagekit.cli.audit_cmd import command as audit_command
 from imagekit.cli.build_cmd import command as build_command
 from imagekit.cli.plans_cmd import command as plans_command

@@ -34,7 +34,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from imagekit.audit.stage import AuditRequest, audit
-from imagekit.build.assemble import AssembleOptions, assemble_plan
+from imagekit.builders.assemble import AssembleOptions, assemble_plan
 from imagekit.flows.pipeline import PipelineOptions, run_pipeline
 from imagekit.plans.render import render_plans
 from imagekit.pull import final_pull

@@ -134,8 +134,8 @@ def test_every_result_has_ok_exit_code_and_to_json(name: str) -> None:
 
 
 def test_both_builders_results_are_built_images() -> None:
-    from imagekit.build.assemble import AssembleResult
-    from imagekit.build.buildkit import BuildResult
+    from imagekit.builders.assemble import AssembleResult
+    from imagekit.builders.buildkit import BuildResult
 
     # mypy holds the types (imagekit.api.build_image returns either as a BuiltImage); this
     # holds the names, for a member added to the protocol and to one builder only.

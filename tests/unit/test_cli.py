@@ -209,7 +209,7 @@ _KEPT_BY_COMMAND = [
     (
         "build_cmd",
         None,
-        "imagekit.build.options:BuildOptions",
+        "imagekit.builders.options:BuildOptions",
         {"as_json", "name", "no_assertions"},
     ),
     (

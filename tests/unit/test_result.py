@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from imagekit.audit.stage import AuditResult
-from imagekit.build.assemble import AssembleResult
-from imagekit.build.buildkit import BuildResult
-from imagekit.build.push import PushResult
+from imagekit.builders.assemble import AssembleResult
+from imagekit.builders.buildkit import BuildResult
+from imagekit.builders.push import PushResult
 from imagekit.flows.doctor import DoctorReport
 from imagekit.flows.pipeline import PipelineResult
 from imagekit.ledger.verify import VerifyReport

@@ -9,7 +9,7 @@ GET of the tag whose bytes confirm any "nothing moved") and held against the pin
 - it serves the pin: nothing upstream moved (with ``watch_only`` the night ends there for
   the plan, ``base-current``, having cost that HEAD and GET);
 - it serves another digest: every overlay guard is checked against the new base first
-  (imagekit.plans.bump, the registry builder's guard: no pull). A guard that no longer holds is
+  (imagekit.builders.bump, the registry builder's guard: no pull). A guard that no longer holds is
   ``overlay-drift`` with the path and both hashes, and no candidate is built or pushed.
   Otherwise a candidate is built on the new digest (through the registry for a plan of
   overlays and metadata, which costs seconds and no pull; through the engine for a plan

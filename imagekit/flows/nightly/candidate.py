@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
-from imagekit.build.options import BuildOptions
+from imagekit.builders.options import BuildOptions
 from imagekit.errors import CheckFailed, RecordRefused
 from imagekit.flows.nightly.night import Night
 from imagekit.flows.nightly.options import NightOptions
@@ -23,7 +23,7 @@ def candidate_options(
     loaded: LoadedPlan, options: NightOptions, repo: str, tag: str, base: str
 ) -> tuple[str, BuildOptions]:
     """The builder of a night's candidate, as `imagekit build` chooses it
-    (imagekit.build.choice), and the options the night gives that builder.
+    (imagekit.builders.choice), and the options the night gives that builder.
 
     They differ by builder; the result is read the same way whichever ran, and each builder's
     ``build`` record says it is the candidate for ``tag`` (``candidate``: never accepted):
@@ -36,7 +36,7 @@ def candidate_options(
       BuildKit (one ``build`` record naming the daemon, no ``push`` record: no engine holds
       the image to push it); without cache unless ``cache_ref`` asks for one.
     """
-    from imagekit.build.choice import chosen_builder
+    from imagekit.builders.choice import chosen_builder
 
     request = BuildOptions(
         builder="auto", push=repo, base_override=base, candidate=tag, **options.daemon()
@@ -59,7 +59,7 @@ def check_builder(options: NightOptions) -> None:
     daemon that does not answer CouldNotFinish (exit 3) naming its address; ``cache_ref``
     without either is refused as `imagekit build` refuses it.
     """
-    from imagekit.build.remote import check_daemon_choice, connect_daemon
+    from imagekit.builders.remote import check_daemon_choice, connect_daemon
 
     daemon = BuildOptions(**options.daemon())
     if check_daemon_choice(daemon):
@@ -92,9 +92,9 @@ def build_candidate(night: Night, base: str) -> Candidate:
     RecordRefused when the ledger refused the build's record (the image is removed).
     """
     from imagekit.audit.stage import AuditRequest, audit
-    from imagekit.build.built import BuiltImage
-    from imagekit.build.choice import build_image
-    from imagekit.build.push import push_image
+    from imagekit.builders.built import BuiltImage
+    from imagekit.builders.choice import build_image
+    from imagekit.builders.push import push_image
     from imagekit.runtime.engine import connect, engine_errors
 
     assert night.baseline is not None  # noqa: S101 - checked by the callers
@@ -145,7 +145,7 @@ def build_candidate(night: Night, base: str) -> Candidate:
 
 def rejected(exc: CheckFailed) -> tuple[str, str | None]:
     """Why a candidate was rejected, in one line, and the image it was built as, if any."""
-    from imagekit.build.built import BuiltImage
+    from imagekit.builders.built import BuiltImage
 
     if isinstance(exc, RecordRefused) and isinstance(exc.result, BuiltImage):
         built = exc.result  # the build finished (a registry build: pushed); its record did not

@@ -6,14 +6,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from imagekit.build.options import DaemonOptions
+from imagekit.builders.options import DaemonOptions
 
 
 @dataclass(frozen=True)
 class NightOptions(DaemonOptions):
     """What a caller may choose about a night; each plan decides the rest.
 
-    The daemon options build the candidates on a BuildKit of their own (imagekit.build.remote),
+    The daemon options build the candidates on a BuildKit of their own (imagekit.builders.remote),
     as ``imagekit build --buildkit/--buildx-builder`` does: no engine builds, BuildKit pushes
     by digest; the engine still audits the pushed image. With one of those, ``cache_ref``:
     BuildKit's cache from and to this registry reference, so a fresh runner reuses layers.

@@ -8,9 +8,9 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
+from imagekit.builders.bump import GuardedBase, Proposal
 from imagekit.layerdiff import ComparisonVerdict, ImageComparison
 from imagekit.ledger.accepted import AcceptedImage
-from imagekit.plans.bump import GuardedBase, Proposal
 from imagekit.plans.upstream import UpstreamTag
 
 

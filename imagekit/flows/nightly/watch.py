@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from imagekit.audit.report import audit_rank
+from imagekit.builders.bump import guard_base, propose
 from imagekit.errors import CheckFailed, RegistryNotFound
 from imagekit.evidence import write_bytes, write_json
 from imagekit.flows.nightly.candidate import build_candidate, rejected
@@ -24,7 +25,6 @@ from imagekit.flows.nightly.result import (
     content_detail,
 )
 from imagekit.layerdiff import ImageComparison, RegistryImage, compare_images
-from imagekit.plans.bump import guard_base, propose
 from imagekit.plans.upstream import UpstreamTag
 
 

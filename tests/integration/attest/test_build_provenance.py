@@ -199,7 +199,7 @@ def test_a_registry_that_takes_the_image_but_refuses_its_provenance_is_exit_3_re
     pair: KeyPairFiles,
     created_refs: list[str],
 ) -> None:
-    """The order every builder keeps (imagekit.build.record.sign_then_record): the provenance
+    """The order every builder keeps (imagekit.builders.record.sign_then_record): the provenance
     first, the records next, naming it "not attested: WHY", and exit 3 only after them. A
     registry that refuses the cosign tag while taking the image (a tag-immutability rule, as
     Harbor and ECR have) is a fault the real registry cannot produce: it stands in front."""

@@ -24,8 +24,8 @@ import yaml
 from click.testing import CliRunner
 
 from imagekit.audit.stage import AuditRequest, audit
-from imagekit.build.choice import build_image
-from imagekit.build.options import BuildOptions
+from imagekit.builders.choice import build_image
+from imagekit.builders.options import BuildOptions
 from imagekit.cli import main
 from imagekit.ledger import LedgerRecord, read_records
 from imagekit.pull import final_pull

@@ -24,7 +24,7 @@ import yaml
 from click.testing import CliRunner
 
 from imagekit.audit.stage import AuditRequest, audit
-from imagekit.build.assemble import AssembleOptions, assemble_plan
+from imagekit.builders.assemble import AssembleOptions, assemble_plan
 from imagekit.cli.nightly_cmd import command as nightly_command
 from imagekit.cli.plans_cmd import command as plans_command
 from imagekit.flows.nightly.options import NightOptions

@@ -23,7 +23,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from imagekit.build.push import push_image
+from imagekit.builders.push import push_image
 from imagekit.errors import RegistryTLSError
 from imagekit.ledger import read_records
 from imagekit.runtime.engine import ENGINE_CERTS_D, Engine

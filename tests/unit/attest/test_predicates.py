@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import pytest
 
-from imagekit.attest.policy import POLICY_V1, Policy
 from imagekit.attest.predicates import SCHEMAS, schema_text
+from imagekit.gate.policy import POLICY_V1, Policy
 from imagekit.kinds import KINDS
 from imagekit.kinds.spec import KindSpec
 

@@ -72,7 +72,9 @@ def test_listing_the_commands_imports_none_of_them() -> None:
 )
 def test_a_command_that_builds_nothing_loads_no_build_stack(argv: tuple[str, ...]) -> None:
     loaded = _modules_after(*argv)
-    build = sorted(m for m in loaded if m == "imagekit.build" or m.startswith("imagekit.build."))
+    build = sorted(
+        m for m in loaded if m == "imagekit.builders" or m.startswith("imagekit.builders.")
+    )
     assert build == []
     assert "python_on_whales" not in loaded  # the engine's client: the builders and the audit
 

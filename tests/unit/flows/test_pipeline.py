@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from imagekit.build.buildkit import BuildResult
+from imagekit.builders.buildkit import BuildResult
 from imagekit.errors import BuildRejected, ImagekitError, RegistryError, UsageError
 from imagekit.flows import pipeline
 from imagekit.flows.pipeline import (

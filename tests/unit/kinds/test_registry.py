@@ -20,9 +20,9 @@ from cryptography.hazmat.primitives.asymmetric import ec
 
 from imagekit.attest.collect import Collected, VerifiedAttestation
 from imagekit.attest.keys import public_key_of
-from imagekit.attest.policy import DEFAULT_POLICY, Policy, rules
 from imagekit.attest.predicates import SCHEMAS
 from imagekit.attest.statement import Statement
+from imagekit.gate.policy import DEFAULT_POLICY, Policy, rules
 from imagekit.kinds import KINDS, by_predicate
 from imagekit.kinds.details import RecordDetails
 from imagekit.kinds.spec import KindSpec

@@ -38,10 +38,10 @@ def _demo_plans(ws: Workspace) -> None:
 def test_a_nights_candidate_takes_the_builder_imagekit_build_would(
     ws: Workspace, plan: str, asked: dict[str, str], builder: str
 ) -> None:
-    """The night asks imagekit.build.choice, with the push it will make: the same plan and
+    """The night asks imagekit.builders.choice, with the push it will make: the same plan and
     options give the same builder as `imagekit build --push REPO`."""
-    from imagekit.build.choice import chosen_builder
-    from imagekit.build.options import BuildOptions
+    from imagekit.builders.choice import chosen_builder
+    from imagekit.builders.options import BuildOptions
     from imagekit.flows.nightly.candidate import candidate_options
 
     _demo_plans(ws)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from imagekit.builders.bump import FileChange, Proposal
 from imagekit.flows.nightly.report import NightlyResult
 from imagekit.flows.nightly.result import (
     AUDIT_WORSE,
@@ -15,7 +16,6 @@ from imagekit.flows.nightly.result import (
     EQUIVALENT,
     PlanNight,
 )
-from imagekit.plans.bump import FileChange, Proposal
 from imagekit.plans.upstream import TagState, UpstreamTag
 from imagekit.refs import Digest
 

@@ -112,8 +112,8 @@ def test_a_head_that_a_get_contradicts_never_makes_a_night_base_current(ws: Work
     is a no naming both digests, never `base-current`; `plans bump` never says current."""
     import httpx
 
+    from imagekit.builders.bump import bump_plan
     from imagekit.errors import DigestMismatch
-    from imagekit.plans.bump import bump_plan
     from tests.unit.registry.fakes import OCI_MANIFEST, FakeRegistry, make_image
 
     repo = "upstream/serving"

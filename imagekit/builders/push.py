@@ -1,0 +1,136 @@
+"""Push an image the engine built, and record the push.
+
+``imagekit build --push`` and the pipeline's push stage (which pushes only what its audit
+passed) both go through here, so a push is recorded the same way whoever made it. The
+registry builder pushes its own blobs (imagekit.builders.assemble) and only shares
+:func:`check_push_repo`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar
+
+from imagekit.attest.attach import AttestOutcome
+from imagekit.builders.record import record_push
+from imagekit.errors import RegistryError, UsageError
+from imagekit.refs import Digest, Reference, parse_reference
+from imagekit.runtime.engine import Engine, docker_error_text, engine_errors, engine_tls_error
+from imagekit.workspace import Workspace
+
+
+def check_push_repo(repo: str) -> Reference:
+    ref = parse_reference(repo)
+    if ref.tag is not None or ref.digest is not None:
+        raise UsageError(
+            f"--push takes a repository without tag or digest, got {repo!r}",
+            hint="e.g. --push 127.0.0.1:5000/team/image; the build's tag is reused",
+        )
+    return ref
+
+
+def push_image(engine: Engine, tag: str, repo: str, log_path: Path) -> tuple[str, str]:
+    """Tag the image into REPO, push it, and return (repo@digest, manifest digest)."""
+    from python_on_whales.exceptions import DockerException
+
+    ref = check_push_repo(repo)
+    remote = f"{repo}:{tag.rpartition(':')[2]}"
+    with engine_errors(f"tagging {tag} as {remote}"):
+        engine.client.image.tag(tag, remote)
+    try:
+        engine.client.image.push(remote, quiet=True)
+    except DockerException as exc:
+        tls = engine_tls_error(docker_error_text(exc), ref.registry)
+        if tls is not None:
+            raise tls from exc
+        raise RegistryError(
+            f"pushing {remote} failed: {docker_error_text(exc)}",
+            registry=ref.registry,
+            repository=ref.repository,
+            hint="check the registry answers and the engine's credentials for it",
+        ) from exc
+    with engine_errors(f"inspecting {remote} after the push"):
+        repo_digests = engine.client.image.inspect(remote).repo_digests or []
+    for item in repo_digests:
+        name, _, digest = item.partition("@")
+        if parse_reference(name).name == ref.name:
+            manifest = str(Digest(digest))
+            with log_path.open("a", encoding="utf-8") as fh:
+                fh.write(f"imagekit: pushed {remote} as {ref.name}@{manifest}\n")
+            return f"{ref.name}@{manifest}", manifest
+    raise RegistryError(
+        f"the engine pushed {remote} but reported no digest for {ref.name}",
+        registry=ref.registry,
+        repository=ref.repository,
+    )
+
+
+@dataclass(frozen=True)
+class PushResult:
+    """An engine image pushed and recorded (a push that fails raises)."""
+
+    tag: str
+    pushed: str  # repo@manifest digest
+    manifest_digest: str
+    log: Path
+    seq: int
+    #: what was signed onto the pushed digest, by PushDetails field (with a signing key)
+    attestations: Mapping[str, AttestOutcome] = field(default_factory=dict)
+
+    ok: ClassVar[bool] = True
+    exit_code: ClassVar[int] = 0
+
+    @property
+    def evidence(self) -> Path:
+        return self.log
+
+    @property
+    def ledger_seqs(self) -> tuple[int, ...]:
+        return (self.seq,)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "tag": self.tag,
+            "pushed": self.pushed,
+            "manifest_digest": self.manifest_digest,
+            "log": str(self.log),
+            "ledger_seq": self.seq,
+            **(
+                {"attestations": {k: o.to_json() for k, o in self.attestations.items()}}
+                if self.attestations
+                else {}
+            ),
+        }
+
+
+def push_and_record(
+    workspace: Workspace,
+    engine: Engine,
+    tag: str,
+    repo: str,
+    log_path: Path,
+    *,
+    plan: str,
+    image_id: str,
+    attest: Callable[[str], Mapping[str, AttestOutcome]] | None = None,
+) -> PushResult:
+    """Push a built image and append its push record.
+
+    The pipeline's push stage (which pushes only what its audit passed) calls this, and
+    ``imagekit build --push`` the same two steps (push_image, record_push), so a push is
+    recorded the same way whoever made it. ``attest`` (given the pushed repo@digest) signs
+    what is known of the image onto that digest before the record, which names each
+    attestation; one that was not stored is NotAttested (exit 3) once the record is kept.
+    """
+    pushed, manifest = push_image(engine, tag, repo, log_path)
+    outcomes = attest(pushed) if attest is not None else {}
+    seq = record_push(
+        workspace, tag, pushed, manifest, log_path, plan=plan, image_id=image_id,
+        attestations={key: outcome.ledger_value for key, outcome in outcomes.items()},
+    )  # fmt: skip
+    result = PushResult(tag, pushed, manifest, log_path, seq, dict(outcomes))
+    for outcome in outcomes.values():
+        outcome.raise_unless_stored(result)
+    return result

@@ -1,0 +1,98 @@
+"""imagekit/builders/record.py: a night's candidate says so in its own build record; the
+provenance is signed before the records and a refused one ends the build after them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import pytest
+
+from imagekit.attest.attach import AttestOutcome
+from imagekit.builders.built import PlanBuild
+from imagekit.builders.record import record_build, sign_then_record
+from imagekit.errors import NotAttested, RecordRefused
+from imagekit.ledger import BuildDetails, read_records
+from imagekit.ledger.accepted import is_candidate_build
+from imagekit.plans.load import load_named_plan
+from imagekit.workspace import Workspace
+
+DIGEST = "sha256:" + "e" * 64
+TAG = "nightly-20261203T032300Z-ab12cd"
+
+
+def test_a_build_recorded_for_a_nights_candidate_is_marked_and_no_other(
+    workspace: Workspace, tmp_path: Path
+) -> None:
+    """Pushed by digest (as a BuildKit daemon pushes), the image names no candidate tag: only
+    the mark ``record_build`` is given tells the night's build from an accepted one."""
+    loaded = load_named_plan(workspace, "demo")
+    image = f"127.0.0.1:1/team/demo@{DIGEST}"
+    log = tmp_path / "build.log"
+    log.write_text("built\n")
+
+    for candidate in (None, TAG, None, None):
+        record_build(
+            workspace, loaded, image, scope="test", evidence=log,
+            details=BuildDetails(image_id=DIGEST, builder="buildkit"), candidate=candidate,
+        )  # fmt: skip
+    records = read_records(workspace.ledger_path)
+    assert [r.info.candidate for r in records] == [None, TAG, None, None]
+    assert [is_candidate_build(r) for r in records] == [False, True, False, False]
+
+
+@dataclass(frozen=True)
+class _Built(PlanBuild):
+    """A builder's result as sign_then_record sees it: the shared fields and a ledger."""
+
+    ledger: tuple[int, ...] = ()
+
+
+def _built(tmp_path: Path) -> _Built:
+    return _Built(
+        plan="demo", plan_sha256="0" * 64, base="b", builder="test",
+        evidence_dir=tmp_path, log=tmp_path / "build.log",
+    )  # fmt: skip
+
+
+def test_the_provenance_is_signed_before_the_records_that_name_it(tmp_path: Path) -> None:
+    stored = AttestOutcome(None, "the registry said 403")
+    seen: list[str] = []
+
+    def attest(built: _Built) -> AttestOutcome:
+        seen.append("attest")
+        assert built.ledger == ()
+        return stored
+
+    def record(built: _Built) -> _Built:
+        seen.append(
+            f"record naming {built.attestation.ledger_value if built.attestation else None}"
+        )
+        return replace(built, ledger=(7, 8))
+
+    with pytest.raises(NotAttested) as caught:
+        sign_then_record(_built(tmp_path), attest=attest, record=record)
+    assert seen == ["attest", "record naming not attested: the registry said 403"]
+    # exit 3 only after the records: the error carries the recorded result
+    kept = caught.value.result
+    assert isinstance(kept, _Built) and kept.ledger == (7, 8) and kept.attestation is stored
+    assert caught.value.exit_code == 3
+
+
+def test_a_refused_ledger_carries_the_attested_result(tmp_path: Path) -> None:
+    outcome = AttestOutcome(None, "unused")
+
+    def record(built: _Built) -> _Built:
+        raise RecordRefused("refused", hint="h", ledger="l", problem="torn line")
+
+    with pytest.raises(RecordRefused) as caught:
+        sign_then_record(_built(tmp_path), attest=lambda _: outcome, record=record)
+    kept = caught.value.result
+    assert isinstance(kept, _Built) and kept.attestation is outcome and kept.ledger == ()
+
+
+def test_without_a_key_nothing_is_signed_and_the_records_are_kept(tmp_path: Path) -> None:
+    done = sign_then_record(
+        _built(tmp_path), attest=None, record=lambda built: replace(built, ledger=(3,))
+    )
+    assert done.attestation is None and done.ledger == (3,)
