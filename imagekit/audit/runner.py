@@ -30,6 +30,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from imagekit import progress
 from imagekit.audit.report import (
     CheckResult,
     CheckStatus,
@@ -137,9 +138,10 @@ def run_in_container(
         container = audit_container(limits, probe, image.image_id, json.dumps(spec, sort_keys=True))
         shown = ["docker", *runtime_container_argv("docker", container, "NAME")[1:-1], "SPEC"]
         shown[shown.index(f"{probe}:{PROBE_IN_CONTAINER}:ro")] = f"probe.py:{PROBE_IN_CONTAINER}:ro"
-        run = run_container(
-            engine.client_path, container, run_dir, timeout_s, stage="audit", shown=tuple(shown)
-        )
+        with progress.current().waiting(f"running the probe in {image.requested}"):
+            run = run_container(
+                engine.client_path, container, run_dir, timeout_s, stage="audit", shown=tuple(shown)
+            )
     return _within_limit(run, f"the audit of {image.requested}", timeout_s, run_dir)
 
 
