@@ -125,8 +125,9 @@ class _PlainItem:
     def _line(self, verb: str, now: float) -> str:
         of = f" / {human_bytes(self._total)}" if self._total is not None else ""
         rate = self._moved / max(now - self._started, 1e-3)
+        said = f"{verb} " if verb else ""
         return (
-            f"{self._work.label}: {verb} {self._number}/{self._work.items} {self._label} "
+            f"{self._work.label}: {said}{self._number}/{self._work.items} {self._label} "
             f"{human_bytes(self._moved)}{of} ({human_bytes(rate)}/s)"
         )
 
@@ -136,7 +137,7 @@ class _PlainItem:
         now = self._work.reporter.clock()
         if now - self._said >= self._work.reporter.interval:
             self._said = now
-            self._work.reporter.say(self._line("item", now) + self._work.overall())
+            self._work.reporter.say(self._line("", now) + self._work.overall())
 
     def done(self, how: str = "done") -> None:
         now = self._work.reporter.clock()

@@ -102,6 +102,18 @@ class LiveReporter:
                 self._bars.start()
             return self._bars
 
+    def echo(self, text: str) -> bool:
+        """Print TEXT above the bars while they are drawn (True), else leave it (False).
+
+        click writes to stderr's binary buffer, past the proxy rich puts in its place, which
+        would tear the display; imagekit's own lines come here instead."""
+        with self._lock:
+            bars = self._bars
+        if bars is None:
+            return False
+        bars.console.print(text, markup=False, highlight=False, soft_wrap=True)
+        return True
+
     def close(self) -> None:
         with self._lock:
             if self._bars is not None:

@@ -54,7 +54,7 @@ def test_plain_lines_come_at_most_once_an_interval_per_item() -> None:
             work.item("sha256:bbbb", 100 << 20).done("already there")
     lines = stream.getvalue().splitlines()
     assert lines[0] == "copying to r/x: 2 items, 300.0 MiB"
-    assert lines[1].startswith("copying to r/x: item 1/2 sha256:aaaa 101.0 MiB / 200.0 MiB (")
+    assert lines[1].startswith("copying to r/x: 1/2 sha256:aaaa 101.0 MiB / 200.0 MiB (")
     assert lines[1].endswith("; overall 101.0 MiB / 300.0 MiB (34%)")
     assert lines[2].startswith("copying to r/x: done 1/2 sha256:aaaa 200.0 MiB / 200.0 MiB (")
     assert " in 7.0 s; overall 200.0 MiB / 300.0 MiB (67%)" in lines[2]

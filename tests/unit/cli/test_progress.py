@@ -61,3 +61,18 @@ def test_a_command_gets_its_reporter_and_gives_it_back(
     assert isinstance(progress.current(), NullReporter)
     with for_command(quiet=True, as_json=False) as reporter:
         assert isinstance(reporter, NullReporter)
+
+
+def test_imagekits_own_lines_print_above_the_bars_while_they_are_drawn(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from imagekit.cli.output import echo_err
+
+    reporter = LiveReporter()
+    with progress.installed(reporter):
+        assert reporter.echo("not drawn yet") is False  # no bars: click prints it
+        with progress.work("copying to r/x", total=10, items=1):
+            echo_err("uploaded aaaaaaaaaaaa (10 B)")
+    reporter.close()
+    captured = capsys.readouterr()
+    assert captured.out == "" and "uploaded aaaaaaaaaaaa (10 B)" in captured.err
