@@ -19,6 +19,7 @@ from imagekit.cli.output import echo_err
 from imagekit.kinds.mirror import MirrorVerdict as Verdict
 from imagekit.layers import GiB, LayerLimits, MediaTypePolicy, MiB
 from imagekit.mirror import MirrorOptions, MirrorReport, mirror
+from imagekit.progress import plural
 from imagekit.refs import parse_platform
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -43,6 +44,10 @@ def _human(report: MirrorReport) -> None:
             click.echo(f"           note: {note}")
         if layer.error:
             click.echo(f"           {layer.error}")
+    carried = (report.copy or {}).get("attachments")
+    if carried:
+        said = ", ".join(f"{plural(n, kind[:-1], kind)}" for kind, n in sorted(carried.items()))
+        click.echo(f"copied with it: {said}")
     for note in report.notes:
         click.echo(f"note: {note}")
     if report.verdict is Verdict.ERROR:

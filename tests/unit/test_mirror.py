@@ -294,3 +294,20 @@ def test_a_verification_reports_each_layers_bytes_as_progress(tmp_path: Path) ->
     assert len(done) == 2 and all("layer " in line for line in done)
     assert lines[-1].endswith("(100%)")
     assert report.message.endswith("all 2 layers verified")
+
+
+def test_what_a_copy_carried_is_said_beside_the_verdict(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import dataclasses
+
+    from imagekit.cli.mirror_cmd import _human
+
+    memory = Memory()
+    memory.push("src", TARS)
+    memory.push("dst", TARS)
+    carried = {"attestations": 2, "signatures": 1, "referrers": 0}
+    report = dataclasses.replace(_run(memory, tmp_path), copy={"attachments": carried})
+    _human(report)
+    out = capsys.readouterr().out
+    assert "copied with it: 2 attestations, 0 referrers, 1 signature\n" in out
