@@ -34,6 +34,7 @@ interrupt is not an error either: imagekit.interrupt.Interrupted (a KeyboardInte
         +-- RegistryError              a registry answered badly (carries registry/repo/digest)
         |   +-- RegistryUnauthorized   401/403 without usable credentials
         |   +-- RegistryNotFound       404 for a manifest or blob
+        |   |   +-- ReferenceNotFound  exit 2: a tag, digest or repository that names nothing
         |   +-- RegistryProtocolError  HTML, garbage, oversize bodies, schema 1, bad headers
         |   +-- RetriesExhausted       bounded retries ran out on transient faults
         |   |   +-- RateLimited        the registry kept answering 429 (its words, its wait)
@@ -307,6 +308,16 @@ class RegistryUnauthorized(RegistryError):
 
 class RegistryNotFound(RegistryError):
     pass
+
+
+class ReferenceNotFound(RegistryNotFound, UsageError):
+    """The registry answered, and the reference as given (its tag, digest or repository)
+    names nothing there: a mistake in the input, exit 2, never "try again later" (3).
+
+    Still a RegistryNotFound, so code that asks whether a manifest exists (a cosign tag, an
+    upstream tag) catches it as before; and a UsageError, so a stage does not record it."""
+
+    exit_code = 2
 
 
 class RegistryProtocolError(RegistryError):

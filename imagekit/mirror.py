@@ -36,8 +36,9 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
+from imagekit import progress
 from imagekit.attest.attach import AttestOutcome
 from imagekit.attest.carry import carry_attachments
 from imagekit.attest.signer import KeyFileSigner, Signer
@@ -64,16 +65,6 @@ ZSTD_NOTE = (
     "DST has zstd layers: Docker Engine before 23.0 cannot pull them (20.10 fails with "
     '"archive/tar: invalid tar header"); containerd and Docker 23.0+ can'
 )
-
-
-class Progress(Protocol):
-    """Where per-layer progress goes (a terminal bar in the CLI; nothing by default)."""
-
-    def start(self, index: int, digest: str, total: int) -> None: ...
-
-    def advance(self, index: int, nbytes: int) -> None: ...
-
-    def finish(self, index: int) -> None: ...
 
 
 #: Parallel layer downloads unless told otherwise: one per core would be 64 requests at once
@@ -265,7 +256,7 @@ def _check_layer(
     src: ResolvedImage,
     index: int,
     options: MirrorOptions,
-    progress: Progress | None,
+    work: progress.Work,
     stop: Stop,
 ) -> LayerCheck:
     desc = dst.layers[index]
@@ -293,8 +284,7 @@ def _check_layer(
             "non-distributable (foreign) layer"
             + (f" with {len(desc.urls)} external URL(s), not followed" if desc.urls else "")
         )
-    if progress is not None:
-        progress.start(index, str(desc.digest), desc.size)
+    item = work.item(f"layer {index} {desc.digest.short}", desc.size)
     started = time.monotonic()
     try:
         result = diff_id_of_stream(
@@ -302,7 +292,7 @@ def _check_layer(
             media_type=desc.media_type,
             limits=options.limits,
             policy=options.policy,
-            on_progress=(lambda n: progress.advance(index, n)) if progress else None,
+            on_progress=item.advance,
         )
     except CheckFailed as exc:
         # The registry served the blob and its bytes are wrong (they do not decompress, or
@@ -323,8 +313,7 @@ def _check_layer(
             error=f"{type(exc).__name__}: blob {desc.digest}: {what}",
         )
     finally:
-        if progress is not None:
-            progress.finish(index)
+        item.done()
     actual = str(result.diff_id)
     notes.extend(result.notes)
     if claimed is not None and actual != claimed:
@@ -392,7 +381,6 @@ def verify_images(
     src: ResolvedImage,
     dst: ResolvedImage,
     options: MirrorOptions,
-    progress: Progress | None = None,
 ) -> MirrorReport:
     """Compare two resolved images layer by layer; every DST layer is streamed and hashed.
 
@@ -404,10 +392,13 @@ def verify_images(
     # Largest first, so one big layer does not start last and run alone.
     order = sorted(range(count), key=lambda i: -dst.layers[i].size)
     stop = Stop()
-    with ThreadPoolExecutor(max_workers=max(1, min(workers, count or 1))) as pool:
+    total = sum(layer.size for layer in dst.layers)
+    with (
+        progress.work(f"verifying {dst.reference}", total=total, items=count) as work,
+        ThreadPoolExecutor(max_workers=max(1, min(workers, count or 1))) as pool,
+    ):
         futures = {
-            i: pool.submit(_check_layer, client, dst, src, i, options, progress, stop)
-            for i in order
+            i: pool.submit(_check_layer, client, dst, src, i, options, work, stop) for i in order
         }
         try:
             wait_all(futures.values(), stop)
@@ -476,7 +467,9 @@ def verify_images(
         )
     elif manifest_equal:
         verdict = Verdict.IDENTICAL
-        message = f"same manifest {dst.manifest_digest}, all {n} layers verified"
+        message = f"same manifest {dst.manifest_digest}, " + (
+            "its one layer verified" if n == 1 else f"all {n} layers verified"
+        )
     else:
         verdict = Verdict.CONTENT_IDENTICAL
         if compressed_equal:
@@ -513,7 +506,6 @@ def mirror(
     *,
     options: MirrorOptions | None = None,
     workspace: Workspace | None = None,
-    progress: Progress | None = None,
     client: RegistryClient | None = None,
     log: Callable[[str], None] | None = None,
 ) -> MirrorReport:
@@ -573,12 +565,10 @@ def mirror(
                     step = "resolving DST"
                     dst = dst_future.result()
             step = "verifying DST's layers"
-            report = verify_images(client, src, dst, options, progress)
+            report = verify_images(client, src, dst, options)
             if options.platform is None and (src.index_digest or dst.index_digest):
                 step = "verifying every platform of DST's index"
-                report = _every_platform(
-                    client, (src_ref, src), (dst_ref, dst), report, options, progress
-                )
+                report = _every_platform(client, (src_ref, src), (dst_ref, dst), report, options)
         except ImagekitError as exc:
             if isinstance(exc, UsageError):
                 raise
@@ -645,7 +635,6 @@ def _every_platform(
     destination: tuple[Reference, ResolvedImage],
     first: MirrorReport,
     options: MirrorOptions,
-    progress: Progress | None,
 ) -> MirrorReport:
     """SRC or DST is an index and no --platform was given: every entry a runtime could
     select, in either index, is verified.
@@ -672,7 +661,7 @@ def _every_platform(
             continue
         src = _entry(client, src_ref, first_src, src_entry)
         dst = _entry(client, dst_ref, first_dst, dst_entry)
-        reports.append(verify_images(client, src, dst, options, progress))
+        reports.append(verify_images(client, src, dst, options))
     for side, ref, image, entries in (
         ("SRC", src_ref, first_src, sources),
         ("DST", dst_ref, first_dst, destinations),
@@ -855,6 +844,16 @@ def _diff_ids(report: MirrorReport) -> list[str]:
 
 
 def _scope(report: MirrorReport, options: MirrorOptions) -> str:
+    if report.verdict is Verdict.ERROR:
+        # What an error proved: only the layers actually hashed, never "every layer".
+        layers = [layer for r in (report.platforms or (report,)) for layer in r.layers]
+        hashed = sum(1 for layer in layers if layer.actual_diff_id is not None)
+        if not layers:
+            return "no DST layer streamed or hashed: it stopped before comparing layers"
+        return (
+            f"{hashed} of {len(layers)} DST layers streamed and hashed before it stopped; "
+            "no verdict on the content"
+        )
     if report.platforms:
         index = (report.destination or {}).get("index_digest")
         return (

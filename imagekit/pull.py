@@ -31,6 +31,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, TypeVar
 
+from imagekit import progress
 from imagekit.attest.signer import KeyFileSigner, Signer
 from imagekit.errors import ContainerdError, RecordRefused, ReferenceFormatError, UsageError
 from imagekit.evidence import new_run_dir, write_bytes, write_json
@@ -347,7 +348,10 @@ def final_pull(
     signer = _signer(sign_key, record)
     engine = engine or connect()
     pull_name = str(ref)
-    with engine_errors(f"pulling {pull_name}", registry=ref.registry):
+    with (
+        engine_errors(f"pulling {pull_name}", registry=ref.registry),
+        progress.current().waiting(f"pulling {pull_name} into the engine"),
+    ):
         engine.client.image.pull(pull_name, quiet=True)
     with engine_errors(f"inspecting {pull_name}"):
         image = engine.client.image.inspect(pull_name)
@@ -609,7 +613,8 @@ def final_pull_containerd(
     signer = _signer(sign_key, record)
     store = containerd or ctrd.connect(address, namespace=namespace, snapshotter=snapshotter)
     name = str(ref)
-    pulled = store.pull(name, plain_http=is_loopback(ref.registry))
+    with progress.current().waiting(f"pulling {name} into containerd"):
+        pulled = store.pull(name, plain_http=is_loopback(ref.registry))
     image_record = store.image(name)
     if image_record is None:
         raise ContainerdError(f"containerd pulled {name} but lists no image record of that name")

@@ -104,6 +104,8 @@ class KeyPairFiles:
     public: Path
     encrypted: bool
     key_id: str
+    #: the .gitignore that now names the private key, where it was written in a git work tree
+    ignored_by: Path | None = None
 
     def to_json(self) -> dict[str, object]:
         return {
@@ -111,7 +113,39 @@ class KeyPairFiles:
             "public_key": str(self.public),
             "encrypted": self.encrypted,
             "key_id": self.key_id,
+            "ignored_by": str(self.ignored_by) if self.ignored_by else None,
         }
+
+
+def _in_work_tree(folder: Path) -> bool:
+    """Whether FOLDER is inside a git work tree (a ``.git`` folder, or a worktree's file,
+    in it or above it)."""
+    here = folder.resolve()
+    return any((place / ".git").exists() for place in (here, *here.parents))
+
+
+def ignore_private_key(private_path: Path) -> Path | None:
+    """In a git work tree, name the private key in the .gitignore beside it (made or added
+    to), so that no `git add -A` commits it; None outside a work tree. The rule is the
+    file's own name, anchored to its folder, so it ignores that key and nothing else."""
+    folder = private_path.parent
+    if not _in_work_tree(folder):
+        return None
+    ignore = folder / ".gitignore"
+    rule = f"/{private_path.name}"
+    try:
+        said = ignore.read_text(encoding="utf-8") if ignore.exists() else ""
+        if rule not in said.splitlines():
+            ending = "" if not said or said.endswith("\n") else "\n"
+            with ignore.open("a", encoding="utf-8") as handle:
+                handle.write(f"{ending}# a private signing key: never committed\n{rule}\n")
+    except OSError as exc:
+        raise KeyFileError(
+            f"{ignore}: cannot add an ignore rule for the private key ({exc.strerror})",
+            path=str(ignore),
+            hint=f"add {rule} to {ignore} yourself before any `git add`",
+        ) from None
+    return ignore
 
 
 def _password(*names: str) -> bytes | None:
@@ -180,7 +214,8 @@ def generate_key_pair(prefix: Path) -> KeyPairFiles:
             path=str(private_path),
             hint="check that the folder exists and is writable",
         ) from None
-    return KeyPairFiles(private_path, public_path, password is not None, public.key_id)
+    ignored = ignore_private_key(private_path)
+    return KeyPairFiles(private_path, public_path, password is not None, public.key_id, ignored)
 
 
 def load_private_key(path: Path) -> ec.EllipticCurvePrivateKey:

@@ -345,6 +345,15 @@ def check_pip(spec: dict[str, Any], timeout_s: float) -> dict[str, Any]:
     conflicts, unparsed = parse_pip_check(stdout)
     data = {"conflicts": conflicts, "unparsed_lines": unparsed}
     if "No module named pip" in stderr:
+        if "pip-check" in (spec.get("profile") or {}).get("if_installed", []):
+            return check_result(
+                "pip-check",
+                "pip-check",
+                SKIPPED,
+                "pip is not installed in this Python; the profile checks it only where it is",
+                proc,
+                data,
+            )
         return check_result(
             "pip-check", "pip-check", FAIL, "pip is not installed in this Python", proc, data
         )
@@ -906,6 +915,10 @@ def inner_av(spec: dict[str, Any]) -> None:
     import importlib.util
 
     if importlib.util.find_spec("av") is None:
+        if "av-roundtrip" in (spec.get("profile") or {}).get("if_installed", []):
+            why = "PyAV (module av) is not installed; the profile checks it only where it is"
+            emit(SKIPPED, why, {"installed": False})
+            return
         emit(FAIL, "PyAV (module av) is not installed: no video decode path", {"installed": False})
         return
     import fractions

@@ -149,6 +149,10 @@ class Profile(_Model):
     video: bool = True
     record: bool = True
     pip_check: bool = True
+    #: Checks that are SKIPPED, saying so, where what they check is not installed (pip for
+    #: pip-check, PyAV for av-roundtrip), and run as usual where it is: a plain Python image
+    #: has neither, and its audit should say so rather than fail on it.
+    if_installed: list[Literal["pip-check", "av-roundtrip"]] = Field(default_factory=list)
     cli: list[CliProbe] = Field(default_factory=list)
     model_sources: list[ModelSource] = Field(default_factory=list)
     timeouts: dict[CheckKind, float] = Field(default_factory=dict)

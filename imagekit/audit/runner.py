@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -29,7 +30,15 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from imagekit.audit.report import ProbeReport, parse_probe_output
+from imagekit import progress
+from imagekit.audit.report import (
+    CheckResult,
+    CheckStatus,
+    PlatformInfo,
+    ProbeReport,
+    PythonInfo,
+    parse_probe_output,
+)
 from imagekit.errors import (
     AuditTimeout,
     CouldNotFinish,
@@ -129,9 +138,10 @@ def run_in_container(
         container = audit_container(limits, probe, image.image_id, json.dumps(spec, sort_keys=True))
         shown = ["docker", *runtime_container_argv("docker", container, "NAME")[1:-1], "SPEC"]
         shown[shown.index(f"{probe}:{PROBE_IN_CONTAINER}:ro")] = f"probe.py:{PROBE_IN_CONTAINER}:ro"
-        run = run_container(
-            engine.client_path, container, run_dir, timeout_s, stage="audit", shown=tuple(shown)
-        )
+        with progress.current().waiting(f"running the probe in {image.requested}"):
+            run = run_container(
+                engine.client_path, container, run_dir, timeout_s, stage="audit", shown=tuple(shown)
+            )
     return _within_limit(run, f"the audit of {image.requested}", timeout_s, run_dir)
 
 
@@ -188,6 +198,9 @@ def read_report(run: ProcessRun, target: str, run_dir: Path) -> tuple[ProbeRepor
     try:
         report = parse_probe_output(run.stdout.last_line() or "")
     except ImagekitError as exc:
+        missing = no_interpreter(run, target)
+        if missing is not None:
+            return missing, f"the image has no {PROBE_INTERPRETER}: the probe did not run"
         said = run.stderr.last_words()
         if run.exit_code in _DID_NOT_START:
             message = f"the audit container for {target} did not run: {said}"
@@ -204,6 +217,55 @@ def read_report(run: ProcessRun, target: str, run_dir: Path) -> tuple[ProbeRepor
     if run.exit_code != 0:
         return report, f"python3 exited {run.exit_code} after printing a report"
     return report, None
+
+
+#: What the probe runs under in the image; an image without it gets a verdict naming it.
+PROBE_INTERPRETER = "python3"
+# runc's words, in docker run's stderr, for an entrypoint the image lacks.
+_NOT_FOUND = re.compile(r'exec: "([^"]+)": executable file not found[^\n:]*')
+
+
+def no_interpreter(run: ProcessRun, target: str) -> ProbeReport | None:
+    """A report of one failed check when the container did not start because the image has
+    no ``python3`` (runc: ``exec: "python3": executable file not found in $PATH``): a fact
+    about the image, so a verdict (CPU_CHECK_INCOMPLETE, recorded, exit 1) naming the
+    missing interpreter, never "could not finish". None for any other failure."""
+    if run.exit_code not in _DID_NOT_START:
+        return None
+    said = _NOT_FOUND.search(run.stderr.text())
+    if said is None or said.group(1) != PROBE_INTERPRETER:
+        return None
+    cause = said.group(0)
+    check = CheckResult(
+        name=PROBE_INTERPRETER,
+        kind="interpreter",
+        status=CheckStatus.FAIL,
+        reason=(
+            f"{target} has no {PROBE_INTERPRETER} on its PATH ({cause}), so no check could run "
+            f"in it; `imagekit sbom {target}` lists its packages without running it"
+        ),
+        proves=f"the image has the {PROBE_INTERPRETER} (3.8+) the probe runs under",
+        command=list(run.command),
+        exit_code=run.exit_code,
+        stdout=run.stdout.text(),
+        stderr=run.stderr.text(),
+        stdout_bytes=run.stdout.total,
+        stderr_bytes=run.stderr.total,
+        output_capped=bool(run.stdout.cut or run.stderr.cut),
+        output_notes=[],
+        duration_s=run.seconds,
+    )
+    return ProbeReport(
+        probe_version=0,
+        mode="container",
+        profile=None,
+        python=PythonInfo(version="", implementation="", executable=""),
+        platform=PlatformInfo(machine="", system=""),
+        environment={},
+        output_cap_bytes=0,
+        duration_s=run.seconds,
+        checks=[check],
+    )
 
 
 # docker run's own exit codes: the daemon failed (125), the command could not be run (126)

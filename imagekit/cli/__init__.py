@@ -8,6 +8,7 @@ seconds should not also pay for importing the build, audit and ledger stacks at 
 
 from __future__ import annotations
 
+import difflib
 import gc
 import importlib
 import sys
@@ -91,6 +92,16 @@ _COMMANDS: dict[str, tuple[str, str]] = {
 }
 
 
+def _wants_quiet(argv: Sequence[str]) -> bool:
+    """Whether the group's own --quiet (-q) was given, before the command's name."""
+    for option in argv:
+        if option in ("-q", "--quiet"):
+            return True
+        if not option.startswith("-"):
+            return False
+    return False
+
+
 def _wants_json(argv: Sequence[str]) -> bool:
     """Whether --json was given (before any ``--``): then every exit prints one document."""
     options = list(argv)
@@ -120,13 +131,15 @@ class _LazyGroup(click.Group):
         argv = list(sys.argv[1:] if args is None else args)
         if not standalone_mode:
             return super().main(argv, prog_name, complete_var, False, **extra)
+        from imagekit.cli.progress import for_command
         from imagekit.interrupt import install_handlers, restore_handlers
 
         main_thread = threading.current_thread() is threading.main_thread()
         previous = install_handlers() if main_thread else {}
         try:
             try:
-                code = super().main(argv, prog_name, complete_var, False, **extra)
+                with for_command(quiet=_wants_quiet(argv), as_json=_wants_json(argv)):
+                    code = super().main(argv, prog_name, complete_var, False, **extra)
             except click.ClickException as exc:
                 from imagekit.cli.contract import usage_error
 
@@ -145,6 +158,17 @@ class _LazyGroup(click.Group):
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return list(_COMMANDS)
+
+    def resolve_command(
+        self, ctx: click.Context, args: list[str]
+    ) -> tuple[str | None, click.Command | None, list[str]]:
+        """A misspelt command's name gets the nearest one (`imagekit inpsect` -> inspect)."""
+        name = args[0] if args else ""
+        if name and name not in _COMMANDS and not name.startswith("-"):
+            close = difflib.get_close_matches(name, list(_COMMANDS), n=1)
+            if close:
+                ctx.fail(f"No such command {name!r}. Did you mean {close[0]!r}?")
+        return super().resolve_command(ctx, args)
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         """The commands with their one-line helps, as click lists them, from ``_COMMANDS``:
@@ -206,5 +230,12 @@ def entry() -> None:
 
 @click.group(cls=_LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="imagekit")
-def main() -> None:
+@click.option(
+    "--quiet",
+    "-q",
+    is_flag=True,
+    help="No progress on stderr (bars, retries, waits); results and errors are still said. "
+    "IMAGEKIT_QUIET=1 does the same.",
+)
+def main(quiet: bool) -> None:
     """Build, audit, mirror and record the container images that serve large models."""

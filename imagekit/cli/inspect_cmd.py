@@ -9,6 +9,7 @@ from rich.table import Table
 from imagekit.cli.contract import run
 from imagekit.cli.options import json_option, registry_options
 from imagekit.inspect import inspect_image
+from imagekit.progress import human_bytes
 from imagekit.registry import ResolvedImage
 
 
@@ -30,7 +31,7 @@ def _human(image: ResolvedImage) -> None:
     facts.add_row(
         "layers",
         f"{len(image.layers)}, {image.compressed_layer_bytes} bytes compressed "
-        f"({image.compressed_layer_bytes / 1e6:.1f} MB)",
+        f"({human_bytes(image.compressed_layer_bytes)})",
     )
     console.print(facts)
     layers = Table(show_edge=False)

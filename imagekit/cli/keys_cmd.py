@@ -17,6 +17,8 @@ def _human(pair: KeyPairFiles) -> None:
     )
     click.echo(f"public key:  {pair.public}")
     click.echo(f"key id:      {pair.key_id}")
+    if pair.ignored_by is not None:
+        click.echo(f"ignored:     {pair.private.name} added to {pair.ignored_by} (never committed)")
     if not pair.encrypted:
         click.echo("note: set IMAGEKIT_KEY_PASSWORD to encrypt the private key")
 
@@ -31,5 +33,6 @@ def command() -> None:
 @json_option
 def generate(prefix: Path, as_json: bool) -> None:
     """Write PREFIX.key (PKCS#8 PEM, encrypted with IMAGEKIT_KEY_PASSWORD when set) and
-    PREFIX.pub. Never overwrites a key."""
+    PREFIX.pub. Never overwrites a key. Inside a git work tree, the private key is named in
+    the .gitignore beside it, so it is never committed."""
     run(lambda: generate_key_pair(prefix), as_json=as_json, human=_human)

@@ -27,6 +27,7 @@ from imagekit.ledger import (
 )
 from imagekit.ledger.lockfile import LockResult, encode_lock, write_lock
 from imagekit.ledger.pods import PodOptions, PodReport, record_pod
+from imagekit.progress import plural
 from imagekit.workspace import Workspace
 
 ledger_option = click.option(
@@ -63,10 +64,18 @@ def show_cmd(
     path = str(workspace.ledger_path)
     document = StreamedDocument({"ledger": path}, "records")
 
+    headed: list[bool] = []
+
     def each(rec: LedgerRecord) -> None:
         if as_json:
             document.add(rec.to_json())
             return
+        if not headed:
+            headed.append(True)
+            click.echo(
+                f"{'SEQ':>5}  {'TIME':<{len(rec.time)}}  {'KIND':<18} {'PLAN':<16} "
+                f"{'STATUS':<26} IMAGES"
+            )
         images = " ".join(f"{k}={v}" for k, v in sorted(rec.images.items()))
         click.echo(
             f"{rec.seq:>5}  {rec.time}  {rec.kind:<18} {rec.plan or '-':<16} "
@@ -213,7 +222,8 @@ def sync_cmd(
     "-o",
     "--output",
     type=FILE_PATH,
-    help="Write the lock here (e.g. manifests/images.lock.json); default: print it.",
+    help="Write the lock to this file (e.g. manifests/images.lock.json), atomically; without "
+    "it the lock is printed on stdout and no file is written.",
 )
 @ledger_option
 @json_option
@@ -222,10 +232,23 @@ def lock_cmd(output: Path | None, ledger: Path | None, as_json: bool) -> None:
     (exit 1) unless the ledger verifies."""
 
     def human(result: LockResult) -> None:
+        loose = len(result.document.get("not_in_a_plan", {}).get("images", {}))
+        said = f"{plural(len(result.plans), 'plan')}" + (
+            f"; {plural(loose, 'image')} recorded without a plan, listed under not_in_a_plan"
+            if loose
+            else ""
+        )
         if result.path is None:
             click.echo(encode_lock(result.document).decode(), nl=False)
+            echo_err(f"{said}; printed only: `-o manifests/images.lock.json` writes it")
         else:
-            click.echo(f"wrote {result.path} ({len(result.plans)} plan(s))")
+            click.echo(f"wrote {result.path} ({said})")
+        if not result.plans:
+            echo_err(
+                "hint: no plan has records yet: the lock's images are a plan's "
+                "(manifests/NAME.yaml, `imagekit build NAME`); `--plan NAME` on audit, pull "
+                "and gpu-preflight ties their records to a plan"
+            )
 
     run(
         lambda: write_lock(_workspace(ledger), output),

@@ -7,8 +7,6 @@ that scripts already use, and changes nothing.
 
 from __future__ import annotations
 
-import sys
-import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -18,56 +16,13 @@ import click
 from imagekit.cli.contract import run
 from imagekit.cli.options import DIR_PATH, json_option, registry_options, sign_key_option
 from imagekit.cli.output import echo_err
+from imagekit.kinds.mirror import MirrorVerdict as Verdict
 from imagekit.layers import GiB, LayerLimits, MediaTypePolicy, MiB
 from imagekit.mirror import MirrorOptions, MirrorReport, mirror
+from imagekit.progress import plural
 from imagekit.refs import parse_platform
 
 F = TypeVar("F", bound=Callable[..., Any])
-
-
-class _Bars:
-    """One rich progress bar per layer (bytes and rate), on stderr, only on a terminal."""
-
-    def __init__(self) -> None:
-        from rich.console import Console
-        from rich.progress import (
-            BarColumn,
-            DownloadColumn,
-            Progress,
-            TextColumn,
-            TransferSpeedColumn,
-        )
-
-        self._progress = Progress(
-            TextColumn("layer {task.fields[index]:>2} {task.fields[short]}"),
-            BarColumn(),
-            DownloadColumn(),
-            TransferSpeedColumn(),
-            console=Console(stderr=True),
-            transient=False,
-        )
-        self._tasks: dict[int, Any] = {}
-        self._lock = threading.Lock()
-
-    def __enter__(self) -> _Bars:
-        self._progress.start()
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self._progress.stop()
-
-    def start(self, index: int, digest: str, total: int) -> None:
-        with self._lock:
-            self._tasks[index] = self._progress.add_task(
-                "", total=total, index=index, short=digest.partition(":")[2][:12]
-            )
-
-    def advance(self, index: int, nbytes: int) -> None:
-        self._progress.update(self._tasks[index], advance=nbytes)
-
-    def finish(self, index: int) -> None:
-        task = self._tasks[index]
-        self._progress.update(task, completed=self._progress.tasks[task].total)
 
 
 def _human(report: MirrorReport) -> None:
@@ -89,9 +44,17 @@ def _human(report: MirrorReport) -> None:
             click.echo(f"           note: {note}")
         if layer.error:
             click.echo(f"           {layer.error}")
+    carried = (report.copy or {}).get("attachments")
+    if carried:
+        said = ", ".join(f"{plural(n, kind[:-1], kind)}" for kind, n in sorted(carried.items()))
+        click.echo(f"copied with it: {said}")
     for note in report.notes:
         click.echo(f"note: {note}")
-    click.echo(f"{report.verdict}: {report.message}")
+    if report.verdict is Verdict.ERROR:
+        # Not a verdict on the content: it could not finish, which is said where errors go.
+        echo_err(f"error: {report.message}")
+    else:
+        click.echo(f"{report.verdict}: {report.message}")
     if report.evidence:
         click.echo(f"evidence: {report.evidence}")
     if report.attestation is not None:
@@ -194,9 +157,6 @@ def command(
             record=not no_record,
             sign_key=sign_key,
         )
-        if not as_json and sys.stderr.isatty():
-            with _Bars() as bars:
-                return mirror(source, destination, options=options, progress=bars, log=echo_err)
         return mirror(source, destination, options=options, log=None if as_json else echo_err)
 
     def to_json(report: MirrorReport) -> dict[str, Any]:

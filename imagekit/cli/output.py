@@ -16,6 +16,13 @@ if TYPE_CHECKING:
 
 
 def echo_err(text: str) -> None:
+    """A line on stderr; above the progress bars while they are drawn (never through them)."""
+    from imagekit.cli.progress import LiveReporter
+    from imagekit.progress import current
+
+    reporter = current()
+    if isinstance(reporter, LiveReporter) and reporter.echo(text):
+        return
     click.echo(text, err=True)
 
 

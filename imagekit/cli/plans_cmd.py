@@ -94,6 +94,8 @@ def validate_cmd(name: str | None, base: str | None, as_json: bool) -> None:
                 click.echo(f"{item.name}: ok" + (f" (base {item.base})" if base else ""))
             else:
                 click.echo(f"error: {item.error}", err=True)
+                if item.hint:
+                    click.echo(f"hint: {item.hint}", err=True)
 
     run(
         lambda: validate_plans(ws.plans_dir, ws.dockerfiles_dir, name, base),

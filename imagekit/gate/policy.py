@@ -32,6 +32,9 @@ audit requirement alone with the two passing statuses, at most 30 days old.
 
 from __future__ import annotations
 
+import difflib
+import types
+import typing
 from pathlib import Path
 from typing import Any, Literal
 
@@ -128,15 +131,16 @@ def load_policy(path: Path) -> BaseModel:
         document = yamldoc.load(data)
     except yaml.YAMLError as exc:
         raise PolicyError(f"{path}: not YAML ({yamldoc.describe(exc)})", path=str(path)) from None
+    document = written(document, path)
     try:
         policy = Policy.model_validate(document)
     except ValidationError as exc:
         first = exc.errors()[0]
-        where = ".".join(str(part) for part in first["loc"]) or "document"
+        where = ".".join(str(part) for part in first["loc"] if not _is_union_tag(part))
         raise PolicyError(
-            f"{path}: {where}: {first['msg']}",
+            f"{path}: {where or 'document'}: {plain_words(first)}",
             path=str(path),
-            hint="see imagekit/attest/schemas/policy-v1.schema.json",
+            hint=f"docs/ATTESTATIONS.md shows a policy; the schema is {SCHEMA}",
         ) from None
     if not keyed_rules(policy):
         raise PolicyError(
@@ -145,6 +149,123 @@ def load_policy(path: Path) -> BaseModel:
             hint="name at least one requirement: " + ", ".join(_requirement_names()),
         )
     return policy
+
+
+SCHEMA = "imagekit/attest/schemas/policy-v1.schema.json"
+
+
+def _models(annotation: Any) -> list[type[BaseModel]]:
+    """The models a policy key's value may be (its annotation's BaseModel members)."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return [annotation]
+    return [m for arg in typing.get_args(annotation) for m in _models(arg)]
+
+
+def _is_list(annotation: Any) -> bool:
+    """Whether a field holds several values (a tuple or list of them, or None)."""
+    origin = typing.get_origin(annotation)
+    if origin in (tuple, list):
+        return True
+    return origin in (typing.Union, types.UnionType) and any(
+        _is_list(arg) for arg in typing.get_args(annotation)
+    )
+
+
+def _unknown(path: Path, where: str, key: object, allowed: list[str]) -> PolicyError:
+    close = difflib.get_close_matches(str(key), allowed, n=1, cutoff=0.6)
+    guess = f"did you mean {close[0]!r}? " if close else ""
+    return PolicyError(
+        f"{path}: {where}{key}: unknown key",
+        path=str(path),
+        hint=f"{guess}the keys here: {', '.join(allowed)}",
+    )
+
+
+def written(document: Any, path: Path) -> Any:
+    """The policy as a person wrote it, checked in their words before the model reads it:
+    an unknown key is named with the nearest known one; a single value where a list is meant
+    (``status: CPU_PASS``) is taken as a list of one; a status outside its kind's
+    vocabulary is refused with the nearest status (a misspelt one would refuse every image
+    without saying why)."""
+    if not isinstance(document, dict):
+        return document
+    entries = {spec.policy.key: spec for spec in KINDS if spec.policy is not None}
+    allowed = list(Policy.model_fields)
+    plain = dict(document)
+    for key, value in document.items():
+        if key not in allowed:
+            raise _unknown(path, "", key, allowed)
+        spec = entries.get(str(key))
+        if spec is None or spec.policy is None or not isinstance(value, dict):
+            continue
+        models = _models(spec.policy.annotation)
+        if not models:
+            continue
+        fields = models[-1].model_fields  # the mapping form (a union lists it last)
+        value = dict(value)
+        for name in value:
+            if name not in fields:
+                raise _unknown(path, f"{key}.", name, list(fields))
+        for name, field in fields.items():
+            given = value.get(name)
+            if isinstance(given, str | int | float) and _is_list(field.annotation):
+                value[name] = [given]
+        statuses = value.get("status")
+        vocabulary = [str(getattr(status, "value", status)) for status in spec.statuses]
+        if vocabulary and isinstance(statuses, list):
+            for i, status in enumerate(statuses):
+                if status not in vocabulary:
+                    close = difflib.get_close_matches(str(status), vocabulary, n=1, cutoff=0.5)
+                    guess = f"did you mean {close[0]!r}? " if close else ""
+                    raise PolicyError(
+                        f"{path}: {key}.status[{i}]: {status!r} is not a status of {spec.name} "
+                        "(no image could ever meet it)",
+                        path=str(path),
+                        hint=f"{guess}the statuses: {', '.join(vocabulary)}",
+                    )
+        plain[key] = value
+    return plain
+
+
+def _is_union_tag(part: object) -> bool:
+    """pydantic names the member of a union it tried in an error's place (``VulnRequirement``,
+    ``literal['none','none-fixable']``): not a key of the file."""
+    text = str(part)
+    return text[:1].isupper() or text.startswith(("literal[", "function-"))
+
+
+def plain_words(error: Any) -> str:
+    """A validation error as a person reads it, never in pydantic's words."""
+    kind = str(error.get("type", ""))
+    context = error.get("ctx") or {}
+    given = error.get("input")
+    if kind == "missing":
+        return "is required here"
+    if kind == "extra_forbidden":
+        return "unknown key"
+    if kind in ("tuple_type", "list_type"):
+        return f"a list is meant here (`[A, B]`, or one value), not {given!r}"
+    if kind == "literal_error":
+        return f"{given!r} is not one of {context.get('expected', 'the values allowed')}"
+    if kind in ("string_type", "str_type"):
+        return f"text is meant here, not {given!r}"
+    if kind in ("int_type", "int_parsing", "int_from_float"):
+        return f"a whole number is meant here, not {given!r}"
+    if kind in ("model_type", "dict_type", "model_attributes_type"):
+        return f"a mapping of keys is meant here (`key: value` lines), not {given!r}"
+    if kind in ("too_short", "string_too_short"):
+        return "is empty: name at least one"
+    if kind in ("greater_than", "greater_than_equal", "less_than", "less_than_equal"):
+        bound = next(iter(context.values()), "")
+        words = {
+            "greater_than": "above",
+            "greater_than_equal": "at least",
+            "less_than": "below",
+            "less_than_equal": "at most",
+        }
+        return f"must be {words[kind]} {bound}, not {given!r}"
+    message = str(error.get("msg", "is not valid")).removeprefix("Value error, ")
+    return message.replace("Input should be", "should be")
 
 
 def _requirement_names() -> list[str]:

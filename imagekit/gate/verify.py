@@ -66,6 +66,8 @@ class GateResult:
     binding: str | None = None  # "content-identical to SRC@DIGEST (attestation ...)"
     #: an index: the platforms whose images were held to the policy, each on its own
     platforms: tuple[str, ...] = ()
+    #: how many of ``keys`` were given with --key (the rest the policy names)
+    given: int | None = None
 
     @property
     def ok(self) -> bool:
@@ -92,9 +94,16 @@ class GateResult:
         )
         return (
             f"{each}decided from the registry alone: {len(self.verified)} attestation(s) in "
-            f"{self.source} signed by {len(self.keys)} key(s) given{through}; "
+            f"{self.source} signed by {self._trusted()}{through}; "
             "no ledger, no engine; a signed claim is trusted as far as its key"
         )
+
+    def _trusted(self) -> str:
+        """The keys checked, as many as there are: those given and those the policy names."""
+        given = len(self.keys) if self.given is None else self.given
+        named = len(self.keys) - given
+        said = f"{given} key{'s' * (given != 1)} given"
+        return said + (f" and {named} the policy names" if named else "")
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -129,6 +138,7 @@ class _Trust:
     keys: tuple[PublicKey, ...]
     judged: tuple[_Judged, ...]
     bindings: frozenset[str]
+    given: int = 0  # how many of ``keys`` came from --key (the rest from the policy)
 
 
 def verify_image(
@@ -172,6 +182,7 @@ def verify_image(
         skipped=collected.skipped,
         source=collected.source,
         keys=tuple(key.source for key in trust.keys),
+        given=trust.given,
         binding=binding,
         platforms=tuple(platforms),
     )
@@ -212,7 +223,7 @@ def _trust(key_paths: Sequence[Path], policy: BaseModel, policy_path: Path | Non
             f"give at least one --key PUB (the policy names no keys for {', '.join(unkeyed)})",
             hint="imagekit verify REF --key cosign.pub, or name keys: in the policy",
         )
-    return _Trust(tuple(keys.values()), judged, bindings)
+    return _Trust(tuple(keys.values()), judged, bindings, len(given_ids))
 
 
 def _requirements(

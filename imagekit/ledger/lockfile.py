@@ -229,12 +229,33 @@ def _prepared_versions(candidates: list[Entry], ids: set[str]) -> Any:
     return dict(sorted(info.report.versions.items()))
 
 
+def failed_checks(record: LedgerRecord) -> list[str]:
+    """The checks a failed record names as failing (an audit's, a GPU preflight's), if any."""
+    info = record.info
+    report = getattr(info, "report", None)
+    failing = getattr(report, "failing", None) or getattr(info, "failing", None)
+    return [str(name) for name in failing] if failing else []
+
+
+def failure_reason(record: LedgerRecord) -> str:
+    """Why a failed record failed, in its own words: the checks that failed where it names
+    them, then its reason or message; its scope only when it says nothing else."""
+    info = record.info
+    said = getattr(info, "reason", None) or getattr(info, "message", None)
+    checks = failed_checks(record)
+    if checks:
+        named = f"{len(checks)} check{'s' * (len(checks) != 1)} failed: {', '.join(checks)}"
+        return f"{named} ({said})" if said else named
+    return str(said or record.scope or record.status)
+
+
 def _investigations(entries: list[Entry], current: set[int]) -> list[dict[str, Any]]:
     """Rejected and failed attempts, superseded builds and nights' candidates: kept in the
     lock, never hidden.
 
     A record is a failed attempt when its kind's spec says its status failed
-    (imagekit.kinds), whatever stage made it; the reason is the record's own sentence. A
+    (imagekit.kinds), whatever stage made it; the reason names the checks that failed where
+    the record lists them, else it is the record's own sentence (:func:`failure_reason`). A
     night's candidate (imagekit.ledger.accepted.is_candidate_build) is never the current
     build, so it is listed here whether or not a build came after it."""
     found = []
@@ -242,9 +263,7 @@ def _investigations(entries: list[Entry], current: set[int]) -> list[dict[str, A
         rec = entry.record
         reason: str | None = None
         if kind(rec.kind).failed(rec.status):
-            info = rec.info
-            said = getattr(info, "reason", None) or getattr(info, "message", None)
-            reason = said or rec.scope or rec.status
+            reason = failure_reason(rec)
         elif rec.kind == BUILD.name and is_candidate_build(rec):
             reason = "a night's candidate: proposed, never accepted"
         elif rec.kind == BUILD.name and rec.seq not in current:
@@ -464,6 +483,7 @@ def _render(workspace: Workspace, heads: _Heads, lines: Iterable[Line]) -> dict[
     names = {plan: state.identifiers() for plan, state in current.items()}
     by_plan: dict[str, list[Entry]] = {plan: [] for plan in current}
     unplanned: dict[str, list[Entry]] = {plan: [] for plan in current}
+    loose: dict[str, dict[str, Any]] = {}
     for line in lines:
         if not isinstance(line, Entry):
             continue
@@ -472,9 +492,13 @@ def _render(workspace: Workspace, heads: _Heads, lines: Iterable[Line]) -> dict[
             if _kept(line, current[plan], names[plan]):
                 by_plan[plan].append(line)
         elif line.record.kind in _ABOUT_IMAGES:
+            claimed = False
             for other, ids in names.items():
                 if ids and _concerns(line.record, ids):
                     unplanned[other].append(line)
+                    claimed = True
+            if not claimed:
+                _add_loose(loose, line)
     try:
         ledger_name = workspace.ledger_path.resolve().relative_to(workspace.root.resolve())
         ledger_shown = ledger_name.as_posix()
@@ -489,7 +513,34 @@ def _render(workspace: Workspace, heads: _Heads, lines: Iterable[Line]) -> dict[
             "head": last.digest if last else None,
         },
         "images": {plan: _render_plan(by_plan[plan], unplanned[plan]) for plan in sorted(by_plan)},
+        "not_in_a_plan": {
+            "why": NOT_IN_A_PLAN,
+            "images": {image: loose[image] for image in sorted(loose)},
+        },
     }
+
+
+#: What the lock says of the images whose records name no plan.
+NOT_IN_A_PLAN = (
+    "records made without a plan (`imagekit audit REF`, `mirror`, `pull --record`, "
+    "`gpu-preflight` without --plan) about images no plan built: the lock's `images` holds a "
+    "plan's images only (manifests/NAME.yaml, then `imagekit build NAME`); here each such "
+    "image's newest record of each kind"
+)
+
+
+def _add_loose(loose: dict[str, dict[str, Any]], entry: Entry) -> None:
+    """Keep the newest record of each kind about an image that is in no plan (a record
+    names its image first: ``image``, else ``destination``, else its first image)."""
+    rec = entry.record
+    images = rec.images
+    name = images.get("image") or images.get("destination") or next(iter(images.values()), None)
+    if name is None:
+        return
+    shown: dict[str, Any] = {"status": rec.status, **_ref(entry)}
+    if kind(rec.kind).failed(rec.status):
+        shown["reason"] = failure_reason(rec)
+    loose.setdefault(str(name), {})[rec.kind] = shown
 
 
 def encode_lock(document: dict[str, Any]) -> bytes:

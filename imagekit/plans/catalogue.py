@@ -21,6 +21,7 @@ class PlanSummary:
     steps: int
     audit_profile: str
     error: str | None
+    hint: str | None = None  # what to do about the error, as the error says it
 
 
 def list_plans(plans_dir: Path, dockerfiles_dir: Path) -> list[PlanSummary]:
@@ -30,7 +31,7 @@ def list_plans(plans_dir: Path, dockerfiles_dir: Path) -> list[PlanSummary]:
         try:
             loaded = load_plan(path, dockerfiles_dir=dockerfiles_dir)
         except PlanError as exc:
-            out.append(PlanSummary(path.stem, path, "", 0, "", exc.message))
+            out.append(PlanSummary(path.stem, path, "", 0, "", exc.message, exc.hint))
             continue
         plan = loaded.plan
         out.append(

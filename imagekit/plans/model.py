@@ -61,8 +61,10 @@ class BaseSpec(StrictModel):
                 "digest_truncated",
                 f"the digest of {value!r} is cut short ({digits} of 64 hex digits): "
                 "no image can be pinned by a prefix",
-                f"write the full digest here (`imagekit inspect {name}:TAG` prints it), or "
-                "name the base of every build with --base REPO@sha256:<64 hex>",
+                f"write the full digest here (`imagekit inspect {name}:TAG` prints it); until "
+                "then the commands that take --base REPO@sha256:<64 hex> (plans validate, "
+                "build, pin-overlay, doctor, pipeline) read the base from it; render and "
+                "plans show need it written here",
             )
         pinned_reference(value)
         return value

@@ -21,6 +21,7 @@ import httpx
 from imagekit.errors import (
     DigestMismatch,
     ImageContentError,
+    ReferenceNotFound,
     RegistryError,
     RegistryNotFound,
     RegistryProtocolError,
@@ -317,6 +318,20 @@ class Session:
         elif status == 403:
             cls, hint = RegistryUnauthorized, f"check your permissions on {where}; {login}"
             message = f"{where}: access denied (HTTP 403)"
+        elif status == 404 and "/manifests/" in url.path and repository:
+            # A manifest asked for by tag or digest: the reference names nothing here.
+            named = url.path.rsplit("/manifests/", 1)[1]
+            given = f"{where}{'@' if named.startswith('sha256:') else ':'}{named}"
+            missing = "repository" if "NAME_UNKNOWN" in detail else "tag or digest"
+            cls, message = (
+                ReferenceNotFound,
+                (f"{given}: the reference names nothing here (HTTP 404{suffix})"),
+            )
+            hint = (
+                f"check the {missing} in {given} (a registry answers 404 alike for a tag, a "
+                "digest or a repository it does not hold); this is not a fault to retry"
+            )
+            suffix = ""
         elif status == 404:
             cls, message = RegistryNotFound, f"{where}: not found (HTTP 404)"
         else:

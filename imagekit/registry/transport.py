@@ -41,6 +41,7 @@ from typing import TypeVar
 import httpx
 import tenacity
 
+from imagekit import progress
 from imagekit.errors import (
     RateLimited,
     RegistryError,
@@ -231,11 +232,23 @@ class RetryPolicy:
                 return min(self.max_retry_after, max(pause, self.backoff(state.attempt_number)))
             return self.backoff(state.attempt_number)
 
+        def say(state: tenacity.RetryCallState) -> None:
+            # One line a retry, with its reason and its wait (docker and skopeo say as much);
+            # nothing unless the CLI installed a reporter.
+            exc = last(state)
+            reason = exc.description if isinstance(exc, Transient) else repr(exc)
+            pause = state.next_action.sleep if state.next_action else 0.0
+            progress.current().retry(
+                f"{what}: {reason}; attempt {state.attempt_number + 1} of "
+                f"{self.max_attempts} in {pause:.1f} s"
+            )
+
         retrying = tenacity.Retrying(
             stop=tenacity.stop_after_attempt(max(1, self.max_attempts)) | TooLong(),
             wait=wait,
             retry=tenacity.retry_if_exception_type(Transient),
             sleep=self.sleep,
+            before_sleep=say,
             reraise=False,
         )
         try:

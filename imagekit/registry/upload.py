@@ -61,8 +61,10 @@ from typing import Any
 
 import httpx
 
+from imagekit import progress
 from imagekit.errors import RegistryError, RegistryProtocolError, RegistryUnauthorized
 from imagekit.interrupt import Stop, wait_all
+from imagekit.progress import human_bytes
 from imagekit.refs import Digest, Reference
 from imagekit.registry.client import RegistryClient
 from imagekit.registry.manifest import (
@@ -164,6 +166,26 @@ class BlobSource:
     distributable: bool = True
 
 
+class _Moving:
+    """A blob's progress item, which a send that starts over (a retry) counts again from 0."""
+
+    def __init__(self, item: progress.Item) -> None:
+        self._item = item
+        self._moved = 0
+
+    def advance(self, nbytes: int) -> None:
+        self._moved += nbytes
+        self._item.advance(nbytes)
+
+    def restart(self) -> None:
+        if self._moved:
+            self._item.advance(-self._moved)
+            self._moved = 0
+
+    def done(self, how: str = "done") -> None:
+        self._item.done(how)
+
+
 @dataclass
 class CopyResult:
     source: str
@@ -218,6 +240,27 @@ class _Copier:
         self.chunk_size, self.workers, self._log = chunk_size, workers, log
         self._lock = threading.Lock()
         self.stop = Stop()
+        self._work: progress.Work | None = None
+        self._items: dict[Digest, _Moving] = {}
+
+    @contextmanager
+    def working(self, blobs: Sequence[BlobSource]) -> Iterator[None]:
+        """Report the blobs' bytes as one piece of work (a bar each and one overall)."""
+        total = sum(blob.descriptor.size for blob in blobs)
+        label = f"copying to {self.dst.name}"
+        with progress.work(label, total=total, items=len(blobs)) as work:
+            self._work = work
+            try:
+                yield
+            finally:
+                self._work = None
+
+    def _item(self, desc: Descriptor) -> _Moving:
+        work = self._work or progress.NullReporter().work("", total=None, items=0)
+        item = _Moving(work.item(desc.digest.short, desc.size))
+        with self._lock:
+            self._items[desc.digest] = item
+        return item
 
     def count(self, name: str, amount: int = 1) -> None:
         """Add to a counter of the result; blobs are copied on several threads."""
@@ -246,8 +289,10 @@ class _Copier:
     def _push(self, source: BlobSource) -> None:
         desc = source.descriptor
         digest = desc.digest
+        item = self._item(desc)
         if self.client.blob_exists(self.dst, digest):
             self.count("blobs_existing")
+            item.done("already there")
             return
         location: str | None = None
         origin = source.repository
@@ -277,6 +322,7 @@ class _Copier:
             else:
                 if response.status_code == 201:
                     self.count("blobs_mounted")
+                    item.done("mounted")
                     self.say(f"mounted {digest.short} from {origin.repository}")
                     return
                 location = response.headers.get("Location")  # 202: an upload session instead
@@ -285,6 +331,7 @@ class _Copier:
             if location is not None:
                 self._cancel(location, digest)
             self.count("blobs_skipped")
+            item.done("not uploaded (non-distributable)")
             self.say(f"not uploaded: {digest.short} is a non-distributable layer")
             return
         session: list[str] = [location] if location else []  # the session's newest URL
@@ -325,7 +372,8 @@ class _Copier:
                 self._cancel(session[-1], digest)
         self.count("blobs_uploaded")
         self.count("bytes_uploaded", desc.size)
-        self.say(f"uploaded {digest.short} ({desc.size} bytes)")
+        item.done()
+        self.say(f"uploaded {digest.short} ({human_bytes(desc.size)})")
 
     def _pieces(self, source: BlobSource) -> Generator[bytes, None, None]:
         """The blob's bytes as they come (SRC's download, or bytes held here), stopping
@@ -337,9 +385,15 @@ class _Copier:
         else:
             pieces = self.client.stream_blob(source.repository, source.descriptor)
         iterator = iter(pieces)
+        with self._lock:
+            item = self._items.get(source.descriptor.digest)
+        if item is not None:
+            item.restart()  # a send again (a retry, a 401) moves its bytes again
         try:
             for piece in iterator:
                 self.stop.check()
+                if item is not None:
+                    item.advance(len(piece))
                 yield piece
         finally:
             close = getattr(iterator, "close", None)
@@ -553,7 +607,8 @@ class _Copier:
             assert isinstance(parsed, ImageManifest)  # noqa: S101 - parse_manifest's contract
             blobs = [Descriptor.from_model(parsed.config)]
             blobs += [Descriptor.from_model(layer) for layer in parsed.layers]
-            with ThreadPoolExecutor(max_workers=self.workers) as pool:
+            sources = [BlobSource(blob, repository=self.src) for blob in blobs]
+            with self.working(sources), ThreadPoolExecutor(max_workers=self.workers) as pool:
                 futures = [pool.submit(self.blob, blob) for blob in blobs]
                 wait_all(futures, self.stop)
                 for future in futures:
@@ -626,7 +681,10 @@ def push_blobs(
         source="(held here)", destination=str(dst), digest=Digest.of_bytes(b""), media_type=""
     )
     pusher = _Copier(client, dst, dst, result, chunk_size=16 * MiB, workers=workers, log=log)
-    with ThreadPoolExecutor(max_workers=max(1, min(workers, len(blobs)))) as pool:
+    with (
+        pusher.working(blobs),
+        ThreadPoolExecutor(max_workers=max(1, min(workers, len(blobs)))) as pool,
+    ):
         futures = [pool.submit(pusher.push, blob) for blob in blobs]
         wait_all(futures, pusher.stop)
         for future in futures:
@@ -658,7 +716,10 @@ def push_manifest(
     )
     pusher = _Copier(client, dst, dst, result, chunk_size=chunk_size, workers=workers, log=log)
     if blobs:
-        with ThreadPoolExecutor(max_workers=min(workers, len(blobs))) as pool:
+        with (
+            pusher.working(blobs),
+            ThreadPoolExecutor(max_workers=min(workers, len(blobs))) as pool,
+        ):
             futures = [pool.submit(pusher.push, blob) for blob in blobs]
             wait_all(futures, pusher.stop)
             for future in futures:

@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
+from imagekit import progress
 from imagekit.errors import CouldNotFinish, ReferenceFormatError, UsageError
 from imagekit.refs import DOCKER_HUB, Digest, Platform, Reference, is_digest, parse_reference
 from imagekit.registry.client import RegistryClient
@@ -99,7 +100,8 @@ def resolve_image(engine: Engine, ref: str, platform: str | None = None) -> Engi
         from python_on_whales.exceptions import DockerException  # loaded with the engine
 
         try:
-            client.image.pull(pinned, quiet=True, platform=platform)
+            with progress.current().waiting(f"pulling {pinned} into the engine"):
+                client.image.pull(pinned, quiet=True, platform=platform)
         except DockerException as exc:
             detail = str(exc.stderr or exc)
             if "no matching manifest" in detail:

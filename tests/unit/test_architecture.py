@@ -27,6 +27,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "files",
             "yamldoc",
             "lazy",
+            "progress",
         ),
     ),
     ("outside world", ("registry", "runtime")),

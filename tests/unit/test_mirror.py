@@ -126,12 +126,18 @@ def test_same_manifest_is_identical(tmp_path: Path) -> None:
     assert report.verdict is Verdict.IDENTICAL and report.exit_code == 0
 
 
-def test_missing_blob_is_error_never_positive(tmp_path: Path) -> None:
+def _dst_without_layer_1() -> tuple[Memory, str]:
+    """A copy whose second layer's blob the registry no longer serves, and its digest."""
     memory = Memory()
     memory.push("src", TARS)
     memory.push("dst", TARS, level=1)
     dst_layer = json.loads(memory.manifests[("dst", "1")])["layers"][1]["digest"]
     del memory.blobs[dst_layer]
+    return memory, str(dst_layer)
+
+
+def test_missing_blob_is_error_never_positive(tmp_path: Path) -> None:
+    memory, dst_layer = _dst_without_layer_1()
     report = _run(memory, tmp_path)
     assert report.verdict is Verdict.ERROR and report.exit_code == 3
     assert dst_layer in report.message and "layer 1" in report.message
@@ -248,13 +254,60 @@ def test_foreign_layer_is_reported_not_skipped(tmp_path: Path) -> None:
     assert report.layers[0].error and report.layers[1].match
 
 
-def test_progress_bars_render_to_stderr(capsys: pytest.CaptureFixture[str]) -> None:
-    from imagekit.cli.mirror_cmd import _Bars
+def test_an_error_says_so_on_stderr_and_its_scope_claims_only_what_was_hashed(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from imagekit.cli.mirror_cmd import _human
+    from imagekit.mirror import _scope
 
-    with _Bars() as bars:
-        bars.start(0, "sha256:" + "a" * 64, 1000)
-        bars.advance(0, 600)
-        bars.finish(0)
+    memory, _ = _dst_without_layer_1()
+    report = _run(memory, tmp_path)
+    assert report.verdict is Verdict.ERROR
+    scope = _scope(report, MirrorOptions())
+    assert scope == (
+        "1 of 2 DST layers streamed and hashed before it stopped; no verdict on the content"
+    )
+    assert "every layer" not in scope
+    capsys.readouterr()
+    _human(report)
     captured = capsys.readouterr()
-    assert captured.out == ""
-    assert "aaaaaaaaaaaa" in captured.err
+    assert "error: could not verify layer 1" in captured.err
+    assert "could not verify" not in captured.out
+
+
+def test_a_verification_reports_each_layers_bytes_as_progress(tmp_path: Path) -> None:
+    import io
+
+    from imagekit import progress
+    from imagekit.progress import PlainReporter
+
+    memory = Memory()
+    memory.push("src", TARS)
+    memory.push("dst", TARS)
+    stream = io.StringIO()
+    with progress.installed(PlainReporter(stream)):
+        report = _run(memory, tmp_path)
+    assert report.verdict is Verdict.IDENTICAL
+    lines = stream.getvalue().splitlines()
+    assert lines[0].startswith("verifying registry.example/dst:1: 2 items, ")
+    done = [line for line in lines if ": done " in line]
+    assert len(done) == 2 and all("layer " in line for line in done)
+    assert lines[-1].endswith("(100%)")
+    assert report.message.endswith("all 2 layers verified")
+
+
+def test_what_a_copy_carried_is_said_beside_the_verdict(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import dataclasses
+
+    from imagekit.cli.mirror_cmd import _human
+
+    memory = Memory()
+    memory.push("src", TARS)
+    memory.push("dst", TARS)
+    carried = {"attestations": 2, "signatures": 1, "referrers": 0}
+    report = dataclasses.replace(_run(memory, tmp_path), copy={"attachments": carried})
+    _human(report)
+    out = capsys.readouterr().out
+    assert "copied with it: 2 attestations, 0 referrers, 1 signature\n" in out

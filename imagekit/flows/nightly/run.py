@@ -7,6 +7,7 @@ import sys
 from datetime import UTC, datetime
 from typing import TextIO
 
+from imagekit import progress
 from imagekit.errors import CheckFailed, ImagekitError, UsageError
 from imagekit.flows.nightly.candidate import check_builder
 from imagekit.flows.nightly.night import Night
@@ -53,7 +54,8 @@ def _night_for_plan(
             )
         return rebuild(Night(workspace, loaded, options, client, echo), None)
     try:
-        upstream = watch_tag(client, loaded)
+        with progress.current().waiting(f"{name}: asking what {loaded.base.name}:{tag} serves"):
+            upstream = watch_tag(client, loaded)
     except CheckFailed as exc:
         return PlanNight(name, BASE_UNREACHABLE, 1, f"the base tag {tag} fails: {exc.message}")
     except ImagekitError as exc:

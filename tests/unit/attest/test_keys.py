@@ -175,3 +175,36 @@ def test_a_key_file_over_64_kib_is_refused_from_its_size(tmp_path: Path) -> None
     big.write_bytes(b"-----BEGIN PUBLIC KEY-----\n" + b"A" * (64 << 10))
     with pytest.raises(InputFileError, match="is 65563 bytes, more than the 64 KiB"):
         load_public_key(big)
+
+
+def test_a_private_key_made_in_a_git_work_tree_is_ignored_there(tmp_path: Path) -> None:
+    import subprocess
+
+    from imagekit.attest.keys import generate_key_pair as make
+
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True, timeout=60)
+    keys = tmp_path / "keys"
+    keys.mkdir()
+    (keys / ".gitignore").write_text("*.tmp")  # a rule of the team's, no newline at its end
+    pair = make(keys / "ci")
+    assert pair.ignored_by == keys / ".gitignore"
+    lines = (keys / ".gitignore").read_text().splitlines()
+    assert lines[0] == "*.tmp" and lines[-1] == "/ci.key" and "/ci.pub" not in lines
+    make(keys / "ci2")
+    assert (keys / ".gitignore").read_text().count("/ci.key") == 1
+    assert pair.to_json()["ignored_by"] == str(keys / ".gitignore")
+
+    def ignored(name: str) -> bool:
+        argv = ["git", "-C", str(tmp_path), "check-ignore", "-q", f"keys/{name}"]
+        return subprocess.run(argv, check=False, timeout=60).returncode == 0
+
+    # git itself, the judge: the private keys are ignored, the public ones are not.
+    assert ignored("ci.key") and ignored("ci2.key")
+    assert not ignored("ci.pub") and not ignored("ci2.pub")
+
+
+def test_outside_a_work_tree_nothing_is_added(tmp_path: Path) -> None:
+    from imagekit.attest.keys import generate_key_pair as make
+
+    pair = make(tmp_path / "ci")
+    assert pair.ignored_by is None and not (tmp_path / ".gitignore").exists()

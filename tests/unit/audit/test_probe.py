@@ -393,3 +393,30 @@ def test_the_av_roundtrip_goes_through_numpy_when_it_is_there(
     else:
         assert av_check["data"]["path"] == "raw-planes"
         assert "numpy is not installed" in av_check["proves"]
+
+
+def test_pip_and_pyav_are_skipped_where_absent_when_the_profile_says_if_installed(
+    tmp_path: Path,
+) -> None:
+    """A plain python3 (a venv without pip: no pip, no PyAV) under the generic profile's
+    `if_installed`: SKIPPED saying why; without it, the same absence fails."""
+    subprocess.run(
+        [sys.executable, "-m", "venv", "--without-pip", str(tmp_path / "plain")],
+        check=True,
+        timeout=120,
+    )
+    plain = tmp_path / "plain" / "bin" / "python3"
+
+    def checks(**profile: Any) -> dict[str, Any]:
+        argv = [str(plain), str(PROBE), "--spec-json", json.dumps(spec(video=True, **profile))]
+        proc = subprocess.run(argv, capture_output=True, timeout=120, check=True)
+        return {c["name"]: c for c in json.loads(proc.stdout)["checks"]}
+
+    lenient = checks(if_installed=["pip-check", "av-roundtrip"])
+    for name, what in (("pip-check", "pip is not installed"), ("av-roundtrip", "PyAV")):
+        assert lenient[name]["status"] == "SKIPPED", lenient[name]
+        assert what in lenient[name]["reason"]
+        assert "the profile checks it only where it is" in lenient[name]["reason"]
+    strict = checks()
+    assert strict["pip-check"]["status"] == "FAIL"
+    assert strict["av-roundtrip"]["status"] == "FAIL"

@@ -4,9 +4,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from imagekit.audit.runner import PROBE_IN_CONTAINER, Limits, container_argv
+import pytest
+
+from imagekit.audit.report import decide
+from imagekit.audit.runner import PROBE_IN_CONTAINER, Limits, container_argv, read_report
+from imagekit.errors import CouldNotFinish
 from imagekit.refs import parse_reference
+from imagekit.runtime.container import ProcessRun
 from imagekit.runtime.images import EngineImage
+from imagekit.runtime.output import Kept
 
 
 def test_container_is_locked_down() -> None:
@@ -63,3 +69,43 @@ def test_evidence_names_prefer_the_pinned_digest() -> None:
     )
     assert local.manifest_digest is None
     assert local.name == "team/app"
+
+
+def _did_not_start(stderr: bytes, exit_code: int = 127) -> ProcessRun:
+    def kept(stream: str, data: bytes) -> Kept:
+        return Kept(stream=stream, total=len(data), files=(), cut=0, tail=data)
+
+    return ProcessRun(
+        command=("docker", "run", "IMAGE"),
+        exit_code=exit_code,
+        seconds=0.4,
+        stdout=kept("stdout", b""),
+        stderr=kept("stderr", stderr),
+    )
+
+
+# What Docker 28 prints for an image without python3 (its last line is the useless one).
+NO_PYTHON = (
+    b"docker: Error response from daemon: failed to create task for container: failed to "
+    b"create shim task: OCI runtime create failed: runc create failed: unable to start "
+    b'container process: error during container init: exec: "python3": executable file not '
+    b"found in $PATH: unknown\n\nRun 'docker run --help' for more information\n"
+)
+
+
+def test_an_image_without_python3_is_a_verdict_naming_the_cause(tmp_path: Path) -> None:
+    report, note = read_report(_did_not_start(NO_PYTHON), "r/plain@sha256:abc", tmp_path)
+    verdict = decide(report)
+    assert verdict.status == "CPU_CHECK_INCOMPLETE" and verdict.failing == ("python3",)
+    assert 'exec: "python3": executable file not found in $PATH' in verdict.sentence
+    assert "`imagekit sbom r/plain@sha256:abc`" in verdict.sentence
+    assert "docker run --help" not in verdict.sentence
+    assert note == "the image has no python3: the probe did not run"
+    assert report.checks[0].stderr.endswith("for more information\n")  # kept whole
+
+
+def test_any_other_failure_to_start_could_not_finish(tmp_path: Path) -> None:
+    other = b'exec: "/bin/sh": executable file not found in $PATH\n'
+    for stderr, code in ((b"Cannot connect to the Docker daemon\n", 125), (other, 127)):
+        with pytest.raises(CouldNotFinish, match="did not run"):
+            read_report(_did_not_start(stderr, code), "r/x:1", tmp_path)

@@ -101,3 +101,28 @@ def test_the_registry_face_hands_out_every_name_it_lists() -> None:
     assert "RegistryClient" in dir(registry)
     with pytest.raises(AttributeError, match="has no attribute 'Nope'"):
         getattr(registry, "Nope")  # noqa: B009 - the lookup is the test
+
+
+@pytest.mark.parametrize(("typed", "meant"), [("inpsect", "inspect"), ("mirorr", "mirror")])
+def test_a_misspelt_command_gets_the_nearest_one(typed: str, meant: str) -> None:
+    from click.testing import CliRunner
+
+    result = CliRunner().invoke(main, [typed, "REF"])
+    assert result.exit_code == 2
+    assert f"No such command {typed!r}. Did you mean {meant!r}?" in result.stderr
+    as_json = CliRunner().invoke(main, [typed, "REF", "--json"])
+    document = json.loads(as_json.stdout)
+    assert as_json.exit_code == 2 and meant in document["error"]["message"]
+
+
+def test_quiet_is_the_groups_own_option_and_silences_progress(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from imagekit.cli import _wants_quiet
+
+    assert _wants_quiet(["--quiet", "ledger", "show"]) and _wants_quiet(["-q", "inspect", "x"])
+    assert not _wants_quiet(["ledger", "show", "--quiet"])  # a command's own words
+    env = {"IMAGEKIT_LEDGER": str(tmp_path / "ledger.jsonl")}
+    result = CliRunner().invoke(main, ["--quiet", "ledger", "show"], env=env)
+    assert result.exit_code == 2 and "no ledger at" in result.stderr  # parsed, then ran
+    assert "--quiet" in CliRunner().invoke(main, ["--help"]).stdout

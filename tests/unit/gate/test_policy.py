@@ -97,3 +97,55 @@ def test_verify_refuses_a_policy_file_it_cannot_use_before_any_registry(
     )  # fmt: skip
     assert done.returncode == 2, done.stderr
     assert f"{policy}: {said}" in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("text", "message", "hint"),
+    [
+        (
+            "audit:\n  status: [CPU_PASSED]\n",
+            "audit.status[0]: 'CPU_PASSED' is not a status of audit (no image could ever meet it)",
+            "did you mean 'CPU_PASS'?",
+        ),
+        (
+            "gpu_preflight:\n  status: GPU_PREFLIGHT_PAS\n",
+            "gpu_preflight.status[0]: 'GPU_PREFLIGHT_PAS' is not a status of gpu-preflight",
+            "did you mean 'GPU_PREFLIGHT_PASS'?",
+        ),
+        ("audti:\n  status: [CPU_PASS]\n", "audti: unknown key", "did you mean 'audit'?"),
+        ("audit:\n  max_ag: 7d\n", "audit.max_ag: unknown key", "did you mean 'max_age'?"),
+        (
+            "vulnerabilities: few\n",
+            "vulnerabilities: 'few' is not one of 'none' or 'none-fixable'",
+            "docs/ATTESTATIONS.md",
+        ),
+        ("audit: CPU_PASS\n", "audit: a mapping of keys is meant here", "docs/ATTESTATIONS.md"),
+        (
+            "gpu_preflight:\n  min_gpus: eight\n",
+            "gpu_preflight.min_gpus: a whole number is meant here, not 'eight'",
+            "docs/ATTESTATIONS.md",
+        ),
+    ],
+)
+def test_a_mistake_in_a_policy_is_said_in_plain_words_with_the_nearest_word(
+    tmp_path: Path, text: str, message: str, hint: str
+) -> None:
+    path = tmp_path / "policy.yaml"
+    path.write_text(text)
+    with pytest.raises(PolicyError) as caught:
+        load_policy(path)
+    assert caught.value.exit_code == 2
+    assert caught.value.message.startswith(f"{path}: {message}"), caught.value.message
+    assert hint in (caught.value.hint or "")
+    for pydantic_words in ("Input should be", "Extra inputs", "valid tuple", "literal["):
+        assert pydantic_words not in caught.value.diagnostics()
+
+
+def test_one_value_where_a_list_is_meant_is_a_list_of_one(tmp_path: Path) -> None:
+    path = tmp_path / "policy.yaml"
+    keys = tmp_path / "keys"
+    keys.mkdir()
+    generate_key_pair(keys / "ci")
+    path.write_text("audit:\n  status: CPU_PASS\n  keys: keys/ci.pub\n")
+    audit = requirement(load_policy(path), "audit")
+    assert audit.status == ("CPU_PASS",) and audit.keys == ("keys/ci.pub",)

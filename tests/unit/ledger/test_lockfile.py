@@ -526,3 +526,47 @@ def test_a_build_after_a_nights_candidate_is_current(ws: Workspace) -> None:
     m3 = render_lock(ws)["images"]["m3"]
     assert m3["prepared_image"]["build"]["record_seq"] == 9
     assert m3["prepared_image"]["reference"] is None  # not pushed yet
+
+
+def test_images_recorded_without_a_plan_are_listed_and_say_why(ws: Workspace) -> None:
+    loose = f"127.0.0.1:5000/mine/app@{'sha256:' + 'e' * 64}"
+    failing = {"report": {"failing": ["pip-check", "av-roundtrip"], "checks": {}}}
+    append_all(
+        ws,
+        Rec("audit", None, {"image": loose}, "CPU_PASS", "first", details={"profile": "generic"}),
+        Rec(
+            "audit",
+            None,
+            {"image": loose},
+            "CPU_CHECK_INCOMPLETE",
+            "CPU-only checks, no weights loaded, no GPU test",
+            details={"profile": "vllm", **failing},
+        ),
+    )
+    lock = render_lock(ws)
+    assert lock["images"] == {}
+    unplanned = lock["not_in_a_plan"]
+    assert "without a plan" in unplanned["why"] and "manifests/NAME.yaml" in unplanned["why"]
+    newest = unplanned["images"][loose]["audit"]
+    assert (newest["status"], newest["record_seq"]) == ("CPU_CHECK_INCOMPLETE", 2)
+    assert newest["reason"] == "2 checks failed: pip-check, av-roundtrip"
+
+
+def test_an_investigation_names_the_checks_that_failed(ws: Workspace) -> None:
+    _history(ws)
+    append_all(
+        ws,
+        Rec(
+            "audit",
+            "m3",
+            {"image": NEW_ID},
+            "CPU_CHECK_INCOMPLETE",
+            "CPU-only checks, no weights loaded, no GPU test",
+            details={"profile": "sglang", "report": {"failing": ["torch"], "checks": {}}},
+        ),
+    )
+    m3 = render_lock(ws)["images"]["m3"]
+    audits = [i for i in m3["investigations"] if i["kind"] == "audit"]
+    assert [i["reason"] for i in audits] == ["1 check failed: torch"]
+    assert m3["audit"]["status"] == "CPU_CHECK_INCOMPLETE"
+    assert render_lock(ws)["not_in_a_plan"]["images"] == {}

@@ -413,6 +413,11 @@ def test_cut_short_digest_cli_exit_2_list_and_validate_all_keep_working(
     assert "cut.yaml: base.reference: the digest of" in one.stderr
     assert "--base REPO@sha256:<64 hex>" in one.stderr
     assert "Traceback" not in one.output
+    # Every plan: the cut one's hint names the commands that take --base, as for one.
+    humans = CliRunner().invoke(plans_command, ["validate"])
+    assert humans.exit_code == 2 and "p: ok" in humans.stdout
+    assert "hint: write the full digest here" in humans.stderr
+    assert "(plans validate, build, pin-overlay, doctor, pipeline)" in humans.stderr
     every = CliRunner().invoke(plans_command, ["validate", "--json"])
     assert every.exit_code == 2
     assert [(d["name"], d["valid"]) for d in json.loads(every.stdout)] == [

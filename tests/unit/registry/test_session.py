@@ -63,3 +63,24 @@ def test_not_found_names_the_digest() -> None:
         client.get_manifest(REF, digest)
     assert (info.value.registry, info.value.repository, info.value.digest) == (HOST, REPO, digest)
     assert info.value.status == 404
+
+
+@pytest.mark.parametrize(
+    ("code", "missing"), [("MANIFEST_UNKNOWN", "tag or digest"), ("NAME_UNKNOWN", "repository")]
+)
+def test_a_reference_that_names_nothing_is_bad_input_naming_it_as_given(
+    code: str, missing: str
+) -> None:
+    from imagekit.errors import ReferenceNotFound
+
+    fake = FakeRegistry()
+    fake.overrides[f"/v2/{REPO}/manifests/nope"] = lambda request: httpx.Response(
+        404, json={"errors": [{"code": code, "message": "unknown"}]}
+    )
+    with fake.client() as client, pytest.raises(ReferenceNotFound) as info:
+        client.get_manifest(REF, "nope")
+    error = info.value
+    assert error.exit_code == 2 and isinstance(error, RegistryNotFound)  # still a 404 to code
+    assert error.message.startswith(f"{HOST}/{REPO}:nope: the reference names nothing here")
+    assert code in error.message
+    assert f"check the {missing}" in (error.hint or "")

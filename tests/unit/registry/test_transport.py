@@ -264,3 +264,25 @@ def test_retries_exhausted_names_registry_repository_and_digest() -> None:
     with fake.client(max_attempts=2) as client, pytest.raises(RetriesExhausted) as info:
         client.blob_exists(REF, digest)
     assert (info.value.registry, info.value.repository, info.value.digest) == (HOST, REPO, digest)
+
+
+def test_each_retry_is_one_progress_line_with_its_reason_and_its_wait() -> None:
+    import io
+
+    from imagekit import progress
+    from imagekit.progress import PlainReporter
+
+    fake = FakeRegistry()
+    fake.overrides["/v2/"] = lambda request: httpx.Response(502)
+    stream = io.StringIO()
+    with (
+        progress.installed(PlainReporter(stream)),
+        fake.client(max_attempts=3, sleeps=[]) as client,
+        pytest.raises(RetriesExhausted),
+    ):
+        client.ping(HOST)
+    lines = stream.getvalue().splitlines()
+    assert len(lines) == 2  # three attempts: two waits
+    for number, line in enumerate(lines, start=2):
+        assert line.startswith("retry: ") and "502" in line, line
+        assert f"attempt {number} of 3 in 0." in line and line.endswith(" s"), line
