@@ -140,7 +140,7 @@ class Expectations:
             except ValueError as exc:
                 raise UsageError(str(exc), hint="a pattern such as H20 or 'H100|H200'") from None
         if self.min_memory_gib is not None:
-            _finite(self.min_memory_gib, "--min-memory-gib", 0, 1 << 20, low_open=True)
+            _finite(self.min_memory_gib, "--min-memory-gib", 0, 65536, low_open=True)
         if self.min_capability is not None and not _CAPABILITY.fullmatch(self.min_capability):
             raise UsageError(
                 f"--min-capability {self.min_capability}: not a compute capability X.Y",
@@ -346,7 +346,7 @@ def _outcome(run: ProcessRun, out: Path) -> ProbeOutcome:
         if size > REPORT_CAP:
             return ProbeOutcome(None, run, out, f"the report is {size} bytes, over {REPORT_CAP}")
         try:
-            return ProbeOutcome(parse_report(out.read_bytes(), "the probe's report"), run, out)
+            return ProbeOutcome(parse_report(out.read_bytes(), "what the run wrote"), run, out)
         except UsageError as exc:  # what the image wrote is not the probe's: not decided
             return ProbeOutcome(None, run, out, exc.message)
     if run.timed_out:

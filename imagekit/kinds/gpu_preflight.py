@@ -161,7 +161,7 @@ def name_pattern(pattern: str, what: str = "the GPU name pattern") -> str:
     try:
         re.compile(_token(pattern), re.IGNORECASE)
     except re.error as exc:
-        raise ValueError(f"{what} {pattern!r} is not a regular expression: {exc}") from None
+        raise ValueError(f"{what} {pattern!r} is not a regular expression: {exc.msg}") from None
     return pattern
 
 

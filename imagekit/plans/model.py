@@ -187,7 +187,7 @@ class GpuExpectation(StrictModel):
     )
     name: str | None = Field(default=None, description="a pattern of every GPU's name: H20")
     min_memory_gib: float | None = Field(
-        default=None, gt=0, le=1 << 20, allow_inf_nan=False, description="each GPU's, GiB"
+        default=None, gt=0, le=65536, allow_inf_nan=False, description="each GPU's, GiB"
     )
     min_capability: str | None = Field(
         default=None, pattern=r"^\d{1,3}\.\d{1,3}$", description="each GPU's, e.g. 9.0"
