@@ -14,8 +14,8 @@ is where it came from:
   is held to what this host shows to imagekit itself: ``nvidia-smi``, run here by imagekit,
   must list every GPU the report claims (by UUID, with the same name and memory), and the
   report's host is this host's name. A report claiming GPUs the host does not show is
-  refused; a host where nvidia-smi does not answer cannot confirm anything: INCOMPLETE,
-  never a pass.
+  refused; a host where nvidia-smi does not answer cannot confirm anything, nor can it show
+  the GPUs of other nodes (a rendezvous of several): INCOMPLETE, never a pass.
 """
 
 from __future__ import annotations
@@ -165,7 +165,8 @@ def check_on_host(
             f"the report says it ran on {report.host!r}; this host is {here!r}: refused",
             hint="--host preflights this host; nothing was recorded",
         )
-    claimed = report.gpus
+    claimed = [gpu for gpu in report.gpus if gpu.host in (None, report.host)]
+    elsewhere = len(report.gpus) - len(claimed)
     if why_none is not None:
         return Decision.incomplete(
             f"this host shows no GPU to imagekit ({why_none}): the report's {len(claimed)} "
@@ -194,5 +195,9 @@ def check_on_host(
             + f" (nvidia-smi lists {listed})",
             hint="the interpreter given with --python wrote a report of other GPUs; nothing "
             "was recorded",
+        )
+    if elsewhere:
+        return Decision.incomplete(
+            f"{elsewhere} GPU(s) of the report are on other nodes, which this host cannot show"
         )
     return Decision.passed(f"every GPU of the report is one nvidia-smi lists on {here}")

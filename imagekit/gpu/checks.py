@@ -134,6 +134,9 @@ def judge_gpus(check: GpusCheck, ctx: JudgeContext) -> Decision:
     uuids = [g.uuid for g in gpus if g.uuid]
     if len(set(uuids)) != len(uuids):
         problems.append("a GPU UUID is listed for two ranks")
+    visible = check.visible_on_rank0_node
+    if visible is not None and visible != ctx.local_world_size:
+        problems.append(f"{ctx.local_world_size} process(es) on the node, {visible} GPU(s) visible")
     if check.present is not None and check.present != ctx.world_size:
         problems.append(f"{check.present} GPU(s) present for a world size of {ctx.world_size}")
     if asked.gpus is not None and ctx.world_size != asked.gpus:

@@ -138,6 +138,14 @@ def test_a_report_claiming_gpus_this_host_does_not_show_is_refused(given: dict[s
         check_on_host(_here(**given), SHOWN, None)
 
 
+def test_gpus_on_other_nodes_cannot_be_shown_here_and_are_not_a_pass() -> None:
+    document = report(2, host=socket.gethostname())
+    document["local_world_size"] = 1
+    document["checks"]["gpus"]["gpus"][1]["host"] = "node-2"
+    decision = check_on_host(parse_report(encoded(document), "r"), SHOWN, None)
+    assert decision.outcome is Outcome.INCOMPLETE and "on other nodes" in decision.sentence
+
+
 def test_a_report_of_another_host_is_refused() -> None:
     other = parse_report(encoded(report(2, host="elsewhere")), "r")
     with pytest.raises(CheckFailed, match="this host is"):

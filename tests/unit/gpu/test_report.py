@@ -86,6 +86,7 @@ def _edit(path: str, value: Any, document: dict[str, Any] | None = None) -> dict
         ("checks.gpus.gpus.1.uuid", "GPU-00000000-0000-0000-0000-000000000000", "two ranks"),
         ("checks.gpus.gpus.2.ecc_uncorrected_volatile", 3, "uncorrected ECC"),
         ("checks.gpus.gpus.4.host", "other-node", "not on the report's host"),
+        ("checks.gpus.visible_on_rank0_node", 4, "8 process(es) on the node, 4 GPU(s) visible"),
     ],
 )
 def test_each_number_that_breaks_an_invariant_fails_whatever_the_status_words(
