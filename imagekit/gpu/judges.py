@@ -12,7 +12,7 @@ The table of judges is ``imagekit.gpu.report.JUDGES`` (name -> Judge). A module 
 checks to the probe (imagekit.gpu.health) writes a Judge for each with the types here
 (importing only this module, so that report.py may import it back) and its table is merged
 into JUDGES with one line in report.py. A check name the table does not know is recorded
-and never a pass by itself.
+and never a pass by itself (its FAIL or INCOMPLETE word still lowers the verdict).
 """
 
 from __future__ import annotations

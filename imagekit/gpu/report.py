@@ -20,7 +20,8 @@ The probe decides nothing. The verdict is imagekit's, from the numbers:
 - Each judge holds its check's numbers to what was asked (:class:`Asked`: the options, the
   plan's ``gpu:`` section) and to imagekit's own invariants (imagekit.gpu.checks).
 - The probe's status word may make a check worse (a FAIL it saw stays a FAIL), never better.
-  A check the table does not know is recorded, never a pass by itself; a required check
+  A check the table does not know is recorded, never a pass by itself (its FAIL or
+  INCOMPLETE word still lowers the verdict, as any check's); a required check
   missing, or one not decided, is GPU_PREFLIGHT_INCOMPLETE; a CPU self-test is never a pass.
 """
 
@@ -300,12 +301,13 @@ def judge_checks(report: ProbeReport, asked: Asked) -> tuple[CheckVerdict, ...]:
         judge = JUDGES.get(name)
         parsed = report.parsed(name)
         if judge is None or parsed is None:
+            # No judge: its numbers decide nothing; its words may still lower, as any check's.
+            state: CheckState = said.status if said.status in ("FAIL", "INCOMPLETE") else "RECORDED"
             found.append(
                 CheckVerdict(
                     name,
-                    "RECORDED",
-                    f"not judged (no judge knows this check); the probe said {said.status}: "
-                    f"{said.reason}",
+                    state,
+                    f"no judge knows this check; the probe said {said.status}: {said.reason}",
                 )
             )
             continue

@@ -131,7 +131,9 @@ def test_an_unknown_check_is_recorded_and_never_a_pass_by_itself() -> None:
     verdict = _decide(document)
     assert verdict.status is GpuPreflightStatus.PASS
     [vibes] = [c for c in verdict.checks if c.name == "vibes"]
-    assert vibes.state == "RECORDED" and "not judged" in vibes.sentence
+    assert vibes.state == "RECORDED" and "no judge knows this check" in vibes.sentence
+    document["checks"]["vibes"]["status"] = "FAIL"
+    assert _decide(document).status is GpuPreflightStatus.FAIL  # words may lower, never raise
     alone = report(8)
     alone["checks"] = {"vibes": {"status": "PASS", "reason": "great"}}
     assert _decide(alone).status is GpuPreflightStatus.INCOMPLETE
