@@ -57,20 +57,15 @@ def _descriptor(client: RegistryClient, repo: Reference, digest: Digest) -> Desc
     return Descriptor(head.media_type or OCI_MANIFEST, digest, size)
 
 
-def attest(
+def _store(
     client: RegistryClient,
     repo: Reference,
     subjects: Sequence[Digest],
     predicate_type: str,
-    predicate: dict[str, Any],
-    signer: Signer,
+    envelope: bytes,
+    key_id: str,
 ) -> Attestation:
-    """Sign a statement of PREDICATE about SUBJECTS (the image's manifest digest, and its
-    index's where it has one) and attach it to each subject in REPO."""
-    statement = make_statement(
-        tuple(Subject(repo.name, digest) for digest in subjects), predicate_type, predicate
-    )
-    envelope = sign_envelope(statement, signer)
+    """Attach a signed ENVELOPE to each subject in REPO, in both forms."""
     created = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
     def cosign_form(subject: Digest) -> str:
@@ -94,8 +89,35 @@ def attest(
         futures += [pool.submit(referrer_form, s) for s in subjects]
         stored = [future.result() for future in futures]
     return Attestation(
-        predicate_type, Digest.of_bytes(envelope), tuple(subjects), signer.key_id, tuple(stored)
+        predicate_type, Digest.of_bytes(envelope), tuple(subjects), key_id, tuple(stored)
     )
+
+
+def _signed(
+    repo: Reference,
+    subjects: Sequence[Digest],
+    predicate_type: str,
+    predicate: dict[str, Any],
+    signer: Signer,
+) -> bytes:
+    statement = make_statement(
+        tuple(Subject(repo.name, digest) for digest in subjects), predicate_type, predicate
+    )
+    return sign_envelope(statement, signer)
+
+
+def attest(
+    client: RegistryClient,
+    repo: Reference,
+    subjects: Sequence[Digest],
+    predicate_type: str,
+    predicate: dict[str, Any],
+    signer: Signer,
+) -> Attestation:
+    """Sign a statement of PREDICATE about SUBJECTS (the image's manifest digest, and its
+    index's where it has one) and attach it to each subject in REPO."""
+    envelope = _signed(repo, subjects, predicate_type, predicate, signer)
+    return _store(client, repo, subjects, predicate_type, envelope, signer.key_id)
 
 
 @dataclass(frozen=True)
@@ -145,17 +167,12 @@ def attest_reference(
     """Attest the image REFERENCE names (pinned or tagged) in its registry: the subjects are
     its manifest digest and, where it is an index, the index digest too. A registry that
     does not answer or refuses the push is an outcome, not an exception: the caller records
-    it and ends exit 3."""
-
-    def store(client: RegistryClient) -> Attestation:
-        resolved = client.resolve(reference, platform)
-        subjects = [resolved.manifest_digest]
-        if resolved.index_digest is not None:
-            subjects.append(resolved.index_digest)
-        repo = Reference(reference.registry, reference.repository)
-        return attest(client, repo, subjects, predicate_type, predicate, signer)
-
-    return _outcome(client, store)
+    it and ends exit 3. (Signed and attached at once: a stage that records its verdict
+    signs with :func:`prepare_reference`, records, then attaches.)"""
+    prepared = prepare_reference(
+        signer, reference, predicate_type, predicate, platform=platform, client=client
+    )
+    return prepared.attach(client)
 
 
 def attest_subjects(
@@ -170,6 +187,70 @@ def attest_subjects(
     """Attest SUBJECTS, digests already known in REPO (an index and its platforms' manifests,
     as the multi-platform build pushed them); a registry fault is an outcome, as above."""
     return _outcome(client, lambda c: attest(c, repo, subjects, predicate_type, predicate, signer))
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """A statement signed here and not yet attached: what a record names BEFORE anything is
+    pushed, so that nothing reaches the registry unless its record was written (sign, then
+    record, then :meth:`attach`). PROBLEM says why there is nothing to attach (the registry
+    could not say which digests to attest); the record then says "not attested: WHY"."""
+
+    repo: Reference | None
+    subjects: tuple[Digest, ...]
+    predicate_type: str
+    envelope: bytes | None
+    key_id: str
+    problem: str | None = None
+
+    @property
+    def envelope_digest(self) -> Digest | None:
+        return Digest.of_bytes(self.envelope) if self.envelope is not None else None
+
+    @property
+    def ledger_value(self) -> str:
+        digest = self.envelope_digest
+        return str(digest) if digest is not None else f"not attested: {self.problem}"
+
+    def attach(self, client: RegistryClient | None = None) -> AttestOutcome:
+        """Attach the envelope (once its record is written); a registry fault is an
+        outcome, as for :func:`attest_reference`."""
+        if self.envelope is None or self.repo is None:
+            return AttestOutcome(None, self.problem)
+        envelope, repo = self.envelope, self.repo
+        return _outcome(
+            client,
+            lambda c: _store(c, repo, self.subjects, self.predicate_type, envelope, self.key_id),
+        )
+
+
+def prepare_reference(
+    signer: Signer,
+    reference: Reference,
+    predicate_type: str,
+    predicate: dict[str, Any],
+    *,
+    platform: Platform | None = None,
+    client: RegistryClient | None = None,
+) -> Prepared:
+    """Sign a statement of PREDICATE about the image REFERENCE names, attaching nothing: its
+    subjects are resolved in the registry (a registry that does not answer is a Prepared
+    with a problem, not an exception) and the envelope is signed here."""
+    repo = Reference(reference.registry, reference.repository)
+    own = client is None
+    client = client or RegistryClient()
+    try:
+        resolved = client.resolve(reference, platform)
+    except RegistryError as exc:
+        return Prepared(None, (), predicate_type, None, signer.key_id, exc.message)
+    finally:
+        if own:
+            client.close()
+    subjects = [resolved.manifest_digest]
+    if resolved.index_digest is not None:
+        subjects.append(resolved.index_digest)
+    envelope = _signed(repo, subjects, predicate_type, predicate, signer)
+    return Prepared(repo, tuple(subjects), predicate_type, envelope, signer.key_id)
 
 
 def _outcome(

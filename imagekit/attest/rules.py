@@ -64,10 +64,11 @@ def age_seconds(text: str) -> int:
     return int(match.group(1)) * _UNIT[match.group(2)]
 
 
-def max_age_value(value: str | None) -> str | None:
+def max_age_value(value: object) -> str | None:
     """A ``max_age`` field's validator: an age (90m, 24h, 7d) or ``unbounded``; a null is
-    refused, so a maximum age is lifted only by the word that says so."""
-    if value is None:
+    refused, so a maximum age is lifted only by the word that says so, and so is anything
+    but a string (``30``, ``no``, a date or a list as YAML reads them)."""
+    if not isinstance(value, str):
         raise ValueError(f"give an age such as 7d, or {UNBOUNDED!r} for no maximum age")
     if value != UNBOUNDED:
         age_seconds(value)

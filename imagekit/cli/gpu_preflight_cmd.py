@@ -21,12 +21,9 @@ def _sizes(_ctx: click.Context, _param: click.Parameter, value: str | None) -> t
 
         return DEFAULT_SIZES_MIB
     try:
-        sizes = tuple(float(part) for part in value.split(",") if part.strip())
+        return tuple(float(part) for part in value.split(",") if part.strip())
     except ValueError:
         raise click.BadParameter(f"{value!r} is not a list of sizes in MiB: 1,16,128") from None
-    if not sizes or any(s <= 0 for s in sizes):
-        raise click.BadParameter("give positive sizes in MiB, e.g. 1,16,128")
-    return sizes
 
 
 def _human(result: PreflightResult) -> None:
@@ -34,10 +31,10 @@ def _human(result: PreflightResult) -> None:
     click.echo(f"{where}: {result.verdict.status}")
     click.echo(f"  scope: {result.scope}")
     click.echo(f"  {result.verdict.sentence}")
+    for check in result.verdict.checks:  # as imagekit decided each, from the numbers
+        click.echo(f"  {check.state:<10} {check.name}: {check.sentence}")
     report = result.report
     if report is not None:
-        for name, check in report.checks.items():
-            click.echo(f"  {check.status:<10} {name}: {check.reason}")
         for figure in result.predicate.all_reduce:
             click.echo(
                 f"    all-reduce {figure.size_mib:g} MiB: {figure.slowest_rank_mean_us:.1f} us "
@@ -68,16 +65,14 @@ def _human(result: PreflightResult) -> None:
 )
 @click.option("--gpus", type=click.IntRange(min=1), metavar="N", help="GPUs the node must have.")
 @click.option("--gpu-name", metavar="PATTERN", help="A pattern every GPU's name matches: H20.")
-@click.option(
-    "--min-memory-gib", type=click.FloatRange(min=0, min_open=True), help="Each GPU's memory."
-)
+@click.option("--min-memory-gib", type=float, help="Each GPU's memory, GiB.")
 @click.option("--min-capability", metavar="X.Y", help="Each GPU's compute capability: 9.0.")
 @click.option("--sizes", callback=_sizes, metavar="MIB,...", help="All-reduce sizes [1,16,128].")
 @click.option("--warmups", type=click.IntRange(min=0), default=5, show_default=True)
 @click.option("--iterations", type=click.IntRange(min=1), default=20, show_default=True)
 @click.option(
     "--min-busbw",
-    type=click.FloatRange(min=0, min_open=True),
+    type=float,
     metavar="GBPS",
     help="Fail below this bus bandwidth at the largest size.",
 )
@@ -97,7 +92,7 @@ def _human(result: PreflightResult) -> None:
 @click.option(
     "--timeout",
     "timeout_s",
-    type=click.FloatRange(min=0, min_open=True),
+    type=float,
     default=900.0,
     show_default=True,
     metavar="SECONDS",
@@ -119,8 +114,25 @@ def _human(result: PreflightResult) -> None:
 @click.option("--report", "report_file", type=click.Path(path_type=Path), help="A Job's log.")
 @click.option("--pod", "pod_file", type=click.Path(path_type=Path), help="Its pod's JSON.")
 @click.option("--emit-job", is_flag=True, help="Print the Kubernetes Job and exit.")
-@click.option("--job-name", default="imagekit-gpu-preflight", show_default=True)
+@click.option("--job-name", metavar="NAME", help="The Job's name [from the image's digest].")
 @click.option("--namespace", metavar="NS")
+@click.option("--cpu", metavar="QUANTITY", help="The Job's CPU request and limit [2 a GPU].")
+@click.option(
+    "--memory", metavar="QUANTITY", help="The Job's memory request and limit [16Gi + 8Gi a GPU]."
+)
+@click.option(
+    "--pull-timeout",
+    "pull_allowance_s",
+    type=int,
+    default=1800,
+    show_default=True,
+    metavar="SECONDS",
+    help="The Job's allowance for pulling the image, before the probe's --timeout.",
+)
+@click.option(
+    "--ttl", "ttl_s", type=int, default=86400, show_default=True, metavar="SECONDS",
+    help="ttlSecondsAfterFinished: how long the finished Job is kept for its log.",
+)  # fmt: skip
 @click.option("--node-selector", multiple=True, metavar="KEY=VALUE")
 @click.option("--toleration", multiple=True, metavar="KEY[=VALUE]:EFFECT")
 @click.option("--priority-class", metavar="NAME")
@@ -162,8 +174,12 @@ def command(
     report_file: Path | None,
     pod_file: Path | None,
     emit_job: bool,
-    job_name: str,
+    job_name: str | None,
     namespace: str | None,
+    cpu: str | None,
+    memory: str | None,
+    pull_allowance_s: int,
+    ttl_s: int,
     node_selector: tuple[str, ...],
     toleration: tuple[str, ...],
     priority_class: str | None,
@@ -180,7 +196,7 @@ def command(
     Kubernetes Job (--emit-job, then --report and --pod), or in this host's Python (--host).
     Exit 0 GPU_PREFLIGHT_PASS, 1 GPU_PREFLIGHT_FAIL or _INCOMPLETE, 2 bad input, 3 when it
     could not be run."""
-    from imagekit.gpu.job import JobOptions, dumps, env_pairs, job_manifest, selector_pairs
+    from imagekit.gpu import job as jobs
     from imagekit.gpu.launch import Expectations, ProbeOptions
     from imagekit.gpu.stage import deferred_cli, gpu_preflight
     from imagekit.plans.load import load_named_plan
@@ -192,7 +208,9 @@ def command(
         expect = Expectations(
             gpus=gpus if gpus is not None else (section.count if section else None),
             gpu_name=gpu_name or (section.name if section else None),
-            min_memory_gib=min_memory_gib or (section.min_memory_gib if section else None),
+            min_memory_gib=min_memory_gib
+            if min_memory_gib is not None
+            else (section.min_memory_gib if section else None),
             min_capability=min_capability or (section.min_capability if section else None),
         )
         chosen = profile or (wanted.audit_profile if wanted is not None else None)
@@ -212,22 +230,35 @@ def command(
 
     if emit_job:
 
-        def emit() -> dict[str, object]:
+        def emit() -> jobs.EmittedJob:
             if ref is None or host:
                 raise UsageError("--emit-job needs the image REF@sha256:DIGEST, not --host")
-            probe = options()
-            job = JobOptions(
+            job = jobs.JobOptions(
                 name=job_name,
                 namespace=namespace,
-                node_selector=selector_pairs(node_selector),
+                node_selector=jobs.selector_pairs(node_selector),
                 tolerations=toleration,
                 priority_class=priority_class,
                 preemption_policy=preemption_policy,
-                env=env_pairs(env),
+                env=jobs.env_pairs(env),
+                cpu=cpu,
+                memory=memory,
+                pull_allowance_s=pull_allowance_s,
+                ttl_s=ttl_s,
             )
-            return job_manifest(ref, probe, job, probe.expect.gpus)
+            emitted = jobs.emit_job(Workspace.from_env(Path.cwd()), ref, options(), job)
+            for warning in emitted.warnings:
+                echo_err(f"warning: {warning}")
+            echo_err(f"job: {emitted.name} (kubectl wait --for=condition=complete "
+                     f"job/{emitted.name}; kubectl logs job/{emitted.name} > job.log)")  # fmt: skip
+            return emitted
 
-        run(emit, as_json=as_json, human=lambda doc: click.echo(dumps(doc)), to_json=dict)
+        run(
+            emit,
+            as_json=as_json,
+            human=lambda e: click.echo(jobs.dumps(e.manifest)),
+            to_json=lambda e: e.to_json(),
+        )
         return
 
     def action() -> PreflightResult:
@@ -243,7 +274,7 @@ def command(
             gpus=device_request,
             cdi_devices=cdi_devices,
             shm_size=shm_size,
-            env=env_pairs(env),
+            env=jobs.env_pairs(env),
             sign_key=sign_key,
         )
         result = gpu_preflight(Workspace.from_env(Path.cwd()), request)

@@ -28,24 +28,104 @@ from typing import Any
 
 from imagekit.errors import UsageError
 from imagekit.gpu.launch import ProbeOptions, launcher_argv, probe_path
-from imagekit.refs import parse_reference
+from imagekit.refs import Reference, parse_reference
+from imagekit.registry.transport import is_loopback
+from imagekit.workspace import Workspace
 
 PROBE_MOUNT = "/imagekit-gpu"
-_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]{0,50}[a-z0-9])?$")
-_LABEL_KEY = re.compile(r"^([a-z0-9.-]{1,253}/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
+#: The Job's container, which ``--report --pod`` holds the pod's statuses to.
+CONTAINER = "gpu-preflight"
+PULL_CONTAINER = "pull"
+JOB_PREFIX = "imagekit-gpu-preflight"
+#: How long the image may take to pull before the probe's own limit starts: serving images
+#: are 10-30 GB, and a node's first pull of one takes minutes.
+DEFAULT_PULL_ALLOWANCE_S = 1800
+#: Kept a day after it ends, for `kubectl logs`; then the cluster deletes it.
+DEFAULT_TTL_S = 86400
+_SLACK_S = 120  # the launcher's start and the report's printing, past the probe's limit
+
+# Kubernetes' own validation (apimachinery's validation.go), anchored with \Z and fullmatch:
+# a ``$`` would let a trailing newline through.
+_DNS_LABEL = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
+_DNS_SUBDOMAIN = rf"{_DNS_LABEL}(\.{_DNS_LABEL})*"
+_NAME_PART = r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?"
+_QUANTITY = r"[0-9]+(\.[0-9]+)?(m|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei)?"
 _EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
+
+
+def _label(text: str, limit: int = 63) -> bool:
+    return len(text) <= limit and re.fullmatch(_DNS_LABEL, text) is not None
+
+
+def _subdomain(text: str) -> bool:
+    return len(text) <= 253 and re.fullmatch(_DNS_SUBDOMAIN, text) is not None
+
+
+def _qualified_name(text: str) -> bool:
+    """A label or taint key: an optional DNS subdomain prefix and ``/``, then a name."""
+    prefix, slash, name = text.rpartition("/")
+    if slash and not _subdomain(prefix):
+        return False
+    return len(name) <= 63 and re.fullmatch(_NAME_PART, name) is not None
+
+
+def _label_value(text: str) -> bool:
+    return text == "" or (len(text) <= 63 and re.fullmatch(_NAME_PART, text) is not None)
+
+
+def _quantity(text: str) -> bool:
+    return len(text) <= 32 and re.fullmatch(_QUANTITY, text) is not None
 
 
 @dataclass(frozen=True)
 class JobOptions:
-    name: str = "imagekit-gpu-preflight"
+    """The Job's own settings, each checked as the API server would check it."""
+
+    name: str | None = None  # None: derived from the image's digest
     namespace: str | None = None
     node_selector: tuple[tuple[str, str], ...] = ()
-    tolerations: tuple[str, ...] = ()  # KEY[=VALUE]:EFFECT, or KEY:Exists:EFFECT
+    tolerations: tuple[str, ...] = ()  # KEY[=VALUE]:EFFECT, or KEY:EFFECT (Exists)
     priority_class: str | None = None
     preemption_policy: str | None = None  # only checked against the class: never set
     shm_size: str = "16Gi"
     env: tuple[tuple[str, str], ...] = ()
+    cpu: str | None = None  # None: two a GPU
+    memory: str | None = None  # None: the shared memory and 8Gi a GPU
+    pull_allowance_s: int = DEFAULT_PULL_ALLOWANCE_S
+    ttl_s: int = DEFAULT_TTL_S
+
+    def __post_init__(self) -> None:
+        if self.name is not None and not _label(self.name, 52):
+            raise UsageError(
+                f"--job-name {self.name!r}: a DNS label (a-z, 0-9, -) of at most 52 characters",
+                hint="--job-name preflight-m3",
+            )
+        if self.namespace is not None and not _label(self.namespace):
+            raise UsageError(f"--namespace {self.namespace!r}: not a namespace (a DNS label)")
+        keys = [key for key, _ in self.node_selector]
+        for key, value in self.node_selector:
+            if not _qualified_name(key):
+                raise UsageError(f"--node-selector {key!r}: not a label key")
+            if not _label_value(value):
+                raise UsageError(f"--node-selector {key}={value!r}: not a label value")
+            if keys.count(key) > 1:
+                raise UsageError(
+                    f"--node-selector {key} is given twice: a node has one value a label",
+                    hint="give each label key once",
+                )
+        for text in self.tolerations:
+            _toleration(text)
+        if self.priority_class is not None and not _subdomain(self.priority_class):
+            raise UsageError(f"--priority-class {self.priority_class!r}: not a PriorityClass name")
+        quantities: tuple[tuple[str, str | None], ...] = (
+            ("--cpu", self.cpu), ("--memory", self.memory), ("--shm-size", self.shm_size),
+        )  # fmt: skip
+        for what, given in quantities:
+            if given is not None and not _quantity(given):
+                raise UsageError(f"{what} {given!r}: not a Kubernetes quantity (16, 500m, 64Gi)")
+        for what, seconds in (("--pull-timeout", self.pull_allowance_s), ("--ttl", self.ttl_s)):
+            if isinstance(seconds, bool) or not 0 <= seconds <= 7 * 86400:
+                raise UsageError(f"{what} {seconds}: 0 to 604800 seconds")
 
 
 def _toleration(text: str) -> dict[str, Any]:
@@ -57,11 +137,48 @@ def _toleration(text: str) -> dict[str, Any]:
             hint="--toleration nvidia.com/gpu:NoSchedule",
         )
     key, eq, value = head.partition("=")
-    if not _LABEL_KEY.match(key):
+    if not _qualified_name(key):
         raise UsageError(f"--toleration {text}: {key!r} is not a taint key")
     if eq:
+        if not _label_value(value):
+            raise UsageError(f"--toleration {text}: {value!r} is not a taint value")
         return {"key": key, "operator": "Equal", "value": value, "effect": effect}
     return {"key": key, "operator": "Exists", "effect": effect}
+
+
+def job_name(reference: Reference, job: JobOptions) -> str:
+    """The Job's name: given, or derived from the image's digest (two images never share a
+    Job; the same image's Job applied again is the same object)."""
+    if job.name is not None:
+        return job.name
+    assert reference.digest is not None  # noqa: S101 - job_manifest's contract
+    return f"{JOB_PREFIX}-{str(reference.digest).partition(':')[2][:12]}"
+
+
+def deadline_s(options: ProbeOptions, job: JobOptions) -> int:
+    """activeDeadlineSeconds: it counts from the Job's start, the image's pull included, so
+    it is the pull allowance, the probe's own limit and a little for the launcher."""
+    return job.pull_allowance_s + int(options.timeout_s) + _SLACK_S
+
+
+def _resources(gpus: int, job: JobOptions) -> dict[str, Any]:
+    """Requests equal to limits (CPU, memory, GPUs): the pod is Guaranteed, never evicted
+    first; the memory covers the shared memory (an emptyDir in memory counts against it)."""
+    shm_gi = _gibibytes(job.shm_size)
+    cpu = job.cpu or str(2 * gpus)
+    memory = job.memory or f"{shm_gi + 8 * gpus}Gi"
+    wanted = {"cpu": cpu, "memory": memory}
+    return {
+        "requests": {**wanted, "nvidia.com/gpu": str(gpus)},
+        "limits": {**wanted, "nvidia.com/gpu": str(gpus)},
+    }
+
+
+def _gibibytes(quantity: str) -> int:
+    match = re.fullmatch(r"([0-9]+)(Gi|G)?", quantity)
+    if match is None:
+        return 16
+    return int(match.group(1)) if match.group(2) else max(1, int(match.group(1)) >> 30)
 
 
 def job_manifest(
@@ -79,8 +196,6 @@ def job_manifest(
             "--emit-job needs the node's GPU count: --gpus N, or a plan with gpu.count",
             hint="the Job asks the scheduler for nvidia.com/gpu: N",
         )
-    if not _NAME.match(job.name):
-        raise UsageError(f"--job-name {job.name}: a DNS label of at most 52 characters")
     if job.preemption_policy is not None and job.priority_class is None:
         raise UsageError(
             f"--preemption-policy {job.preemption_policy} without --priority-class: admission "
@@ -89,32 +204,43 @@ def job_manifest(
             hint="name a PriorityClass whose preemptionPolicy is what you want "
             "(kubectl get priorityclass), e.g. --priority-class preflight-never-preempt",
         )
-    selector = dict(job.node_selector)
-    for key in selector:
-        if not _LABEL_KEY.match(key):
-            raise UsageError(f"--node-selector {key}: not a label key")
+    name = job_name(ref, job)
     pinned = str(ref.pinned_only(ref.digest))
     with probe_path() as path:
         probe = path.read_text()
     argv = launcher_argv("python3", f"{PROBE_MOUNT}/probe.py", "-", _sized(options, gpus))
     metadata: dict[str, Any] = {
-        "labels": {"app.kubernetes.io/name": "imagekit-gpu-preflight",
+        "labels": {"app.kubernetes.io/name": JOB_PREFIX,
                    "app.kubernetes.io/managed-by": "imagekit"},
     }  # fmt: skip
     if job.namespace:
         metadata["namespace"] = job.namespace
+    small = {"cpu": "100m", "memory": "128Mi"}
     pod_spec: dict[str, Any] = {
         "restartPolicy": "Never",
         "automountServiceAccountToken": False,
         "enableServiceLinks": False,
+        # The pull happens before this container starts (the image is pulled once for the
+        # pod): it proves the image is on the node and its python3 starts, so the probe's
+        # own limit is never spent on a pull.
+        "initContainers": [
+            {
+                "name": PULL_CONTAINER,
+                "image": pinned,
+                "imagePullPolicy": "IfNotPresent",
+                "command": ["python3", "-c", "import sys; print('image present:', sys.version)"],
+                "resources": {"requests": small, "limits": small},
+                "securityContext": {"allowPrivilegeEscalation": False},
+            }
+        ],
         "containers": [
             {
-                "name": "gpu-preflight",
+                "name": CONTAINER,
                 "image": pinned,
                 "imagePullPolicy": "IfNotPresent",
                 "command": argv,
                 "env": [{"name": k, "value": v} for k, v in job.env],
-                "resources": {"limits": {"nvidia.com/gpu": str(gpus)}},
+                "resources": _resources(gpus, job),
                 "securityContext": {"allowPrivilegeEscalation": False},
                 "volumeMounts": [
                     {"name": "probe", "mountPath": PROBE_MOUNT, "readOnly": True},
@@ -123,12 +249,12 @@ def job_manifest(
             }
         ],
         "volumes": [
-            {"name": "probe", "configMap": {"name": f"{job.name}-probe"}},
+            {"name": "probe", "configMap": {"name": f"{name}-probe"}},
             {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": job.shm_size}},
         ],
     }
-    if selector:
-        pod_spec["nodeSelector"] = selector
+    if job.node_selector:
+        pod_spec["nodeSelector"] = dict(job.node_selector)
     if job.tolerations:
         pod_spec["tolerations"] = [_toleration(t) for t in job.tolerations]
     if job.priority_class:
@@ -140,21 +266,78 @@ def job_manifest(
             {
                 "apiVersion": "v1",
                 "kind": "ConfigMap",
-                "metadata": {**metadata, "name": f"{job.name}-probe"},
+                "metadata": {**metadata, "name": f"{name}-probe"},
                 "data": {"probe.py": probe},
             },
             {
                 "apiVersion": "batch/v1",
                 "kind": "Job",
-                "metadata": {**metadata, "name": job.name},
+                "metadata": {**metadata, "name": name},
                 "spec": {
                     "backoffLimit": 0,
-                    "activeDeadlineSeconds": int(options.timeout_s),
+                    "activeDeadlineSeconds": deadline_s(options, job),
+                    "ttlSecondsAfterFinished": job.ttl_s,
                     "template": {"metadata": {"labels": metadata["labels"]}, "spec": pod_spec},
                 },
             },
         ],
     }
+
+
+@dataclass(frozen=True)
+class EmittedJob:
+    """The manifest to apply, the Job's name (for kubectl wait and logs), and what an
+    operator should know before booking GPUs for it."""
+
+    manifest: dict[str, Any]
+    name: str
+    warnings: tuple[str, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return self.manifest
+
+
+def emit_job(
+    workspace: Workspace, reference: str, options: ProbeOptions, job: JobOptions
+) -> EmittedJob:
+    """``--emit-job``: the Job, and warnings for an image no node can pull (on a loopback
+    registry) and for an image this ledger's own audit found without torch."""
+    manifest = job_manifest(reference, options, job, options.expect.gpus)
+    ref = parse_reference(reference)
+    warnings = []
+    if is_loopback(ref.registry):
+        warnings.append(
+            f"{ref.registry} is a loopback registry: a cluster node pulls from its own "
+            "loopback, not from this machine; push the image where the cluster can pull it"
+        )
+    audited = _audit_without_torch(workspace, ref)
+    if audited is not None:
+        warnings.append(audited)
+    return EmittedJob(manifest, job_name(ref, job), tuple(warnings))
+
+
+def _audit_without_torch(workspace: Workspace, ref: Reference) -> str | None:
+    """The newest audit record of this image (by digest) that found no torch, in words."""
+    from imagekit.ledger.store import iter_records
+
+    if not workspace.ledger_path.exists():
+        return None
+    digest = str(ref.digest)
+    found = None
+    with iter_records(workspace.ledger_path) as records:
+        for record in records:
+            if record.kind != "audit" or not any(digest in str(v) for v in record.images.values()):
+                continue
+            report = record.details.get("report")
+            versions = report.get("versions") if isinstance(report, dict) else None
+            if isinstance(versions, dict) and "torch" in versions:
+                found = record if versions["torch"] is None else None
+    if found is None:
+        return None
+    return (
+        f"the ledger's audit of this image (record {found.seq}, {found.status}) found no "
+        "torch: the probe needs the image's own torch, and the GPUs would be booked for nothing"
+    )
 
 
 def _sized(options: ProbeOptions, gpus: int) -> ProbeOptions:

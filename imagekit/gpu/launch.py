@@ -17,10 +17,12 @@ torch), its report written into the evidence folder.
 from __future__ import annotations
 
 import json
+import math
 import os
+import re
 import shutil
 import sys
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from importlib import resources
@@ -28,7 +30,9 @@ from pathlib import Path
 from typing import Any
 
 from imagekit.errors import UsageError
+from imagekit.gpu.judges import Asked
 from imagekit.gpu.report import ProbeReport, parse_report
+from imagekit.kinds.gpu_preflight import MAX_GPUS, name_pattern
 from imagekit.runtime.container import (
     ContainerSpec,
     Mount,
@@ -45,36 +49,103 @@ DEFAULT_SIZES_MIB = (1.0, 16.0, 128.0)
 DEFAULT_TIMEOUT_S = 900.0
 #: The probe's report is a few hundred KiB on eight GPUs; a larger file is not its report.
 REPORT_CAP = 16 << 20
-#: The launcher's options that may be passed through (its rendezvous, for several nodes).
-LAUNCHER_OPTIONS = (
-    "--nnodes",
-    "--node-rank",
-    "--node_rank",
-    "--rdzv-backend",
-    "--rdzv_backend",
-    "--rdzv-endpoint",
-    "--rdzv_endpoint",
-    "--rdzv-id",
-    "--rdzv_id",
-    "--rdzv-conf",
-    "--master-addr",
-    "--master_addr",
-    "--master-port",
-    "--master_port",
-    "--max-restarts",
+#: The launcher's rendezvous options that may be passed through (for several nodes), each
+#: with the form its value must have: nothing else reaches the launcher's command line (no
+#: ``-m`` or ``--no-python`` that would run something else than the probe, no script path).
+_INT = r"[0-9]{1,6}"
+_HOST = r"[A-Za-z0-9._:\[\]-]{1,253}"
+RENDEZVOUS_OPTIONS: Mapping[str, str] = {
+    "--nnodes": rf"{_INT}(:{_INT})?",
+    "--node-rank": _INT,
+    "--rdzv-backend": r"c10d|etcd|etcd-v2|static",
+    "--rdzv-endpoint": rf"{_HOST}(:{_INT})?",
+    "--rdzv-id": r"[A-Za-z0-9._-]{1,128}",
+    "--master-addr": _HOST,
+    "--master-port": _INT,
+}
+LAUNCHER_OPTIONS = tuple(
+    spelling
+    for name in RENDEZVOUS_OPTIONS
+    for spelling in (name, "--" + name[2:].replace("-", "_"))
 )
+#: Bounds a value of the options must keep: past them a run is a mistake, not a preflight.
+MAX_SIZE_MIB = 16384.0
+MAX_TIMEOUT_S = 7 * 24 * 3600.0
+MIN_TIMEOUT_S = 1.0
+MAX_REPEATS = 100_000
+_CAPABILITY = re.compile(r"[0-9]{1,3}\.[0-9]{1,3}")
+
+
+def rendezvous_args(args: Sequence[str]) -> tuple[str, ...]:
+    """``--launcher-arg`` values as ``--option=value``, each a rendezvous option of
+    torch.distributed.run with a value of its form (given as ``--opt=value`` or as two
+    arguments); anything else is bad input naming it."""
+    out: list[str] = []
+    rest = list(args)
+    while rest:
+        arg = rest.pop(0)
+        name, eq, value = arg.partition("=")
+        canonical = "--" + name[2:].replace("_", "-") if name.startswith("--") else name
+        if canonical not in RENDEZVOUS_OPTIONS:
+            raise UsageError(
+                f"--launcher-arg {arg}: not one of torch.distributed.run's rendezvous options "
+                "imagekit passes through",
+                hint=f"one of {', '.join(RENDEZVOUS_OPTIONS)}, as --launcher-arg=--nnodes=2",
+            )
+        if not eq:
+            if not rest:
+                raise UsageError(
+                    f"--launcher-arg {arg}: the option's value is missing",
+                    hint=f"--launcher-arg={arg}=VALUE",
+                )
+            value = rest.pop(0)
+        if not re.fullmatch(RENDEZVOUS_OPTIONS[canonical], value):
+            raise UsageError(f"--launcher-arg {arg}: {value!r} is not a value of {canonical}")
+        out.append(f"{canonical}={value}")
+    return tuple(out)
+
+
+def _finite(value: float, option: str, low: float, high: float, *, low_open: bool) -> None:
+    below = value <= low if low_open else value < low
+    if isinstance(value, bool) or not math.isfinite(value) or below or value > high:
+        side = f"over {low:g}" if low_open else f"at least {low:g}"
+        raise UsageError(f"{option} {value}: give a finite number {side} and at most {high:g}")
+
+
 # NCCL's settings a user exports for the node carry into the container as they are.
 _PASSED_PREFIXES = ("NCCL_", "TORCH_NCCL_", "TORCH_SYMM_MEM", "NVSHMEM_")
 
 
 @dataclass(frozen=True)
 class Expectations:
-    """What the node must have: from the plan's ``gpu:`` section or the options."""
+    """What the node must have: from the plan's ``gpu:`` section or the options, each value
+    checked here, where it is given (a count a whole number in range, the memory finite,
+    the capability X.Y, the name pattern compiled), never first on the GPU node."""
 
     gpus: int | None = None
     gpu_name: str | None = None
     min_memory_gib: float | None = None
     min_capability: str | None = None
+
+    def __post_init__(self) -> None:
+        gpus = self.gpus
+        if gpus is not None and (isinstance(gpus, bool) or not 1 <= gpus <= MAX_GPUS):
+            raise UsageError(
+                f"--gpus {gpus}: a preflight needs 1 to {MAX_GPUS} GPUs",
+                hint="give the number of GPUs the node must have, e.g. --gpus 8",
+            )
+        if self.gpu_name is not None:
+            try:
+                name_pattern(self.gpu_name, "--gpu-name")
+            except ValueError as exc:
+                raise UsageError(str(exc), hint="a pattern such as H20 or 'H100|H200'") from None
+        if self.min_memory_gib is not None:
+            _finite(self.min_memory_gib, "--min-memory-gib", 0, 65536, low_open=True)
+        if self.min_capability is not None and not _CAPABILITY.fullmatch(self.min_capability):
+            raise UsageError(
+                f"--min-capability {self.min_capability}: not a compute capability X.Y",
+                hint="--min-capability 9.0",
+            )
 
     def to_json(self) -> dict[str, Any]:
         found = {
@@ -105,27 +176,44 @@ class ProbeOptions:
     fault: Mapping[str, Any] | None = None
 
     def __post_init__(self) -> None:
-        if self.expect.gpus is not None and self.expect.gpus < 1:
-            raise UsageError(
-                f"--gpus {self.expect.gpus}: a preflight needs at least one GPU",
-                hint="give the number of GPUs the node must have, e.g. --gpus 8",
-            )
-        if self.nproc_per_node is not None and self.nproc_per_node < 1:
-            raise UsageError(f"--nproc-per-node {self.nproc_per_node}: at least 1")
-        if not self.sizes_mib or any(s <= 0 for s in self.sizes_mib):
+        nproc = self.nproc_per_node
+        if nproc is not None and (isinstance(nproc, bool) or not 1 <= nproc <= 1024):
+            raise UsageError(f"--nproc-per-node {nproc}: 1 to 1024")
+        if not self.sizes_mib:
             raise UsageError("--sizes: give positive sizes in MiB, e.g. 1,16,128")
-        if self.warmups < 0 or self.iterations < 1:
-            raise UsageError("--warmups must be 0 or more and --iterations 1 or more")
-        if self.timeout_s <= 0:
-            raise UsageError("--timeout must be positive")
-        for arg in self.launcher_args:
-            name = arg.split("=", 1)[0]
-            if name.startswith("--") and name not in LAUNCHER_OPTIONS:
-                raise UsageError(
-                    f"--launcher-arg {arg}: not one of torch.distributed.run's rendezvous "
-                    "options imagekit passes through",
-                    hint=f"one of {', '.join(LAUNCHER_OPTIONS)}",
-                )
+        for size in self.sizes_mib:
+            _finite(size, "--sizes", 0, MAX_SIZE_MIB, low_open=True)
+        if not 0 <= self.warmups <= MAX_REPEATS or not 1 <= self.iterations <= MAX_REPEATS:
+            raise UsageError(
+                f"--warmups must be 0 to {MAX_REPEATS} and --iterations 1 to {MAX_REPEATS}"
+            )
+        if self.min_busbw is not None:
+            _finite(self.min_busbw, "--min-busbw", 0, 1e6, low_open=True)
+        _finite(self.timeout_s, "--timeout", MIN_TIMEOUT_S, MAX_TIMEOUT_S, low_open=False)
+        object.__setattr__(self, "launcher_args", rendezvous_args(self.launcher_args))
+
+    def asked(self) -> Asked:
+        """What the report is held to: these expectations, sizes and floor."""
+        spec = self.spec()
+        return Asked(
+            gpus=self.expect.gpus,
+            gpu_name=self.expect.gpu_name,
+            min_memory_gib=self.expect.min_memory_gib,
+            min_capability=self.expect.min_capability,
+            sizes_mib=tuple(float(s) for s in spec["sizes_mib"]),
+            warmups=self.warmups,
+            iterations=self.iterations,
+            min_busbw=self.min_busbw,
+            commands=len(self.commands),
+            self_test=self.self_test,
+        )
+
+    def expected(self) -> dict[str, Any]:
+        """What is recorded and signed as expected: the expectations and the floor."""
+        found = self.expect.to_json()
+        if self.min_busbw is not None:
+            found["min_busbw_gbps"] = self.min_busbw
+        return found
 
     def spec(self) -> dict[str, Any]:
         """The probe's ``--spec-json``."""
@@ -258,7 +346,7 @@ def _outcome(run: ProcessRun, out: Path) -> ProbeOutcome:
         if size > REPORT_CAP:
             return ProbeOutcome(None, run, out, f"the report is {size} bytes, over {REPORT_CAP}")
         try:
-            return ProbeOutcome(parse_report(out.read_bytes(), "the probe's report"), run, out)
+            return ProbeOutcome(parse_report(out.read_bytes(), "what the run wrote"), run, out)
         except UsageError as exc:  # what the image wrote is not the probe's: not decided
             return ProbeOutcome(None, run, out, exc.message)
     if run.timed_out:

@@ -1,23 +1,53 @@
-"""The GPU probe's report read back, and the verdict imagekit decides from it.
+"""The GPU probe's report read back, and the verdict imagekit decides from its numbers.
 
-The report comes out of the image under test (or a Job's pod), so it is a trust boundary: it
-must be the probe's own document (every top-level key known, each check a status from the
-probe's vocabulary) or it is refused as bad input. The probe decides nothing: here every
-check must be present and say PASS for GPU_PREFLIGHT_PASS (the topology is RECORDED, never
-judged), any FAIL makes GPU_PREFLIGHT_FAIL naming it, and anything that could not be
-decided (no GPU, NCCL would not start, a timeout, a check missing, a CPU self-test) makes
-GPU_PREFLIGHT_INCOMPLETE. A report cannot print its way into a pass.
+The report comes out of the image under test (or a Job's pod, or an interpreter on this
+host), so it is a trust boundary read strictly: the probe's own document (every top-level
+key known, ``level`` optional), each known check through its judge's model (a key the model
+does not know, a rank ``"zero"``, a NaN, ``sizes`` an object, ``gpus`` a string,
+``memory_gib: "lots"``: not the probe's report, bad input naming the field). JSON itself is
+read by :func:`load_json` (no NaN or Infinity, no key twice, no nesting past what a report
+has), the one place to switch to the foundations' bounded reader.
+
+The probe decides nothing. The verdict is imagekit's, from the numbers:
+
+- ``JUDGES: Mapping[str, Judge[Any]]`` (here) is the table of judges: a check's name to its
+  :class:`imagekit.gpu.judges.Judge` (``Judge(model, decide, required=False, levels=...)``:
+  the check's strict model, ``decide(check, JudgeContext) -> Decision``, whether a GPU
+  report must carry it, at which levels). The core checks' judges are
+  ``imagekit.gpu.checks.CORE_JUDGES``; the health checks' (imagekit.gpu.health) join the
+  table with one line here, ``JUDGES = {**CORE_JUDGES, **HEALTH_JUDGES}``, and import their
+  types from imagekit.gpu.judges only (never from this module, which imports them).
+- Each judge holds its check's numbers to what was asked (:class:`Asked`: the options, the
+  plan's ``gpu:`` section) and to imagekit's own invariants (imagekit.gpu.checks).
+- The probe's status word may make a check worse (a FAIL it saw stays a FAIL), never better.
+  A check the table does not know is recorded, never a pass by itself (its FAIL or
+  INCOMPLETE word still lowers the verdict, as any check's); a required check
+  missing, or one not decided, is GPU_PREFLIGHT_INCOMPLETE; a CPU self-test is never a pass.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import ConfigDict, Field, PrivateAttr, ValidationError
 
 from imagekit.errors import UsageError
+from imagekit.gpu.checks import CORE_JUDGES, AllReduceCheck, GpusCheck, TopologyCheck
+from imagekit.gpu.judges import (
+    Asked,
+    CheckModel,
+    CheckState,
+    Decision,
+    GpuFact,
+    Judge,
+    JudgeContext,
+    Level,
+    Outcome,
+    StrictModel,
+)
 from imagekit.kinds.gpu_preflight import (
     AllReduceFigure,
     GpuCheck,
@@ -28,65 +58,194 @@ from imagekit.kinds.gpu_preflight import (
 )
 from imagekit.version import __version__
 
-CheckState = Literal["PASS", "FAIL", "INCOMPLETE", "SKIPPED", "RECORDED"]
-#: The checks a preflight must report, each PASS, for GPU_PREFLIGHT_PASS.
-REQUIRED = ("gpus", "arch", "bf16", "all_reduce")
 SELF_TEST_SENTENCE = "CPU self-test, not a GPU preflight"
+#: The most GPUs a process group may claim: past every node a lab has (a sanity bound).
+MAX_WORLD = 65536
+#: Deeper than the probe's report ever nests (the topology: 4 levels) by a wide margin.
+MAX_DEPTH = 32
 
 
-class ProbeCheck(BaseModel):
-    """One check: its status and sentence; its numbers are the check's own (kept as given)."""
-
-    model_config = ConfigDict(extra="allow", frozen=True)
-
-    status: CheckState
-    reason: str
+# --------------------------------------------------------------------------- reading
 
 
-class ProbeReport(BaseModel):
+class _Refused(ValueError):
+    pass
+
+
+def _no_constant(name: str) -> float:
+    raise _Refused(f"{name} is not a number JSON allows")
+
+
+def _no_twice(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    found: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in found:
+            raise _Refused(f"the key {key!r} is given twice")
+        found[key] = value
+    return found
+
+
+def _depth(value: Any, limit: int) -> int:
+    """How deep VALUE nests, stopping past LIMIT (iterative: no recursion to exhaust)."""
+    deepest = 0
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, level = stack.pop()
+        if level > limit:
+            return level
+        deepest = max(deepest, level)
+        if isinstance(item, dict):
+            stack.extend((v, level + 1) for v in item.values())
+        elif isinstance(item, list):
+            stack.extend((v, level + 1) for v in item)
+    return deepest
+
+
+def load_json(data: bytes, source: str) -> Any:
+    """One JSON document from outside: strict (no NaN or Infinity, no key twice), no deeper
+    than :data:`MAX_DEPTH`; anything else is bad input naming SOURCE. (The one place a
+    report's JSON is parsed: the foundations' bounded reader replaces its body.)"""
+    try:
+        value = json.loads(data, parse_constant=_no_constant, object_pairs_hook=_no_twice)
+    except RecursionError:
+        value = None
+        said = f"it nests deeper than {MAX_DEPTH} levels"
+    except (ValueError, UnicodeDecodeError) as exc:
+        said = str(exc).splitlines()[0][:200]
+    else:
+        if _depth(value, MAX_DEPTH) <= MAX_DEPTH:
+            return value
+        said = f"it nests deeper than {MAX_DEPTH} levels"
+    raise UsageError(
+        f"{source} is not a report of imagekit's GPU probe: not JSON as the probe writes it "
+        f"({said})",
+        hint="give the report.json the probe wrote, or the Job's log that carries it",
+    )
+
+
+# --------------------------------------------------------------------------- the report
+
+
+class RawCheck(CheckModel):
+    """Any check, before its judge reads it: a status word and a sentence; its numbers are
+    read by its judge's model (or recorded, for a check no judge knows)."""
+
+    model_config = ConfigDict(extra="allow")
+
+
+class RankEntry(StrictModel):
+    """What one rank found of its own device (the report's ``ranks``): the keys the core
+    checks write are typed; a health check's own keys are kept (read by its judge)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    rank: int = Field(ge=0)
+    local_rank: int = Field(ge=0)
+    host: str
+    device: dict[str, Any] = Field(default_factory=dict)
+    expectation_problems: list[str] = Field(default_factory=list)
+    arch: dict[str, Any] | None = None
+    bf16: dict[str, Any] | None = None
+
+
+class ProbeReport(StrictModel):
     """The probe's one JSON document (imagekit/gpu/probe.py writes it on rank 0)."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     probe: Literal["imagekit-gpu-preflight"]
     probe_version: Literal[1]
     mode: Literal["gpu", "self-test"]
+    level: Level | None = None
     scope: str
-    host: str
+    host: str = Field(min_length=1, max_length=253)
     started_at: str
     finished_at: str | None
     launched_by: str
-    world_size: int
-    local_world_size: int
+    world_size: int = Field(ge=1, le=MAX_WORLD)
+    local_world_size: int = Field(ge=1, le=MAX_WORLD)
     backend: str
     python: str
     versions: dict[str, Any]
     environment: dict[str, str]
     nvlink_multicast: str
-    ranks: list[dict[str, Any]]
-    checks: dict[str, ProbeCheck]
+    ranks: list[RankEntry]
+    checks: dict[str, RawCheck]
     errors: list[str]
     node: dict[str, Any] | None = None
     topology_raw: str | None = None
+
+    _parsed: dict[str, CheckModel] = PrivateAttr(default_factory=dict)
 
     def check(self, name: str) -> dict[str, Any]:
         """A check's whole document (status, reason and its numbers), or {}."""
         found = self.checks.get(name)
         return found.model_dump() if found is not None else {}
 
+    def parsed(self, name: str) -> CheckModel | None:
+        """A known check as its judge's model read it (None: not reported, or no judge)."""
+        return self._parsed.get(name)
+
+    @property
+    def gpus(self) -> tuple[GpuFact, ...]:
+        found = self._parsed.get("gpus")
+        return tuple(found.gpus) if isinstance(found, GpusCheck) else ()
+
+
+def _where(loc: tuple[str | int, ...]) -> str:
+    return ".".join(str(part) for part in loc) or "the document"
+
+
+def _refused(source: str, where: str, said: str) -> UsageError:
+    return UsageError(
+        f"{source} is not a report of imagekit's GPU probe: {where}: {said}",
+        hint="give the report.json the probe wrote, or the Job's log that carries it "
+        "(imagekit gpu-preflight --emit-job prints the Job)",
+    )
+
 
 def parse_report(data: bytes, source: str) -> ProbeReport:
-    """The probe's report from its bytes; anything else is bad input naming SOURCE."""
+    """The probe's report from its bytes, every known check read by its judge's model;
+    anything else is bad input (exit 2) naming SOURCE and the first field that is wrong."""
+    document = load_json(data, source)
     try:
-        return ProbeReport.model_validate(json.loads(data))
-    except (ValueError, ValidationError) as exc:
-        first = str(exc).splitlines()
-        said = " ".join(line.strip() for line in first[:3])
-        raise UsageError(
-            f"{source} is not a report of imagekit's GPU probe: {said}",
-            hint="give the report.json the probe wrote (imagekit gpu-preflight --emit-job "
-            "prints where the Job writes it)",
-        ) from None
+        report = ProbeReport.model_validate(document)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        raise _refused(source, _where(first["loc"]), first["msg"]) from None
+    parsed: dict[str, CheckModel] = {}
+    for name, raw in report.checks.items():
+        judge = JUDGES.get(name)
+        if judge is None:
+            continue
+        try:
+            parsed[name] = judge.parse(raw.model_dump())
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            where = _where(("checks", name, *first["loc"]))
+            raise _refused(source, where, first["msg"]) from None
+    report._parsed = parsed
+    return report
+
+
+#: The table of judges: a check's name to its Judge (the health checks' join it here).
+JUDGES: Mapping[str, Judge[Any]] = CORE_JUDGES
+#: The checks every GPU report must carry (whatever its level).
+REQUIRED = tuple(name for name, judge in CORE_JUDGES.items() if judge.required)
+
+
+# --------------------------------------------------------------------------- the verdict
+
+
+@dataclass(frozen=True)
+class CheckVerdict:
+    """One check as imagekit decided it (what is recorded and signed of it)."""
+
+    name: str
+    state: CheckState
+    sentence: str
+
+    @classmethod
+    def of(cls, name: str, decision: Decision) -> CheckVerdict:
+        return cls(name, _STATE[decision.outcome], decision.sentence)
 
 
 @dataclass(frozen=True)
@@ -95,21 +254,91 @@ class Verdict:
     sentence: str
     failing: tuple[str, ...]
     self_test: bool = False
+    checks: tuple[CheckVerdict, ...] = ()
 
     @property
     def ok(self) -> bool:
         return self.status is GpuPreflightStatus.PASS
 
 
-def decide(report: ProbeReport | None, *, why_none: str = "no report") -> Verdict:
-    """The preflight's status from the probe's report (None: no report came back)."""
+_STATE: dict[Outcome, CheckState] = {
+    Outcome.PASS: "PASS",
+    Outcome.FAIL: "FAIL",
+    Outcome.INCOMPLETE: "INCOMPLETE",
+    Outcome.RECORDED: "RECORDED",
+}
+
+
+def _lowered(decision: Decision, said: RawCheck) -> Decision:
+    """The probe's own FAIL or INCOMPLETE lowers the judge's decision, never raises it."""
+    if decision.outcome is Outcome.RECORDED:
+        return decision
+    if said.status == "FAIL" and decision.outcome is not Outcome.FAIL:
+        return Decision.failed(said.reason)
+    if said.status == "INCOMPLETE" and decision.outcome is Outcome.PASS:
+        return Decision.incomplete(said.reason)
+    return decision
+
+
+def context_of(report: ProbeReport, asked: Asked) -> JudgeContext:
+    return JudgeContext(
+        asked=asked,
+        world_size=report.world_size,
+        local_world_size=report.local_world_size,
+        mode=report.mode,
+        level=report.level,
+        host=report.host,
+        gpus=report.gpus,
+    )
+
+
+def judge_checks(report: ProbeReport, asked: Asked) -> tuple[CheckVerdict, ...]:
+    """Every check of the report decided by its judge (an unknown one recorded), and every
+    required one the report left out, INCOMPLETE."""
+    ctx = context_of(report, asked)
+    found: list[CheckVerdict] = []
+    for name, said in report.checks.items():
+        judge = JUDGES.get(name)
+        parsed = report.parsed(name)
+        if judge is None or parsed is None:
+            # No judge: its numbers decide nothing; its words may still lower, as any check's.
+            state: CheckState = said.status if said.status in ("FAIL", "INCOMPLETE") else "RECORDED"
+            found.append(
+                CheckVerdict(
+                    name,
+                    state,
+                    f"no judge knows this check; the probe said {said.status}: {said.reason}",
+                )
+            )
+            continue
+        if report.mode == "self-test" and said.status == "SKIPPED":
+            found.append(CheckVerdict(name, "SKIPPED", said.reason))
+            continue
+        decision = _lowered(judge.decide(parsed, ctx), said)
+        found.append(CheckVerdict(name, _STATE[decision.outcome], decision.sentence))
+    for name, judge in JUDGES.items():
+        wanted = judge.required_at(report.level) or (name == "serving_cli" and asked.commands)
+        if wanted and name not in report.checks:
+            found.append(CheckVerdict(name, "INCOMPLETE", "not reported"))
+    return tuple(found)
+
+
+def decide(
+    report: ProbeReport | None,
+    asked: Asked | None = None,
+    *,
+    why_none: str = "no report",
+    extra: tuple[CheckVerdict, ...] = (),
+) -> Verdict:
+    """The preflight's status from the report's numbers against ASKED (None: no report);
+    EXTRA: checks of where the report came from (this host's own GPUs), judged alike."""
     if report is None:
         return Verdict(GpuPreflightStatus.INCOMPLETE, f"not decided: {why_none}", ())
-    failing = tuple(
-        f"{name}: {c.reason}" for name, c in report.checks.items() if c.status == "FAIL"
-    )
-    open_ = [f"{name}: {c.reason}" for name, c in report.checks.items() if c.status == "INCOMPLETE"]
-    if report.mode == "self-test":
+    asked = asked or Asked()
+    checks = judge_checks(report, asked) + extra
+    failing = tuple(f"{c.name}: {c.sentence}" for c in checks if c.state == "FAIL")
+    open_ = [f"{c.name}: {c.sentence}" for c in checks if c.state == "INCOMPLETE"]
+    if report.mode == "self-test" or asked.self_test:
         worked = not failing and not open_
         said = (
             "every check of the probe's logic passed" if worked else "; ".join([*failing, *open_])
@@ -119,54 +348,59 @@ def decide(report: ProbeReport | None, *, why_none: str = "no report") -> Verdic
             f"{SELF_TEST_SENTENCE} ({said})",
             failing,
             self_test=True,
+            checks=checks,
         )
+    if report.backend != "nccl":
+        open_.append(f"backend {report.backend!r}: a GPU preflight runs NCCL")
+    if asked.level is not None and report.level != asked.level:
+        open_.append(f"the report's level is {report.level}, {asked.level} was asked")
     if failing:
-        return Verdict(GpuPreflightStatus.FAIL, "; ".join(failing), failing)
-    missing = [name for name in REQUIRED if name not in report.checks]
-    open_ += [f"{name}: not reported" for name in missing]
+        return Verdict(GpuPreflightStatus.FAIL, "; ".join(failing), failing, checks=checks)
     if open_:
-        return Verdict(GpuPreflightStatus.INCOMPLETE, "; ".join(open_), ())
-    not_passed = [n for n in REQUIRED if report.checks[n].status != "PASS"]
-    if not_passed:
-        return Verdict(GpuPreflightStatus.INCOMPLETE, f"not passed: {', '.join(not_passed)}", ())
-    gpus = report.check("gpus")
-    return Verdict(GpuPreflightStatus.PASS, str(gpus.get("reason", "")), ())
+        return Verdict(GpuPreflightStatus.INCOMPLETE, "; ".join(open_), (), checks=checks)
+    gpus = next(c for c in checks if c.name == "gpus")
+    return Verdict(GpuPreflightStatus.PASS, gpus.sentence, (), checks=checks)
+
+
+# --------------------------------------------------------------------------- the predicate
 
 
 def _facts(report: ProbeReport) -> list[GpuFacts]:
     return [
         GpuFacts(
-            rank=int(gpu.get("rank", 0)),
-            host=gpu.get("host"),
-            name=str(gpu.get("name")),
-            memory_gib=gpu.get("memory_gib"),
-            capability=gpu.get("capability"),
-            uuid=gpu.get("uuid"),
-            numa_node=gpu.get("numa_node"),
-            cpu_list=gpu.get("cpu_list"),
+            rank=gpu.rank,
+            host=gpu.host,
+            name=gpu.name,
+            memory_gib=gpu.memory_gib,
+            capability=gpu.capability,
+            uuid=gpu.uuid,
+            numa_node=gpu.numa_node,
+            cpu_list=gpu.cpu_list,
         )
-        for gpu in report.check("gpus").get("gpus") or []
+        for gpu in report.gpus
     ]
 
 
 def _figures(report: ProbeReport) -> list[AllReduceFigure]:
+    found = report.parsed("all_reduce")
+    sizes = found.sizes if isinstance(found, AllReduceCheck) else []
     return [
         AllReduceFigure(
-            size_mib=float(size["size_mib"]),
-            slowest_rank_mean_us=float(size["slowest_rank_mean_us"]),
-            algbw_gbps=float(size["algbw_gbps"]),
-            busbw_gbps=float(size["busbw_gbps"]),
-            all_elements_right=bool(size["all_elements_right"]),
+            size_mib=size.size_mib,
+            slowest_rank_mean_us=size.slowest_rank_mean_us,
+            algbw_gbps=size.algbw_gbps,
+            busbw_gbps=size.busbw_gbps,
+            all_elements_right=size.all_elements_right,
         )
-        for size in report.check("all_reduce").get("sizes") or []
+        for size in sizes
     ]
 
 
 def _topology(report: ProbeReport) -> dict[str, Any] | None:
-    found = report.check("topology")
-    if not found.get("matrix"):
+    found = report.parsed("topology")
+    if not isinstance(found, TopologyCheck) or not found.matrix:
         return None
-    return {k: found[k] for k in ("devices", "matrix", "affinity") if k in found}
+    return {"devices": found.devices, "matrix": found.matrix, "affinity": found.affinity}
 
 
 def predicate_of(
@@ -178,21 +412,21 @@ def predicate_of(
     image_id: str | None,
     pod: str | None,
     expected: dict[str, Any],
+    node: str | None = None,
 ) -> GpuPreflightPredicate:
-    """What is signed and recorded of a preflight: its verdict, GPUs, figures and versions."""
+    """What is signed and recorded of a preflight: imagekit's verdict and each check as it
+    decided it, the GPUs, the figures and the versions."""
     return GpuPreflightPredicate(
         status=verdict.status,
         scope=scope,
         where=where,
-        node=report.host,
+        node=node or report.host,
         image_id=image_id,
         pod=pod,
         world_size=report.world_size,
         gpus=_facts(report),
         expected=expected,
-        checks=[
-            GpuCheck(name=n, status=c.status, reason=c.reason) for n, c in report.checks.items()
-        ],
+        checks=[GpuCheck(name=c.name, status=c.state, reason=c.sentence) for c in verdict.checks],
         failing=list(verdict.failing),
         all_reduce=_figures(report),
         topology=_topology(report),
@@ -200,3 +434,19 @@ def predicate_of(
         preflight_at=report.finished_at or report.started_at,
         imagekit_version=__version__,
     )
+
+
+__all__ = [
+    "CORE_JUDGES",
+    "JUDGES",
+    "REQUIRED",
+    "Asked",
+    "CheckVerdict",
+    "Judge",
+    "ProbeReport",
+    "Verdict",
+    "decide",
+    "load_json",
+    "parse_report",
+    "predicate_of",
+]

@@ -20,18 +20,20 @@ the node (a collective that hangs is a finding, not imagekit failing to finish).
 
 from __future__ import annotations
 
+import re
 import socket
+import sys
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from imagekit import evidence
-from imagekit.attest.attach import AttestOutcome, attest_reference
+from imagekit.attest.attach import AttestOutcome, Prepared, prepare_reference
 from imagekit.attest.signer import Signer, signer_of
 from imagekit.errors import CheckFailed, RecordRefused, UsageError
-from imagekit.gpu.launch import ProbeOptions, ProbeOutcome, run_in_image, run_on_host
-from imagekit.gpu.report import ProbeReport, Verdict, decide, parse_report, predicate_of
+from imagekit.gpu.launch import REPORT_CAP, ProbeOptions, ProbeOutcome, run_in_image, run_on_host
+from imagekit.gpu.report import CheckVerdict, ProbeReport, Verdict, decide, predicate_of
 from imagekit.kinds.gpu_preflight import (
     GPU_PREFLIGHT_V1,
     GpuPreflightPredicate,
@@ -39,10 +41,8 @@ from imagekit.kinds.gpu_preflight import (
     Where,
     details_of,
 )
-from imagekit.ledger.pods import judge_image_id, load_pods, parse_image_id
 from imagekit.ledger.store import append_record
 from imagekit.refs import Digest, parse_reference
-from imagekit.runtime.cri import FinalPullStatus
 from imagekit.version import __version__
 from imagekit.workspace import Workspace
 
@@ -145,30 +145,48 @@ class PreflightResult:
 def gpu_preflight(
     workspace: Workspace, request: PreflightRequest, *, client: str | None = None
 ) -> PreflightResult:
-    """Run (or take back from a Job) the GPU preflight, write its evidence, record it, and
-    sign it onto the image when asked. Bad input is refused before anything runs."""
+    """Run (or take back from a Job) the GPU preflight, decide its verdict from the report's
+    numbers, write its evidence, record it, and sign it onto the image when asked.
+
+    Bad input (options, a report that is not the probe's, a log with two reports) is refused
+    before any evidence is written; a report bound to no pod that ran the image, or claiming
+    GPUs this host does not show, is refused (exit 1) with nothing recorded. The order at the
+    end is the one that makes a signed verdict without its record impossible: the statement
+    is signed here, the record (naming its envelope) written, and only then the envelope
+    attached to the image in its registry."""
     signer = _signer(request)
     where = _where(request)
-    run_dir = evidence.new_run_dir(
-        workspace.evidence_dir, request.plan or _name(request), "gpu-preflight"
-    )
+    asked = request.options.asked()
     reference = request.reference
     image_id: str | None = None
     pod: str | None = None
+    node: str | None = None
     outcome: ProbeOutcome | None = None
-    if where == "host":
-        outcome = run_on_host(request.options, run_dir, request.python)
-        report = outcome.report
-    elif where == "pod":
-        report, pod, image_id, reference = _from_pod(request, run_dir)
+    extra: tuple[CheckVerdict, ...] = ()
+    report: ProbeReport | None
+    if where == "pod":
+        taken = _from_pod(request)  # read, parsed and bound before any evidence
+        report, pod, node, image_id, reference = (
+            taken.report, taken.pod, taken.node, taken.image_id, taken.reference
+        )  # fmt: skip
+        run_dir = _run_dir(workspace, request)
+        evidence.write_bytes(run_dir / "gpu-preflight-report.json", taken.raw)
     else:
-        report, outcome, image_id, reference = _in_image(request, run_dir, client)
+        run_dir = _run_dir(workspace, request)
+        if where == "host":
+            outcome = run_on_host(request.options, run_dir, request.python)
+            report = outcome.report
+            extra = _on_this_host(report)
+        else:
+            report, outcome, image_id, reference = _in_image(request, run_dir, client)
     why_none = outcome.why_none if outcome is not None else None
-    verdict = decide(report, why_none=why_none or "no report")
+    verdict = decide(report, asked, why_none=why_none or "no report", extra=extra)
+    if where == "host":
+        verdict = _with_fix_for_torch(verdict, request)
     scope = {"host": HOST_SCOPE, "image": IMAGE_SCOPE, "pod": POD_SCOPE}[where]
     if verdict.self_test and report is not None:
         scope = report.scope  # the probe's own: "CPU self-test, not a GPU preflight: ..."
-    predicate = _predicate(request, report, verdict, scope, where, image_id, pod)
+    predicate = _predicate(request, report, verdict, scope, where, image_id, pod, node)
     result = PreflightResult(
         verdict=verdict,
         where=where,
@@ -188,22 +206,60 @@ def gpu_preflight(
         seconds=outcome.run.seconds if outcome is not None else None,
     )  # fmt: skip
     evidence.write_json(result.result_path, result.to_json())
+    prepared: Prepared | None = None
     if signer is not None and reference is not None:
-        outcome_att = attest_reference(
+        prepared = prepare_reference(
             signer,
             parse_reference(reference),
             GPU_PREFLIGHT_V1,
             predicate.model_dump(mode="json"),
             platform=None,
         )
-        result = replace(result, attestation=outcome_att)
     if request.record:
         with RecordRefused.keeping(result):
-            seq = _record(workspace, request, result)
+            seq = _record(workspace, request, result, prepared)
         result = replace(result, ledger_seqs=(seq,))
+    if prepared is not None:  # only now, its record written, is anything attached
+        result = replace(result, attestation=prepared.attach())
+        evidence.write_json(run_dir / "gpu-preflight-attestation.json",
+                            result.attestation.to_json() if result.attestation else {})  # fmt: skip
     if result.attestation is not None:
         result.attestation.raise_unless_stored(result)
     return result
+
+
+def _run_dir(workspace: Workspace, request: PreflightRequest) -> Path:
+    return evidence.new_run_dir(
+        workspace.evidence_dir, request.plan or _name(request), "gpu-preflight"
+    )
+
+
+def _on_this_host(report: ProbeReport | None) -> tuple[CheckVerdict, ...]:
+    """The report of an interpreter on this host, held to the GPUs nvidia-smi shows here."""
+    from imagekit.gpu.bind import check_on_host, host_gpus
+
+    if report is None:
+        return ()
+    shown, why_none = host_gpus()
+    return (CheckVerdict.of("host_gpus", check_on_host(report, shown, why_none)),)
+
+
+def _with_fix_for_torch(verdict: Verdict, request: PreflightRequest) -> Verdict:
+    """A --host run whose Python has no torch (the launcher cannot start, or the probe
+    cannot import it): the line names the fix."""
+    said = verdict.sentence
+    torch_missing = any(c.name == "torch" and c.state == "INCOMPLETE" for c in verdict.checks)
+    if not torch_missing and not _NO_TORCH.search(said):
+        return verdict
+    python = request.python or f"{sys.executable} (imagekit's own)"
+    fix = (
+        f"torch is not importable in {python}: give --python PATH, an interpreter that has "
+        "torch, or run the preflight in the image (imagekit gpu-preflight REF)"
+    )
+    return replace(verdict, sentence=f"{fix}; {said}")
+
+
+_NO_TORCH = re.compile(r"No module named '?torch(\.distributed)?'?")
 
 
 def deferred_cli(profile: str) -> tuple[dict[str, Any], ...]:
@@ -290,25 +346,23 @@ def _in_image(
     return outcome.report, outcome, image.image_id, pinned
 
 
-#: A Job's log is the launcher's and every rank's output; the report is rank 0's last line
-#: that starts with this marker (the probe's ``--out -``).
-REPORT_MARKER = b"@@IMAGEKIT_GPU_REPORT@@ "
+@dataclass(frozen=True)
+class _Taken:
+    report: ProbeReport
+    raw: bytes
+    pod: str
+    node: str | None
+    image_id: str
+    reference: str
 
 
-def report_from_log(data: bytes, source: str) -> ProbeReport:
-    """The probe's report from a Job's log (its marked line) or from the report file."""
-    start = data.rfind(REPORT_MARKER)
-    if start >= 0:
-        line = data[start + len(REPORT_MARKER) :].split(b"\n", 1)[0]
-        return parse_report(line, source)
-    return parse_report(data, source)
-
-
-def _from_pod(request: PreflightRequest, run_dir: Path) -> tuple[ProbeReport, str, str, str]:
-    """The Job's report and the pod that ran it, checked against REF: the pod's container
-    must have run REF's image (its imageID names REF's manifest, or REF's config as an image
-    ID); another image is exit 1 with nothing recorded."""
+def _from_pod(request: PreflightRequest) -> _Taken:
+    """The Job's report and the pod that made it, checked against REF before anything is
+    written: one report in the log (exit 2 otherwise), read and parsed strictly; then the
+    pod (imagekit.gpu.bind): finished, the Job's container running REF's image, the report
+    written in it; another pod or image is exit 1 with nothing recorded."""
     from imagekit.files import read_bounded
+    from imagekit.gpu.bind import bind_to_pod, report_from_log
     from imagekit.registry.client import RegistryClient
 
     assert request.reference and request.report_file and request.pod_file  # noqa: S101
@@ -318,31 +372,15 @@ def _from_pod(request: PreflightRequest, run_dir: Path) -> tuple[ProbeReport, st
             f"{request.reference}: a Job's report is bound to an image by digest",
             hint="name the image as REGISTRY/REPO@sha256:DIGEST, as --emit-job printed it",
         )
-    data = read_bounded(request.report_file, "--report", limit=64 << 20)
-    report = report_from_log(data, str(request.report_file))
-    evidence.write_bytes(
-        run_dir / "gpu-preflight-report.json",
-        report.model_dump_json(indent=2).encode("utf-8"),
-    )
-    pods, _ = load_pods(request.pod_file)
+    data = read_bounded(request.report_file, "--report", limit=REPORT_CAP)
+    report, raw = report_from_log(data, str(request.report_file))
+    del data
     with RegistryClient() as registry:
         resolved = registry.resolve(ref, None)
     manifest = Digest(str(ref.digest))
     config = Digest(str(resolved.config_digest))
-    seen = []
-    for one in pods:
-        for status in one.status.containerStatuses:
-            verdict, reason = judge_image_id(parse_image_id(status.imageID), manifest, config,
-                                             status.imageID)  # fmt: skip
-            seen.append(f"{one.metadata.namespace}/{one.metadata.name} {status.name}: {reason}")
-            if verdict is FinalPullStatus.VERIFIED:
-                pod = f"{one.metadata.namespace}/{one.metadata.name}"
-                return report, pod, str(config), str(ref)
-    raise CheckFailed(
-        f"no container of the pod ran {ref}: " + "; ".join(seen or ["it lists no container"]),
-        hint="give the pod of the Job that ran this image (kubectl get pods -l job-name=NAME "
-        "-o json); nothing was recorded",
-    )
+    bound = bind_to_pod(report, request.pod_file, manifest, config, str(ref))
+    return _Taken(report, raw, bound.pod, bound.node, bound.image_id, str(ref))
 
 
 def _predicate(
@@ -353,12 +391,13 @@ def _predicate(
     where: Where,
     image_id: str | None,
     pod: str | None,
+    node: str | None,
 ) -> GpuPreflightPredicate:
-    expected = request.options.expect.to_json()
+    expected = request.options.expected()
     if report is not None:
         return predicate_of(
             report, verdict, scope=scope, where=where, image_id=image_id, pod=pod,
-            expected=expected,
+            expected=expected, node=node,
         )  # fmt: skip
     return GpuPreflightPredicate(
         status=verdict.status,
@@ -379,10 +418,15 @@ def _predicate(
     )
 
 
-def _record(workspace: Workspace, request: PreflightRequest, result: PreflightResult) -> int:
+def _record(
+    workspace: Workspace,
+    request: PreflightRequest,
+    result: PreflightResult,
+    prepared: Prepared | None,
+) -> int:
     details = details_of(result.predicate)
-    if result.attestation is not None:
-        details = details.model_copy(update={"attestation": result.attestation.ledger_value})
+    if prepared is not None:  # the envelope signed for this record, attached after it
+        details = details.model_copy(update={"attestation": prepared.ledger_value})
     images = {"image": result.reference} if result.reference else {}
     return append_record(
         workspace,

@@ -21,7 +21,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import Field, field_validator
+from pydantic import ConfigDict, Field, StrictInt, field_validator
 
 from imagekit.attest.rules import Requirement, Signed
 from imagekit.kinds.details import ImportedMark, RecordDetails, attestation_field
@@ -50,7 +50,13 @@ class GpuPreflightStatus(StrEnum):
 Where = Literal["image", "host", "pod"]
 
 
-class GpuFacts(PredicateModel):
+class _Figures(PredicateModel):
+    # What is signed and written into the ledger and --json is JSON that strict parsers
+    # read: never a bare NaN or Infinity.
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+
+
+class GpuFacts(_Figures):
     """One GPU as the rank that ran on it saw it."""
 
     rank: int
@@ -69,7 +75,7 @@ class GpuCheck(PredicateModel):
     reason: str
 
 
-class AllReduceFigure(PredicateModel):
+class AllReduceFigure(_Figures):
     size_mib: float
     slowest_rank_mean_us: float
     algbw_gbps: float
@@ -77,7 +83,7 @@ class AllReduceFigure(PredicateModel):
     all_elements_right: bool
 
 
-class GpuPreflightPredicate(PredicateModel):
+class GpuPreflightPredicate(_Figures):
     """What `imagekit gpu-preflight` proved about the subject image on a GPU node, signed."""
 
     status: str = Field(description=", ".join(GpuPreflightStatus))
@@ -104,6 +110,8 @@ class GpuPreflightPredicate(PredicateModel):
 
 
 class GpuPreflightDetails(RecordDetails):
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+
     where: Where | None = Field(default=None, description="image, pod or host")
     image_id: str | None = None
     pod: str | None = None
@@ -140,24 +148,53 @@ def _record(predicate: GpuPreflightPredicate) -> Imported:
     return Imported(predicate.status, predicate.scope, details_of(predicate))
 
 
+def _token(pattern: str) -> str:
+    return rf"(?<![A-Za-z0-9])(?:{pattern})(?![A-Za-z0-9])"
+
+
+def name_pattern(pattern: str, what: str = "the GPU name pattern") -> str:
+    """PATTERN, once it compiles as the token it is matched as (a ValueError naming WHAT and
+    the regex's own words otherwise): read where it is given (an option, a plan, a policy),
+    never first on the GPU node."""
+    if not pattern.strip() or len(pattern) > 256:
+        raise ValueError(f"{what} {pattern!r}: give a pattern of a GPU's name, e.g. H20")
+    try:
+        re.compile(_token(pattern), re.IGNORECASE)
+    except re.error as exc:
+        raise ValueError(f"{what} {pattern!r} is not a regular expression: {exc.msg}") from None
+    return pattern
+
+
 def name_matches(pattern: str, name: str) -> bool:
     """Whether PATTERN names the GPU as a whole token of its name, case aside: ``H20`` is
     "NVIDIA H20-3e", never "NVIDIA H200" (the probe's own rule, imagekit/gpu/probe.py)."""
-    token = rf"(?<![A-Za-z0-9])(?:{pattern})(?![A-Za-z0-9])"
-    return re.search(token, name, re.IGNORECASE) is not None
+    return re.search(_token(pattern), name, re.IGNORECASE) is not None
+
+
+#: The most GPUs a count may name (a process group across many nodes; a sanity bound).
+MAX_GPUS = 65536
 
 
 class GpuPreflightRequirement(AgedRequirement):
     status: tuple[str, ...] = Field(default=(GpuPreflightStatus.PASS.value,), min_length=1)
-    min_gpus: int | None = Field(default=None, ge=1, description="at least this many GPUs")
+    min_gpus: StrictInt | None = Field(
+        default=None, ge=1, le=MAX_GPUS, description="at least this many GPUs"
+    )
     gpu_name: str | None = Field(default=None, description="every GPU's name matches this")
+
+    @field_validator("status")
+    @classmethod
+    def _statuses(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        known = [str(s) for s in GpuPreflightStatus]
+        for status in value:
+            if status not in known:
+                raise ValueError(f"{status!r} is not a GPU preflight status: {', '.join(known)}")
+        return value
 
     @field_validator("gpu_name")
     @classmethod
     def _pattern(cls, value: str | None) -> str | None:
-        if value is not None:
-            re.compile(value)
-        return value
+        return None if value is None else name_pattern(value, "gpu_name")
 
 
 SIGNED_PREFLIGHT = Signed(GPU_PREFLIGHT_V1, GpuPreflightPredicate, "preflight_at", "GPU preflight")

@@ -15,9 +15,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pydantic import Field, ValidationInfo, field_validator, model_validator
+from pydantic import Field, StrictInt, ValidationInfo, field_validator, model_validator
 
 from imagekit.errors import ReferenceFormatError, UsageError
+from imagekit.kinds.gpu_preflight import MAX_GPUS, name_pattern
 from imagekit.plans.fields import StrictModel, fail
 from imagekit.plans.steps import Overlay, Step
 from imagekit.refs import Digest, Platform, Reference, is_tag, parse_platform, parse_reference
@@ -182,14 +183,30 @@ class Assertions(StrictModel):
 class GpuExpectation(StrictModel):
     """What the GPU node that will serve the image must have (``imagekit gpu-preflight
     --plan NAME``): the number of GPUs, a pattern every GPU's name matches, each GPU's
-    memory and compute capability at least."""
+    memory and compute capability at least. Each is checked here, where the plan is read,
+    never first on the GPU node: a count is a whole number, the memory finite, the pattern
+    compiles."""
 
-    count: int | None = Field(default=None, ge=1, description="GPUs on the node, e.g. 8")
-    name: str | None = Field(default=None, description="a pattern of every GPU's name: H20")
-    min_memory_gib: float | None = Field(default=None, gt=0, description="each GPU's, GiB")
-    min_capability: str | None = Field(
-        default=None, pattern=r"^\d+\.\d+$", description="each GPU's, e.g. 9.0"
+    count: StrictInt | None = Field(
+        default=None, ge=1, le=MAX_GPUS, description="GPUs on the node, e.g. 8"
     )
+    name: str | None = Field(default=None, description="a pattern of every GPU's name: H20")
+    min_memory_gib: float | None = Field(
+        default=None, gt=0, le=65536, allow_inf_nan=False, description="each GPU's, GiB"
+    )
+    min_capability: str | None = Field(
+        default=None, pattern=r"^\d{1,3}\.\d{1,3}$", description="each GPU's, e.g. 9.0"
+    )
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        try:
+            return name_pattern(value, "gpu.name")
+        except ValueError as exc:
+            raise fail("gpu_name", str(exc), hint="a pattern such as H20 or H100|H200") from None
 
 
 class Plan(StrictModel):

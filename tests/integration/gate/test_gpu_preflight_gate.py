@@ -22,13 +22,23 @@ from imagekit.cli import main
 from imagekit.ledger import read_records
 from imagekit.workspace import Workspace
 from tests.support.images import Pushed
+from tests.support.registries import RunningRegistry
+from tests.support.upstream import tags
 
 REPORT = Path(__file__).resolve().parents[2] / "fixtures" / "gpu" / "report-pass.json"
 
 
+POD = "imagekit-gpu-preflight-7x2kq"
+
+
 def _log(tmp_path: Path) -> Path:
+    """The real report as the Job's pod would have printed it: written in the pod, so its
+    host is the pod's (the lent machine's run named its own host, "vm")."""
     log = tmp_path / "job.log"
     report = json.loads(REPORT.read_text())
+    report["host"] = POD
+    for gpu in report["checks"]["gpus"]["gpus"]:
+        gpu["host"] = POD
     log.write_text(
         "WARNING:torch.distributed.run: *****\n"
         "Setting OMP_NUM_THREADS environment variable for each process to be 1\n"
@@ -46,7 +56,7 @@ def _pod(tmp_path: Path, image_id: str) -> Path:
                 "items": [
                     {
                         "kind": "Pod",
-                        "metadata": {"name": "imagekit-gpu-preflight-7x2kq", "namespace": "ml"},
+                        "metadata": {"name": POD, "namespace": "ml"},
                         "spec": {"nodeName": "gpu-node-07"},
                         "status": {
                             "phase": "Succeeded",
@@ -74,7 +84,7 @@ def test_a_report_is_recorded_only_against_the_pod_that_ran_the_image(
                "--pod", str(wrong), "--json"],
     )  # fmt: skip
     assert refused.exit_code == 1, refused.output
-    assert "no container of the pod ran" in refused.stdout
+    assert "the report is bound to no pod that ran" in refused.stdout
     assert not workspace.ledger_path.exists() or not read_records(workspace.ledger_path)
 
 
@@ -92,7 +102,8 @@ def test_a_signed_preflight_is_required_by_the_gate_and_more_gpus_refuse_it(
     assert taken.exit_code == 0, taken.output
     document = json.loads(taken.stdout)
     assert document["status"] == "GPU_PREFLIGHT_PASS" and document["where"] == "pod"
-    assert document["pod"] == "ml/imagekit-gpu-preflight-7x2kq"
+    assert document["pod"] == f"ml/{POD}"
+    assert document["preflight"]["node"] == "gpu-node-07"  # the pod's node, not its host name
     assert document["attestation"]["stored"], document["attestation"]
     [record] = read_records(workspace.ledger_path)
     assert (record.kind, record.status) == ("gpu-preflight", "GPU_PREFLIGHT_PASS")
@@ -116,3 +127,29 @@ def test_a_signed_preflight_is_required_by_the_gate_and_more_gpus_refuse_it(
     )
     assert code == 1
     assert f"{gpus} GPU(s)" in json.dumps(said["requirements"])
+
+
+def test_a_verdict_whose_record_is_refused_is_never_attached(
+    workspace: Workspace,
+    make_image: Callable[[str], Pushed],
+    tmp_path: Path,
+    registry: RunningRegistry,
+) -> None:
+    """Sign after record: the ledger refuses the record (its last line is torn), so the
+    signed verdict must not reach the registry (no .att tag, no referrer)."""
+    image = make_image("team/m3")
+    repo = image.reference.rpartition("@")[0]
+    keys = generate_key_pair(tmp_path / "node")
+    workspace.ledger_path.parent.mkdir(parents=True, exist_ok=True)
+    workspace.ledger_path.write_bytes(b'{"seq": 1, "torn')
+    taken = CliRunner().invoke(
+        main, ["gpu-preflight", image.reference, "--report", str(_log(tmp_path)), "--pod",
+               str(_pod(tmp_path, f"{repo}@{image.digest}")), "--sign-key", str(keys.private),
+               "--json"],
+    )  # fmt: skip
+    assert taken.exit_code != 0, taken.output
+    document = json.loads(taken.stdout)
+    assert document["status"] == "GPU_PREFLIGHT_PASS" and "ledger_refused" in document
+    assert "attestation" not in document
+    repository = image.reference.split("/", 1)[1].rpartition("@")[0]
+    assert f"sha256-{image.digest.partition(':')[2]}.att" not in tags(registry.host, repository)

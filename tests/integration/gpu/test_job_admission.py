@@ -3,8 +3,10 @@
 `kubectl apply --dry-run=client` needs an API server to map kinds (seen here: it asks
 http://localhost:8080 for the API list before anything), so the cluster-side reader is
 Kyverno's CLI, which setup builds and which runs the same engine as its admission controller,
-offline: a ClusterPolicy validating the Job (its pod runs the image by digest, asks for the
-node's GPUs, sets no preemptionPolicy of its own) is applied to the List's Job, and a Job
+offline: a ClusterPolicy validating the Job (its pod runs the image by digest, its pull in an
+init container, asks for the node's GPUs and for CPU and memory as requests and limits, sets
+no preemptionPolicy of its own; the Job is deleted after a while and its deadline leaves
+room for the pull) is applied to the List's Job, and a Job
 edited to break each rule is refused by name.
 """
 
@@ -38,14 +40,24 @@ POLICY: dict[str, Any] = {
                     "pattern": {
                         "spec": {
                             "backoffLimit": 0,
+                            "ttlSecondsAfterFinished": ">0",
+                            "activeDeadlineSeconds": ">600",
                             "template": {
                                 "spec": {
                                     "restartPolicy": "Never",
                                     "X(preemptionPolicy)": "null",
+                                    "initContainers": [{"image": "*@sha256:*"}],
                                     "containers": [
                                         {
                                             "image": "*@sha256:*",
-                                            "resources": {"limits": {"nvidia.com/gpu": "?*"}},
+                                            "resources": {
+                                                "limits": {
+                                                    "nvidia.com/gpu": "?*",
+                                                    "cpu": "?*",
+                                                    "memory": "?*",
+                                                },
+                                                "requests": {"cpu": "?*", "memory": "?*"},
+                                            },
                                         }
                                     ],
                                 }
@@ -88,6 +100,16 @@ def test_the_emitted_job_passes_kyverno_and_each_broken_rule_is_refused(tmp_path
     preempting["spec"]["template"]["spec"]["preemptionPolicy"] = "Never"
     no_gpus = json.loads(json.dumps(job))
     del no_gpus["spec"]["template"]["spec"]["containers"][0]["resources"]
-    for name, broken in (("tagged", tagged), ("preempting", preempting), ("no-gpus", no_gpus)):
+    best_effort = json.loads(json.dumps(job))
+    del best_effort["spec"]["template"]["spec"]["containers"][0]["resources"]["requests"]
+    kept_forever = json.loads(json.dumps(job))
+    del kept_forever["spec"]["ttlSecondsAfterFinished"]
+    for name, broken in (
+        ("tagged", tagged),
+        ("preempting", preempting),
+        ("no-gpus", no_gpus),
+        ("best-effort", best_effort),
+        ("kept-forever", kept_forever),
+    ):
         code, results, output = _apply(broken, tmp_path / name)
         assert code != 0 and ("fail",) <= tuple(r for r, _ in results)[:1], (name, output)

@@ -51,6 +51,20 @@ def test_a_policy_file_is_read(tmp_path: Path) -> None:
         ("version: 1\nvulnerabilities: none\nvulnerabilities: null\n", "the key 'vulnerabilities'"),
         ("audit: null\n", "this policy requires nothing"),
         ("audit: null\nvulnerabilities: null\nprovenance: null\n", "this policy requires nothing"),
+        # Values of the wrong type: one line naming the key, never a crash.
+        ("audit:\n  max_age: 30\n", "audit.max_age: give an age"),
+        ("gpu_preflight:\n  max_age: 1.5\n", "gpu_preflight.max_age: give an age"),
+        ("gpu_preflight:\n  max_age: no\n", "gpu_preflight.max_age"),
+        ("gpu_preflight:\n  max_age: 2026-12-01\n", "gpu_preflight.max_age"),
+        ("gpu_preflight:\n  max_age: [7d]\n", "gpu_preflight.max_age"),
+        ("gpu_preflight:\n  gpu_name: H20(\n", "gpu_name 'H20(' is not a regular expression"),
+        (
+            "gpu_preflight:\n  status: [GPU_PREFLIGHT_PAS]\n",
+            "'GPU_PREFLIGHT_PAS' is not a status of gpu-preflight",
+        ),
+        ("gpu_preflight:\n  min_gpus: true\n", "gpu_preflight.min_gpus"),
+        ("gpu_preflight:\n  min_gpus: '8'\n", "gpu_preflight.min_gpus"),
+        ("gpu_preflight:\n  min_gpus: 100000000\n", "gpu_preflight.min_gpus"),
     ],
 )
 def test_bad_policies_name_the_file_and_the_key(tmp_path: Path, text: str, said: str) -> None:

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import json
+import re
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from imagekit.errors import UsageError
-from imagekit.gpu.job import JobOptions, job_manifest
+from imagekit.gpu.job import JobOptions, emit_job, job_manifest
 from imagekit.gpu.launch import Expectations, ProbeOptions
+from imagekit.workspace import Workspace
 
 REF = "registry.example/team/m3@sha256:" + "a" * 64
 
@@ -33,7 +36,8 @@ def test_the_job_runs_the_image_by_digest_on_eight_gpus_under_torch_s_launcher()
     pod = job["spec"]["template"]["spec"]
     [container] = pod["containers"]
     assert container["image"] == REF
-    assert container["resources"]["limits"] == {"nvidia.com/gpu": "8"}
+    wanted = {"cpu": "16", "memory": "80Gi", "nvidia.com/gpu": "8"}
+    assert container["resources"] == {"requests": wanted, "limits": wanted}
     command = container["command"]
     assert command[:5] == ["python3", "-m", "torch.distributed.run", "--nproc-per-node", "8"]
     assert command[5:8] == ["/imagekit-gpu/probe.py", "--out", "-"]
@@ -76,3 +80,95 @@ def test_a_tag_or_no_gpu_count_is_bad_input(reference: str, gpus: int | None, sa
 def test_a_toleration_that_is_not_key_value_effect_is_bad_input() -> None:
     with pytest.raises(UsageError, match="KEY\\[=VALUE\\]:EFFECT"):
         _job(tolerations=("nvidia.com/gpu",))
+
+
+def test_the_pull_is_outside_the_probe_s_limit_and_the_deadline_covers_both() -> None:
+    """An operator's Job: a 20 GB pull must not eat the probe's --timeout."""
+    options = ProbeOptions(expect=Expectations(gpus=8), timeout_s=900)
+    manifest = job_manifest(REF, options, JobOptions(pull_allowance_s=1800), 8)
+    job = manifest["items"][1]
+    assert job["spec"]["activeDeadlineSeconds"] == 1800 + 900 + 120
+    pod = job["spec"]["template"]["spec"]
+    [pull] = pod["initContainers"]
+    assert pull["image"] == REF and pull["command"][0] == "python3"
+    assert job["spec"]["ttlSecondsAfterFinished"] == 86400
+
+
+def test_the_names_come_from_the_image_s_digest_so_two_images_never_collide() -> None:
+    one = _job()
+    other = job_manifest(
+        REF.replace("a" * 64, "b" * 64), ProbeOptions(expect=Expectations(gpus=8)), JobOptions(), 8
+    )
+    names = {m["items"][1]["metadata"]["name"] for m in (one, other)}
+    assert names == {"imagekit-gpu-preflight-aaaaaaaaaaaa", "imagekit-gpu-preflight-bbbbbbbbbbbb"}
+    config_map, job = one["items"]
+    volume = job["spec"]["template"]["spec"]["volumes"][0]
+    assert volume["configMap"]["name"] == config_map["metadata"]["name"]
+
+
+def test_cpu_and_memory_given_are_requests_and_limits() -> None:
+    manifest = _job(cpu="32", memory="256Gi")
+    [container] = manifest["items"][1]["spec"]["template"]["spec"]["containers"]
+    wanted = {"cpu": "32", "memory": "256Gi", "nvidia.com/gpu": "8"}
+    assert container["resources"] == {"requests": wanted, "limits": wanted}
+
+
+@pytest.mark.parametrize(
+    ("given", "said"),
+    [
+        ({"name": "preflight\n"}, "--job-name"),
+        ({"name": "Preflight"}, "--job-name"),
+        ({"name": "p" * 53}, "--job-name"),
+        ({"namespace": "ml\n"}, "--namespace"),
+        ({"namespace": "ML"}, "--namespace"),
+        ({"node_selector": (("kubernetes.io/hostname\n", "n"),)}, "not a label key"),
+        ({"node_selector": (("kubernetes.io/hostname", "node 7"),)}, "not a label value"),
+        ({"node_selector": (("kubernetes.io/hostname", "n\n"),)}, "not a label value"),
+        ({"node_selector": (("zone", "a"), ("zone", "b"))}, "--node-selector zone is given twice"),
+        ({"tolerations": ("dedicated=in ference:NoSchedule",)}, "not a taint value"),
+        ({"tolerations": ("nvidia.com/gpu\n:NoSchedule",)}, "not a taint key"),
+        ({"priority_class": "Never Preempt"}, "--priority-class"),
+        ({"priority_class": "high\n"}, "--priority-class"),
+        ({"cpu": "lots"}, "--cpu"),
+        ({"memory": "64GB\n"}, "--memory"),
+        ({"pull_allowance_s": -1}, "--pull-timeout"),
+        ({"ttl_s": 10**9}, "--ttl"),
+    ],
+)
+def test_every_value_is_refused_where_kubernetes_would_refuse_it(
+    given: dict[str, Any], said: str
+) -> None:
+    with pytest.raises(UsageError, match=re.escape(said)):
+        JobOptions(**given)
+
+
+def test_a_short_timeout_never_emits_a_deadline_of_zero() -> None:
+    with pytest.raises(UsageError, match="--timeout 0.1"):
+        ProbeOptions(timeout_s=0.1)
+
+
+def test_an_image_on_loopback_or_one_the_ledger_found_without_torch_is_warned_of(
+    tmp_path: Path,
+) -> None:
+    from imagekit.kinds.audit import AuditStatus
+    from imagekit.ledger.store import append_record
+
+    workspace = Workspace.at(tmp_path)
+    loopback = "127.0.0.1:5000/team/m3@sha256:" + "a" * 64
+    options = ProbeOptions(expect=Expectations(gpus=8))
+    emitted = emit_job(workspace, loopback, options, JobOptions())
+    assert emitted.name == "imagekit-gpu-preflight-aaaaaaaaaaaa"
+    [warning] = emitted.warnings
+    assert "127.0.0.1:5000 is a loopback registry" in warning
+    assert emit_job(workspace, REF, options, JobOptions()).warnings == ()
+    append_record(
+        workspace,
+        "audit",
+        plan=None,
+        images={"image": REF},
+        status=AuditStatus.CPU_CHECK_INCOMPLETE,
+        scope="CPU-only checks",
+        details={"report": {"versions": {"torch": None}}},
+    )
+    [warning] = emit_job(workspace, REF, options, JobOptions()).warnings
+    assert "found no torch" in warning and "record 1" in warning
