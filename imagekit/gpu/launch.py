@@ -28,7 +28,9 @@ from pathlib import Path
 from typing import Any
 
 from imagekit.errors import UsageError
+from imagekit.gpu.health import LEVEL_SETTINGS
 from imagekit.gpu.report import ProbeReport, parse_report
+from imagekit.kinds.gpu_preflight import PreflightLevel
 from imagekit.runtime.container import (
     ContainerSpec,
     Mount,
@@ -103,6 +105,10 @@ class ProbeOptions:
     commands: tuple[Mapping[str, Any], ...] = ()
     #: a fault injected into one rank, to test the check itself (never for a real run)
     fault: Mapping[str, Any] | None = None
+    #: the health checks' level and thresholds (imagekit.gpu.health); DCGM's level, if any
+    level: PreflightLevel = "standard"
+    thresholds: Mapping[str, Any] = field(default_factory=dict)
+    dcgm: int | None = None
 
     def __post_init__(self) -> None:
         if self.expect.gpus is not None and self.expect.gpus < 1:
@@ -138,6 +144,13 @@ class ProbeOptions:
         }
         if self.min_busbw is not None:
             spec["min_busbw"] = self.min_busbw
+        spec["level"] = self.level
+        spec["thresholds"] = dict(self.thresholds)
+        level_sizes = LEVEL_SETTINGS[self.level].sizes_mib
+        if level_sizes is not None and self.sizes_mib == DEFAULT_SIZES_MIB:
+            spec["sizes_mib"] = list(level_sizes)
+        if self.dcgm is not None:
+            spec["dcgm"] = self.dcgm
         if self.commands:
             spec["commands"] = [dict(c) for c in self.commands]
         if self.fault:

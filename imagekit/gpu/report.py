@@ -24,6 +24,7 @@ from imagekit.kinds.gpu_preflight import (
     GpuFacts,
     GpuPreflightPredicate,
     GpuPreflightStatus,
+    PreflightLevel,
     Where,
 )
 from imagekit.version import __version__
@@ -51,6 +52,7 @@ class ProbeReport(BaseModel):
     probe: Literal["imagekit-gpu-preflight"]
     probe_version: Literal[1]
     mode: Literal["gpu", "self-test"]
+    level: PreflightLevel | None = None
     scope: str
     host: str
     started_at: str
@@ -188,6 +190,7 @@ def predicate_of(
         image_id=image_id,
         pod=pod,
         world_size=report.world_size,
+        level=report.level,
         gpus=_facts(report),
         expected=expected,
         checks=[

@@ -13,7 +13,7 @@ import posixpath
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
@@ -184,6 +184,15 @@ class GpuExpectation(StrictModel):
     min_memory_gib: float | None = Field(default=None, gt=0, description="each GPU's, GiB")
     min_capability: str | None = Field(
         default=None, pattern=r"^\d+\.\d+$", description="each GPU's, e.g. 9.0"
+    )
+    level: Literal["quick", "standard", "extended"] | None = Field(
+        default=None, description="the preflight's level (default standard)"
+    )
+    profile: str | None = Field(
+        default=None, description="a GPU profile shipped with imagekit (H100, H200, ...) or a file"
+    )
+    thresholds: dict[str, float | int | bool | list[int]] | None = Field(
+        default=None, description="health thresholds over the profile's: min_h2d_gbps: 52"
     )
 
 
