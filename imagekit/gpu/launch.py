@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from imagekit.errors import UsageError
-from imagekit.gpu.health import LEVEL_SETTINGS
+from imagekit.gpu.health import LEVEL_SETTINGS, resolve_thresholds
 from imagekit.gpu.report import ProbeReport, parse_report
 from imagekit.kinds.gpu_preflight import PreflightLevel
 from imagekit.runtime.container import (
@@ -107,7 +107,7 @@ class ProbeOptions:
     fault: Mapping[str, Any] | None = None
     #: the health checks' level and thresholds (imagekit.gpu.health); DCGM's level, if any
     level: PreflightLevel = "standard"
-    thresholds: Mapping[str, Any] = field(default_factory=dict)
+    thresholds: Mapping[str, Any] | None = None  # None: the level's and the generic floors
     dcgm: int | None = None
 
     def __post_init__(self) -> None:
@@ -145,7 +145,11 @@ class ProbeOptions:
         if self.min_busbw is not None:
             spec["min_busbw"] = self.min_busbw
         spec["level"] = self.level
-        spec["thresholds"] = dict(self.thresholds)
+        spec["thresholds"] = (
+            dict(self.thresholds)
+            if self.thresholds is not None
+            else resolve_thresholds(self.level).for_probe()
+        )
         level_sizes = LEVEL_SETTINGS[self.level].sizes_mib
         if level_sizes is not None and self.sizes_mib == DEFAULT_SIZES_MIB:
             spec["sizes_mib"] = list(level_sizes)
