@@ -12,6 +12,7 @@ from imagekit.cli.options import json_option, registry_options, sign_key_option
 from imagekit.cli.output import echo_attested, echo_err
 from imagekit.errors import UsageError
 from imagekit.gpu.stage import PreflightRequest, PreflightResult
+from imagekit.kinds.gpu_preflight import PreflightLevel
 from imagekit.workspace import Workspace
 
 
@@ -46,6 +47,7 @@ def _human(result: PreflightResult) -> None:
             )
         click.echo(f"  versions: {json.dumps(report.versions, sort_keys=True)}")
         click.echo(f"  NVLink multicast: {report.nvlink_multicast}")
+        click.echo(f"  level: {report.level or 'none (a probe from before levels)'}")
     if result.seconds is not None:
         click.echo(f"  {result.seconds:.1f} s, launch included")
     click.echo(f"evidence: {result.evidence_dir}")
@@ -181,7 +183,7 @@ def command(
     toleration: tuple[str, ...],
     priority_class: str | None,
     preemption_policy: str | None,
-    level: str | None,
+    level: PreflightLevel | None,  # click's Choice of the same three
     gpu_profile: str | None,
     thresholds: tuple[str, ...],
     dcgm: int | None,
@@ -216,13 +218,13 @@ def command(
         chosen = profile or (wanted.audit_profile if wanted is not None else None)
         at = level or (section.level if section else None) or "standard"
         health = thresholds_for(
-            at,  # type: ignore[arg-type]  # click's Choice
+            at,
             gpu_profile or (section.profile if section else None),
             section.thresholds if section else None,
             thresholds,
         )
         return ProbeOptions(
-            level=at,  # type: ignore[arg-type]  # click's Choice
+            level=at,
             thresholds=health.for_probe(),
             dcgm=dcgm,
             expect=expect,
