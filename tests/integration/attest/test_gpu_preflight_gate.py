@@ -26,9 +26,11 @@ from tests.support.images import Pushed
 REPORT = Path(__file__).resolve().parents[2] / "fixtures" / "gpu" / "report-pass.json"
 
 
-def _log(tmp_path: Path) -> Path:
+def _log(tmp_path: Path, level: str | None = None) -> Path:
     log = tmp_path / "job.log"
     report = json.loads(REPORT.read_text())
+    if level is not None:  # the one edit: the level the probe would have written
+        report["level"] = level
     log.write_text(
         "WARNING:torch.distributed.run: *****\n"
         "Setting OMP_NUM_THREADS environment variable for each process to be 1\n"
@@ -116,3 +118,45 @@ def test_a_signed_preflight_is_required_by_the_gate_and_more_gpus_refuse_it(
     )
     assert code == 1
     assert f"{gpus} GPU(s)" in json.dumps(said["requirements"])
+    # the report came from before levels: a policy asking for any level refuses it
+    code, said = verify(
+        "version: 1\naudit: null\ngpu_preflight:\n  min_level: quick\n  max_age: unbounded\n"
+    )
+    assert code == 1
+    assert "level none recorded" in json.dumps(said["requirements"])
+
+
+def test_a_preflight_below_the_policy_s_level_is_refused(
+    workspace: Workspace, make_image: Callable[[str], Pushed], tmp_path: Path
+) -> None:
+    image = make_image("team/m3")
+    repo = image.reference.rpartition("@")[0]
+    keys = generate_key_pair(tmp_path / "node")
+    pod = _pod(tmp_path, f"{repo}@{image.digest}")
+    taken = CliRunner().invoke(
+        main, ["gpu-preflight", image.reference, "--report", str(_log(tmp_path, "standard")),
+               "--pod", str(pod), "--sign-key", str(keys.private), "--json"],
+    )  # fmt: skip
+    assert taken.exit_code == 0, taken.output
+    level = json.loads(taken.stdout)["preflight"]["level"]
+    assert level == "standard"
+    [record] = read_records(workspace.ledger_path)
+    assert record.details["level"] == "standard"
+
+    def verify(minimum: str) -> tuple[int, str]:
+        path = tmp_path / "policy.yaml"
+        path.write_text(
+            f"version: 1\naudit: null\ngpu_preflight:\n  min_level: {minimum}\n"
+            "  max_age: unbounded\n"
+        )
+        done = CliRunner().invoke(
+            main, ["verify", image.reference, "--key", str(keys.public), "--policy", str(path),
+                   "--json"],
+        )  # fmt: skip
+        return done.exit_code, json.dumps(json.loads(done.stdout)["requirements"])
+
+    assert verify("quick")[0] == 0
+    assert verify("standard")[0] == 0
+    code, said = verify("extended")
+    assert code == 1
+    assert "level standard" in said and "at level extended or above" in said
