@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from click.testing import CliRunner
 
@@ -64,6 +65,18 @@ def _pod(tmp_path: Path, image_id: str) -> Path:
     return pod
 
 
+def _signed(image: Pushed, key: Path, tmp_path: Path, level: str | None = None) -> Any:
+    """The report taken back from the pod that ran IMAGE, recorded and signed with KEY."""
+    repo = image.reference.rpartition("@")[0]
+    pod = _pod(tmp_path, f"{repo}@{image.digest}")
+    taken = CliRunner().invoke(
+        main, ["gpu-preflight", image.reference, "--report", str(_log(tmp_path, level)),
+               "--pod", str(pod), "--sign-key", str(key), "--json"],
+    )  # fmt: skip
+    assert taken.exit_code == 0, taken.output
+    return json.loads(taken.stdout)
+
+
 def test_a_report_is_recorded_only_against_the_pod_that_ran_the_image(
     workspace: Workspace, make_image: Callable[[str], Pushed], tmp_path: Path
 ) -> None:
@@ -84,15 +97,8 @@ def test_a_signed_preflight_is_required_by_the_gate_and_more_gpus_refuse_it(
     workspace: Workspace, make_image: Callable[[str], Pushed], tmp_path: Path
 ) -> None:
     image = make_image("team/m3")
-    repo = image.reference.rpartition("@")[0]
     keys = generate_key_pair(tmp_path / "node")
-    pod = _pod(tmp_path, f"{repo}@{image.digest}")
-    taken = CliRunner().invoke(
-        main, ["gpu-preflight", image.reference, "--report", str(_log(tmp_path)), "--pod",
-               str(pod), "--sign-key", str(keys.private), "--json"],
-    )  # fmt: skip
-    assert taken.exit_code == 0, taken.output
-    document = json.loads(taken.stdout)
+    document = _signed(image, keys.private, tmp_path)
     assert document["status"] == "GPU_PREFLIGHT_PASS" and document["where"] == "pod"
     assert document["pod"] == "ml/imagekit-gpu-preflight-7x2kq"
     assert document["attestation"]["stored"], document["attestation"]
@@ -130,15 +136,8 @@ def test_a_preflight_below_the_policy_s_level_is_refused(
     workspace: Workspace, make_image: Callable[[str], Pushed], tmp_path: Path
 ) -> None:
     image = make_image("team/m3")
-    repo = image.reference.rpartition("@")[0]
     keys = generate_key_pair(tmp_path / "node")
-    pod = _pod(tmp_path, f"{repo}@{image.digest}")
-    taken = CliRunner().invoke(
-        main, ["gpu-preflight", image.reference, "--report", str(_log(tmp_path, "standard")),
-               "--pod", str(pod), "--sign-key", str(keys.private), "--json"],
-    )  # fmt: skip
-    assert taken.exit_code == 0, taken.output
-    level = json.loads(taken.stdout)["preflight"]["level"]
+    level = _signed(image, keys.private, tmp_path, "standard")["preflight"]["level"]
     assert level == "standard"
     [record] = read_records(workspace.ledger_path)
     assert record.details["level"] == "standard"
