@@ -25,13 +25,13 @@ from imagekit.workspace import Workspace
 from tests.support.images import Pushed
 
 REPORT = Path(__file__).resolve().parents[2] / "fixtures" / "gpu" / "report-pass.json"
+#: the lent H100's report of `--level standard` (2026-12-07, evidence/gpu-preflight/)
+STANDARD = REPORT.parent / "report-standard-h100.json"
 
 
-def _log(tmp_path: Path, level: str | None = None) -> Path:
+def _log(tmp_path: Path, report_file: Path = REPORT) -> Path:
     log = tmp_path / "job.log"
-    report = json.loads(REPORT.read_text())
-    if level is not None:  # the one edit: the level the probe would have written
-        report["level"] = level
+    report = json.loads(report_file.read_text())
     log.write_text(
         "WARNING:torch.distributed.run: *****\n"
         "Setting OMP_NUM_THREADS environment variable for each process to be 1\n"
@@ -65,12 +65,12 @@ def _pod(tmp_path: Path, image_id: str) -> Path:
     return pod
 
 
-def _signed(image: Pushed, key: Path, tmp_path: Path, level: str | None = None) -> Any:
+def _signed(image: Pushed, key: Path, tmp_path: Path, report_file: Path = REPORT) -> Any:
     """The report taken back from the pod that ran IMAGE, recorded and signed with KEY."""
     repo = image.reference.rpartition("@")[0]
     pod = _pod(tmp_path, f"{repo}@{image.digest}")
     taken = CliRunner().invoke(
-        main, ["gpu-preflight", image.reference, "--report", str(_log(tmp_path, level)),
+        main, ["gpu-preflight", image.reference, "--report", str(_log(tmp_path, report_file)),
                "--pod", str(pod), "--sign-key", str(key), "--json"],
     )  # fmt: skip
     assert taken.exit_code == 0, taken.output
@@ -137,7 +137,7 @@ def test_a_preflight_below_the_policy_s_level_is_refused(
 ) -> None:
     image = make_image("team/m3")
     keys = generate_key_pair(tmp_path / "node")
-    level = _signed(image, keys.private, tmp_path, "standard")["preflight"]["level"]
+    level = _signed(image, keys.private, tmp_path, STANDARD)["preflight"]["level"]
     assert level == "standard"
     [record] = read_records(workspace.ledger_path)
     assert record.details["level"] == "standard"

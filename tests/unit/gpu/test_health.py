@@ -17,6 +17,7 @@ import pytest
 
 from imagekit.errors import UsageError
 from imagekit.gpu import health, probe
+from imagekit.gpu.report import parse_report
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "gpu"
 UUID = "GPU-26024bb6-9470-a9a0-bf6b-430d91d17e3e"  # the lent H100
@@ -375,7 +376,7 @@ def test_the_profiles_cover_the_gpus_served_and_an_unknown_floor_is_left_empty()
     gb10 = health.resolve_thresholds("standard", health.load_gpu_profile("GB10"))
     assert gb10.min_free_memory_fraction is None  # shared memory: no floor known
     assert gb10.min_h2d_gbps is None
-    assert H100.min_h2d_gbps == 52 and H100.min_d2d_gbps == 1340
+    assert H100.min_h2d_gbps == 48 and H100.min_d2d_gbps == 1340
 
 
 def test_the_options_win_over_the_plan_which_wins_over_the_profile() -> None:
@@ -401,3 +402,42 @@ def test_every_level_requires_every_read_only_check_and_standard_the_copies() ->
     assert set(health.REQUIRED_AT_LEVEL["standard"]) <= set(health.HEALTH_JUDGES)
     assert health.LEVEL_SETTINGS["quick"].budget_s == 5.0
     assert health.LEVEL_SETTINGS["standard"].budget_s == 30.0
+
+
+REAL_RUNS = [
+    # (the report the probe wrote on the lent H100, 2026-12-07; the options it ran with)
+    ("report-quick-h100.json", health.thresholds_for("quick", None, None)),
+    ("report-standard-h100.json", health.thresholds_for("standard", "H100", None)),
+    ("report-memory-holder-h100.json", health.thresholds_for("quick", None, None)),
+]
+
+
+@pytest.mark.parametrize(("name", "thresholds"), REAL_RUNS, ids=[r[0] for r in REAL_RUNS])
+def test_imagekit_judges_the_lent_h100_s_real_reports_as_the_probe_did(
+    name: str, thresholds: health.Thresholds
+) -> None:
+    report = parse_report((FIXTURES / name).read_bytes(), name)
+    judged = {
+        check: health.judge_check(check, report.check(check), thresholds).state
+        for check in health.HEALTH_JUDGES
+        if check in report.checks
+    }
+    assert judged == {check: report.checks[check].status for check in judged}
+    assert set(health.REQUIRED_AT_LEVEL[report.level or "standard"]) <= set(judged)
+
+
+def test_the_real_runs_numbers_are_in_their_reports() -> None:
+    standard = parse_report((FIXTURES / "report-standard-h100.json").read_bytes(), "standard")
+    assert standard.level == "standard"
+    [copies] = standard.check("pcie_bandwidth")["gpus"]
+    assert copies["repeats"] == 5 and len(copies["h2d_gbps"]) == 5
+    assert copies["h2d_median_gbps"] == 55.05 and copies["d2h_median_gbps"] == 54.97
+    [device] = standard.check("memory_bandwidth")["gpus"]
+    assert device["d2d_median_gbps"] == 1479.68 and device["d2d_size_mib"] == 1024
+    throttle = standard.check("throttle")
+    assert len(throttle["samples"]) == 8 and throttle["under_load"]
+    assert throttle["load"][0]["tflops_median"] > 600  # BF16 8192^3 on an H100
+    held = parse_report((FIXTURES / "report-memory-holder-h100.json").read_bytes(), "held")
+    assert held.checks["processes"].status == "FAIL"
+    [gpu] = held.check("processes")["gpus"]
+    assert [(p["name"], p["used_mib"]) for p in gpu["others"]] == [("python3", 41478.0)]
