@@ -10,11 +10,14 @@ judges (imagekit.gpu.health), as a report's numbers are.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
 import pytest
+from click.testing import CliRunner
 
+from imagekit.cli import main
 from imagekit.errors import UsageError
 from imagekit.gpu import health, probe
 from imagekit.gpu.report import parse_report
@@ -441,3 +444,29 @@ def test_the_real_runs_numbers_are_in_their_reports() -> None:
     assert held.checks["processes"].status == "FAIL"
     [gpu] = held.check("processes")["gpus"]
     assert [(p["name"], p["used_mib"]) for p in gpu["others"]] == [("python3", 41478.0)]
+
+
+def _job_spec(*options: str) -> dict[str, Any]:
+    """The probe's spec in the Job `imagekit gpu-preflight --emit-job` prints (no GPU needed)."""
+    ref = "registry.test/team/m3@sha256:" + "a" * 64
+    argv = ["gpu-preflight", ref, "--emit-job", "--gpus", "8", "--json", *options]
+    done = CliRunner().invoke(main, argv)
+    assert done.exit_code == 0, done.output
+    [job] = [item for item in json.loads(done.stdout)["items"] if item["kind"] == "Job"]
+    [container] = job["spec"]["template"]["spec"]["containers"]
+    spec: dict[str, Any] = json.loads(container["command"][-1])
+    return spec
+
+
+def test_the_level_profile_and_thresholds_reach_the_probe_from_the_command_line() -> None:
+    spec = _job_spec("--level", "quick", "--gpu-profile", "H100", "--threshold", "min_d2d_gbps=9")
+    assert spec["level"] == "quick" and spec["sizes_mib"] == [1.0]
+    assert spec["thresholds"]["budget_s"] == 5.0 and spec["thresholds"]["min_h2d_gbps"] == 48
+    assert spec["thresholds"]["min_d2d_gbps"] == 9  # the option over the profile's 1340
+    standard = _job_spec()
+    assert standard["level"] == "standard" and standard["sizes_mib"] == [1.0, 16.0, 128.0]
+    assert standard["thresholds"]["min_free_memory_fraction"] == 0.9
+    assert "min_h2d_gbps" not in standard["thresholds"]  # no profile: no GPU model's floor
+    extended = _job_spec("--level", "extended", "--dcgm", "2")
+    assert extended["sizes_mib"][-1] == 4096.0 and extended["dcgm"] == 2
+    assert extended["thresholds"]["load_seconds"] == 60.0
