@@ -858,7 +858,8 @@ def copy_bandwidths(
             if index:  # the first is the warm-up
                 runs.append(round(nbytes / seconds / 1e9, 2))
         found[name + "_gbps"] = runs
-        found[name + "_median_gbps"] = median(runs)
+        middle = median(runs)
+        found[name + "_median_gbps"] = None if middle is None else round(middle, 2)
         found[name + "_size_mib"] = size_mib
     del dev, other
     return found
@@ -886,7 +887,7 @@ def bf16_load(torch: Any, device: Any, size: int, seconds: float) -> dict[str, A
         "size": [size, size, size],
         "seconds": round(time.perf_counter() - started, 3),
         "tflops": runs[1:] if len(runs) > 1 else runs,
-        "tflops_median": median(runs[1:] if len(runs) > 1 else runs),
+        "tflops_median": round(median(runs[1:] if len(runs) > 1 else runs) or 0.0, 2),
     }
 
 
