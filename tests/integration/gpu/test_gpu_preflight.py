@@ -80,7 +80,8 @@ def test_the_probe_s_logic_runs_for_real_on_cpu_in_the_image_and_is_never_a_pass
     judged = health.judge_check("memory_bandwidth", report.check("memory_bandwidth"), above)
     assert judged.state == "FAIL" and "(median of 5) under the floor" in judged.sentence
     assert all(len(rank["load"]["tflops"]) >= 1 for rank in report.ranks)
-    assert report.checks["budget"].status == "PASS"
+    budget = report.check("budget")
+    assert budget["status"] == "RECORDED" and budget["seconds"] > 0  # a CPU's time, not judged
     assert {report.checks[name].status for name in probe.NODE_READ} == {"SKIPPED"}
     [record] = read_records(workspace.ledger_path)
     assert (record.kind, record.status) == ("gpu-preflight", "GPU_PREFLIGHT_INCOMPLETE")
