@@ -12,6 +12,7 @@ from imagekit.cli.options import json_option, registry_options, sign_key_option
 from imagekit.cli.output import echo_attested, echo_err
 from imagekit.errors import UsageError
 from imagekit.gpu.stage import PreflightRequest, PreflightResult
+from imagekit.kinds.gpu_preflight import PreflightLevel
 from imagekit.workspace import Workspace
 
 
@@ -43,6 +44,7 @@ def _human(result: PreflightResult) -> None:
             )
         click.echo(f"  versions: {json.dumps(report.versions, sort_keys=True)}")
         click.echo(f"  NVLink multicast: {report.nvlink_multicast}")
+        click.echo(f"  level: {report.level or 'none (a probe from before levels)'}")
     if result.seconds is not None:
         click.echo(f"  {result.seconds:.1f} s, launch included")
     click.echo(f"evidence: {result.evidence_dir}")
@@ -141,6 +143,19 @@ def _human(result: PreflightResult) -> None:
     type=click.Choice(["Never", "PreemptLowerPriority"]),
     help="Checked against --priority-class (admission sets it from the class).",
 )
+@click.option(
+    "--level",
+    type=click.Choice(["quick", "standard", "extended"]),
+    help="quick: the read-only checks (seconds); standard: and the bandwidths and a short "
+    "load (default); extended: a minute's load and larger all-reduces.",
+)
+@click.option("--gpu-profile", metavar="NAME|FILE", help="Thresholds of a GPU: H100, H200, ...")
+@click.option(
+    "--threshold", "thresholds", multiple=True, metavar="KEY=VALUE", help="min_h2d_gbps=52 ..."
+)
+@click.option(
+    "--dcgm", type=click.IntRange(1, 4), metavar="LEVEL", help="Also run dcgmi diag -r LEVEL."
+)
 @click.option("--fault", hidden=True, help="Test the check itself: a fault for one rank (JSON).")
 @sign_key_option(
     "Sign the verdict as an in-toto attestation beside the image in its registry (not for "
@@ -184,6 +199,10 @@ def command(
     toleration: tuple[str, ...],
     priority_class: str | None,
     preemption_policy: str | None,
+    level: PreflightLevel | None,  # click's Choice of the same three
+    gpu_profile: str | None,
+    thresholds: tuple[str, ...],
+    dcgm: int | None,
     fault: str | None,
     sign_key: Path | None,
     as_json: bool,
@@ -197,6 +216,7 @@ def command(
     Exit 0 GPU_PREFLIGHT_PASS, 1 GPU_PREFLIGHT_FAIL or _INCOMPLETE, 2 bad input, 3 when it
     could not be run."""
     from imagekit.gpu import job as jobs
+    from imagekit.gpu.health import thresholds_for
     from imagekit.gpu.launch import Expectations, ProbeOptions
     from imagekit.gpu.stage import deferred_cli, gpu_preflight
     from imagekit.plans.load import load_named_plan
@@ -214,7 +234,17 @@ def command(
             min_capability=min_capability or (section.min_capability if section else None),
         )
         chosen = profile or (wanted.audit_profile if wanted is not None else None)
+        at = level or (section.level if section else None) or "standard"
+        health = thresholds_for(
+            at,
+            gpu_profile or (section.profile if section else None),
+            section.thresholds if section else None,
+            thresholds,
+        )
         return ProbeOptions(
+            level=at,
+            thresholds=health.for_probe(),
+            dcgm=dcgm,
             expect=expect,
             sizes_mib=sizes,
             warmups=warmups,

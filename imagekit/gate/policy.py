@@ -19,6 +19,7 @@ verified::
       status: [GPU_PREFLIGHT_PASS]
       min_gpus: 8
       gpu_name: H20
+      min_level: standard                             # quick < standard < extended
       max_age: 30d
     mirror_binding:                                   # optional: who may sign the mirror
       keys: [keys/mirror.pub]                         # bindings the gate follows

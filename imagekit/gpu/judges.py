@@ -133,6 +133,9 @@ class Asked:
     commands: int = 0  # serving CLI checks asked of the probe
     self_test: bool = False
     level: Level | None = None
+    #: the health checks' thresholds sent to the probe (imagekit.gpu.health.Thresholds as
+    #: JSON); empty: the level's and the generic floors
+    thresholds: Mapping[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -156,7 +159,8 @@ C = TypeVar("C", bound=CheckModel)
 class Judge(Generic[C]):
     """How one check is decided: its strict MODEL, and DECIDE from the parsed check and the
     context. REQUIRED: a GPU report without the check is INCOMPLETE; LEVELS: required only
-    at these levels of the report (empty: at every level where REQUIRED, or never)."""
+    at these levels of the report (empty: at every level where REQUIRED, or never; a report
+    that names no level needs none of a level's checks)."""
 
     model: type[C]
     decide: Callable[[C, JudgeContext], Decision]
@@ -167,8 +171,11 @@ class Judge(Generic[C]):
         return self.model.model_validate(raw)
 
     def required_at(self, level: str | None) -> bool:
+        """Whether a report of LEVEL must carry the check: a check of some levels only is
+        never required of a report from before levels (None: the gate's ``min_level`` is
+        what refuses such a report, never a missing check)."""
         if self.levels:
-            return (level or "standard") in self.levels
+            return level is not None and level in self.levels
         return self.required
 
 

@@ -30,9 +30,10 @@ from pathlib import Path
 from typing import Any
 
 from imagekit.errors import UsageError
+from imagekit.gpu.health import LEVEL_SETTINGS, resolve_thresholds
 from imagekit.gpu.judges import Asked
 from imagekit.gpu.report import ProbeReport, parse_report
-from imagekit.kinds.gpu_preflight import MAX_GPUS, name_pattern
+from imagekit.kinds.gpu_preflight import MAX_GPUS, PreflightLevel, name_pattern
 from imagekit.runtime.container import (
     ContainerSpec,
     Mount,
@@ -174,6 +175,10 @@ class ProbeOptions:
     commands: tuple[Mapping[str, Any], ...] = ()
     #: a fault injected into one rank, to test the check itself (never for a real run)
     fault: Mapping[str, Any] | None = None
+    #: the health checks' level and thresholds (imagekit.gpu.health); DCGM's level, if any
+    level: PreflightLevel = "standard"
+    thresholds: Mapping[str, Any] | None = None  # None: the level's and the generic floors
+    dcgm: int | None = None
 
     def __post_init__(self) -> None:
         nproc = self.nproc_per_node
@@ -206,13 +211,20 @@ class ProbeOptions:
             min_busbw=self.min_busbw,
             commands=len(self.commands),
             self_test=self.self_test,
+            level=self.level,
+            thresholds=dict(spec["thresholds"]),
         )
 
     def expected(self) -> dict[str, Any]:
-        """What is recorded and signed as expected: the expectations and the floor."""
+        """What is recorded and signed as expected: the expectations, the floor, the level and
+        the health thresholds the report was judged against (so the verdict can be judged
+        again from the record alone)."""
         found = self.expect.to_json()
         if self.min_busbw is not None:
             found["min_busbw_gbps"] = self.min_busbw
+        spec = self.spec()
+        found["level"] = spec["level"]
+        found["thresholds"] = spec["thresholds"]
         return found
 
     def spec(self) -> dict[str, Any]:
@@ -226,6 +238,17 @@ class ProbeOptions:
         }
         if self.min_busbw is not None:
             spec["min_busbw"] = self.min_busbw
+        spec["level"] = self.level
+        spec["thresholds"] = (
+            dict(self.thresholds)
+            if self.thresholds is not None
+            else resolve_thresholds(self.level).for_probe()
+        )
+        level_sizes = LEVEL_SETTINGS[self.level].sizes_mib
+        if level_sizes is not None and self.sizes_mib == DEFAULT_SIZES_MIB:
+            spec["sizes_mib"] = list(level_sizes)
+        if self.dcgm is not None:
+            spec["dcgm"] = self.dcgm
         if self.commands:
             spec["commands"] = [dict(c) for c in self.commands]
         if self.fault:

@@ -45,6 +45,8 @@ import time
 import traceback
 from typing import Any
 
+_STARTED = time.perf_counter()
+
 PROBE_NAME = "imagekit-gpu-preflight"
 PROBE_VERSION = 1
 PASS, FAIL, INCOMPLETE, SKIPPED, RECORDED = "PASS", "FAIL", "INCOMPLETE", "SKIPPED", "RECORDED"
@@ -485,6 +487,923 @@ def run_cli(command: dict[str, Any]) -> dict[str, Any]:
     )
 
 
+# --------------------------------------------------------------------------- health
+#
+# The node's health beyond one product and one all-reduce, as the cluster health checks
+# read it (DCGM's diagnostic, azurehpc-health-checks, GKE's and EKS's node checks): memory
+# errors, the kernel log's XID events, clock throttling under load, the PCIe link and copy
+# bandwidths, NVLink, other processes, the fabric manager, the driver against the runtime.
+# Each judge below is a pure function of the check's numbers (as the report carries them)
+# and the thresholds imagekit sent: imagekit runs the same functions again on the numbers
+# (imagekit/gpu/health.py), so a report cannot talk its way into a pass with its words.
+
+LEVELS = ("quick", "standard", "extended")
+#: XID events that mean a GPU needs attention; every other XID is recorded, not judged.
+#: imagekit sends its own list (its GPU profiles name their sources); this is the fallback.
+#: azurehpc-health-checks' list (customTests/azure_gpu_xid.nhc, XID_EC).
+DEFAULT_FATAL_XIDS = (48, 56, 57, 58, 62, 63, 64, 65, 68, 69, 73, 74, 79, 80, 81, 92, 119, 120)
+_XID_LINE = re.compile(r"NVRM: Xid \(PCI:([0-9A-Fa-f:.]+)\): (\d+)(.*)")
+_NVLINK_STATE = re.compile(r"^\s*Link (\d+): (.+?)\s*$")
+_NVLINK_COUNTER = re.compile(r"^\s*Link (\d+): ([A-Za-z][A-Za-z0-9 ./_-]*?): (\d+)\s*$")
+_GPU_HEADER = re.compile(r"^GPU (\d+): (.*?) \(UUID: (GPU-[0-9A-Fa-f-]+)\)")
+# nvidia-smi's query fields (the "throttle" spelling: newer drivers take it as an alias of
+# "clocks_event_reasons", older ones know only it) and the names the samples give them.
+_THROTTLE_FIELDS = (
+    ("uuid", "uuid"),
+    ("clocks_throttle_reasons.hw_slowdown", "hw_slowdown"),
+    ("clocks_throttle_reasons.hw_thermal_slowdown", "hw_thermal_slowdown"),
+    ("clocks_throttle_reasons.hw_power_brake_slowdown", "hw_power_brake_slowdown"),
+    ("clocks_throttle_reasons.sw_thermal_slowdown", "sw_thermal_slowdown"),
+    ("clocks_throttle_reasons.sw_power_cap", "sw_power_cap"),
+    ("clocks.sm", "sm_clock_mhz"),
+    ("pcie.link.gen.current", "pcie_gen"),
+    ("temperature.gpu", "temperature_c"),
+    ("power.draw", "power_w"),
+)
+_THROTTLE_QUERY = "--query-gpu=" + ",".join(f for f, _ in _THROTTLE_FIELDS)
+#: The reasons that fail a GPU when active under load (a power cap at the limit is normal).
+THROTTLE_FAILING = ("hw_slowdown", "hw_thermal_slowdown", "hw_power_brake_slowdown",
+                    "sw_thermal_slowdown")  # fmt: skip
+
+
+def _text(node: Any, path: str) -> str | None:
+    found = node.find(path) if node is not None else None
+    if found is None or found.text is None:
+        return None
+    return _smi_value(found.text)
+
+
+def _number(value: str | None) -> float | None:
+    """ "81079 MiB" -> 81079.0, "16x" -> 16.0, "0 us" -> 0.0; None where not a number."""
+    if value is None:
+        return None
+    match = re.match(r"^\s*(-?\d+(?:\.\d+)?)", value)
+    return float(match.group(1)) if match else None
+
+
+def _int(value: str | None) -> int | None:
+    number = _number(value)
+    return None if number is None else int(number)
+
+
+def _yes(value: str | None) -> bool | None:
+    if value is None:
+        return None
+    return value.strip().lower() in ("yes", "active", "enabled", "true")
+
+
+def _children(node: Any, *paths: str) -> list[Any]:
+    """The children of the first of PATHS that NODE has (older drivers say "throttle")."""
+    for path in paths:
+        found = node.find(path)
+        if found is not None:
+            return list(found)
+    return []
+
+
+def parse_smi_xml(text: str) -> dict[str, Any]:
+    """``nvidia-smi -q -x`` as the numbers the health checks judge, one entry a GPU."""
+    import xml.etree.ElementTree as ElementTree  # noqa: S405 - nvidia-smi's own output
+
+    root = ElementTree.fromstring(text)  # noqa: S314 - nvidia-smi's own output, no DTD read
+    gpus = []
+    for gpu in root.findall("gpu"):
+        ecc: dict[str, Any] = {}
+        for scope in ("volatile", "aggregate"):
+            counts = {}
+            for child in _children(gpu, "ecc_errors/" + scope):
+                if child.tag.endswith(("correctable", "uncorrectable", "parity", "secded")):
+                    counts[child.tag] = _int(_smi_value(child.text or ""))
+            ecc[scope] = counts
+            unc = [v for k, v in counts.items() if "uncorrectable" in k and v is not None]
+            ecc[scope + "_uncorrected"] = sum(unc) if unc else None
+        reasons = {}
+        for child in _children(gpu, "clocks_event_reasons", "clocks_throttle_reasons"):
+            key = re.sub(r"^clocks_(event|throttle)_reason_", "", child.tag)
+            reasons[key] = _yes(_smi_value(child.text or ""))
+        counters = {}
+        for child in _children(
+            gpu, "clocks_event_reasons_counters", "clocks_throttle_reasons_counters"
+        ):
+            key = re.sub(r"^clocks_(event|throttle)_reasons_counters_", "", child.tag)
+            counters[key] = _int(_smi_value(child.text or ""))
+        processes = [
+            {
+                "pid": _int(_text(proc, "pid")),
+                "type": _text(proc, "type"),
+                "name": _text(proc, "process_name"),
+                "used_mib": _number(_text(proc, "used_memory")),
+            }
+            for proc in gpu.findall("processes/process_info")
+        ]
+        gpus.append(
+            {
+                "uuid": _text(gpu, "uuid"),
+                "bus_id": gpu.get("id"),
+                "name": _text(gpu, "product_name"),
+                "persistence_mode": _text(gpu, "persistence_mode"),
+                "pcie": {
+                    "max_gen": _int(_text(gpu, "pci/pci_gpu_link_info/pcie_gen/max_link_gen")),
+                    "current_gen": _int(
+                        _text(gpu, "pci/pci_gpu_link_info/pcie_gen/current_link_gen")
+                    ),
+                    "max_width": _int(
+                        _text(gpu, "pci/pci_gpu_link_info/link_widths/max_link_width")
+                    ),
+                    "current_width": _int(
+                        _text(gpu, "pci/pci_gpu_link_info/link_widths/current_link_width")
+                    ),
+                },
+                "ecc_mode": _text(gpu, "ecc_mode/current_ecc"),
+                "ecc": ecc,
+                "retired_pages": {
+                    "single_bit": _int(
+                        _text(gpu, "retired_pages/multiple_single_bit_retirement/retired_count")
+                    ),
+                    "double_bit": _int(
+                        _text(gpu, "retired_pages/double_bit_retirement/retired_count")
+                    ),
+                    "pending": _yes(_text(gpu, "retired_pages/pending_retirement")),
+                },
+                "remapped_rows": {
+                    "correctable": _int(_text(gpu, "remapped_rows/remapped_row_corr")),
+                    "uncorrectable": _int(_text(gpu, "remapped_rows/remapped_row_unc")),
+                    "pending": _yes(_text(gpu, "remapped_rows/remapped_row_pending")),
+                    "failure": _yes(_text(gpu, "remapped_rows/remapped_row_failure")),
+                },
+                "clock_reasons": reasons,
+                "clock_reason_counters_us": counters,
+                "memory_mib": {
+                    key: _number(_text(gpu, "fb_memory_usage/" + key))
+                    for key in ("total", "reserved", "used", "free")
+                },
+                "fabric": {
+                    "state": _text(gpu, "fabric/state"),
+                    "status": _text(gpu, "fabric/status"),
+                },
+                "processes": processes,
+            }
+        )
+    return {
+        "driver_version": _text(root, "driver_version"),
+        "cuda_version": _text(root, "cuda_version"),
+        "gpus": gpus,
+    }
+
+
+def read_kernel_log() -> dict[str, Any]:
+    """The kernel log's NVRM XID lines: /dev/kmsg, else ``dmesg``; where neither can be read
+    (a container without CAP_SYSLOG, a restricted dmesg) it says so and what stopped it."""
+    lines: list[str] = []
+    source = None
+    why = []
+    try:
+        fd = os.open("/dev/kmsg", os.O_RDONLY | os.O_NONBLOCK)
+    except OSError as exc:
+        why.append("/dev/kmsg: %s" % (exc.strerror or exc))
+    else:
+        try:
+            while True:
+                try:
+                    record = os.read(fd, 8192)
+                except BlockingIOError:
+                    break
+                except OSError as exc:  # EPIPE: a record overwritten while reading; go on
+                    if exc.errno == 32:
+                        continue
+                    raise
+                if not record:
+                    break
+                lines.append(record.decode("utf-8", "replace").split(";", 1)[-1].rstrip())
+            source = "/dev/kmsg"
+        except OSError as exc:
+            why.append("/dev/kmsg: %s" % (exc.strerror or exc))
+            lines = []
+        finally:
+            os.close(fd)
+    if source is None:
+        try:
+            proc = subprocess.run(  # noqa: S603 - a fixed program
+                ["dmesg"],  # noqa: S607 - on PATH where there is one
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                timeout=_NVIDIA_SMI_TIMEOUT_S,
+                check=False,
+            )
+            if proc.returncode == 0:
+                lines = proc.stdout.decode("utf-8", "replace").splitlines()
+                source = "dmesg"
+            else:
+                said = proc.stderr.decode("utf-8", "replace").strip()[:200]
+                why.append("dmesg exited %d: %s" % (proc.returncode, said))
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            why.append("dmesg: %s" % exc)
+    return xid_events(lines, source, "; ".join(why))
+
+
+def xid_events(lines: list[str], source: str | None, why: str = "") -> dict[str, Any]:
+    """The XID events of the kernel log's LINES (None SOURCE: it could not be read)."""
+    events = []
+    for line in lines:
+        match = _XID_LINE.search(line)
+        if match:
+            events.append(
+                {"pci": match.group(1), "xid": int(match.group(2)), "text": line.strip()[:300]}
+            )
+    return {
+        "read": source is not None,
+        "source": source,
+        "why_not_read": None if source is not None else (why or "no kernel log reader"),
+        "lines_read": len(lines),
+        "events": events[-64:],
+        "event_count": len(events),
+    }
+
+
+def parse_nvlink_status(text: str) -> dict[str, dict[str, Any]]:
+    """``nvidia-smi nvlink -s``: each GPU (by UUID) with each link's speed or "inactive"."""
+    found: dict[str, dict[str, Any]] = {}
+    current: dict[str, Any] | None = None
+    for line in text.splitlines():
+        header = _GPU_HEADER.match(line)
+        if header:
+            current = {"index": int(header.group(1)), "links": {}}
+            found[header.group(3)] = current
+            continue
+        state = _NVLINK_STATE.match(line)
+        if state and current is not None and ":" not in state.group(2):
+            said = state.group(2)
+            active = "inactive" not in said.lower() and "<" not in said
+            current["links"][state.group(1)] = {"state": said, "active": active}
+    return found
+
+
+def parse_nvlink_errors(text: str) -> dict[str, dict[str, dict[str, int]]]:
+    """``nvidia-smi nvlink -e``: each GPU's links with each error counter (recorded only)."""
+    found: dict[str, dict[str, dict[str, int]]] = {}
+    current = None
+    for line in text.splitlines():
+        header = _GPU_HEADER.match(line)
+        if header:
+            current = found.setdefault(header.group(3), {})
+            continue
+        counter = _NVLINK_COUNTER.match(line)
+        if counter and current is not None:
+            link = current.setdefault(counter.group(1), {})
+            link[counter.group(2).strip()] = int(counter.group(3))
+    return found
+
+
+def nvlink_expected(topology: dict[str, Any] | None) -> dict[str, int]:
+    """For each GPU label, the most NVLinks the topology shows it bonded to one peer (NV18:
+    18), the links that must be active; 0 where it shows no NV#."""
+    expected: dict[str, int] = {}
+    for label, row in ((topology or {}).get("matrix") or {}).items():
+        if not label.startswith("GPU"):
+            continue
+        counts = [int(v[2:]) for v in row.values() if re.match(r"^NV\d+$", str(v))]
+        expected[label] = max(counts) if counts else 0
+    return expected
+
+
+def parse_throttle_rows(text: str) -> list[dict[str, Any]]:
+    """One sample of ``nvidia-smi --query-gpu=<_THROTTLE_FIELDS> --format=csv,noheader,nounits``."""
+    rows = []
+    for line in text.splitlines():
+        parts = [p.strip() for p in line.split(",")]
+        if len(parts) != len(_THROTTLE_FIELDS):
+            continue
+        row: dict[str, Any] = {"uuid": parts[0]}
+        for (field, name), raw in zip(_THROTTLE_FIELDS[1:], parts[1:]):
+            value = _smi_value(raw)
+            row[name] = _yes(value) if field.startswith("clocks_throttle") else _number(value)
+        rows.append(row)
+    return rows
+
+
+class ThrottleSampler:
+    """Samples each GPU's clock throttle reasons while the load runs (local rank 0)."""
+
+    def __init__(self, interval_s: float = 0.25) -> None:
+        import threading
+
+        self.interval_s = interval_s
+        self.samples: list[dict[str, Any]] = []
+        self.errors: list[str] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="throttle-sampler", daemon=True)
+
+    def _run(self) -> None:
+        args = [_THROTTLE_QUERY, "--format=csv,noheader,nounits"]
+        while not self._stop.is_set():
+            text, why = run_nvidia_smi(args)
+            if text is None:
+                self.errors.append(str(why))
+                return
+            when = time.time()
+            self.samples.extend(dict(row, t=round(when, 3)) for row in parse_throttle_rows(text))
+            self._stop.wait(self.interval_s)
+
+    def once(self) -> ThrottleSampler:
+        """One sample, now (the quick level runs no load)."""
+        args = [_THROTTLE_QUERY, "--format=csv,noheader,nounits"]
+        text, why = run_nvidia_smi(args)
+        if text is None:
+            self.errors.append(str(why))
+        else:
+            self.samples.extend(dict(r, t=round(time.time(), 3)) for r in parse_throttle_rows(text))
+        return self
+
+    def __enter__(self) -> ThrottleSampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=_NVIDIA_SMI_TIMEOUT_S)
+
+
+def median(values: list[float]) -> float | None:
+    ordered = sorted(values)
+    if not ordered:
+        return None
+    mid = len(ordered) // 2
+    return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
+
+
+def copy_bandwidths(
+    torch: Any, device: Any, size_mib: int, repeats: int, kinds: tuple[str, ...], pinned: bool
+) -> dict[str, Any]:
+    """Copies of SIZE_MIB, each kind (h2d, d2h: pinned host memory; d2d: within the device)
+    timed REPEATS times after one warm-up; GB/s as nvbandwidth counts them, the bytes moved
+    once (a device copy reads and writes each byte: twice this figure moves)."""
+    nbytes = size_mib * MIB
+    dev = torch.empty(nbytes, dtype=torch.uint8, device=device)
+    other = (
+        torch.empty(nbytes, dtype=torch.uint8, device=device)
+        if "d2d" in kinds
+        else torch.empty(nbytes, dtype=torch.uint8, pin_memory=pinned)
+    )
+    pairs = {"h2d": (dev, other), "d2h": (other, dev), "d2d": (other, dev)}
+    found: dict[str, Any] = {"repeats": repeats}
+    for name in kinds:
+        dst, src = pairs[name]
+        runs = []
+        for index in range(repeats + 1):
+            synchronize(torch, device)
+            started = time.perf_counter()
+            dst.copy_(src, non_blocking=pinned)
+            synchronize(torch, device)
+            seconds = time.perf_counter() - started
+            if index:  # the first is the warm-up
+                runs.append(round(nbytes / seconds / 1e9, 2))
+        found[name + "_gbps"] = runs
+        middle = median(runs)
+        found[name + "_median_gbps"] = None if middle is None else round(middle, 2)
+        found[name + "_size_mib"] = size_mib
+    del dev, other
+    return found
+
+
+def bf16_load(torch: Any, device: Any, size: int, seconds: float) -> dict[str, Any]:
+    """BF16 products for about SECONDS: the load the throttle sampler watches; each batch's
+    TFLOP/s kept (a sanity figure; judged only where a floor is given)."""
+    a = torch.randn(size, size, device=device).to(torch.bfloat16)
+    b = torch.randn(size, size, device=device).to(torch.bfloat16)
+    flops = 2.0 * size**3
+    batch = 1 if device.type != "cuda" else 20
+    runs = []
+    started = time.perf_counter()
+    while True:
+        synchronize(torch, device)
+        t0 = time.perf_counter()
+        for _ in range(batch):
+            torch.matmul(a, b)
+        synchronize(torch, device)
+        runs.append(round(flops * batch / (time.perf_counter() - t0) / 1e12, 2))
+        if time.perf_counter() - started >= seconds:
+            break
+    return {
+        "size": [size, size, size],
+        "seconds": round(time.perf_counter() - started, 3),
+        "tflops": runs[1:] if len(runs) > 1 else runs,
+        "tflops_median": round(median(runs[1:] if len(runs) > 1 else runs) or 0.0, 2),
+    }
+
+
+def _version(text: Any) -> tuple[int, ...] | None:
+    if text is None:
+        return None
+    if isinstance(text, int):  # torch's driver number: 13000 is 13.0
+        return (text // 1000, (text % 1000) // 10)
+    match = re.match(r"^\s*(\d+)(?:\.(\d+))?", str(text))
+    if not match:
+        return None
+    return (int(match.group(1)), int(match.group(2) or 0))
+
+
+def _names(values: Any) -> str:
+    return ", ".join(str(v) for v in values)
+
+
+# Each judge: (numbers of the check, thresholds) -> (status, one sentence).
+
+
+def judge_driver(numbers: dict[str, Any], thresholds: dict[str, Any]) -> tuple[str, str]:
+    runtime = _version(numbers.get("runtime_cuda"))
+    driver = _version(numbers.get("driver_cuda"))
+    error = numbers.get("cuda_init_error") or ""
+    if runtime is None:
+        return INCOMPLETE, "the image's torch names no CUDA runtime"
+    if driver is None:
+        if "insufficient" in error or "too old" in error:
+            return FAIL, "the driver is too old for the image's CUDA runtime %s: %s" % (
+                numbers.get("runtime_cuda"),
+                error[:200],
+            )
+        return INCOMPLETE, "the driver's CUDA version was not read"
+    said = "driver %s (CUDA %s) for the image's CUDA runtime %s" % (
+        numbers.get("driver_version"),
+        "%d.%d" % driver,
+        numbers.get("runtime_cuda"),
+    )
+    if driver[0] < runtime[0]:
+        return FAIL, "the driver is too old for the image's CUDA runtime: " + said
+    if driver < runtime:
+        return PASS, said + " (CUDA minor version compatibility; PTX JIT may not work)"
+    if error:
+        return FAIL, "CUDA would not start with a driver new enough: " + error[:200]
+    return PASS, said
+
+
+def judge_ecc(numbers: dict[str, Any], thresholds: dict[str, Any]) -> tuple[str, str]:
+    bad = []
+    unknown = []
+    for gpu in numbers.get("gpus") or []:
+        vol, agg = gpu.get("volatile_uncorrected"), gpu.get("aggregate_uncorrected")
+        if vol is None and agg is None:
+            unknown.append(gpu.get("uuid"))
+        if vol:
+            bad.append("%s: %d uncorrected since the driver loaded" % (gpu.get("uuid"), vol))
+        limit = thresholds.get("max_aggregate_uncorrected_ecc")
+        if agg and limit is not None and agg > int(limit):
+            bad.append("%s: %d uncorrected in its life (limit %s)" % (gpu.get("uuid"), agg, limit))
+    if bad:
+        return FAIL, "; ".join(bad)
+    if unknown and len(unknown) == len(numbers.get("gpus") or []):
+        return SKIPPED, "ECC is off or not reported on %s" % _names(unknown)
+    if not numbers.get("gpus"):
+        return INCOMPLETE, "no GPU's ECC counts were read"
+    return PASS, "no uncorrected ECC error (volatile; aggregate within its limit)"
+
+
+def judge_row_remapping(numbers: dict[str, Any], thresholds: dict[str, Any]) -> tuple[str, str]:
+    bad, supported = [], 0
+    for gpu in numbers.get("gpus") or []:
+        if gpu.get("pending") is None and gpu.get("failure") is None:
+            continue
+        supported += 1
+        if gpu.get("pending"):
+            bad.append("%s: a row remapping is pending (reset the GPU)" % gpu.get("uuid"))
+        if gpu.get("failure"):
+            bad.append("%s: row remapping failed (the GPU needs service)" % gpu.get("uuid"))
+    if bad:
+        return FAIL, "; ".join(bad)
+    if not numbers.get("gpus"):
+        return INCOMPLETE, "no GPU's row remapping was read"
+    if not supported:
+        return SKIPPED, "no GPU here remaps rows (older GPUs retire pages instead)"
+    return PASS, "no row remapping pending or failed on %d GPU(s)" % supported
+
+
+def judge_retired_pages(numbers: dict[str, Any], thresholds: dict[str, Any]) -> tuple[str, str]:
+    bad, supported = [], 0
+    limit = thresholds.get("max_retired_pages")
+    for gpu in numbers.get("gpus") or []:
+        counts = [gpu.get("single_bit"), gpu.get("double_bit")]
+        if all(c is None for c in counts) and gpu.get("pending") is None:
+            continue
+        supported += 1
+        if gpu.get("pending"):
+            bad.append("%s: a page retirement is pending (reset the GPU)" % gpu.get("uuid"))
+        total = sum(c for c in counts if c)
+        if limit is not None and total > int(limit):
+            bad.append("%s: %d retired pages (limit %s)" % (gpu.get("uuid"), total, limit))
+    if bad:
+        return FAIL, "; ".join(bad)
+    if not numbers.get("gpus"):
+        return INCOMPLETE, "no GPU's retired pages were read"
+    if not supported:
+        return SKIPPED, "no GPU here retires pages (row remapping replaces it)"
+    return PASS, "no page retirement pending on %d GPU(s)" % supported
+
+
+def judge_xid(numbers: dict[str, Any], thresholds: dict[str, Any]) -> tuple[str, str]:
+    if not numbers.get("read"):
+        said = "kernel log not read: %s" % numbers.get("why_not_read")
+        return (INCOMPLETE if thresholds.get("require_kernel_log") else RECORDED), said
+    fatal = {int(x) for x in thresholds.get("fatal_xids") or DEFAULT_FATAL_XIDS}
+    found = [e for e in numbers.get("events") or [] if int(e["xid"]) in fatal]
+    if found:
+        return FAIL, "XID %s in the kernel log (%s)" % (
+            _names(sorted({e["xid"] for e in found})),
+            found[-1]["text"][:160],
+        )
+    others = sorted({e["xid"] for e in numbers.get("events") or []})
+    if others:
+        return PASS, "no fatal XID; recorded: XID %s" % _names(others)
+    return PASS, "no XID event in %s line(s) of %s" % (numbers.get("lines_read"), numbers["source"])
+
+
+def judge_throttle(numbers: dict[str, Any], thresholds: dict[str, Any]) -> tuple[str, str]:
+    samples = numbers.get("samples") or []
+    if not samples:
+        return INCOMPLETE, "no throttle reason was sampled: %s" % (
+            numbers.get("why_not_sampled") or "nvidia-smi gave none"
+        )
+    seen: dict[str, set[str]] = {}
+    for sample in samples:
+        for reason in THROTTLE_FAILING:
+            if sample.get(reason):
+                seen.setdefault(reason, set()).add(str(sample.get("uuid")))
+    for uuid, delta in (numbers.get("counter_deltas_us") or {}).items():
+        for counter, reason in (
+            ("hw_therm_slowdown", "hw_thermal_slowdown"),
+            ("hw_power_brake", "hw_power_brake_slowdown"),
+            ("sw_therm_slowdown", "sw_thermal_slowdown"),
+        ):
+            if (delta.get(counter) or 0) > 0:
+                seen.setdefault(reason, set()).add(uuid)
+    when = "under the BF16 load" if numbers.get("under_load") else "at rest (no load at this level)"
+    if seen:
+        return FAIL, "; ".join(
+            "%s active %s on %s" % (r, when, _names(sorted(u))) for r, u in sorted(seen.items())
+        )
+    floor = thresholds.get("min_bf16_tflops")
+    slow = [
+        "rank %s: BF16 load %.1f TFLOP/s (median of %d) under the floor %s"
+        % (load.get("rank"), load["tflops_median"], len(load.get("tflops") or []), floor)
+        for load in numbers.get("load") or []
+        if floor is not None
+        and load.get("tflops_median") is not None
+        and load["tflops_median"] < float(floor)
+    ]
+    if slow:
+        return FAIL, "; ".join(slow)
+    return PASS, "no HW slowdown, HW thermal, power brake or SW thermal in %d sample(s) %s" % (
+        len(samples),
+        when,
+    )
+
+
+def judge_pcie_link(numbers: dict[str, Any], thresholds: dict[str, Any]) -> tuple[str, str]:
+    bad, unknown = [], []
+    for gpu in numbers.get("gpus") or []:
+        width, max_width = gpu.get("current_width"), gpu.get("max_width")
+        gen, max_gen = gpu.get("best_gen"), gpu.get("max_gen")
+        if None in (width, max_width, gen, max_gen):
+            unknown.append(str(gpu.get("uuid")))
+            continue
+        if width < max_width:
+            bad.append("%s: link x%d of x%d (trained down)" % (gpu.get("uuid"), width, max_width))
+        if gen < max_gen and gpu.get("under_load"):
+            bad.append(
+                "%s: gen %d of %d under load (trained down)" % (gpu.get("uuid"), gen, max_gen)
+            )
+    if bad:
+        return FAIL, "; ".join(bad)
+    if not numbers.get("gpus") or len(unknown) == len(numbers.get("gpus") or []):
+        return INCOMPLETE, "no GPU's PCIe link was read"
+    return PASS, "; ".join(
+        "%s gen %s x%s (max gen %s x%s)"
+        % (
+            g.get("uuid"),
+            g.get("best_gen"),
+            g.get("current_width"),
+            g.get("max_gen"),
+            g.get("max_width"),
+        )  # fmt: skip
+        for g in numbers.get("gpus") or []
+    )
+
+
+def _judge_floors(numbers: dict[str, Any], floors: list[tuple[str, str, Any]]) -> tuple[str, str]:
+    """Each GPU's median of repeats against each floor (None: recorded, not judged)."""
+    if numbers.get("not_at_level"):
+        return SKIPPED, "not measured at level %s" % numbers["not_at_level"]
+    bad, said = [], []
+    judged = False
+    for gpu in numbers.get("gpus") or []:
+        for key, label, floor in floors:
+            value = gpu.get(key + "_median_gbps")
+            if value is None:
+                continue
+            said.append("%s %s %.1f GB/s" % (gpu.get("uuid") or gpu.get("rank"), label, value))
+            if floor is None:
+                continue
+            judged = True
+            if value < float(floor):
+                bad.append(
+                    "%s %s %.1f GB/s (median of %d) under the floor %s GB/s"
+                    % (
+                        gpu.get("uuid") or gpu.get("rank"),
+                        label,
+                        value,
+                        len(gpu.get(key + "_gbps") or []),
+                        floor,
+                    )  # fmt: skip
+                )
+    if bad:
+        return FAIL, "; ".join(bad)
+    if not said:
+        return INCOMPLETE, "no copy was measured"
+    if not judged:
+        return RECORDED, "no floor given: " + "; ".join(said)
+    return PASS, "; ".join(said)
+
+
+def judge_pcie_bandwidth(numbers: dict[str, Any], thresholds: dict[str, Any]) -> tuple[str, str]:
+    return _judge_floors(
+        numbers,
+        [
+            ("h2d", "host-to-device", thresholds.get("min_h2d_gbps")),
+            ("d2h", "device-to-host", thresholds.get("min_d2h_gbps")),
+        ],
+    )
+
+
+def judge_memory_bandwidth(numbers: dict[str, Any], thresholds: dict[str, Any]) -> tuple[str, str]:
+    return _judge_floors(numbers, [("d2d", "device copy", thresholds.get("min_d2d_gbps"))])
+
+
+def judge_nvlink(numbers: dict[str, Any], thresholds: dict[str, Any]) -> tuple[str, str]:
+    bad, active_total = [], 0
+    for gpu in numbers.get("gpus") or []:
+        links = gpu.get("links") or {}
+        active = sum(1 for link in links.values() if link.get("active"))
+        inactive = sorted((n for n, link in links.items() if not link.get("active")), key=int)
+        active_total += active
+        want = int(gpu.get("expected_links") or 0)
+        if want and active < want:
+            bad.append(
+                "%s: %d of %d NVLink(s) active (the topology shows NV%d; inactive: link %s)"
+                % (gpu.get("label"), active, want, want, _names(inactive) or "none listed")
+            )
+    if bad:
+        return FAIL, "; ".join(bad)
+    if not any(int(g.get("expected_links") or 0) for g in numbers.get("gpus") or []):
+        return SKIPPED, "the topology shows no NVLink between GPUs here (%d link(s) active)" % (
+            active_total
+        )
+    return PASS, "every NVLink the topology shows is active (%d link(s))" % active_total
+
+
+def judge_processes(numbers: dict[str, Any], thresholds: dict[str, Any]) -> tuple[str, str]:
+    floor = thresholds.get("min_free_memory_fraction")
+    bad, said = [], []
+    for gpu in numbers.get("gpus") or []:
+        total, free = gpu.get("total_mib"), gpu.get("free_mib")
+        others = gpu.get("others") or []
+        held = sum(p.get("used_mib") or 0 for p in others)
+        if others:
+            said.append(
+                "%s: %d other process(es) hold %.0f MiB" % (gpu.get("uuid"), len(others), held)
+            )
+        if floor is not None and total and free is not None and free < float(floor) * total:
+            bad.append(
+                "%s: %.1f GiB free of %.1f GiB before the checks (floor %.0f%%)%s"
+                % (
+                    gpu.get("uuid"),
+                    free / 1024,
+                    total / 1024,
+                    float(floor) * 100,
+                    "; other processes: "
+                    + _names(
+                        "%s (pid %s, %.0f MiB)"
+                        % (p.get("name"), p.get("pid"), p.get("used_mib") or 0)
+                        for p in others
+                    )
+                    if others
+                    else "",
+                )  # fmt: skip
+            )
+    if bad:
+        return FAIL, "; ".join(bad)
+    if not numbers.get("gpus"):
+        return INCOMPLETE, "no GPU's memory use was read"
+    if floor is None:
+        return RECORDED, "no free-memory floor given; " + ("; ".join(said) or "no other process")
+    return PASS, "; ".join(said) or "no other process on the GPUs; free memory above the floor"
+
+
+def judge_persistence(numbers: dict[str, Any], thresholds: dict[str, Any]) -> tuple[str, str]:
+    modes = {str(g.get("uuid")): g.get("persistence_mode") for g in numbers.get("gpus") or []}
+    off = sorted(u for u, m in modes.items() if m != "Enabled")
+    if not modes:
+        return INCOMPLETE, "no GPU's persistence mode was read"
+    if off:
+        said = "persistence mode is %s on %s" % (_names({modes[u] for u in off}), _names(off))
+        return (FAIL if thresholds.get("require_persistence") else RECORDED), said
+    return PASS, "persistence mode enabled on %d GPU(s)" % len(modes)
+
+
+def judge_fabric(numbers: dict[str, Any], thresholds: dict[str, Any]) -> tuple[str, str]:
+    fabrics = [g for g in numbers.get("gpus") or [] if g.get("state") is not None]
+    if not numbers.get("gpus"):
+        return INCOMPLETE, "no GPU's fabric state was read"
+    if not fabrics:
+        return SKIPPED, "no NVSwitch fabric here (fabric state N/A on every GPU)"
+    bad = [
+        "%s: fabric %s, %s" % (g.get("uuid"), g.get("state"), g.get("status"))
+        for g in fabrics
+        if g.get("state") != "Completed" or g.get("status") not in ("Success", None)
+    ]
+    if bad:
+        return FAIL, "the fabric manager has not registered every GPU: " + "; ".join(bad)
+    return PASS, "fabric Completed, Success on %d GPU(s)" % len(fabrics)
+
+
+def judge_budget(numbers: dict[str, Any], thresholds: dict[str, Any]) -> tuple[str, str]:
+    budget = thresholds.get("budget_s")
+    seconds = numbers.get("seconds")
+    if seconds is None:
+        return INCOMPLETE, "the level's time was not measured"
+    if budget is None:
+        return RECORDED, "level %s took %.2f s; no budget given" % (numbers.get("level"), seconds)
+    said = "level %s took %.2f s (%s) of its %s s budget" % (
+        numbers.get("level"), seconds, numbers.get("measured"), budget)  # fmt: skip
+    return (PASS if seconds <= float(budget) else FAIL), said
+
+
+def judge_dcgm(numbers: dict[str, Any], thresholds: dict[str, Any]) -> tuple[str, str]:
+    if not numbers.get("present"):
+        return SKIPPED, "dcgmi is not here: %s (not a failure)" % numbers.get("why_absent")
+    return RECORDED, "dcgmi diag -r %s: %s (recorded beside imagekit's checks)" % (
+        numbers.get("level"), numbers.get("verdict"))  # fmt: skip
+
+
+#: check name -> its judge; the probe writes each check's status with it, and imagekit
+#: judges the reported numbers again with the same function.
+HEALTH_JUDGES = {
+    "driver": judge_driver,
+    "ecc": judge_ecc,
+    "row_remapping": judge_row_remapping,
+    "retired_pages": judge_retired_pages,
+    "xid": judge_xid,
+    "throttle": judge_throttle,
+    "pcie_link": judge_pcie_link,
+    "pcie_bandwidth": judge_pcie_bandwidth,
+    "memory_bandwidth": judge_memory_bandwidth,
+    "nvlink": judge_nvlink,
+    "processes": judge_processes,
+    "persistence": judge_persistence,
+    "fabric": judge_fabric,
+    "budget": judge_budget,
+    "dcgm": judge_dcgm,
+}
+#: the checks that need a load or a copy: run at standard and extended, not at quick.
+MEASURED = ("pcie_bandwidth", "memory_bandwidth")
+#: the checks of what the driver and the kernel say of the node (none on a CPU self-test).
+NODE_READ = ("driver", "ecc", "row_remapping", "retired_pages", "xid", "throttle", "pcie_link",
+             "nvlink", "processes", "persistence", "fabric")  # fmt: skip
+
+
+def health_numbers(
+    smi: dict[str, Any] | None,
+    samples: list[dict[str, Any]],
+    counters_before: dict[str, Any] | None,
+    topology: dict[str, Any] | None,
+    nvlink_status: dict[str, dict[str, Any]],
+    nvlink_errors: dict[str, Any],
+    own_pids: list[int],
+    free_at_start: dict[str, int],
+    under_load: bool,
+) -> dict[str, dict[str, Any]]:
+    """The numbers of each read-only check from one node's reads (pure: tested on the lent
+    H100's captures)."""
+    gpus = (smi or {}).get("gpus") or []
+    numbers: dict[str, dict[str, Any]] = {}
+    numbers["ecc"] = {
+        "gpus": [
+            {"uuid": g["uuid"], "ecc_mode": g.get("ecc_mode"),
+             "volatile_uncorrected": g["ecc"].get("volatile_uncorrected"),
+             "aggregate_uncorrected": g["ecc"].get("aggregate_uncorrected"),
+             "volatile": g["ecc"].get("volatile"), "aggregate": g["ecc"].get("aggregate")}
+            for g in gpus
+        ]
+    }  # fmt: skip
+    numbers["row_remapping"] = {"gpus": [dict(g["remapped_rows"], uuid=g["uuid"]) for g in gpus]}
+    numbers["retired_pages"] = {"gpus": [dict(g["retired_pages"], uuid=g["uuid"]) for g in gpus]}
+    by_uuid: dict[str, list[dict[str, Any]]] = {}
+    for sample in samples:
+        by_uuid.setdefault(str(sample.get("uuid")), []).append(sample)
+    deltas = {}
+    for g in gpus:
+        before = (counters_before or {}).get(g["uuid"])
+        if before is None:
+            continue
+        after = g.get("clock_reason_counters_us") or {}
+        deltas[g["uuid"]] = {
+            k: (after.get(k) or 0) - (v or 0) for k, v in before.items() if after.get(k) is not None
+        }
+    numbers["throttle"] = {
+        "under_load": under_load,
+        "samples": samples,
+        "counter_deltas_us": deltas,
+        "reasons_now": {g["uuid"]: g.get("clock_reasons") for g in gpus},
+    }
+    pcie = []
+    for g in gpus:
+        seen = [int(x["pcie_gen"]) for x in by_uuid.get(g["uuid"], []) if x.get("pcie_gen")]
+        current = g["pcie"].get("current_gen")
+        gens: list[int] = seen + ([int(current)] if current is not None else [])
+        pcie.append(
+            dict(
+                g["pcie"],
+                uuid=g["uuid"],
+                gens_under_load=seen,
+                under_load=bool(seen),
+                best_gen=max(gens) if gens else None,
+            )
+        )
+    numbers["pcie_link"] = {"gpus": pcie}
+    expected = nvlink_expected(topology)
+    links = []
+    for g in gpus:
+        status = nvlink_status.get(g["uuid"]) or {}
+        label = "GPU%s" % status["index"] if "index" in status else None
+        if label is None:  # no nvlink -s entry: the topology's label by position
+            label = "GPU%d" % gpus.index(g)
+        links.append(
+            {
+                "uuid": g["uuid"],
+                "label": label,
+                "links": status.get("links") or {},
+                "expected_links": expected.get(label, 0),
+                "errors": nvlink_errors.get(g["uuid"]) or {},
+            }  # fmt: skip
+        )
+    numbers["nvlink"] = {"gpus": links}
+    procs = []
+    for g in gpus:
+        others = [p for p in g.get("processes") or [] if p.get("pid") not in own_pids]
+        mem = g.get("memory_mib") or {}
+        free = free_at_start.get(g["uuid"])
+        procs.append(
+            {
+                "uuid": g["uuid"],
+                "total_mib": mem.get("total"),
+                "free_mib": free / MIB if free is not None else mem.get("free"),
+                "free_from": "torch.cuda.mem_get_info at the rank's start"
+                if free is not None
+                else "nvidia-smi",
+                "used_mib": mem.get("used"),
+                "others": others,
+                "own_pids": own_pids,
+            }  # fmt: skip
+        )
+    numbers["processes"] = {"gpus": procs}
+    numbers["persistence"] = {
+        "gpus": [{"uuid": g["uuid"], "persistence_mode": g.get("persistence_mode")} for g in gpus]
+    }
+    numbers["fabric"] = {"gpus": [dict(g["fabric"], uuid=g["uuid"]) for g in gpus]}
+    return numbers
+
+
+def run_dcgm(level: int) -> dict[str, Any]:
+    """``dcgmi diag -r LEVEL -j`` where dcgmi is on PATH: its verdict recorded, never ours."""
+    import shutil
+
+    found = shutil.which("dcgmi")
+    if found is None:
+        return {"present": False, "level": level, "why_absent": "dcgmi is not on PATH"}
+    try:
+        proc = subprocess.run(  # noqa: S603 - DCGM's own CLI, our arguments
+            [found, "diag", "-r", str(level), "-j"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            timeout=3600,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return {"present": True, "level": level, "verdict": "did not finish: %s" % exc}
+    text = proc.stdout.decode("utf-8", "replace")
+    try:
+        document = json.loads(text)
+    except ValueError:
+        document = None
+    said = re.findall(r'"(?:status|result)"\s*:\s*"(Pass|Fail|Warn|Skip)\w*"', text, re.I)
+    verdict = "Fail" if any(s.lower() == "fail" for s in said) else ("Pass" if said else "unread")
+    return {
+        "present": True,
+        "level": level,
+        "exit_code": proc.returncode,
+        "verdict": "%s (exit %d)" % (verdict, proc.returncode),
+        "document": document,
+        "output_tail": (text or proc.stderr.decode("utf-8", "replace"))[-4000:],
+    }
+
+
 # --------------------------------------------------------------------------- the run
 
 
@@ -500,6 +1419,8 @@ class Context:
         self.local_world = int(os.environ.get("LOCAL_WORLD_SIZE", str(self.world)))
         self.launched = "RANK" in os.environ
         self.host = socket.gethostname()
+        self.level = str(spec.get("level") or "standard")
+        self.thresholds: dict[str, Any] = dict(spec.get("thresholds") or {})
         fault = spec.get("fault") or {}
         self.fault_rank = fault.get("rank")
         self.fault = fault if self.fault_rank == self.rank else {}
@@ -523,6 +1444,7 @@ def base_report(ctx: Context) -> dict[str, Any]:
         "probe": PROBE_NAME,
         "probe_version": PROBE_VERSION,
         "mode": "self-test" if ctx.self_test else "gpu",
+        "level": ctx.level,
         "scope": SELF_TEST_SCOPE if ctx.self_test else GPU_SCOPE,
         "host": ctx.host,
         "started_at": utc_now(),
@@ -771,6 +1693,7 @@ def run(ctx: Context, out: str) -> int:
                 "no GPU visible to torch (torch.cuda.is_available() is False)",
                 nvidia_smi=node.get("nvidia_smi"),
             )
+            report["checks"]["driver"] = driver_without_gpu(torch, ctx)
             write_report(out, report)
         return 0
     if not ctx.self_test and ctx.local_world > visible:
@@ -786,11 +1709,13 @@ def run(ctx: Context, out: str) -> int:
             )
             write_report(out, report)
         return 0
+    free_at_start = None
     if ctx.self_test:
         device = torch.device("cpu")
     else:
         device = torch.device("cuda", ctx.local_rank)
         torch.cuda.set_device(device)
+        free_at_start = int(torch.cuda.mem_get_info(device)[0])  # before NCCL's buffers
     timeout = datetime.timedelta(seconds=float(ctx.spec.get("collective_timeout_s", 600)))
     if not ctx.launched:
         os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
@@ -812,8 +1737,10 @@ def run(ctx: Context, out: str) -> int:
             )
             write_report(out, report)
         return 0
+    group_started = time.perf_counter()
     try:
         mine = rank_checks(torch, ctx, device)
+        rank_health(torch, dist, ctx, device, mine, free_at_start)
         sizes = [float(s) for s in ctx.spec.get("sizes_mib", [1, 16, 128])]
         if ctx.self_test:
             sizes = [float(s) for s in ctx.spec.get("sizes_mib", [0.0625, 1])]
@@ -831,7 +1758,6 @@ def run(ctx: Context, out: str) -> int:
         if ctx.rank == 0:
             node = node_facts(ctx) if ctx.local_rank == 0 else {}
             report["versions"] = torch_versions(torch, node)
-            report["ranks"] = [{k: v for k, v in g.items() if k != "all_reduce"} for g in gathered]
             checks = report["checks"]
             checks["gpus"] = judge_gpus(ctx, gathered, node, visible)
             checks["arch"] = _merge_rank_checks([g["arch"] for g in gathered], "arch")
@@ -848,6 +1774,15 @@ def run(ctx: Context, out: str) -> int:
                 checks["topology"] = check(
                     RECORDED, "not recorded: %s" % node.get("topology_error")
                 )
+            checks.update(judge_health(torch, ctx, gathered))
+            if ctx.spec.get("dcgm") is not None:
+                dcgm = run_dcgm(int(ctx.spec["dcgm"]))
+                status, reason = judge_dcgm(dcgm, ctx.thresholds)
+                checks["dcgm"] = check(status, reason, **dcgm)
+            report["ranks"] = [
+                {k: v for k, v in g.items() if k not in ("all_reduce", "node_raw")}
+                for g in gathered
+            ]
             commands = ctx.spec.get("commands") or []
             if commands:
                 clis = [run_cli(c) for c in commands]
@@ -859,11 +1794,245 @@ def run(ctx: Context, out: str) -> int:
                 checks["serving_cli"] = check(
                     worst, "; ".join(c["reason"] for c in clis), commands=clis
                 )
+            now = time.perf_counter()
+            checks["budget"] = level_budget(ctx, now - group_started, now - _STARTED)
             write_report(out, report)
         dist.barrier()
     finally:
         dist.destroy_process_group()
     return 0
+
+
+def _read_smi_xml() -> tuple[dict[str, Any] | None, str]:
+    started = time.perf_counter()
+    text, why = run_nvidia_smi(["-q", "-x"])
+    if text is None:
+        return None, str(why)
+    try:
+        parsed = parse_smi_xml(text)
+    except Exception as exc:  # noqa: BLE001 - XML nvidia-smi could not give: said, not raised
+        return None, "nvidia-smi -q -x is not readable XML: %s" % exc
+    return parsed, "answered in %.0f ms" % ((time.perf_counter() - started) * 1000)
+
+
+def rank_health(
+    torch: Any, dist: Any, ctx: Context, device: Any, found: dict[str, Any], free: int | None
+) -> None:
+    """What this rank measures of its GPU at its level (the copies, the BF16 load), and on
+    each node's first rank what the node says (nvidia-smi, the kernel log), into FOUND."""
+    th = ctx.thresholds
+    reader = ctx.local_rank == 0 and not ctx.self_test
+    found["pid"] = os.getpid()
+    found["free_at_start"] = free
+    raw: dict[str, Any] = {}
+    if reader:
+        before, raw["smi_before"] = _read_smi_xml()
+        raw["counters_before"] = {
+            g["uuid"]: g.get("clock_reason_counters_us") or {}
+            for g in (before or {}).get("gpus", [])
+        }
+    if ctx.level != "quick":
+        repeats = int(th.get("repeats", 5))
+        pinned = not ctx.self_test
+        host_mib = 16 if ctx.self_test else int(th.get("copy_mib", 256))
+        d2d_mib = 16 if ctx.self_test else int(th.get("d2d_mib", 1024))
+        found["copies"] = copy_bandwidths(torch, device, host_mib, repeats, ("h2d", "d2h"), pinned)
+        found["copies"]["pinned"] = pinned
+        found["copies"].update(copy_bandwidths(torch, device, d2d_mib, repeats, ("d2d",), pinned))
+    sampler = ThrottleSampler(float(th.get("sample_interval_s", 0.25)))
+    load_s = 0.0 if ctx.level == "quick" else float(th.get("load_seconds", 2.0))
+    if load_s > 0:
+        dist.barrier()  # every GPU of the node under load while the first rank samples
+        size = 512 if ctx.self_test else int(th.get("load_size", 8192))
+        if reader:
+            with sampler:
+                found["load"] = bf16_load(torch, device, size, load_s)
+        else:
+            found["load"] = bf16_load(torch, device, size, 0.5 if ctx.self_test else load_s)
+    elif reader:
+        sampler.once()
+    if not reader:
+        return
+    smi, raw["smi"] = _read_smi_xml()
+    topo, topo_why = run_nvidia_smi(["topo", "-m"])
+    status, status_why = run_nvidia_smi(["nvlink", "-s"])
+    errors, errors_why = run_nvidia_smi(["nvlink", "-e"])
+    raw.update(
+        {
+            "parsed": smi,
+            "samples": sampler.samples,
+            "sample_errors": sampler.errors,
+            "under_load": load_s > 0,
+            "topology": parse_topology(topo) if topo else None,
+            "nvlink_status": parse_nvlink_status(status or ""),
+            "nvlink_status_read": status_why or "answered",
+            "nvlink_errors": parse_nvlink_errors(errors or ""),
+            "nvlink_errors_read": errors_why or "answered",
+            "topology_read": topo_why or "answered",
+            "kernel_log": read_kernel_log(),
+        }
+    )
+    found["node_raw"] = raw
+
+
+def judge_health(
+    torch: Any, ctx: Context, gathered: list[dict[str, Any]]
+) -> dict[str, dict[str, Any]]:
+    """Rank 0: every node's reads and every rank's figures as each health check's numbers,
+    each judged by its judge against the thresholds imagekit sent."""
+    th = ctx.thresholds
+    numbers: dict[str, dict[str, Any]] = {}
+    checks: dict[str, dict[str, Any]] = {}
+    if ctx.self_test:
+        skipped = "CPU self-test: no GPU to read (its logic is tested on captures)"
+        checks = {name: check(SKIPPED, skipped) for name in NODE_READ}
+    else:
+        own = [int(g["pid"]) for g in gathered if g.get("pid") is not None]
+        free = {
+            str((g.get("device") or {}).get("uuid")): int(g["free_at_start"])
+            for g in gathered
+            if g.get("free_at_start") is not None
+        }
+        nodes = [g for g in gathered if g.get("node_raw")]
+        driver_version, driver_cuda = None, None
+        for node in nodes:
+            raw = node["node_raw"]
+            parsed = raw.get("parsed") or {}
+            driver_version = driver_version or parsed.get("driver_version")
+            driver_cuda = driver_cuda or parsed.get("cuda_version")
+            found = health_numbers(
+                parsed, raw.get("samples") or [], raw.get("counters_before"),
+                raw.get("topology"), raw.get("nvlink_status") or {},
+                raw.get("nvlink_errors") or {}, own, free, bool(raw.get("under_load")),
+            )  # fmt: skip
+            for name, value in found.items():
+                merged = numbers.setdefault(name, {})
+                for key, item in value.items():
+                    if isinstance(item, list):
+                        merged.setdefault(key, []).extend(item)
+                    elif isinstance(item, dict):
+                        merged.setdefault(key, {}).update(item)
+                    else:
+                        merged[key] = item
+            log = dict(raw.get("kernel_log") or {}, host=node.get("host"))
+            xid = numbers.setdefault("xid", {"read": True, "nodes": [], "events": []})
+            xid["nodes"].append({k: v for k, v in log.items() if k != "events"})
+            xid["events"].extend(dict(e, host=node.get("host")) for e in log.get("events") or [])
+            if not log.get("read"):
+                xid["read"] = False
+                xid["why_not_read"] = "%s: %s" % (node.get("host"), log.get("why_not_read"))
+            xid["source"] = log.get("source")
+            xid["lines_read"] = xid.get("lines_read", 0) + int(log.get("lines_read") or 0)
+            reads = numbers.setdefault("reads", {})
+            reads[str(node.get("host"))] = {
+                k: raw.get(k)
+                for k in (
+                    "smi_before",
+                    "smi",
+                    "topology_read",
+                    "nvlink_status_read",
+                    "nvlink_errors_read",
+                    "sample_errors",
+                )  # fmt: skip
+            }
+        if "throttle" in numbers:
+            numbers["throttle"]["load"] = [
+                dict(g["load"], rank=g["rank"], uuid=(g.get("device") or {}).get("uuid"))
+                for g in gathered
+                if g.get("load")
+            ]
+            if not numbers["throttle"].get("samples"):
+                numbers["throttle"]["why_not_sampled"] = "; ".join(
+                    "; ".join(r.get("sample_errors") or []) for r in numbers["reads"].values()
+                )
+        runtime = getattr(torch.version, "cuda", None)
+        getter = getattr(getattr(torch, "_C", None), "_cuda_getDriverVersion", None)
+        if callable(getter):  # the driver's CUDA version as CUDA itself reports it: 13000
+            driver_int = int(getter())
+            driver_cuda = "%d.%d" % (driver_int // 1000, (driver_int % 1000) // 10)
+        numbers["driver"] = {
+            "driver_version": driver_version,
+            "driver_cuda": driver_cuda,
+            "runtime_cuda": runtime,
+            "cuda_init_error": None,
+        }
+    if ctx.level == "quick":
+        numbers["pcie_bandwidth"] = {"not_at_level": ctx.level}
+        numbers["memory_bandwidth"] = {"not_at_level": ctx.level}
+    else:
+        copies = [
+            dict(g["copies"], rank=g["rank"], uuid=(g.get("device") or {}).get("uuid"))
+            for g in gathered
+            if g.get("copies")
+        ]
+        keep = ("rank", "uuid", "repeats", "pinned")
+        numbers["pcie_bandwidth"] = {
+            "gpus": [
+                {k: v for k, v in c.items() if k in keep or k.startswith(("h2d", "d2h"))}
+                for c in copies
+            ],
+            "unit": "GB/s, the bytes moved once (as nvbandwidth counts them)",
+        }
+        numbers["memory_bandwidth"] = {
+            "gpus": [
+                {
+                    k: v
+                    for k, v in c.items()
+                    if k in ("rank", "uuid", "repeats") or k.startswith("d2d")
+                }  # fmt: skip
+                for c in copies
+            ],
+            "unit": "GB/s, the bytes copied once (each is read and written: twice this moves)",
+        }
+    for name, judge in HEALTH_JUDGES.items():
+        if name in numbers and name not in checks:
+            status, reason = judge(numbers[name], th)
+            checks[name] = check(status, reason, **numbers[name])
+    if "reads" in numbers:
+        checks["node_reads"] = check(RECORDED, "how each node's state was read", **numbers["reads"])
+    return checks
+
+
+def driver_without_gpu(torch: Any, ctx: Context) -> dict[str, Any]:
+    """Where torch sees no GPU: whether the driver is too old for the image's CUDA runtime
+    (CUDA's own words), so that it is named as that, not as a GPU or kernel that failed."""
+    error = None
+    try:
+        torch.cuda.init()
+    except Exception as exc:  # noqa: BLE001 - CUDA's refusal is this check's evidence
+        error = "%s: %s" % (type(exc).__name__, exc)
+    smi, _why = _read_smi_xml()
+    numbers = {
+        "driver_version": (smi or {}).get("driver_version"),
+        "driver_cuda": (smi or {}).get("cuda_version"),
+        "runtime_cuda": getattr(torch.version, "cuda", None),
+        "cuda_init_error": error,
+    }
+    status, reason = judge_driver(numbers, ctx.thresholds)
+    return check(status, reason, **numbers)
+
+
+def level_budget(ctx: Context, seconds_checks: float, seconds_probe: float) -> dict[str, Any]:
+    """The level's time against its budget: quick beyond the launch (from the process
+    group's start), standard and extended from the probe's start (torch's import, NCCL's
+    start; the launcher's own start is measured by imagekit around it)."""
+    quick = ctx.level == "quick"
+    numbers = {
+        "level": ctx.level,
+        "seconds": round(seconds_checks if quick else seconds_probe, 3),
+        "seconds_checks": round(seconds_checks, 3),
+        "seconds_probe": round(seconds_probe, 3),
+        "measured": (
+            "from the process group's start to the report (beyond the launch)"
+            if quick
+            else "from the probe's start to the report (torch's import and NCCL's start "
+            "included; the launcher's own start is not)"
+        ),
+    }
+    status, reason = judge_budget(numbers, ctx.thresholds)
+    if ctx.self_test:  # a budget is a GPU node's; a CPU's time is recorded, not judged
+        status, reason = RECORDED, "CPU self-test: %s" % reason
+    return check(status, reason, **numbers)
 
 
 def _merge_rank_checks(results: list[dict[str, Any]], name: str) -> dict[str, Any]:

@@ -15,7 +15,7 @@ The probe decides nothing. The verdict is imagekit's, from the numbers:
   the check's strict model, ``decide(check, JudgeContext) -> Decision``, whether a GPU
   report must carry it, at which levels). The core checks' judges are
   ``imagekit.gpu.checks.CORE_JUDGES``; the health checks' (imagekit.gpu.health) join the
-  table with one line here, ``JUDGES = {**CORE_JUDGES, **HEALTH_JUDGES}``, and import their
+  table with one line here, ``JUDGES = {**CORE_JUDGES, **REPORT_JUDGES}``, and import their
   types from imagekit.gpu.judges only (never from this module, which imports them).
 - Each judge holds its check's numbers to what was asked (:class:`Asked`: the options, the
   plan's ``gpu:`` section) and to imagekit's own invariants (imagekit.gpu.checks).
@@ -30,12 +30,14 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any, Literal
 
 from pydantic import ConfigDict, Field, PrivateAttr, ValidationError
 
 from imagekit.errors import UsageError
 from imagekit.gpu.checks import CORE_JUDGES, AllReduceCheck, GpusCheck, TopologyCheck
+from imagekit.gpu.health import REPORT_JUDGES
 from imagekit.gpu.judges import (
     Asked,
     CheckModel,
@@ -44,7 +46,6 @@ from imagekit.gpu.judges import (
     GpuFact,
     Judge,
     JudgeContext,
-    Level,
     Outcome,
     StrictModel,
 )
@@ -54,6 +55,7 @@ from imagekit.kinds.gpu_preflight import (
     GpuFacts,
     GpuPreflightPredicate,
     GpuPreflightStatus,
+    PreflightLevel,
     Where,
 )
 from imagekit.version import __version__
@@ -154,7 +156,7 @@ class ProbeReport(StrictModel):
     probe: Literal["imagekit-gpu-preflight"]
     probe_version: Literal[1]
     mode: Literal["gpu", "self-test"]
-    level: Level | None = None
+    level: PreflightLevel | None = None
     scope: str
     host: str = Field(min_length=1, max_length=253)
     started_at: str
@@ -227,7 +229,7 @@ def parse_report(data: bytes, source: str) -> ProbeReport:
 
 
 #: The table of judges: a check's name to its Judge (the health checks' join it here).
-JUDGES: Mapping[str, Judge[Any]] = CORE_JUDGES
+JUDGES: Mapping[str, Judge[Any]] = MappingProxyType({**CORE_JUDGES, **REPORT_JUDGES})
 #: The checks every GPU report must carry (whatever its level).
 REQUIRED = tuple(name for name, judge in CORE_JUDGES.items() if judge.required)
 
@@ -352,7 +354,9 @@ def decide(
         )
     if report.backend != "nccl":
         open_.append(f"backend {report.backend!r}: a GPU preflight runs NCCL")
-    if asked.level is not None and report.level != asked.level:
+    # a report from before levels names none: taken at no level (the gate's min_level then
+    # refuses it where a level is required); one of another level than asked is not this run
+    if asked.level is not None and report.level is not None and report.level != asked.level:
         open_.append(f"the report's level is {report.level}, {asked.level} was asked")
     if failing:
         return Verdict(GpuPreflightStatus.FAIL, "; ".join(failing), failing, checks=checks)
@@ -424,6 +428,7 @@ def predicate_of(
         image_id=image_id,
         pod=pod,
         world_size=report.world_size,
+        level=report.level,
         gpus=_facts(report),
         expected=expected,
         checks=[GpuCheck(name=c.name, status=c.state, reason=c.sentence) for c in verdict.checks],

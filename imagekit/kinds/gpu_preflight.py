@@ -48,6 +48,9 @@ class GpuPreflightStatus(StrEnum):
 
 
 Where = Literal["image", "host", "pod"]
+#: The preflight's levels, shortest first (imagekit/gpu/health.py says what each runs).
+PreflightLevel = Literal["quick", "standard", "extended"]
+PREFLIGHT_LEVELS: tuple[PreflightLevel, ...] = ("quick", "standard", "extended")
 
 
 class _Figures(PredicateModel):
@@ -93,6 +96,9 @@ class GpuPreflightPredicate(_Figures):
     image_id: str | None = Field(default=None, description="the image ID the engine or pod ran")
     pod: str | None = Field(default=None, description="namespace/name, where a pod ran it")
     world_size: int
+    level: PreflightLevel | None = Field(
+        default=None, description="quick, standard or extended; none: before levels"
+    )
     gpus: list[GpuFacts]
     expected: dict[str, Any] = Field(description="count, name pattern, memory, capability")
     checks: list[GpuCheck]
@@ -117,6 +123,7 @@ class GpuPreflightDetails(RecordDetails):
     pod: str | None = None
     node: str | None = None
     world_size: int | None = None
+    level: PreflightLevel | None = None
     gpu_names: list[str] | None = None
     checks: dict[str, str] | None = None
     failing: list[str] | None = None
@@ -136,6 +143,7 @@ def details_of(predicate: GpuPreflightPredicate) -> GpuPreflightDetails:
         pod=predicate.pod,
         node=predicate.node,
         world_size=predicate.world_size,
+        level=predicate.level,
         gpu_names=sorted({g.name for g in predicate.gpus}),
         checks={c.name: c.status for c in predicate.checks},
         failing=predicate.failing,
@@ -181,6 +189,11 @@ class GpuPreflightRequirement(AgedRequirement):
         default=None, ge=1, le=MAX_GPUS, description="at least this many GPUs"
     )
     gpu_name: str | None = Field(default=None, description="every GPU's name matches this")
+    min_level: PreflightLevel | None = Field(
+        default=None,
+        description="the preflight ran at least this level (quick < standard < "
+        "extended); one from before levels reaches none",
+    )
 
     @field_validator("status")
     @classmethod
@@ -195,6 +208,13 @@ class GpuPreflightRequirement(AgedRequirement):
     @classmethod
     def _pattern(cls, value: str | None) -> str | None:
         return None if value is None else name_pattern(value, "gpu_name")
+
+
+def _reaches(level: str | None, minimum: str) -> bool:
+    """Whether a preflight's LEVEL (None: from before levels) reaches MINIMUM."""
+    if level not in PREFLIGHT_LEVELS:
+        return False
+    return PREFLIGHT_LEVELS.index(level) >= PREFLIGHT_LEVELS.index(minimum)
 
 
 SIGNED_PREFLIGHT = Signed(GPU_PREFLIGHT_V1, GpuPreflightPredicate, "preflight_at", "GPU preflight")
@@ -214,6 +234,8 @@ class GpuPreflightRule(AgedRule[GpuPreflightRequirement]):
             what += f" on at least {rule.min_gpus} GPU(s)"
         if rule.gpu_name:
             what += f" named {rule.gpu_name}"
+        if rule.min_level:
+            what += f" at level {rule.min_level} or above"
 
         def judge(predicate: GpuPreflightPredicate) -> list[str]:
             problems = []
@@ -228,6 +250,8 @@ class GpuPreflightRule(AgedRule[GpuPreflightRequirement]):
                 )
                 if others or not predicate.gpus:
                     problems.append(f"GPU(s) {', '.join(others) or 'none'}")
+            if rule.min_level and not _reaches(predicate.level, rule.min_level):
+                problems.append(f"level {predicate.level or 'none recorded'}")
             return problems
 
         def said(predicate: GpuPreflightPredicate) -> str:

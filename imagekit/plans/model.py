@@ -13,7 +13,7 @@ import posixpath
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import Field, StrictInt, ValidationInfo, field_validator, model_validator
 
@@ -207,6 +207,16 @@ class GpuExpectation(StrictModel):
             return name_pattern(value, "gpu.name")
         except ValueError as exc:
             raise fail("gpu_name", str(exc), hint="a pattern such as H20 or H100|H200") from None
+
+    level: Literal["quick", "standard", "extended"] | None = Field(
+        default=None, description="the preflight's level (default standard)"
+    )
+    profile: str | None = Field(
+        default=None, description="a GPU profile shipped with imagekit (H100, H200, ...) or a file"
+    )
+    thresholds: dict[str, float | int | bool | list[int]] | None = Field(
+        default=None, description="health thresholds over the profile's: min_h2d_gbps: 52"
+    )
 
 
 class Plan(StrictModel):

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from click.testing import CliRunner
 
@@ -26,16 +27,18 @@ from tests.support.registries import RunningRegistry
 from tests.support.upstream import tags
 
 REPORT = Path(__file__).resolve().parents[2] / "fixtures" / "gpu" / "report-pass.json"
+#: the lent H100's report of `--level standard` (2026-12-07, evidence/gpu-preflight/)
+STANDARD = REPORT.parent / "report-standard-h100.json"
 
 
 POD = "imagekit-gpu-preflight-7x2kq"
 
 
-def _log(tmp_path: Path) -> Path:
+def _log(tmp_path: Path, report_file: Path = REPORT) -> Path:
     """The real report as the Job's pod would have printed it: written in the pod, so its
     host is the pod's (the lent machine's run named its own host, "vm")."""
     log = tmp_path / "job.log"
-    report = json.loads(REPORT.read_text())
+    report = json.loads(report_file.read_text())
     report["host"] = POD
     for gpu in report["checks"]["gpus"]["gpus"]:
         gpu["host"] = POD
@@ -72,6 +75,18 @@ def _pod(tmp_path: Path, image_id: str) -> Path:
     return pod
 
 
+def _signed(image: Pushed, key: Path, tmp_path: Path, report_file: Path = REPORT) -> Any:
+    """The report taken back from the pod that ran IMAGE, recorded and signed with KEY."""
+    repo = image.reference.rpartition("@")[0]
+    pod = _pod(tmp_path, f"{repo}@{image.digest}")
+    taken = CliRunner().invoke(
+        main, ["gpu-preflight", image.reference, "--report", str(_log(tmp_path, report_file)),
+               "--pod", str(pod), "--sign-key", str(key), "--json"],
+    )  # fmt: skip
+    assert taken.exit_code == 0, taken.output
+    return json.loads(taken.stdout)
+
+
 def test_a_report_is_recorded_only_against_the_pod_that_ran_the_image(
     workspace: Workspace, make_image: Callable[[str], Pushed], tmp_path: Path
 ) -> None:
@@ -92,15 +107,8 @@ def test_a_signed_preflight_is_required_by_the_gate_and_more_gpus_refuse_it(
     workspace: Workspace, make_image: Callable[[str], Pushed], tmp_path: Path
 ) -> None:
     image = make_image("team/m3")
-    repo = image.reference.rpartition("@")[0]
     keys = generate_key_pair(tmp_path / "node")
-    pod = _pod(tmp_path, f"{repo}@{image.digest}")
-    taken = CliRunner().invoke(
-        main, ["gpu-preflight", image.reference, "--report", str(_log(tmp_path)), "--pod",
-               str(pod), "--sign-key", str(keys.private), "--json"],
-    )  # fmt: skip
-    assert taken.exit_code == 0, taken.output
-    document = json.loads(taken.stdout)
+    document = _signed(image, keys.private, tmp_path)
     assert document["status"] == "GPU_PREFLIGHT_PASS" and document["where"] == "pod"
     assert document["pod"] == f"ml/{POD}"
     assert document["preflight"]["node"] == "gpu-node-07"  # the pod's node, not its host name
@@ -127,6 +135,12 @@ def test_a_signed_preflight_is_required_by_the_gate_and_more_gpus_refuse_it(
     )
     assert code == 1
     assert f"{gpus} GPU(s)" in json.dumps(said["requirements"])
+    # the report came from before levels: a policy asking for any level refuses it
+    code, said = verify(
+        "version: 1\naudit: null\ngpu_preflight:\n  min_level: quick\n  max_age: unbounded\n"
+    )
+    assert code == 1
+    assert "level none recorded" in json.dumps(said["requirements"])
 
 
 def test_a_verdict_whose_record_is_refused_is_never_attached(
@@ -153,3 +167,32 @@ def test_a_verdict_whose_record_is_refused_is_never_attached(
     assert "attestation" not in document
     repository = image.reference.split("/", 1)[1].rpartition("@")[0]
     assert f"sha256-{image.digest.partition(':')[2]}.att" not in tags(registry.host, repository)
+
+
+def test_a_preflight_below_the_policy_s_level_is_refused(
+    workspace: Workspace, make_image: Callable[[str], Pushed], tmp_path: Path
+) -> None:
+    image = make_image("team/m3")
+    keys = generate_key_pair(tmp_path / "node")
+    level = _signed(image, keys.private, tmp_path, STANDARD)["preflight"]["level"]
+    assert level == "standard"
+    [record] = read_records(workspace.ledger_path)
+    assert record.details["level"] == "standard"
+
+    def verify(minimum: str) -> tuple[int, str]:
+        path = tmp_path / "policy.yaml"
+        path.write_text(
+            f"version: 1\naudit: null\ngpu_preflight:\n  min_level: {minimum}\n"
+            "  max_age: unbounded\n"
+        )
+        done = CliRunner().invoke(
+            main, ["verify", image.reference, "--key", str(keys.public), "--policy", str(path),
+                   "--json"],
+        )  # fmt: skip
+        return done.exit_code, json.dumps(json.loads(done.stdout)["requirements"])
+
+    assert verify("quick")[0] == 0
+    assert verify("standard")[0] == 0
+    code, said = verify("extended")
+    assert code == 1
+    assert "level standard" in said and "at level extended or above" in said

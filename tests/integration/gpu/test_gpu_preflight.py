@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 
+from imagekit.gpu import health, probe
 from imagekit.gpu.launch import ProbeOptions
 from imagekit.gpu.stage import PreflightRequest, gpu_preflight
 from imagekit.kinds.gpu_preflight import GpuPreflightStatus
@@ -66,6 +67,22 @@ def test_the_probe_s_logic_runs_for_real_on_cpu_in_the_image_and_is_never_a_pass
     assert all(s["busbw_gbps"] > 0 for s in sizes)  # two ranks cross a link: gloo's
     for rank in report.check("bf16")["ranks"]:
         assert rank["finite"] and rank["relative_error"] <= rank["bound"]
+    # the health checks' own logic ran too: the copies (median of 5) and the BF16 load on CPU,
+    # judged again by imagekit from the numbers; what needs a GPU's driver is said skipped
+    assert report.level == "standard"
+    standard = health.resolve_thresholds("standard")
+    for name in probe.MEASURED:
+        found = report.check(name)
+        assert found["status"] == "RECORDED", found["reason"]  # no floor for a CPU
+        assert [gpu["repeats"] for gpu in found["gpus"]] == [5, 5]
+        assert health.judge_check(name, found, standard).state == "RECORDED"
+    above = health.resolve_thresholds("standard", options={"min_d2d_gbps": 1e6})
+    judged = health.judge_check("memory_bandwidth", report.check("memory_bandwidth"), above)
+    assert judged.state == "FAIL" and "(median of 5) under the floor" in judged.sentence
+    assert all(len((rank.model_extra or {})["load"]["tflops"]) >= 1 for rank in report.ranks)
+    budget = report.check("budget")
+    assert budget["status"] == "RECORDED" and budget["seconds"] > 0  # a CPU's time, not judged
+    assert {report.checks[name].status for name in probe.NODE_READ} == {"SKIPPED"}
     [record] = read_records(workspace.ledger_path)
     assert (record.kind, record.status) == ("gpu-preflight", "GPU_PREFLIGHT_INCOMPLETE")
     assert record.images == {"image": sglang.reference}
