@@ -26,7 +26,7 @@ from imagekit.registry.upload import BlobSource, copy_image, push_blobs
 def _entries(document: TagDocument | None, key: str) -> list[dict[str, Any]]:
     if document is None:
         return []
-    parsed = json.loads(document.body)
+    parsed = document.parsed()
     items = parsed.get(key) if isinstance(parsed, dict) else None
     return [item for item in items or [] if isinstance(item, dict) and "digest" in item]
 

@@ -17,6 +17,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from imagekit import jsondoc
+from imagekit.attest.dsse import MAX_ENVELOPE_BYTES
 from imagekit.errors import ReferenceFormatError
 from imagekit.refs import Digest
 
@@ -76,7 +78,9 @@ def make_statement(
 
 def parse_statement(payload: bytes) -> Statement:
     try:
-        model = _StatementModel.model_validate_json(payload)
+        model = _StatementModel.model_validate(jsondoc.loads(payload, limit=MAX_ENVELOPE_BYTES))
+    except jsondoc.JsonRefused as exc:
+        raise StatementError(f"not an in-toto statement ({exc})") from None
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(part) for part in first["loc"]) or "document"

@@ -6,7 +6,6 @@ See the package docstring (imagekit.ledger) for the format and the concurrency r
 from __future__ import annotations
 
 import fcntl
-import json
 import os
 import socket
 import stat
@@ -19,6 +18,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from imagekit import jsondoc
 from imagekit.errors import CouldNotFinish, RecordRefused, UsageError
 from imagekit.evidence import file_digest
 from imagekit.ledger.record import (
@@ -57,6 +57,13 @@ class Entry:
     @property
     def digest(self) -> str:
         return line_hash(self.raw)
+
+
+def read_line(raw: bytes) -> Any:
+    """One ledger line's JSON value, through the bounded reader (imagekit.jsondoc): a line
+    nested too deep, with a NaN or a key twice is a ValueError like any line that is not
+    JSON, never a crash."""
+    return jsondoc.loads(raw, limit=MAX_LINE_BYTES)
 
 
 def _evidence_ref(workspace: Workspace, evidence: Path) -> EvidenceRef:
@@ -169,17 +176,17 @@ def tail_problem(previous: bytes | None, last: bytes, size: int) -> str | None:
             "left by an append that did not finish"
         )
     try:
-        record = LedgerRecord.from_json(json.loads(last))
+        record = LedgerRecord.from_json(read_line(last))
     except (ValueError, ValidationError):
         return f"its last line (at offset {at}) is not a ledger record"
-    if encode_line(json.loads(last)) != last:
+    if encode_line(read_line(last)) != last:
         return f"its last record (seq {record.seq}) is not in the form imagekit writes: edited"
     if previous is None:
         if record.seq != 1 or record.prev is not None:
             return f"its only record is seq {record.seq}: the records before it were removed"
         return None
     try:
-        before = LedgerRecord.from_json(json.loads(previous))
+        before = LedgerRecord.from_json(read_line(previous))
     except (ValueError, ValidationError):
         return "the line before its last is not a ledger record: the last cannot be chained"
     if record.seq == before.seq:
@@ -264,17 +271,18 @@ def append_record(
                 ledger=str(path),
                 problem=problem,
                 hint="nothing was recorded; `imagekit ledger verify` names every problem, and "
-                "`imagekit ledger repair` completes or moves aside a torn last line (an "
-                "edited, duplicated or foreign line needs a person)",
+                "`imagekit ledger repair` completes or moves aside a torn last line and lines "
+                "that are not records after the last record (an edited or duplicated record "
+                "needs a person)",
             )
         if last:
-            seq = int(json.loads(last)["seq"]) + 1
+            seq = int(read_line(last)["seq"]) + 1
             prev: str | None = line_hash(last)
         else:
             seq, prev = 1, None
         document = {**body, "seq": seq, "prev": prev}
         raw = encode_line(document)
-        record = LedgerRecord.from_json(json.loads(raw))
+        record = LedgerRecord.from_json(read_line(raw))
         _write_all(fd, raw, path)
     return record
 
@@ -425,7 +433,7 @@ def _stream(path: Path, fd: int) -> Iterator[Line]:
 
 def _line(line_no: int, offset: int, raw: bytes) -> Entry | Malformed:
     try:
-        record = LedgerRecord.from_json(json.loads(raw))
+        record = LedgerRecord.from_json(read_line(raw))
     except (ValueError, ValidationError):
         return Malformed(line_no, offset, len(raw))
     return Entry(line_no=line_no, offset=offset, raw=raw, record=record)

@@ -15,11 +15,11 @@ is left out.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from typing import Any, ClassVar
 
+from imagekit import jsondoc
 from imagekit.errors import (
     CheckFailed,
     ImageContentError,
@@ -43,6 +43,7 @@ from imagekit.registry.manifest import (
     parse_manifest,
 )
 from imagekit.registry.session import Session, fault
+from imagekit.registry.transport import MAX_MANIFEST_BYTES
 
 DEFAULT_PLATFORM = Platform("linux", "amd64")
 
@@ -316,8 +317,8 @@ def platforms_read(session: Session, ref: Reference) -> PlatformOf:
         except (CheckFailed, RegistryNotFound, RegistryProtocolError) as exc:
             return f"lists no platform and its image cannot be read ({exc.message})"
         try:
-            document = json.loads(config)
-        except ValueError:
+            document = jsondoc.loads(config, limit=MAX_MANIFEST_BYTES)
+        except jsondoc.JsonRefused:
             document = None
         fields = document if isinstance(document, dict) else {}
         os_, arch, variant = (fields.get(k) for k in ("os", "architecture", "variant"))
