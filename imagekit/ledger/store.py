@@ -283,11 +283,18 @@ def append_record(
         document = {**body, "seq": seq, "prev": prev}
         raw = encode_line(document)
         record = LedgerRecord.from_json(read_line(raw))
-        _write_all(fd, raw, path)
+        _write_all(fd, raw, path, size)
     return record
 
 
-def _write_all(fd: int, data: bytes, path: Path) -> None:
+def _write_all(fd: int, data: bytes, path: Path, size: int) -> None:
+    """Write one line at the end of the ledger (``size`` bytes before it), or none of it.
+
+    A write cut short (a full disk: ENOSPC after part of the line) is rolled back: the
+    ledger is cut to its old length, still under the lock, so no torn line is left to
+    refuse every later append. Only when even that fails is the torn line left, for
+    ``imagekit ledger repair``.
+    """
     view = memoryview(data)
     try:
         while view:
@@ -295,9 +302,16 @@ def _write_all(fd: int, data: bytes, path: Path) -> None:
             view = view[written:]
         os.fsync(fd)
     except OSError as exc:
+        try:
+            os.ftruncate(fd, size)
+            os.fsync(fd)
+        except OSError:
+            left = "; a torn line may be left: `imagekit ledger repair` moves it aside"
+        else:
+            left = "; nothing was recorded (the ledger is as it was)"
         raise CouldNotFinish(
-            f"writing the ledger {path} failed: {exc.strerror}",
-            hint="free disk space or fix permissions, then `imagekit ledger verify`",
+            f"writing the ledger {path} failed: {exc.strerror}{left}",
+            hint="free disk space or fix permissions, then run it again",
         ) from exc
 
 

@@ -245,9 +245,11 @@ def test_torn_line_is_reported_refused_and_repaired(ws: Workspace) -> None:
 
 
 def test_repair_refuses_an_edited_ledger(ws: Workspace) -> None:
+    """A line that is not a record with records after it is an edit: a person's to look at
+    (one after the last record is moved aside: tests/unit/ledger/test_repair.py)."""
     note(ws, 1)
-    with ws.ledger_path.open("ab") as fh:
-        fh.write(b"not json\n")
+    (record,) = ledger_lines(ws)
+    ws.ledger_path.write_bytes(record + b"not json\n" + record)
     with pytest.raises(LedgerBroken, match="line 2"):
         repair(ws)
 
