@@ -72,13 +72,30 @@ def _evidence_ref(workspace: Workspace, evidence: Path) -> EvidenceRef:
             f"evidence file {evidence} does not exist",
             hint="write the evidence before recording it",
         )
-    resolved = evidence.resolve()
-    root = workspace.root.resolve()
-    try:
-        shown = resolved.relative_to(root).as_posix()
-    except ValueError:
-        shown = resolved.as_posix()
-    return EvidenceRef(path=shown, sha256=str(file_digest(resolved)))
+    return EvidenceRef(path=_shown(workspace, evidence), sha256=str(file_digest(evidence)))
+
+
+def _shown(workspace: Workspace, evidence: Path) -> str:
+    """How a record names its evidence: its path under the workspace's root, as written
+    there (an ``evidence/`` that is a link to another disk stays ``evidence/...``), else as
+    resolved; absolute only for evidence kept outside the root on purpose (IMAGEKIT_*)."""
+    written = Path(os.path.abspath(evidence))
+    for path, root in (
+        (written, Path(os.path.abspath(workspace.root))),
+        (evidence.resolve(), workspace.root.resolve()),
+    ):
+        if path.is_relative_to(root):
+            return path.relative_to(root).as_posix()
+    return evidence.resolve().as_posix()
+
+
+def within_root(named: str) -> bool:
+    """Whether a record's evidence path stays inside the workspace as written: relative,
+    and never climbing out through ``..``."""
+    if os.path.isabs(named):
+        return False
+    normal = os.path.normpath(named)
+    return normal != ".." and not normal.startswith("../")
 
 
 def evidence_path(workspace: Workspace, ref: EvidenceRef) -> Path:
@@ -129,7 +146,15 @@ def open_ledger(path: Path, flags: int) -> int:
 
 @contextmanager
 def locked(path: Path, flags: int, *, shared: bool = False) -> Iterator[int]:
-    """An fd on the ledger holding a flock (exclusive unless ``shared``) until the block ends."""
+    """An fd on the ledger holding a flock (exclusive unless ``shared``) until the block ends.
+
+    Inside :func:`holding` of the same ledger, the fd it holds (exclusively) is handed out
+    instead: a second flock on another fd of the same file would wait for the first forever.
+    """
+    held = _held.get(_key(path))
+    if held is not None:
+        yield held
+        return
     if flags & os.O_CREAT:
         path.parent.mkdir(parents=True, exist_ok=True)
     fd = open_ledger(path, flags)
@@ -138,6 +163,29 @@ def locked(path: Path, flags: int, *, shared: bool = False) -> Iterator[int]:
         yield fd
     finally:
         os.close(fd)  # closing releases the flock
+
+
+#: Ledgers this process holds exclusively (:func:`holding`), by their resolved path.
+_held: dict[Path, int] = {}
+
+
+def _key(path: Path) -> Path:
+    return path.resolve()
+
+
+@contextmanager
+def holding(path: Path) -> Iterator[None]:
+    """Hold the ledger's exclusive lock across several reads and appends, so a
+    read-compare-append (``ledger sync --from``: which records does it lack?) is one step:
+    a second sync waits, then finds the first one's records already there. Every read and
+    append inside the block uses the held fd."""
+    with locked(path, os.O_RDWR | os.O_APPEND | os.O_CREAT) as fd:
+        key = _key(path)
+        _held[key] = fd
+        try:
+            yield
+        finally:
+            del _held[key]
 
 
 def last_lines(fd: int) -> tuple[bytes | None, bytes, int]:
