@@ -122,9 +122,10 @@ def loads(data: bytes | str, *, limit: int, depth: int = MAX_DEPTH) -> Any:
     return value
 
 
-def _not_finite(value: Any) -> str | None:
-    """Where the first float that is not finite sits in ``value`` (``$.a[2].b``), or None."""
-    stack: list[tuple[Any, str]] = [(value, "$")]
+def non_finite(value: Any, root: str = "$") -> str | None:
+    """The first float in ``value`` that is not finite and where it sits (``nan at
+    $.a[2].b``), or None; ``root`` names ``value`` itself."""
+    stack: list[tuple[Any, str]] = [(value, root)]
     while stack:
         item, where = stack.pop()
         if isinstance(item, float) and not math.isfinite(item):
@@ -142,10 +143,41 @@ def dumps(value: Any, **options: Any) -> str:
     try:
         return json.dumps(value, allow_nan=False, **options)
     except ValueError as exc:
-        where = _not_finite(value)
+        where = non_finite(value)
         if where is None:
             raise
         raise JsonRefused(f"a number that is not finite: {where}") from exc
 
 
-__all__ = ["MAX_DEPTH", "JsonRefused", "depth_of", "dumps", "loads"]
+_NAMES = {math.inf: "Infinity", -math.inf: "-Infinity"}
+
+
+def named_non_finite(value: Any) -> Any:
+    """``value`` with every float that is not finite replaced by its name as a string
+    (``"NaN"``, ``"Infinity"``, ``"-Infinity"``): for a document shown to people and
+    scripts (``--json``), where what was seen must stay visible and the document strict.
+    The value itself is returned when it holds none (the common case: nothing is copied)."""
+    if non_finite(value) is None:
+        return value
+
+    def named(item: Any) -> Any:
+        if isinstance(item, float) and not math.isfinite(item):
+            return _NAMES.get(item, "NaN")
+        if isinstance(item, dict):
+            return {key: named(child) for key, child in item.items()}
+        if isinstance(item, list | tuple):
+            return [named(child) for child in item]
+        return item
+
+    return named(value)
+
+
+__all__ = [
+    "MAX_DEPTH",
+    "JsonRefused",
+    "depth_of",
+    "dumps",
+    "loads",
+    "named_non_finite",
+    "non_finite",
+]

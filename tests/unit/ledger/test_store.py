@@ -554,3 +554,19 @@ def test_a_line_nested_1000_deep_is_reported_by_every_command_not_a_crash(
     assert done.returncode == 1, done.stderr
     assert said in done.stdout + done.stderr
     assert "crashed" not in done.stderr
+
+
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), -float("inf")])
+def test_a_number_that_is_not_finite_is_never_written_into_a_line(
+    ws: Workspace, value: float
+) -> None:
+    """A bare NaN made the line unreadable to strict readers; the append is refused before
+    anything is written, naming where the number is."""
+    note(ws, 1)
+    before = ws.ledger_path.read_bytes()
+    with pytest.raises(UsageError, match=r"not finite: .* at \$\.details\.busbw") as refused:
+        append_record(
+            ws, "note", plan="p", images={}, status="ok", scope="s", details={"busbw": value}
+        )
+    assert refused.value.exit_code == 2
+    assert ws.ledger_path.read_bytes() == before
