@@ -23,6 +23,7 @@ import httpx
 import pytest
 
 from imagekit.attest.keys import generate_key_pair
+from tests.support.faultproxy import Fault, FaultProxy
 from tests.support.registries import RunningRegistry
 
 pytestmark = pytest.mark.integration
@@ -138,3 +139,96 @@ def test_an_att_manifest_nested_2000_deep_is_the_registrys_fault_not_a_crash(
         ("mirror", "--copy", ref, f"{registry.host}/hostile/att-copy:v1"),
     ):
         _refused_in_one_line(_imagekit(tmp_path, registry.host, *args), registry.host)
+
+
+def _att_with(registry: RunningRegistry, repo: str, digest: str, layer: dict[str, object]) -> None:
+    """An .att manifest for ``digest`` whose one layer is ``layer`` (its blob pushed)."""
+    with httpx.Client(base_url=f"http://{registry.host}", timeout=30) as http:
+        config = _put_blob(http, repo, b"{}")
+        config["mediaType"] = "application/vnd.oci.image.config.v1+json"
+        body = json.dumps(
+            {"schemaVersion": 2, "mediaType": OCI_MANIFEST, "config": config, "layers": [layer]}
+        ).encode()
+        tag = digest.replace(":", "-") + ".att"
+        put = http.put(
+            f"/v2/{repo}/manifests/{tag}", content=body, headers={"Content-Type": OCI_MANIFEST}
+        )
+        assert put.status_code == 201, put.text  # the real registry stores it
+
+
+@pytest.mark.parametrize("missing", ["size", "mediaType"])
+def test_an_att_layer_without_a_size_or_media_type_is_the_registrys_fault(
+    registry: RunningRegistry, tmp_path: Path, missing: str
+) -> None:
+    """`mirror --copy` raised KeyError after the copy was in place, with no evidence and no
+    record; now the verdict is error (exit 3) naming the entry, evidence and record kept."""
+    repo = f"hostile/att-{missing.lower()}"
+    digest = _push(registry, repo, "v1", deep=False)
+    with httpx.Client(base_url=f"http://{registry.host}", timeout=30) as http:
+        envelope = _put_blob(http, repo, b'{"payloadType":"x","payload":"","signatures":[]}')
+    envelope["mediaType"] = "application/vnd.dsse.envelope.v1+json"
+    del envelope[missing]
+    _att_with(registry, repo, digest, envelope)
+    done = _imagekit(
+        tmp_path,
+        registry.host,
+        "mirror",
+        "--copy",
+        "--json",
+        f"{registry.host}/{repo}:v1",
+        f"{registry.host}/{repo}-copy:v1",
+    )
+    assert "crashed" not in done.stderr and done.returncode == 3, done.stderr
+    report = json.loads(done.stdout)
+    assert report["verdict"] == "error", report
+    assert f"lists an entry that cannot be copied ({missing}: Field required)" in done.stdout
+    assert list((tmp_path / "evidence" / "mirror").rglob("mirror-report.json"))
+    records = (tmp_path / "manifests" / "ledger.jsonl").read_text().splitlines()
+    assert [json.loads(line)["status"] for line in records] == ["error"]
+
+
+def test_a_malformed_layer_digest_served_for_an_att_tag_is_the_registrys_fault(
+    registry: RunningRegistry, tmp_path: Path
+) -> None:
+    """The real registry refuses to store a malformed digest, so the fault proxy serves one
+    in front of it: that was ReferenceFormatError, bad input (exit 2); it is what the
+    registry served, so exit 3 with the verdict error, and a record kept."""
+    repo = "hostile/att-digest"
+    digest = _push(registry, repo, "v1", deep=False)
+    served = json.dumps(
+        {
+            "schemaVersion": 2,
+            "mediaType": OCI_MANIFEST,
+            "config": {"mediaType": "application/vnd.oci.image.config.v1+json",
+                       "digest": "sha256:" + "0" * 64, "size": 2},
+            "layers": [{"mediaType": "application/vnd.dsse.envelope.v1+json",
+                        "digest": "sha256:zz", "size": 3}],
+        }
+    ).encode()  # fmt: skip
+    tag = digest.replace(":", "-") + ".att"
+    with FaultProxy(registry.host) as proxy:
+        proxy.set_faults(
+            Fault(
+                "status",
+                path=rf"/manifests/{tag}$",
+                status=200,
+                body=served,
+                headers={"Docker-Content-Digest": _digest(served)},
+                times=-1,
+            )
+        )
+        done = _imagekit(
+            tmp_path,
+            f"{proxy.host},{registry.host}",
+            "mirror",
+            "--copy",
+            "--json",
+            f"{proxy.host}/{repo}:v1",
+            f"{registry.host}/{repo}-copy:v1",
+        )
+        assert any(fault.fired for fault in proxy.faults)
+    assert "crashed" not in done.stderr and done.returncode == 3, done.stderr
+    assert json.loads(done.stdout)["verdict"] == "error"
+    assert f"{tag} lists an entry that cannot be copied (digest:" in done.stdout
+    records = (tmp_path / "manifests" / "ledger.jsonl").read_text().splitlines()
+    assert [json.loads(line)["status"] for line in records] == ["error"]
