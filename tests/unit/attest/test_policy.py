@@ -51,6 +51,26 @@ def test_a_policy_file_is_read(tmp_path: Path) -> None:
         ("version: 1\nvulnerabilities: none\nvulnerabilities: null\n", "the key 'vulnerabilities'"),
         ("audit: null\n", "this policy requires nothing"),
         ("audit: null\nvulnerabilities: null\nprovenance: null\n", "this policy requires nothing"),
+        # Values YAML types otherwise than as text (each was an AttributeError, exit 70), a
+        # misspelled status (it failed closed, silently) and `version: true` (taken as 1).
+        (
+            "audit: {max_age: 30}\n",
+            "audit.max_age: Value error, an age is text such as 90m, 24h or 7d, not the number 30",
+        ),
+        ("audit: {max_age: 1.5}\n", "not the number 1.5"),
+        ("audit: {max_age: no}\n", "not the boolean false"),
+        ("audit: {max_age: 2026-01-01}\n", "not the date 2026-01-01"),
+        ("audit: {max_age: [7d]}\n", "not a list ['7d']"),
+        ("vulnerabilities: {findings: none, max_age: 30}\n", "vulnerabilities"),
+        (
+            "audit: {status: [CPU_PAS]}\n",
+            "audit.status: Value error, 'CPU_PAS' is not one of "
+            "the audit statuses: CPU_PASS, CPU_PASS_GPU_CLI_DEFERRED, CPU_CHECK_INCOMPLETE",
+        ),
+        (
+            "version: true\naudit: {}\n",
+            "version: Value error, the version is the number 1, not the boolean true",
+        ),
     ],
 )
 def test_bad_policies_name_the_file_and_the_key(tmp_path: Path, text: str, said: str) -> None:
