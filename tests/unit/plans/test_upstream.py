@@ -185,3 +185,61 @@ def test_an_index_without_the_plans_platform_is_a_no_naming_what_it_has(tmp_path
     assert info.value.exit_code == 1
     assert "no matching manifest for linux/amd64" in info.value.message
     assert "(available: linux/arm64)" in info.value.message
+
+
+def test_an_index_whose_entries_list_no_platform_is_read_as_inspect_reads_it(
+    tmp_path: Path,
+) -> None:
+    """`plans bump` refused an index whose entries carry no platform ("available: none")
+    that `inspect` resolves from the configs; both now read it through the one index
+    reader (each entry's config names its platform)."""
+    fake = FakeRegistry()
+    pinned, amd64, arm64 = make_image(b"p"), make_image(b"a"), make_image(b"b", "arm64")
+    for image in (pinned, amd64, arm64):
+        fake.add_image(REPO, image)
+    bare = [{k: v for k, v in entry(i).items() if k != "platform"} for i in (arm64, amd64)]
+    index = index_of(*bare)
+    fake.add_manifest(REPO, "v1", index, OCI_INDEX)
+    fake.add_manifest(REPO, sha(index), index, OCI_INDEX)
+    with fake.client() as client:
+        up = watch_tag(client, _plan(tmp_path, pinned.manifest_digest))
+        inspected = client.resolve(parse_reference(f"{HOST}/{REPO}:v1"))
+    assert up.state is TagState.MOVED
+    assert up.platform_manifest == amd64.manifest_digest == inspected.manifest_digest
+
+
+def test_a_nested_index_entry_is_named_as_not_selectable_never_as_available(
+    tmp_path: Path,
+) -> None:
+    """For an index whose only entry is itself an index, `plans bump` said "available:
+    linux/amd64" while refusing it; it now says none is available and why that entry is
+    not, as `inspect` does."""
+    fake = FakeRegistry()
+    pinned, inner_image = make_image(b"p"), make_image(b"i")
+    fake.add_image(REPO, pinned)
+    fake.add_image(REPO, inner_image)
+    inner = index_of(entry(inner_image))
+    fake.add_manifest(REPO, sha(inner), inner, OCI_INDEX)
+    nested = {
+        **entry(inner_image),
+        "mediaType": OCI_INDEX,
+        "digest": sha(inner),
+        "size": len(inner),
+    }
+    index = index_of(nested)
+    fake.add_manifest(REPO, "v1", index, OCI_INDEX)
+    fake.add_manifest(REPO, sha(index), index, OCI_INDEX)
+    said = []
+    with fake.client() as client:
+        for check in (
+            lambda: watch_tag(client, _plan(tmp_path, pinned.manifest_digest)),
+            lambda: client.resolve(parse_reference(f"{HOST}/{REPO}:v1")),
+        ):
+            with pytest.raises(CheckFailed) as info:
+                check()
+            said.append(info.value.message.partition(" (available: ")[2])
+    assert (
+        said[0]
+        == said[1]
+        == (f"none; not selectable: linux/amd64 {sha(inner)}: an index nested in the index)")
+    )
