@@ -9,16 +9,19 @@ byte-exact control over.
 
 from __future__ import annotations
 
+import io
 from pathlib import Path
 
 import httpx
 import pytest
 
 from imagekit.errors import CheckFailed, DigestMismatch, RegistryProtocolError, UsageError
+from imagekit.plans.bump import bump_plan
 from imagekit.plans.load import parse_plan
 from imagekit.plans.model import LoadedPlan
 from imagekit.plans.upstream import TagState, watch_tag
 from imagekit.refs import parse_reference
+from imagekit.workspace import Workspace
 from tests.unit.registry.fakes import (
     HOST,
     OCI_INDEX,
@@ -243,3 +246,25 @@ def test_a_nested_index_entry_is_named_as_not_selectable_never_as_available(
         == said[1]
         == (f"none; not selectable: linux/amd64 {sha(inner)}: an index nested in the index)")
     )
+
+
+def test_a_manifest_nested_2000_deep_is_the_registrys_fault_not_a_crash(tmp_path: Path) -> None:
+    """The tag serves a manifest carrying an extra field nested 2,000 deep (distribution
+    stores one): `plans bump` crashed (RecursionError, exit 70) reading it; now the
+    registry's answer is refused, exit 3, naming it."""
+    fake = FakeRegistry()
+    pinned = make_image(b"p")
+    fake.add_image(REPO, pinned)
+    deep = pinned.manifest[:-1] + b',"x":' + b"[" * 2000 + b"]" * 2000 + b"}"
+    fake.add_manifest(REPO, "v1", deep, OCI_MANIFEST)
+    fake.add_manifest(REPO, sha(deep), deep, OCI_MANIFEST)
+    ws = Workspace.at(tmp_path)
+    ws.plans_dir.mkdir(parents=True)
+    (ws.plans_dir / "watched.yaml").write_text(
+        f"name: watched\nbase:\n  reference: {HOST}/{REPO}@{pinned.manifest_digest}\n"
+        "  found_as: v1\n  platform: linux/amd64\n"
+    )
+    with fake.client() as client, pytest.raises(RegistryProtocolError) as info:
+        bump_plan(ws, "watched", client=client, write=False, echo=io.StringIO())
+    assert info.value.exit_code == 3
+    assert "nested deeper than 100 levels" in info.value.message
