@@ -9,6 +9,7 @@ import fcntl
 import os
 import socket
 import stat
+import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
@@ -165,12 +166,13 @@ def locked(path: Path, flags: int, *, shared: bool = False) -> Iterator[int]:
         os.close(fd)  # closing releases the flock
 
 
-#: Ledgers this process holds exclusively (:func:`holding`), by their resolved path.
-_held: dict[Path, int] = {}
+#: Ledgers held exclusively (:func:`holding`), by the holding thread and the resolved path:
+#: another thread's append takes its own flock, so it waits for the holder as a process does.
+_held: dict[tuple[int, Path], int] = {}
 
 
-def _key(path: Path) -> Path:
-    return path.resolve()
+def _key(path: Path) -> tuple[int, Path]:
+    return threading.get_ident(), path.resolve()
 
 
 @contextmanager
