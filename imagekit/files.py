@@ -47,7 +47,8 @@ _KINDS = {
 }
 
 
-def _size(count: int) -> str:
+def size_text(count: int) -> str:
+    """A cap in words: ``1 MiB``, ``64 KiB``, ``10 bytes``."""
     if count >= 1 << 20 and count % (1 << 20) == 0:
         return f"{count >> 20} MiB"
     if count >= 1 << 10 and count % (1 << 10) == 0:
@@ -115,7 +116,7 @@ def read_regular(path: Path, what: str, *, limit: int = MAX_INPUT_BYTES) -> byte
             chunks.append(chunk)
             total += len(chunk)
             if total > limit:
-                raise _too_large(path, what, limit, f"more than {_size(limit)} (it grew)")
+                raise _too_large(path, what, limit, f"more than {size_text(limit)} (it grew)")
         return b"".join(chunks)
     finally:
         os.close(fd)
@@ -123,13 +124,13 @@ def read_regular(path: Path, what: str, *, limit: int = MAX_INPUT_BYTES) -> byte
 
 def _too_large(path: Path, what: str, limit: int, found: str) -> InputFileError:
     return InputFileError(
-        f"{path}: the {what} is {found}, more than the {_size(limit)} imagekit reads of one",
+        f"{path}: the {what} is {found}, more than the {size_text(limit)} imagekit reads of one",
         path=str(path),
-        hint=f"give the {what} itself; no real one comes near {_size(limit)}",
+        hint=f"give the {what} itself; no real one comes near {size_text(limit)}",
     )
 
 
-__all__ = ["MAX_INPUT_BYTES", "open_regular", "read_bounded", "read_regular"]
+__all__ = ["MAX_INPUT_BYTES", "open_regular", "read_bounded", "read_regular", "size_text"]
 
 
 def read_bounded(path: Path, what: str, *, limit: int = MAX_INPUT_BYTES) -> bytes:

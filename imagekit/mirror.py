@@ -29,7 +29,6 @@ goes on up carrying them (imagekit.interrupt).
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from collections.abc import Callable, Iterator
@@ -38,7 +37,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from imagekit import progress
+from imagekit import jsondoc, progress
 from imagekit.attest.attach import AttestOutcome
 from imagekit.attest.carry import carry_attachments
 from imagekit.attest.signer import KeyFileSigner, Signer
@@ -59,6 +58,7 @@ from imagekit.mirror_binding import BINDING_VERDICTS, attest_mirror
 from imagekit.refs import Digest, Platform, Reference
 from imagekit.registry import Descriptor, RegistryClient, ResolvedImage
 from imagekit.registry.resolve import IndexImage, index_images, is_attestation, platforms_read
+from imagekit.registry.transport import MAX_MANIFEST_BYTES
 from imagekit.workspace import Workspace
 
 ZSTD_NOTE = (
@@ -227,7 +227,13 @@ def config_differences(source: bytes, destination: bytes, *, depth: int = 3) -> 
             return
         out.append(f"{path or '(document)'} (changed)")
 
-    walk(json.loads(source), json.loads(destination), "", 0)
+    # Both were read through the bounded reader when each registry's config was parsed.
+    walk(
+        jsondoc.loads(source, limit=MAX_MANIFEST_BYTES),
+        jsondoc.loads(destination, limit=MAX_MANIFEST_BYTES),
+        "",
+        0,
+    )
     return out
 
 

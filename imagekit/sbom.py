@@ -57,6 +57,7 @@ from typing import Any
 
 from packageurl import PackageURL
 
+from imagekit import jsondoc
 from imagekit.attest.attach import AttestOutcome, attest_reference
 from imagekit.attest.signer import KeyFileSigner
 from imagekit.builders.assemble.guard import BaseView, Found, LinkLoop
@@ -71,6 +72,9 @@ _DPKG_STATUS = "var/lib/dpkg/status"
 CYCLONEDX = "https://cyclonedx.org/bom"
 #: A line longer than this keeps its start only (a field read from it is then refused).
 _MAX_LINE = 64 << 10
+#: The CycloneDX document imagekit writes (a component a package); the attestation of it is
+#: held to the same bound when it is signed.
+MAX_SBOM_BYTES = 64 << 20
 #: A header line as email's parser knows one: a name of printable ASCII but ':', then ':'.
 _HEADER = re.compile(rb"[\x21-\x39\x3b-\x7e]+:")
 
@@ -553,7 +557,9 @@ def sbom_of(
     if signer is None:
         return sbom
     pinned = parse_reference(name).pinned_only(digest)
-    outcome = attest_reference(signer, pinned, CYCLONEDX, json.loads(document))
+    outcome = attest_reference(
+        signer, pinned, CYCLONEDX, jsondoc.loads(document, limit=MAX_SBOM_BYTES)
+    )
     sbom = replace(sbom, attestation=outcome)
     outcome.raise_unless_stored(sbom)
     return sbom

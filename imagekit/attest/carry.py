@@ -14,10 +14,19 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+from pydantic import ValidationError
+
 from imagekit.attest.cosign_tags import att_tag, layers_manifest, sig_tag
+from imagekit.errors import RegistryProtocolError
 from imagekit.refs import Digest, Reference
 from imagekit.registry.client import RegistryClient
-from imagekit.registry.manifest import OCI_CONFIG, OCI_INDEX, OCI_MANIFEST, Descriptor
+from imagekit.registry.manifest import (
+    OCI_CONFIG,
+    OCI_INDEX,
+    OCI_MANIFEST,
+    Descriptor,
+    DescriptorModel,
+)
 from imagekit.registry.referrers import fallback_tag
 from imagekit.registry.tagupdate import Merged, TagDocument, read_tag, update_tag
 from imagekit.registry.upload import BlobSource, copy_image, push_blobs
@@ -26,9 +35,26 @@ from imagekit.registry.upload import BlobSource, copy_image, push_blobs
 def _entries(document: TagDocument | None, key: str) -> list[dict[str, Any]]:
     if document is None:
         return []
-    parsed = json.loads(document.body)
+    parsed = document.parsed()
     items = parsed.get(key) if isinstance(parsed, dict) else None
     return [item for item in items or [] if isinstance(item, dict) and "digest" in item]
+
+
+def _descriptor(entry: dict[str, Any], src: Reference, tag: str) -> Descriptor:
+    """An entry of SRC's tag as a descriptor; one the registry serves without a media type,
+    a size or a well-formed digest is the registry's fault (exit 3), not the user's."""
+    try:
+        return Descriptor.from_model(DescriptorModel.model_validate(entry))
+    except ValidationError as exc:
+        first = exc.errors(include_url=False, include_input=False)[0]
+        where = ".".join(str(part) for part in first["loc"]) or "entry"
+        raise RegistryProtocolError(
+            f"{src.name}:{tag} lists an entry that cannot be copied ({where}: {first['msg']})",
+            registry=src.registry,
+            repository=src.repository,
+            hint="the attachment is malformed where the source registry stores it; the image "
+            "itself was copied, its attachments were not",
+        ) from None
 
 
 def _same(a: dict[str, Any], b: dict[str, Any]) -> bool:
@@ -41,13 +67,7 @@ def _carry_layers(client: RegistryClient, src: Reference, dst: Reference, tag: s
     layers = _entries(source, "layers")
     if not layers:
         return 0
-    blobs = [
-        BlobSource(
-            Descriptor(str(layer["mediaType"]), Digest(str(layer["digest"])), int(layer["size"])),
-            repository=src,
-        )
-        for layer in layers
-    ]
+    blobs = [BlobSource(_descriptor(layer, src, tag), repository=src) for layer in layers]
     added = 0
 
     def holds(document: TagDocument) -> bool:
@@ -84,7 +104,7 @@ def _carry_referrers(
     if not listed:
         return 0
     for entry in listed:
-        digest = Digest(str(entry["digest"]))
+        digest = _descriptor(entry, src, tag).digest
         copy_image(client, src.pinned_only(digest), dst.pinned_only(digest))
     added = 0
 

@@ -59,7 +59,7 @@ class AttachedLayer:
 def _layers(document: TagDocument | None) -> list[dict[str, Any]]:
     if document is None:
         return []
-    parsed = json.loads(document.body)
+    parsed = document.parsed()
     layers = parsed.get("layers") if isinstance(parsed, dict) else None
     return [layer for layer in layers or [] if isinstance(layer, dict) and "digest" in layer]
 

@@ -32,11 +32,15 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from securesystemslib.dsse import Envelope as SslibEnvelope
 from securesystemslib.signer._signature import Signature
 
+from imagekit import jsondoc
 from imagekit.attest.keys import PublicKey
 from imagekit.attest.signer import Signer, verify_signature
 
 INTOTO_PAYLOAD_TYPE = "application/vnd.in-toto+json"
 DSSE_MEDIA_TYPE = "application/vnd.dsse.envelope.v1+json"
+#: What an envelope (and so the statement inside it) may be: a verdict's predicate is a few
+#: KB, an SBOM's a few MB.
+MAX_ENVELOPE_BYTES = 64 << 20
 
 
 class EnvelopeError(ValueError):
@@ -112,9 +116,11 @@ def sign_envelope(payload: bytes, signer: Signer, payload_type: str = INTOTO_PAY
 def parse_envelope(data: bytes) -> Envelope:
     """Parse untrusted bytes as a DSSE envelope; EnvelopeError says why they are not one."""
     try:
-        model = _EnvelopeModel.model_validate_json(data)
+        model = _EnvelopeModel.model_validate(jsondoc.loads(data, limit=MAX_ENVELOPE_BYTES))
         payload = _b64(model.payload, url_safe=False)
         signatures = tuple((s.keyid or "", _b64(s.sig, url_safe=True)) for s in model.signatures)
+    except jsondoc.JsonRefused as exc:
+        raise EnvelopeError(f"not a DSSE envelope ({exc})") from None
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(part) for part in first["loc"]) or "document"

@@ -36,6 +36,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from imagekit import jsondoc
 from imagekit.errors import KeyFileError
 from imagekit.files import read_regular
 
@@ -260,7 +261,9 @@ def _open_cosign(text: str, pem_type: str, path: Path) -> object:
     begin, end = f"-----BEGIN {pem_type}-----", f"-----END {pem_type}-----"
     body = text.split(begin, 1)[1].split(end, 1)[0]
     try:
-        sealed = _SealedKey.model_validate_json(base64.b64decode("".join(body.split())))
+        sealed = _SealedKey.model_validate(
+            jsondoc.loads(base64.b64decode("".join(body.split())), limit=_MAX_KEY_FILE)
+        )
         salt = base64.b64decode(sealed.kdf.salt)
         nonce = base64.b64decode(sealed.cipher.nonce)
         ciphertext = base64.b64decode(sealed.ciphertext)

@@ -30,7 +30,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta, timezone
+from datetime import UTC, date, datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 from pydantic import BaseModel, ValidationError
@@ -64,15 +64,32 @@ def age_seconds(text: str) -> int:
     return int(match.group(1)) * _UNIT[match.group(2)]
 
 
-def max_age_value(value: object) -> str | None:
+def max_age_value(value: object) -> str:
     """A ``max_age`` field's validator: an age (90m, 24h, 7d) or ``unbounded``; a null is
-    refused, so a maximum age is lifted only by the word that says so, and so is anything
-    but a string (``30``, ``no``, a date or a list as YAML reads them)."""
-    if not isinstance(value, str):
+    refused, so a maximum age is lifted only by the word that says so. YAML makes ``30`` a
+    number, ``no`` a boolean and ``2026-01-01`` a date: each is refused as what it is."""
+    if value is None:
         raise ValueError(f"give an age such as 7d, or {UNBOUNDED!r} for no maximum age")
+    if not isinstance(value, str):
+        raise ValueError(f"an age is text such as 90m, 24h or 7d, not {_as_yaml(value)}")
     if value != UNBOUNDED:
         age_seconds(value)
     return value
+
+
+def _as_yaml(value: object) -> str:
+    """What YAML made of a value, in a policy author's words (``the number 30``)."""
+    if isinstance(value, bool):
+        return f"the boolean {str(value).lower()}"
+    if isinstance(value, int | float):
+        return f"the number {value}"
+    if isinstance(value, date):
+        return f"the date {value.isoformat()}"
+    if isinstance(value, list | tuple):
+        return f"a list {list(value)!r}"
+    if isinstance(value, dict):
+        return "a mapping"
+    return repr(value)
 
 
 def parse_time(value: object) -> datetime:

@@ -11,13 +11,14 @@ written in docs/ATTESTATIONS.md).
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from imagekit.errors import ReferenceFormatError
+from imagekit import jsondoc
+from imagekit.attest.dsse import MAX_ENVELOPE_BYTES
+from imagekit.errors import ReferenceFormatError, UsageError
 from imagekit.refs import Digest
 
 STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
@@ -71,12 +72,22 @@ def make_statement(
         "predicateType": predicate_type,
         "predicate": predicate,
     }
-    return json.dumps(document, separators=(",", ":"), sort_keys=True).encode()
+    try:
+        return jsondoc.dumps(document, separators=(",", ":"), sort_keys=True).encode()
+    except jsondoc.JsonRefused as exc:
+        # Strict verifiers (cosign, Kyverno) refuse a bare NaN: nothing is signed.
+        raise UsageError(
+            f"refusing to sign a {predicate_type} statement: {exc}",
+            hint="a verdict's numbers must be finite; the stage that measured it must refuse "
+            "the input it came from",
+        ) from None
 
 
 def parse_statement(payload: bytes) -> Statement:
     try:
-        model = _StatementModel.model_validate_json(payload)
+        model = _StatementModel.model_validate(jsondoc.loads(payload, limit=MAX_ENVELOPE_BYTES))
+    except jsondoc.JsonRefused as exc:
+        raise StatementError(f"not an in-toto statement ({exc})") from None
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(part) for part in first["loc"]) or "document"

@@ -78,6 +78,7 @@ from pydantic import (
 )
 from typing_extensions import TypedDict  # pydantic needs this one before Python 3.12
 
+from imagekit import jsondoc
 from imagekit.errors import VulnDatabaseError
 
 ECOSYSTEM = "PyPI"
@@ -221,10 +222,17 @@ def _timestamp(value: str) -> datetime:
     return datetime.fromisoformat(value).astimezone(UTC)
 
 
+_OSV_ONLY = "the export must hold OSV records only (https://ossf.github.io/osv-schema/)"
+
+
 def parse_record(where: str, data: bytes) -> OsvRecord:
     """One record's bytes as an OsvRecord, or VulnDatabaseError naming ``where``."""
     try:
-        return _RECORD.validate_json(data)
+        return _RECORD.validate_python(jsondoc.loads(data, limit=MAX_RECORD_BYTES))
+    except jsondoc.JsonRefused as exc:
+        raise VulnDatabaseError(
+            f"{where}: not an OSV record: {exc}", path=where, hint=_OSV_ONLY
+        ) from None
     except ValidationError as exc:
         first = exc.errors()[0]
         at = ".".join(str(p) for p in first["loc"]) or "(top level)"
@@ -232,7 +240,7 @@ def parse_record(where: str, data: bytes) -> OsvRecord:
         raise VulnDatabaseError(
             f"{where}: not an OSV record: {at}: {first['msg']}{more}",
             path=where,
-            hint="the export must hold OSV records only (https://ossf.github.io/osv-schema/)",
+            hint=_OSV_ONLY,
         ) from exc
 
 

@@ -18,7 +18,9 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from imagekit import yamldoc
 from imagekit.errors import ProfileError
+from imagekit.files import read_regular
 from imagekit.plans.model import PLAN_AUDIT_PROFILES
 
 #: the built-in profiles of an image's audit, which a plan may name (the plan's model holds
@@ -192,11 +194,11 @@ def probe_spec(
     }
 
 
-def _parse(text: str, origin: str) -> Profile:
+def _parse(text: bytes, origin: str) -> Profile:
     try:
-        data = yaml.safe_load(text)
+        data = yamldoc.load(text)
     except yaml.YAMLError as exc:
-        raise ProfileError(f"{origin}: not valid YAML: {exc}") from exc
+        raise ProfileError(f"{origin}: not valid YAML: {yamldoc.describe(exc)}") from None
     if not isinstance(data, dict):
         raise ProfileError(f"{origin}: a profile is a YAML mapping")
     try:
@@ -234,13 +236,13 @@ def load_profile(name_or_file: str) -> Profile:
         text = (
             resources.files("imagekit.audit")
             .joinpath("profiles", f"{name_or_file}.yaml")
-            .read_text(encoding="utf-8")
+            .read_bytes()
         )
         return _parse(text, f"built-in profile {name_or_file}")
     path = Path(name_or_file)
     if path.suffix in {".yaml", ".yml"} or path.exists():
         try:
-            text = path.read_text(encoding="utf-8")
+            text = read_regular(path, "profile file")
         except OSError as exc:
             raise ProfileError(
                 f"cannot read profile file {path}: {exc.strerror}",

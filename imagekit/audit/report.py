@@ -21,6 +21,7 @@ from typing import Any, Literal
 from packaging.utils import canonicalize_name
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from imagekit import jsondoc
 from imagekit.errors import CouldNotFinish
 from imagekit.kinds.audit import AuditStatus
 
@@ -51,6 +52,8 @@ class CheckStatus(StrEnum):
 
 
 EXCERPT_CHARS = 2000
+#: The probe's report line (the probe caps its own output at 16 MiB).
+_MAX_REPORT = 16 << 20
 
 
 class _Model(BaseModel):
@@ -137,7 +140,12 @@ def parse_probe_output(text: str) -> ProbeReport:
             hint="the image's python3 may be missing or too old (the probe needs 3.8+)",
         )
     try:
-        return ProbeReport.model_validate_json(lines[-1])
+        return ProbeReport.model_validate(jsondoc.loads(lines[-1], limit=_MAX_REPORT))
+    except jsondoc.JsonRefused as exc:
+        raise CouldNotFinish(
+            f"the probe's output is not a probe report: {exc}",
+            hint="run with --json and keep the evidence folder; the raw output is saved there",
+        ) from None
     except ValidationError as exc:
         raise CouldNotFinish(
             f"the probe's output is not a probe report: {exc.errors()[0]['msg']}",

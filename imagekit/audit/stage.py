@@ -184,6 +184,29 @@ def _tag_resolution(image: EngineImage) -> dict[str, str] | None:
     }
 
 
+def unasked_tag(image: EngineImage) -> str | None:
+    """The tag REF named when the engine already held an image under it: the registry was
+    not asked what the tag serves (it may serve another image now), so a record names the
+    engine's image ID, never the bare tag as if it were the image. None otherwise (pinned,
+    pulled after resolving the tag, or an image ID)."""
+    if image.pulled or (image.reference is not None and image.reference.digest is not None):
+        return None
+    requested = image.requested.removeprefix("sha256:")
+    if requested and image.image_id.removeprefix("sha256:").startswith(requested):
+        return None  # an image ID, or a prefix of one: no tag was named
+    return image.requested
+
+
+def _unasked_scope(image: EngineImage) -> str:
+    tag = unasked_tag(image)
+    if tag is None:
+        return ""
+    return (
+        f"; the engine's image {image.image_id}, found locally under the tag {tag}: the "
+        "registry was not asked what the tag serves"
+    )
+
+
 def _probe_run_json(run: ProcessRun | None, note: str | None) -> dict[str, Any]:
     """How the probe ran: its exit, how much it printed, what was kept (and where)."""
     if run is None:
@@ -291,6 +314,9 @@ def _record(
 ) -> tuple[int, ...]:
     """Append the audit and vulnerability-scan records, of one plan and image; their seqs."""
     images = {"image": result.image.requested} if result.image is not None else {}
+    unasked = unasked_tag(result.image) if result.image is not None else None
+    if result.image is not None and unasked is not None:
+        images = {"image": result.image.image_id, "tag": unasked}
     image_id = result.image.image_id if result.image else None
     resolution = _tag_resolution(result.image) if result.image is not None else None
     resolved: dict[str, Any] = {}
@@ -427,7 +453,9 @@ def audit(
         profile=profile.name,
         plan=request.plan,
         verdict=verdict,
-        scope=(HOST_SCOPE if request.host else SCOPE) + emulated,
+        scope=(HOST_SCOPE if request.host else SCOPE)
+        + emulated
+        + (_unasked_scope(image) if image is not None else ""),
         report=report,
         vulns=vulns,
         evidence_dir=run_dir,

@@ -22,7 +22,6 @@ Whether findings fail the audit is a policy (:data:`FailOn`), decided by :func:`
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 import tempfile
@@ -35,6 +34,8 @@ from typing import TYPE_CHECKING, Any, Literal
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
+from imagekit import jsondoc
+
 if TYPE_CHECKING:
     from imagekit.audit.osv import OsvDatabase
 
@@ -42,6 +43,8 @@ VulnStatus = Literal["clean", "findings", "unknown", "skipped"]
 FailOn = Literal["findings", "fixable", "never"]
 DEFAULT_TIMEOUT_S = 600.0
 DEFAULT_MAX_AGE_DAYS = 30
+#: pip-audit's JSON of a large image's few hundred distributions is a few MB at most.
+MAX_REPORT_BYTES = 64 << 20
 
 
 @dataclass(frozen=True)
@@ -224,11 +227,16 @@ def _scan_service(distributions: list[tuple[str, str]], timeout_s: float) -> Vul
         requirements=tuple(lines),
     )
     try:
-        dependencies = json.loads(stdout)["dependencies"]
+        dependencies = _report(stdout)["dependencies"]
     except (ValueError, KeyError, TypeError):
         last = stderr.strip().splitlines()[-1] if stderr.strip() else f"exit {proc.returncode}"
         return replace(ran, reason=f"pip-audit gave no report: {last}", not_audited=tuple(left_out))
     return _decide(ran, dependencies, left_out, "pip-audit")
+
+
+def _report(text: str) -> Any:
+    """pip-audit's JSON report, through the bounded reader: what it refuses is no report."""
+    return jsondoc.loads(text, limit=MAX_REPORT_BYTES)
 
 
 def _scan_database(
@@ -265,9 +273,9 @@ def _scan_database(
     )
     age = database.age(now)
     if timedelta(0) <= age <= timedelta(days=max_age_days):
-        return _decide(ran, json.loads(document)["dependencies"], [], f"the {described}")
+        return _decide(ran, _report(document)["dependencies"], [], f"the {described}")
     # Too old, or dated after this machine's clock: what it says is kept, but it is no pass.
-    result = _decide(ran, json.loads(document)["dependencies"], [], "the database", cite=False)
+    result = _decide(ran, _report(document)["dependencies"], [], "the database", cite=False)
     why = (
         f"{described}, older than --vuln-db-max-age {max_age_days} days, so newer advisories "
         "are missing from it"

@@ -16,7 +16,6 @@ as files; the package index URL and the CA bundle travel as secrets, as on the e
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import subprocess
@@ -31,6 +30,7 @@ from cryptography import x509
 from cryptography.exceptions import UnsupportedAlgorithm
 from cryptography.hazmat.primitives import serialization
 
+from imagekit import jsondoc
 from imagekit.attest.attach import AttestOutcome
 from imagekit.attest.signer import Signer
 from imagekit.builders.assemble.check import (
@@ -53,7 +53,7 @@ from imagekit.builders.record import (
     rendered_build_details,
     sign_then_record,
 )
-from imagekit.errors import CouldNotFinish, UsageError
+from imagekit.errors import CouldNotFinish, InputFileError, UsageError
 from imagekit.files import read_regular
 from imagekit.ledger import RejectedBuildDetails
 from imagekit.plans.load import load_named_plan
@@ -69,6 +69,8 @@ PROBE_TIMEOUT_S = 30.0
 _SCHEMES = ("tcp://", "unix://")
 #: A CA bundle may carry a few hundred certificates (the system's is some 200 KB).
 _MAX_TLS_FILE = 4 << 20
+#: buildctl's --metadata-file names a few digests and descriptors.
+_MAX_METADATA = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -464,4 +466,13 @@ def run_on_daemon(
             reject_failed_build(workspace, loaded, tee, log_path, repo, exc)
         except OSError as exc:
             raise CouldNotFinish(f"running buildctl failed: {exc}") from exc
-        return dict(json.loads(metadata_file.read_text()))
+        try:
+            metadata = jsondoc.loads(
+                read_regular(metadata_file, "buildctl metadata file", limit=_MAX_METADATA),
+                limit=_MAX_METADATA,
+            )
+        except (OSError, InputFileError, jsondoc.JsonRefused) as exc:
+            raise CouldNotFinish(f"buildctl's metadata file cannot be read: {exc}") from None
+        if not isinstance(metadata, dict):
+            raise CouldNotFinish("buildctl's metadata file is not a JSON object")
+        return metadata

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import click
 
+from imagekit import jsondoc
 from imagekit.cli.contract import run
 from imagekit.cli.options import json_option, registry_options, sign_key_option
 from imagekit.cli.output import echo_attested, echo_err
@@ -319,9 +320,9 @@ def _fault(text: str | None) -> dict[str, object] | None:
     if text is None:
         return None
     try:
-        value = json.loads(text)
-    except ValueError:
-        raise UsageError(f"--fault {text}: not JSON") from None
+        value = jsondoc.loads(text, limit=4096)
+    except jsondoc.JsonRefused as exc:
+        raise UsageError(f"--fault {text}: not JSON: {exc}") from None
     if not isinstance(value, dict) or not isinstance(value.get("rank"), int):
         raise UsageError('--fault: {"rank": N, ...}, for testing the check itself')
     return value

@@ -11,6 +11,8 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from imagekit.jsondoc import named_non_finite
+
 if TYPE_CHECKING:
     from imagekit.attest.attach import AttestOutcome
 
@@ -47,7 +49,10 @@ def echo_attested(outcome: AttestOutcome, *, places: bool = False) -> None:
 
 
 def _dumps(value: Any) -> str:
-    return json.dumps(value, indent=2, sort_keys=True, default=str)
+    # Strict JSON: a number that is not finite is written as the string "NaN", "Infinity" or
+    # "-Infinity" (what was seen stays visible; a bare NaN is no JSON and strict parsers
+    # refuse the whole document).
+    return json.dumps(named_non_finite(value), indent=2, sort_keys=True, default=str)
 
 
 def dump_json(document: Any) -> None:

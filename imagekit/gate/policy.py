@@ -37,10 +37,17 @@ import difflib
 import types
 import typing
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationError,
+    create_model,
+)
 
 from imagekit import yamldoc
 from imagekit.attest.rules import Rule, age_seconds
@@ -63,10 +70,17 @@ __all__ = [
 ]
 
 
+def _version(value: object) -> object:
+    # YAML's `true` equals 1 to a lax Literal[1], and would pass as version 1.
+    if isinstance(value, bool):
+        raise ValueError(f"the version is the number 1, not the boolean {str(value).lower()}")
+    return value
+
+
 def _policy_model() -> type[BaseModel]:
     """The policy file's model: ``version`` and one optional key a kind that registers a
     requirement (imagekit.kinds), in the registry's order."""
-    fields: dict[str, Any] = {"version": (Literal[1], 1)}
+    fields: dict[str, Any] = {"version": (Annotated[Literal[1], BeforeValidator(_version)], 1)}
     for spec in KINDS:
         entry = spec.policy
         if entry is None:

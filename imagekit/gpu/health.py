@@ -32,7 +32,9 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from imagekit import yamldoc
 from imagekit.errors import UsageError
+from imagekit.files import read_regular
 from imagekit.gpu import probe
 from imagekit.gpu.judges import CheckModel, Decision, Judge, JudgeContext
 from imagekit.kinds.gpu_preflight import PREFLIGHT_LEVELS, PreflightLevel
@@ -173,10 +175,10 @@ def load_gpu_profile(name_or_file: str) -> GpuProfile:
     """A GPU profile shipped with imagekit by its name (H100, H200, ...), or a YAML file."""
     known = builtin_profiles()
     if name_or_file in known:
-        text = (
+        data = (
             resources.files("imagekit.gpu")
             .joinpath("profiles", f"{name_or_file}.yaml")
-            .read_text(encoding="utf-8")
+            .read_bytes()
         )
         origin = f"GPU profile {name_or_file}"
     else:
@@ -187,12 +189,12 @@ def load_gpu_profile(name_or_file: str) -> GpuProfile:
                 hint=f"one of {', '.join(known)}, or a path to a .yaml GPU profile",
             )
         try:
-            text = path.read_text(encoding="utf-8")
+            data = read_regular(path, "GPU profile")
         except OSError as exc:
             raise UsageError(f"cannot read GPU profile {path}: {exc.strerror}") from None
         origin = str(path)
     try:
-        profile = GpuProfile.model_validate(yaml.safe_load(text))
+        profile = GpuProfile.model_validate(yamldoc.load(data))
         Thresholds.model_validate(profile.values())
     except (yaml.YAMLError, ValidationError) as exc:
         said = str(exc).splitlines()
@@ -566,7 +568,7 @@ def parse_threshold_options(pairs: tuple[str, ...]) -> dict[str, Any]:
                 hint=f"one of {', '.join(Thresholds.model_fields)}",
             )
         try:
-            found[key] = yaml.safe_load(text)
+            found[key] = yamldoc.load(text.encode())
         except yaml.YAMLError:
             raise UsageError(f"--threshold {pair}: {text!r} is not a value") from None
     return found

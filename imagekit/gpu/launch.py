@@ -32,7 +32,7 @@ from typing import Any
 from imagekit.errors import UsageError
 from imagekit.gpu.health import LEVEL_SETTINGS, resolve_thresholds
 from imagekit.gpu.judges import Asked
-from imagekit.gpu.report import ProbeReport, parse_report
+from imagekit.gpu.report import REPORT_CAP, ProbeReport, parse_report
 from imagekit.kinds.gpu_preflight import MAX_GPUS, PreflightLevel, name_pattern
 from imagekit.runtime.container import (
     ContainerSpec,
@@ -48,8 +48,6 @@ PROBE_IN_CONTAINER = "/imagekit-gpu/probe.py"
 OUT_IN_CONTAINER = "/imagekit-out"
 DEFAULT_SIZES_MIB = (1.0, 16.0, 128.0)
 DEFAULT_TIMEOUT_S = 900.0
-#: The probe's report is a few hundred KiB on eight GPUs; a larger file is not its report.
-REPORT_CAP = 16 << 20
 #: The launcher's rendezvous options that may be passed through (for several nodes), each
 #: with the form its value must have: nothing else reaches the launcher's command line (no
 #: ``-m`` or ``--no-python`` that would run something else than the probe, no script path).

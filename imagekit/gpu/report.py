@@ -27,7 +27,6 @@ The probe decides nothing. The verdict is imagekit's, from the numbers:
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
@@ -35,6 +34,7 @@ from typing import Any, Literal
 
 from pydantic import ConfigDict, Field, PrivateAttr, ValidationError
 
+from imagekit import jsondoc
 from imagekit.errors import UsageError
 from imagekit.gpu.checks import CORE_JUDGES, AllReduceCheck, GpusCheck, TopologyCheck
 from imagekit.gpu.health import REPORT_JUDGES
@@ -65,64 +65,26 @@ SELF_TEST_SENTENCE = "CPU self-test, not a GPU preflight"
 MAX_WORLD = 65536
 #: Deeper than the probe's report ever nests (the topology: 4 levels) by a wide margin.
 MAX_DEPTH = 32
+#: The most of a report imagekit reads, wherever it comes from (host, image, --report): the
+#: probe's report is a few hundred KiB on eight GPUs; a larger file is not its report.
+REPORT_CAP = 16 << 20
 
 
 # --------------------------------------------------------------------------- reading
 
 
-class _Refused(ValueError):
-    pass
-
-
-def _no_constant(name: str) -> float:
-    raise _Refused(f"{name} is not a number JSON allows")
-
-
-def _no_twice(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    found: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in found:
-            raise _Refused(f"the key {key!r} is given twice")
-        found[key] = value
-    return found
-
-
-def _depth(value: Any, limit: int) -> int:
-    """How deep VALUE nests, stopping past LIMIT (iterative: no recursion to exhaust)."""
-    deepest = 0
-    stack: list[tuple[Any, int]] = [(value, 1)]
-    while stack:
-        item, level = stack.pop()
-        if level > limit:
-            return level
-        deepest = max(deepest, level)
-        if isinstance(item, dict):
-            stack.extend((v, level + 1) for v in item.values())
-        elif isinstance(item, list):
-            stack.extend((v, level + 1) for v in item)
-    return deepest
-
-
 def load_json(data: bytes, source: str) -> Any:
-    """One JSON document from outside: strict (no NaN or Infinity, no key twice), no deeper
-    than :data:`MAX_DEPTH`; anything else is bad input naming SOURCE. (The one place a
-    report's JSON is parsed: the foundations' bounded reader replaces its body.)"""
+    """One JSON document from outside, through imagekit's one bounded reader
+    (imagekit.jsondoc: no NaN or Infinity, no key twice) and no deeper than
+    :data:`MAX_DEPTH`; anything else is bad input naming SOURCE."""
     try:
-        value = json.loads(data, parse_constant=_no_constant, object_pairs_hook=_no_twice)
-    except RecursionError:
-        value = None
-        said = f"it nests deeper than {MAX_DEPTH} levels"
-    except (ValueError, UnicodeDecodeError) as exc:
-        said = str(exc).splitlines()[0][:200]
-    else:
-        if _depth(value, MAX_DEPTH) <= MAX_DEPTH:
-            return value
-        said = f"it nests deeper than {MAX_DEPTH} levels"
-    raise UsageError(
-        f"{source} is not a report of imagekit's GPU probe: not JSON as the probe writes it "
-        f"({said})",
-        hint="give the report.json the probe wrote, or the Job's log that carries it",
-    )
+        return jsondoc.loads(data, limit=REPORT_CAP, depth=MAX_DEPTH)
+    except jsondoc.JsonRefused as exc:
+        raise UsageError(
+            f"{source} is not a report of imagekit's GPU probe: not JSON as the probe writes "
+            f"it ({exc})",
+            hint="give the report.json the probe wrote, or the Job's log that carries it",
+        ) from None
 
 
 # --------------------------------------------------------------------------- the report

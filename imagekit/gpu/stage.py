@@ -32,8 +32,15 @@ from imagekit import evidence
 from imagekit.attest.attach import AttestOutcome, Prepared, prepare_reference
 from imagekit.attest.signer import Signer, signer_of
 from imagekit.errors import CheckFailed, RecordRefused, UsageError
-from imagekit.gpu.launch import REPORT_CAP, ProbeOptions, ProbeOutcome, run_in_image, run_on_host
-from imagekit.gpu.report import CheckVerdict, ProbeReport, Verdict, decide, predicate_of
+from imagekit.gpu.launch import ProbeOptions, ProbeOutcome, run_in_image, run_on_host
+from imagekit.gpu.report import (
+    REPORT_CAP,
+    CheckVerdict,
+    ProbeReport,
+    Verdict,
+    decide,
+    predicate_of,
+)
 from imagekit.kinds.gpu_preflight import (
     GPU_PREFLIGHT_V1,
     GpuPreflightPredicate,

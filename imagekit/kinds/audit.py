@@ -32,6 +32,7 @@ from imagekit.kinds.spec import (
     PolicyEntry,
     Predicate,
     PredicateModel,
+    statuses_of,
 )
 from imagekit.refs import parse_platform
 
@@ -174,7 +175,9 @@ AuditedPlatform = Annotated[
 
 
 class AuditRequirement(AgedRequirement):
-    status: tuple[str, ...] = Field(default=PASSING, min_length=1)
+    status: Annotated[tuple[str, ...], AfterValidator(statuses_of("audit", AuditStatus))] = Field(
+        default=PASSING, min_length=1
+    )
     platform: AuditedPlatform = None
 
 

@@ -12,7 +12,7 @@ a stage left out of one of those places cannot fail silently: it is in the tuple
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
@@ -67,7 +67,7 @@ class AgedRequirement(TrustedRequirement):
 
     @field_validator("max_age", mode="before")
     @classmethod
-    def _age(cls, value: str | None) -> str | None:
+    def _age(cls, value: object) -> str:
         return max_age_value(value)
 
     def said_max_age(self) -> str:
@@ -75,6 +75,23 @@ class AgedRequirement(TrustedRequirement):
         if "max_age" not in self.model_fields_set:
             return ""
         return ", of any age" if self.max_age == UNBOUNDED else f", at most {self.max_age} old"
+
+
+def statuses_of(
+    kind: str, vocabulary: Iterable[str]
+) -> Callable[[tuple[str, ...]], tuple[str, ...]]:
+    """A requirement's statuses checked against its kind's vocabulary where the policy is
+    read (an AfterValidator): a misspelled status would fail closed, silently, as no
+    verdict ever carries it; it is refused, named."""
+    known = tuple(vocabulary)
+
+    def check(values: tuple[str, ...]) -> tuple[str, ...]:
+        for value in values:
+            if value not in known:
+                raise ValueError(f"{value!r} is not one of the {kind} statuses: {', '.join(known)}")
+        return values
+
+    return check
 
 
 R = TypeVar("R", bound=TrustedRequirement)

@@ -27,7 +27,6 @@ copy of the container statuses, never the pod document itself.
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import stat
 from dataclasses import dataclass, replace
@@ -36,6 +35,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from imagekit import jsondoc
 from imagekit.errors import RecordRefused, ReferenceFormatError, UsageError
 from imagekit.evidence import new_run_dir, write_json
 from imagekit.ledger.record import FinalPullDetails, LedgerRecord, PushDetails
@@ -238,11 +238,12 @@ def load_pods(path: Path) -> tuple[list[Pod], bytes]:
     """Parse a pod or a list of pods as kubectl prints them; also return the exact bytes."""
     data = _read_input(path)
     try:
-        document = json.loads(data)
-    except ValueError as exc:
+        document = jsondoc.loads(data, limit=MAX_POD_FILE)
+    except jsondoc.JsonRefused as exc:
         raise UsageError(
-            f"{path} is not JSON", hint="use `kubectl get pod NAME -o json > pod.json`"
-        ) from exc
+            f"{path} is not a pod's JSON: {exc}",
+            hint="use `kubectl get pod NAME -o json > pod.json`",
+        ) from None
     kind = document.get("kind") if isinstance(document, dict) else None
     try:
         if kind == "Pod":

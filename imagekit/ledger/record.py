@@ -17,12 +17,12 @@ added to a model later never changes the bytes of records written before it.
 from __future__ import annotations
 
 import hashlib
-import json
 import re
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from imagekit import jsondoc
 from imagekit.errors import UsageError
 from imagekit.kinds import KINDS as KIND_SPECS
 from imagekit.kinds import NAMES
@@ -202,6 +202,18 @@ def details_for(
     model = details_model(kind, status)
     if details is None:
         return {}
+    # pydantic writes a NaN as null in JSON mode: a measurement silently lost. Refused here,
+    # naming where, before anything is written.
+    where = jsondoc.non_finite(
+        details.model_dump(exclude_unset=True) if isinstance(details, RecordDetails) else details,
+        "$.details",
+    )
+    if where is not None:
+        raise UsageError(
+            f"refusing to record a {kind} record: a number that is not finite: {where}",
+            hint="a record's numbers must be finite; the stage that measured it must refuse "
+            "the input it came from",
+        )
     if isinstance(details, RecordDetails):
         if not isinstance(details, model):
             raise UsageError(
@@ -225,8 +237,12 @@ def line_hash(raw: bytes) -> str:
 
 
 def encode_line(document: dict[str, Any]) -> bytes:
-    """The one serialisation the ledger writes: compact, sorted keys, UTF-8, newline."""
-    text = json.dumps(document, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    """The one serialisation the ledger writes: compact, sorted keys, UTF-8, newline.
+
+    Strict JSON: a number that is not finite is refused (``jsondoc.JsonRefused``, a
+    ValueError naming where it is), never written as a bare ``NaN`` that strict readers of
+    the ledger (jq, Go, the chain's own reader) refuse; a NaN is no measurement to record."""
+    text = jsondoc.dumps(document, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     return (text + "\n").encode("utf-8")
 
 

@@ -1,16 +1,19 @@
-"""Repairing the ledger: the one fault a crash can leave, a torn last line.
+"""Repairing the ledger: what a crash, a full disk or a foreign writer leaves after its last
+record.
 
 An append writes its record and newline in one ``write``, but a crash (or a full disk) can
 still cut it. A cut line that is a whole record, chained to the line before it and in the
 form imagekit writes, is missing only its newline: repair completes it, so the record it
 holds stays on record. Anything else a torn line holds, whether it does not parse or does
-not chain, is moved into a quarantine file beside the ledger. Nothing else is ever repaired:
-an edited, deleted or reordered record is evidence of something a person must look at.
+not chain, is moved into a quarantine file beside the ledger, and so are complete lines that
+are not records after the last record (a hostile or broken writer's: no record can chain
+onto them, so moving them aside leaves the history as it was). Nothing else is ever
+repaired: an edited, deleted or reordered record is evidence of something a person must
+look at.
 """
 
 from __future__ import annotations
 
-import errno
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -61,12 +64,31 @@ def repair(workspace: Workspace) -> RepairReport:
     with locked(path, os.O_RDWR | os.O_APPEND) as fd:
         size = os.fstat(fd).st_size
         result = parse(path, os.pread(fd, size, 0))
-        if result.malformed:
-            line_no = result.malformed[0].line
+        last = result.entries[-1].line_no if result.entries else 0
+        inside = [line for line in result.malformed if line.line < last]
+        if inside:
             raise LedgerBroken(
-                f"line {line_no} of {path} is a complete line that is not a record; repair only "
-                "moves aside a torn last line",
+                f"line {inside[0].line} of {path} is a complete line that is not a record, "
+                f"with records after it; repair only moves aside what follows the last record",
                 hint="look at it with `imagekit ledger verify`; an edit needs a person",
+            )
+        if result.malformed:
+            # Lines no record chains onto (an append refuses to chain onto one): moving them
+            # aside leaves the history as it was before they were written.
+            first = result.malformed[0]
+            moved = size - first.offset
+            quarantine = path.with_name(f"{path.name}.unreadable-{utc_stamp()}-{first.offset}")
+            _quarantine(fd, path, quarantine, first.offset, moved)
+            count = len(result.malformed) + (result.torn is not None)
+            return RepairReport(
+                path,
+                True,
+                quarantine,
+                moved,
+                len(result.entries),
+                f"moved {count} line(s) after the last record, from line {first.line} "
+                f"({moved} bytes), that are not records to {quarantine.name}; "
+                f"{len(result.entries)} complete records kept",
             )
         if result.torn is None:
             return RepairReport(
@@ -93,17 +115,7 @@ def repair(workspace: Workspace) -> RepairReport:
                 completed=True,
             )
         quarantine = path.with_name(f"{path.name}.torn-{utc_stamp()}-{torn.offset}")
-        try:
-            with quarantine.open("xb") as out:
-                out.write(tail)
-                out.flush()
-                os.fsync(out.fileno())
-            os.ftruncate(fd, torn.offset)
-            os.fsync(fd)
-        except OSError as exc:
-            if exc.errno == errno.EEXIST:
-                raise CouldNotFinish(f"quarantine file {quarantine} already exists") from exc
-            raise CouldNotFinish(f"repairing {path} failed: {exc.strerror}") from exc
+        _quarantine(fd, path, quarantine, torn.offset, torn.length)
     return RepairReport(
         path,
         True,
@@ -113,3 +125,40 @@ def repair(workspace: Workspace) -> RepairReport:
         f"moved the torn line {torn.line} ({torn.length} bytes) to {quarantine.name}; "
         f"{len(result.entries)} complete records kept",
     )
+
+
+def _quarantine(fd: int, path: Path, quarantine: Path, offset: int, length: int) -> None:
+    """Copy the ledger's bytes from ``offset`` into a new ``quarantine`` file, then cut the
+    ledger there. A failure (a full disk) leaves the ledger as it was and no quarantine
+    file behind, not an empty or partial one beside an uncut ledger."""
+    data = os.pread(fd, length, offset)
+    try:
+        out = os.open(quarantine, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
+    except FileExistsError as exc:
+        raise CouldNotFinish(f"quarantine file {quarantine} already exists") from exc
+    except OSError as exc:
+        raise CouldNotFinish(
+            f"repairing {path} failed: cannot create {quarantine.name}: {exc.strerror}"
+        ) from exc
+    try:
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(out, view) :]
+            os.fsync(out)
+        finally:
+            os.close(out)
+    except OSError as exc:
+        quarantine.unlink(missing_ok=True)
+        raise CouldNotFinish(
+            f"repairing {path} failed: writing {quarantine.name}: {exc.strerror}; the ledger "
+            "was left as it was",
+            hint="free disk space beside the ledger, then `imagekit ledger repair` again",
+        ) from exc
+    try:
+        os.ftruncate(fd, offset)
+        os.fsync(fd)
+    except OSError as exc:
+        raise CouldNotFinish(
+            f"repairing {path} failed: {exc.strerror}; its tail is also in {quarantine.name}"
+        ) from exc

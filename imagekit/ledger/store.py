@@ -6,10 +6,10 @@ See the package docstring (imagekit.ledger) for the format and the concurrency r
 from __future__ import annotations
 
 import fcntl
-import json
 import os
 import socket
 import stat
+import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
@@ -19,6 +19,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from imagekit import jsondoc
 from imagekit.errors import CouldNotFinish, RecordRefused, UsageError
 from imagekit.evidence import file_digest
 from imagekit.ledger.record import (
@@ -59,19 +60,43 @@ class Entry:
         return line_hash(self.raw)
 
 
+def read_line(raw: bytes) -> Any:
+    """One ledger line's JSON value, through the bounded reader (imagekit.jsondoc): a line
+    nested too deep, with a NaN or a key twice is a ValueError like any line that is not
+    JSON, never a crash."""
+    return jsondoc.loads(raw, limit=MAX_LINE_BYTES)
+
+
 def _evidence_ref(workspace: Workspace, evidence: Path) -> EvidenceRef:
     if not evidence.is_file():
         raise UsageError(
             f"evidence file {evidence} does not exist",
             hint="write the evidence before recording it",
         )
-    resolved = evidence.resolve()
-    root = workspace.root.resolve()
-    try:
-        shown = resolved.relative_to(root).as_posix()
-    except ValueError:
-        shown = resolved.as_posix()
-    return EvidenceRef(path=shown, sha256=str(file_digest(resolved)))
+    return EvidenceRef(path=_shown(workspace, evidence), sha256=str(file_digest(evidence)))
+
+
+def _shown(workspace: Workspace, evidence: Path) -> str:
+    """How a record names its evidence: its path under the workspace's root, as written
+    there (an ``evidence/`` that is a link to another disk stays ``evidence/...``), else as
+    resolved; absolute only for evidence kept outside the root on purpose (IMAGEKIT_*)."""
+    written = Path(os.path.abspath(evidence))
+    for path, root in (
+        (written, Path(os.path.abspath(workspace.root))),
+        (evidence.resolve(), workspace.root.resolve()),
+    ):
+        if path.is_relative_to(root):
+            return path.relative_to(root).as_posix()
+    return evidence.resolve().as_posix()
+
+
+def within_root(named: str) -> bool:
+    """Whether a record's evidence path stays inside the workspace as written: relative,
+    and never climbing out through ``..``."""
+    if os.path.isabs(named):
+        return False
+    normal = os.path.normpath(named)
+    return normal != ".." and not normal.startswith("../")
 
 
 def evidence_path(workspace: Workspace, ref: EvidenceRef) -> Path:
@@ -122,7 +147,15 @@ def open_ledger(path: Path, flags: int) -> int:
 
 @contextmanager
 def locked(path: Path, flags: int, *, shared: bool = False) -> Iterator[int]:
-    """An fd on the ledger holding a flock (exclusive unless ``shared``) until the block ends."""
+    """An fd on the ledger holding a flock (exclusive unless ``shared``) until the block ends.
+
+    Inside :func:`holding` of the same ledger, the fd it holds (exclusively) is handed out
+    instead: a second flock on another fd of the same file would wait for the first forever.
+    """
+    held = _held.get(_key(path))
+    if held is not None:
+        yield held
+        return
     if flags & os.O_CREAT:
         path.parent.mkdir(parents=True, exist_ok=True)
     fd = open_ledger(path, flags)
@@ -131,6 +164,30 @@ def locked(path: Path, flags: int, *, shared: bool = False) -> Iterator[int]:
         yield fd
     finally:
         os.close(fd)  # closing releases the flock
+
+
+#: Ledgers held exclusively (:func:`holding`), by the holding thread and the resolved path:
+#: another thread's append takes its own flock, so it waits for the holder as a process does.
+_held: dict[tuple[int, Path], int] = {}
+
+
+def _key(path: Path) -> tuple[int, Path]:
+    return threading.get_ident(), path.resolve()
+
+
+@contextmanager
+def holding(path: Path) -> Iterator[None]:
+    """Hold the ledger's exclusive lock across several reads and appends, so a
+    read-compare-append (``ledger sync --from``: which records does it lack?) is one step:
+    a second sync waits, then finds the first one's records already there. Every read and
+    append inside the block uses the held fd."""
+    with locked(path, os.O_RDWR | os.O_APPEND | os.O_CREAT) as fd:
+        key = _key(path)
+        _held[key] = fd
+        try:
+            yield
+        finally:
+            del _held[key]
 
 
 def last_lines(fd: int) -> tuple[bytes | None, bytes, int]:
@@ -169,17 +226,17 @@ def tail_problem(previous: bytes | None, last: bytes, size: int) -> str | None:
             "left by an append that did not finish"
         )
     try:
-        record = LedgerRecord.from_json(json.loads(last))
+        record = LedgerRecord.from_json(read_line(last))
     except (ValueError, ValidationError):
         return f"its last line (at offset {at}) is not a ledger record"
-    if encode_line(json.loads(last)) != last:
+    if encode_line(read_line(last)) != last:
         return f"its last record (seq {record.seq}) is not in the form imagekit writes: edited"
     if previous is None:
         if record.seq != 1 or record.prev is not None:
             return f"its only record is seq {record.seq}: the records before it were removed"
         return None
     try:
-        before = LedgerRecord.from_json(json.loads(previous))
+        before = LedgerRecord.from_json(read_line(previous))
     except (ValueError, ValidationError):
         return "the line before its last is not a ledger record: the last cannot be chained"
     if record.seq == before.seq:
@@ -264,22 +321,30 @@ def append_record(
                 ledger=str(path),
                 problem=problem,
                 hint="nothing was recorded; `imagekit ledger verify` names every problem, and "
-                "`imagekit ledger repair` completes or moves aside a torn last line (an "
-                "edited, duplicated or foreign line needs a person)",
+                "`imagekit ledger repair` completes or moves aside a torn last line and lines "
+                "that are not records after the last record (an edited or duplicated record "
+                "needs a person)",
             )
         if last:
-            seq = int(json.loads(last)["seq"]) + 1
+            seq = int(read_line(last)["seq"]) + 1
             prev: str | None = line_hash(last)
         else:
             seq, prev = 1, None
         document = {**body, "seq": seq, "prev": prev}
         raw = encode_line(document)
-        record = LedgerRecord.from_json(json.loads(raw))
-        _write_all(fd, raw, path)
+        record = LedgerRecord.from_json(read_line(raw))
+        _write_all(fd, raw, path, size)
     return record
 
 
-def _write_all(fd: int, data: bytes, path: Path) -> None:
+def _write_all(fd: int, data: bytes, path: Path, size: int) -> None:
+    """Write one line at the end of the ledger (``size`` bytes before it), or none of it.
+
+    A write cut short (a full disk: ENOSPC after part of the line) is rolled back: the
+    ledger is cut to its old length, still under the lock, so no torn line is left to
+    refuse every later append. Only when even that fails is the torn line left, for
+    ``imagekit ledger repair``.
+    """
     view = memoryview(data)
     try:
         while view:
@@ -287,9 +352,16 @@ def _write_all(fd: int, data: bytes, path: Path) -> None:
             view = view[written:]
         os.fsync(fd)
     except OSError as exc:
+        try:
+            os.ftruncate(fd, size)
+            os.fsync(fd)
+        except OSError:
+            left = "; a torn line may be left: `imagekit ledger repair` moves it aside"
+        else:
+            left = "; nothing was recorded (the ledger is as it was)"
         raise CouldNotFinish(
-            f"writing the ledger {path} failed: {exc.strerror}",
-            hint="free disk space or fix permissions, then `imagekit ledger verify`",
+            f"writing the ledger {path} failed: {exc.strerror}{left}",
+            hint="free disk space or fix permissions, then run it again",
         ) from exc
 
 
@@ -425,7 +497,7 @@ def _stream(path: Path, fd: int) -> Iterator[Line]:
 
 def _line(line_no: int, offset: int, raw: bytes) -> Entry | Malformed:
     try:
-        record = LedgerRecord.from_json(json.loads(raw))
+        record = LedgerRecord.from_json(read_line(raw))
     except (ValueError, ValidationError):
         return Malformed(line_no, offset, len(raw))
     return Entry(line_no=line_no, offset=offset, raw=raw, record=record)

@@ -45,8 +45,10 @@ from imagekit.ledger.store import (
     Line,
     append_record,
     evidence_path,
+    holding,
     iter_records,
     passes,
+    within_root,
 )
 from imagekit.ledger.verify import verify_lines
 from imagekit.refs import Digest, Reference, parse_reference
@@ -162,18 +164,41 @@ def _record_of(attestation: VerifiedAttestation, marked: str) -> tuple[str, Impo
 
 def _identity(record: LedgerRecord) -> bytes:
     """What makes two records the same record, whichever ledger holds them and at which seq:
-    the sha256 of those fields, so that what is held per record stays 32 bytes."""
+    the sha256 of those fields, so that what is held per record stays 32 bytes. Evidence
+    counts by the hash of its bytes, not by its path, which differs between machines and
+    with how a path is written (``evidence/x``, ``./evidence/x``)."""
     document = record.to_json()
-    return hashlib.sha256(encode_line({key: document[key] for key in _SAME})).digest()
+    same = {key: document[key] for key in _SAME}
+    same["evidence"] = record.evidence.sha256 if record.evidence else None
+    return hashlib.sha256(encode_line(same)).digest()
 
 
-_SAME = ("time", "host", "kind", "plan", "images", "status", "details", "evidence")
+_SAME = ("time", "host", "kind", "plan", "images", "status", "details")
+
+
+def _outside(workspace: Workspace, lines: Iterator[Line], found: list[str]) -> Iterator[Line]:
+    """The lines as they are, noting in ``found`` each record whose evidence lies outside
+    the workspace (an absolute path, or one that climbs out with ``..``)."""
+    for line in lines:
+        if isinstance(line, Entry) and line.record.evidence is not None:
+            named = line.record.evidence.path
+            if not within_root(named):
+                found.append(f"line {line.line_no} names evidence outside this workspace: {named}")
+        yield line
 
 
 def _check_piece(workspace: Workspace, piece: Path, lines: Iterator[Line]) -> None:
     """A piece whose chain or evidence does not verify here is exit 1, naming the first
-    problem."""
-    report = verify_lines(workspace, piece, lines)
+    problem; so is a piece whose record names evidence outside the workspace (a piece could
+    otherwise anchor a record to any file of this host, ``../../etc/hostname``)."""
+    outside: list[str] = []
+    report = verify_lines(workspace, piece, _outside(workspace, lines, outside))
+    if outside:
+        raise LedgerBroken(
+            f"the ledger piece {piece} does not verify here: {outside[0]}",
+            hint="nothing was merged from any piece; a piece's evidence is merged from its "
+            "evidence/ unpacked into this workspace",
+        )
     if not report.ok:
         first = report.first
         raise LedgerBroken(
@@ -220,10 +245,11 @@ def merge_pieces(workspace: Workspace, pieces: Sequence[Path]) -> tuple[list[Mer
         readers = [(piece, stack.enter_context(passes(piece))) for piece in pieces]
         for piece, again in readers:
             _check_piece(workspace, piece, again())
-        held: set[bytes] = set()
-        if workspace.ledger_path.exists():
-            with iter_records(workspace.ledger_path) as records:
-                held = {_identity(record) for record in records}
+        # Which records the ledger lacks, and their appends, under one exclusive lock: a
+        # second sync of the same piece waits, then finds them here.
+        stack.enter_context(holding(workspace.ledger_path))
+        with iter_records(workspace.ledger_path) as records:
+            held = {_identity(record) for record in records}
         merged: list[Merged] = []
         already = 0
         for piece, again in readers:

@@ -13,16 +13,26 @@ history).
 from __future__ import annotations
 
 import heapq
-import json
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
+from imagekit import jsondoc
 from imagekit.errors import ReferenceFormatError, UsageError
 from imagekit.evidence import file_digest
+from imagekit.files import read_regular
 from imagekit.ledger.record import encode_line
-from imagekit.ledger.store import LISTED, Entry, Line, Malformed, Scan, evidence_path, reading
+from imagekit.ledger.store import (
+    LISTED,
+    Entry,
+    Line,
+    Malformed,
+    Scan,
+    evidence_path,
+    read_line,
+    reading,
+)
 from imagekit.refs import Digest
 from imagekit.workspace import Workspace
 
@@ -66,10 +76,14 @@ class HeadClaim:
     source: str = "--head"
 
 
+#: A lock file lists a plan's images and their verdicts: far under this.
+_MAX_LOCK = 16 << 20
+
+
 def read_lock_claim(path: Path) -> HeadClaim:
     """The ledger head a lock file (``imagekit ledger lock``) was written from."""
     try:
-        document = json.loads(path.read_bytes())
+        document = jsondoc.loads(read_regular(path, "lock file", limit=_MAX_LOCK), limit=_MAX_LOCK)
         ledger = document["ledger"]
         head, seq, records = ledger["head"], ledger["head_seq"], ledger["records"]
     except (OSError, ValueError, KeyError, TypeError) as exc:
@@ -348,7 +362,7 @@ class _Chain:
         elif previous is not None and rec.prev != previous.digest:
             if not explained:
                 self.explained = _blame_prev(entry, previous, after, self.head, found)
-        elif entry.raw != encode_line(json.loads(entry.raw)):
+        elif entry.raw != encode_line(read_line(entry.raw)):
             found.add(
                 "edited",
                 f"{where} is not in the form imagekit writes: it was edited by hand",

@@ -42,6 +42,7 @@ from imagekit.registry import (
     select_platform,
 )
 from imagekit.registry.manifest import parse_index
+from imagekit.registry.resolve import platforms_read
 
 
 class TagState(StrEnum):
@@ -198,6 +199,7 @@ def watch_tag(client: RegistryClient, loaded: LoadedPlan) -> UpstreamTag:
         entry = select_platform(
             index, loaded.platform, where=str(where), registry=base.registry,
             repository=base.repository, digest=str(served),
+            platform_of=platforms_read(client, base),
         )  # fmt: skip
         if entry.digest == pinned:
             return answer(
@@ -236,10 +238,11 @@ def _platforms_moved(
     if media_type in INDEX_TYPES:
         old = parse_index(body, media_type, base, str(pinned))
     moved = []
+    read = platforms_read(client, base)
     for platform in loaded.platforms:
         new = select_platform(
             served, platform, where=where, registry=base.registry,
-            repository=base.repository, digest=digest,
+            repository=base.repository, digest=digest, platform_of=read,
         )  # fmt: skip
         before = (
             select_platform(
@@ -249,6 +252,7 @@ def _platforms_moved(
                 registry=base.registry,
                 repository=base.repository,
                 digest=str(pinned),
+                platform_of=read,
             ).digest  # fmt: skip
             if old is not None
             else None

@@ -24,7 +24,6 @@ built here ever contains one.
 from __future__ import annotations
 
 import base64
-import json
 import re
 import threading
 import time
@@ -33,6 +32,7 @@ from dataclasses import dataclass, field
 
 import httpx
 
+from imagekit import jsondoc
 from imagekit.errors import RegistryProtocolError, RegistryUnauthorized
 from imagekit.registry.credentials import Credential, CredentialStore
 from imagekit.registry.transport import (
@@ -367,10 +367,10 @@ class Authenticator:
                 status=status,
             )
         try:
-            document = json.loads(body)
-        except ValueError as exc:
+            document = jsondoc.loads(body, limit=MAX_SMALL_BODY_BYTES)
+        except jsondoc.JsonRefused as exc:
             raise RegistryProtocolError(
-                f"{registry}: the token service answered something that is not JSON: "
+                f"{registry}: the token service answered something that is not JSON ({exc}): "
                 f"{excerpt(body)}",
                 registry=registry,
             ) from exc

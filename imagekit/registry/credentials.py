@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-import json
 import os
 import re
 import subprocess
@@ -29,8 +28,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from imagekit import jsondoc
 from imagekit.errors import RegistryError
+from imagekit.files import read_regular
 
+#: A docker config or a helper's answer holds a few credentials: far under this.
+_MAX_CONFIG = 4 << 20
 _HELPER_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 _HUB_KEYS = ("https://index.docker.io/v1/", "index.docker.io", "docker.io", "registry-1.docker.io")
 _HELPER_TIMEOUT = 30.0
@@ -96,7 +99,7 @@ class CredentialStore:
             return self._document
         path = self.config_path
         try:
-            text = path.read_text(encoding="utf-8")
+            text = read_regular(path, "docker config", limit=_MAX_CONFIG)
         except FileNotFoundError:
             self._document = {}
             return self._document
@@ -107,10 +110,10 @@ class CredentialStore:
                 hint="check the permissions of $DOCKER_CONFIG/config.json",
             ) from exc
         try:
-            document = json.loads(text)
-        except ValueError as exc:
+            document = jsondoc.loads(text, limit=_MAX_CONFIG)
+        except jsondoc.JsonRefused as exc:
             raise RegistryError(
-                f"the docker config {path} is not valid JSON",
+                f"the docker config {path} is not valid JSON: {exc}",
                 registry=registry,
                 hint="fix or remove it, then `docker login` again",
             ) from exc
@@ -211,10 +214,10 @@ def _from_helper(name: str, server: str, registry: str) -> Credential | None:
             hint=f"try `{program} list`, or `docker login {registry}` again",
         )
     try:
-        answer = json.loads(done.stdout)
-    except ValueError as exc:
+        answer = jsondoc.loads(done.stdout, limit=_MAX_CONFIG)
+    except jsondoc.JsonRefused as exc:
         raise RegistryError(
-            f"the credential helper {program} answered something that is not JSON",
+            f"the credential helper {program} answered something that is not JSON: {exc}",
             registry=registry,
         ) from exc
     if not isinstance(answer, dict):

@@ -15,7 +15,6 @@ schema 1 manifests; a ``mediaType`` that disagrees with the Content-Type; a "man
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal, TypeVar
 
@@ -29,9 +28,10 @@ from pydantic import (
     ValidationError,
 )
 
+from imagekit import jsondoc
 from imagekit.errors import ImageContentError, ReferenceFormatError, RegistryProtocolError
 from imagekit.refs import Digest, Platform, Reference
-from imagekit.registry.transport import excerpt
+from imagekit.registry.transport import MAX_MANIFEST_BYTES, excerpt
 
 OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
 OCI_INDEX = "application/vnd.oci.image.index.v1+json"
@@ -213,10 +213,21 @@ class _Origin:
             "manifest",
         )
 
+    def parsed(self, body: bytes, what: str) -> Any:
+        """``body``'s JSON through the bounded reader (imagekit.jsondoc); what it refuses (too
+        deep, a NaN, a key twice, not JSON) is this registry's answer refused."""
+        try:
+            return jsondoc.loads(body, limit=MAX_MANIFEST_BYTES)
+        except jsondoc.JsonRefused as exc:
+            raise self.refused(
+                f"{self.where}: malformed {what}, not JSON imagekit accepts: {exc}"
+            ) from None
+
     def validated(self, model: type[_Model], body: bytes, what: str) -> _Model:
         """``body`` as ``model``; a document it does not validate as is refused as malformed."""
+        document = self.parsed(body, what)
         try:
-            return model.model_validate_json(body)
+            return model.model_validate(document)
         except ValidationError as exc:
             raise self.refused(
                 f"{self.registry}/{self.repository or ''}: malformed {what}: {_first_error(exc)}"
@@ -247,12 +258,7 @@ def detect_media_type(
         )
     if header_type in DOCKER_SCHEMA1:
         raise origin.schema1()
-    try:
-        document = json.loads(body)
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise origin.refused(
-            f"{where} answered something that is not JSON: {excerpt(body)}"
-        ) from exc
+    document = origin.parsed(body, "manifest")
     if not isinstance(document, dict):
         raise origin.refused(f"{where} answered JSON that is not an object: {excerpt(body)}")
     if document.get("schemaVersion") == 1 or document.get("mediaType") in DOCKER_SCHEMA1:

@@ -29,7 +29,6 @@ mirror can make a command fail, never pass.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import tomllib
@@ -39,6 +38,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
+
+from imagekit import jsondoc
+from imagekit.errors import InputFileError
+from imagekit.files import MAX_INPUT_BYTES, read_regular
 
 MIRRORS_ENV = "IMAGEKIT_REGISTRY_MIRRORS"
 DAEMON_JSON_ENV = "IMAGEKIT_DOCKER_DAEMON_JSON"
@@ -175,8 +178,8 @@ def _headers(value: object) -> list[tuple[str, str]] | None:
 
 def _from_daemon_json(path: Path) -> list[str]:
     try:
-        document = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        document = jsondoc.loads(read_regular(path, "daemon.json"), limit=MAX_INPUT_BYTES)
+    except (OSError, ValueError, InputFileError):
         return []  # absent or unreadable: the engine would not start with a broken one
     mirrors = document.get("registry-mirrors") if isinstance(document, dict) else None
     return [m for m in mirrors if isinstance(m, str)] if isinstance(mirrors, list) else []

@@ -167,7 +167,7 @@ def list_referrers(
 def _entries(document: TagDocument | None) -> list[dict[str, Any]]:
     if document is None or document.media_type != OCI_INDEX:
         return []
-    parsed = json.loads(document.body)
+    parsed = document.parsed()
     manifests = parsed.get("manifests") if isinstance(parsed, dict) else None
     return [m for m in manifests or [] if isinstance(m, dict) and "digest" in m]
 

@@ -15,11 +15,11 @@ is left out.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from typing import Any, ClassVar
 
+from imagekit import jsondoc
 from imagekit.errors import (
     CheckFailed,
     ImageContentError,
@@ -43,6 +43,7 @@ from imagekit.registry.manifest import (
     parse_manifest,
 )
 from imagekit.registry.session import Session, fault
+from imagekit.registry.transport import MAX_MANIFEST_BYTES
 
 DEFAULT_PLATFORM = Platform("linux", "amd64")
 
@@ -248,7 +249,8 @@ class IndexImage:
     def __str__(self) -> str:
         if self.platform is not None:
             said = f"{self.platform} (from its config)" if self.from_config else str(self.platform)
-            return f"{said} {self.digest}"
+            why = f": {self.unreadable}" if self.unreadable is not None else ""
+            return f"{said} {self.digest}{why}"
         return f"{self.digest}: {self.unreadable}"
 
 
@@ -316,8 +318,8 @@ def platforms_read(session: Session, ref: Reference) -> PlatformOf:
         except (CheckFailed, RegistryNotFound, RegistryProtocolError) as exc:
             return f"lists no platform and its image cannot be read ({exc.message})"
         try:
-            document = json.loads(config)
-        except ValueError:
+            document = jsondoc.loads(config, limit=MAX_MANIFEST_BYTES)
+        except jsondoc.JsonRefused:
             document = None
         fields = document if isinstance(document, dict) else {}
         os_, arch, variant = (fields.get(k) for k in ("os", "architecture", "variant"))
@@ -381,8 +383,16 @@ def select_platform(
             if e.unreadable is None and _matches(want, e)
         ]
     if not matches:
-        usable = index_images(descriptors)
-        available = ", ".join(sorted({str(e.platform) for e in usable if e.platform})) or "none"
+        # What a runtime could select, said as inspect says it: entries read from their
+        # configs where the index lists no platform; what cannot be selected (an index nested
+        # in the index, an entry whose platform could not be read) named apart, never listed
+        # as available while being refused.
+        entries = index_images(descriptors, platform_of)
+        selectable = {str(e.platform) for e in entries if e.platform and e.unreadable is None}
+        available = ", ".join(sorted(selectable)) or "none"
+        refused = [str(e) for e in entries if e.unreadable is not None]
+        if refused:
+            available += "; not selectable: " + "; ".join(refused)
         raise PlatformNotFound(
             f"no matching manifest for {want} in {where} (available: {available})",
             registry=registry,

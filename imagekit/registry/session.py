@@ -9,7 +9,6 @@ repository filled in, for the modules that check what a registry served.
 
 from __future__ import annotations
 
-import json
 import re
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -18,6 +17,7 @@ from typing import Any, Self, TypeVar
 
 import httpx
 
+from imagekit import jsondoc
 from imagekit.errors import (
     DigestMismatch,
     ImageContentError,
@@ -353,8 +353,8 @@ class Session:
         if version.startswith("registry/2"):
             return
         try:
-            json.loads(body)
-        except (ValueError, UnicodeDecodeError):
+            jsondoc.loads(body, limit=MAX_MANIFEST_BYTES)
+        except jsondoc.JsonRefused:
             raise RegistryProtocolError(
                 f"{registry_host} does not answer as a registry at /v2/: {excerpt(body)}",
                 registry=registry_host,

@@ -23,11 +23,14 @@ import random
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
+from imagekit import jsondoc
 from imagekit.errors import RegistryError, RegistryNotFound
 from imagekit.refs import Digest, Reference
 from imagekit.registry.client import RegistryClient
 from imagekit.registry.manifest import ACCEPT
+from imagekit.registry.transport import MAX_MANIFEST_BYTES
 from imagekit.registry.upload import BlobSource, push_blobs, push_manifest
 
 
@@ -36,6 +39,11 @@ class TagDocument:
     body: bytes
     media_type: str
     digest: Digest
+
+    def parsed(self) -> Any:
+        """The document's JSON, through the bounded reader (the client vetted these bytes
+        when it fetched them; a document refused there never gets here)."""
+        return jsondoc.loads(self.body, limit=MAX_MANIFEST_BYTES)
 
 
 @dataclass(frozen=True)

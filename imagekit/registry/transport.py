@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import http.cookiejar
 import ipaddress
-import json
 import math
 import random
 import re
@@ -41,7 +40,7 @@ from typing import TypeVar
 import httpx
 import tenacity
 
-from imagekit import progress
+from imagekit import jsondoc, progress
 from imagekit.errors import (
     RateLimited,
     RegistryError,
@@ -107,8 +106,8 @@ def excerpt(body: bytes, limit: int = 120) -> str:
 def error_detail(body: bytes) -> str:
     """``CODE: message`` from a distribution error body, else a short excerpt."""
     try:
-        document = json.loads(body)
-    except (ValueError, UnicodeDecodeError):
+        document = jsondoc.loads(body, limit=MAX_SMALL_BODY_BYTES)
+    except jsondoc.JsonRefused:
         return excerpt(body)
     errors = document.get("errors") if isinstance(document, dict) else None
     if isinstance(errors, list) and errors and isinstance(errors[0], dict):

@@ -41,6 +41,7 @@ from dataclasses import dataclass
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from imagekit import jsondoc
 from imagekit.errors import (
     ContainerdError,
     ContainerdUnavailable,
@@ -257,8 +258,8 @@ class Containerd:
                 return None
             raise
         try:
-            return SnapshotInfo.model_validate_json(out)
-        except ValidationError as exc:
+            return SnapshotInfo.model_validate(jsondoc.loads(out, limit=_MAX_BLOB))
+        except (ValidationError, jsondoc.JsonRefused) as exc:
             raise ContainerdError(f"`ctr snapshots info {key}` printed unreadable JSON") from exc
 
     def pull(self, name: str, *, plain_http: bool) -> PullOutput:

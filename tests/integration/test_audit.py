@@ -93,7 +93,11 @@ def test_healthy_image_is_cpu_pass(
 
     assert result.verdict.status == "CPU_PASS", result.verdict.sentence
     assert result.exit_code == 0
-    assert result.scope == "CPU-only checks, no weights loaded, no GPU test"
+    assert result.scope == (
+        "CPU-only checks, no weights loaded, no GPU test; the engine's image "
+        f"{result.image.image_id if result.image else ''}, found locally under the tag "
+        f"{images.healthy}: the registry was not asked what the tag serves"
+    )
     record = _check(result, "record")
     assert record.status == "PASS"
     assert record.data["checked_distributions"] >= 2  # tamperpkg and fakeserve, via pip
@@ -308,6 +312,27 @@ def test_a_registry_tag_is_resolved_to_its_digest_audited_and_both_recorded(
         assert audit_record.details["tag_resolution"]["digest"] == digest.split("@")[1]
     finally:
         subprocess.run([engine.client_path, "rmi", digest], check=False, capture_output=True)
+
+
+def test_a_tag_the_engine_holds_is_recorded_by_its_image_id_not_as_a_bare_tag(
+    engine: Engine, images: AuditImages, workspace: Workspace
+) -> None:
+    """A REPO:TAG the engine holds is audited as the engine holds it (the registry may serve
+    another image under the tag now, and is not asked): the record named the bare tag as
+    the image; it names the engine's image ID, the tag beside it, and says so."""
+    tag = "127.0.0.1:9/imagekit-test/held-locally:v1"  # nothing answers there
+    engine.client.image.tag(images.healthy, tag)
+    try:
+        result = audit(workspace, AuditRequest(ref=tag, offline=True), engine=engine)
+    finally:
+        engine.client.image.remove(tag)
+    assert result.image is not None and not result.image.pulled
+    record = [r for r in read_records(workspace.ledger_path) if r.kind == "audit"][-1]
+    assert record.images == {"image": result.image.image_id, "tag": tag}
+    assert record.scope.endswith(
+        f"the engine's image {result.image.image_id}, found locally under the tag {tag}: the "
+        "registry was not asked what the tag serves"
+    )
 
 
 def test_a_tag_whose_registry_does_not_answer_could_not_finish(

@@ -26,6 +26,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "result",
             "files",
             "yamldoc",
+            "jsondoc",
             "lazy",
             "progress",
         ),

@@ -25,13 +25,14 @@ same bytes.
 
 from __future__ import annotations
 
+import copy
 import json
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from imagekit import jsondoc
 from imagekit.builders.assemble.layer import LayerBlob
 from imagekit.errors import ImageContentError
 from imagekit.plans.steps import Cmd, Entrypoint, Env, Labels, Overlay, Step
@@ -42,32 +43,13 @@ from imagekit.registry.manifest import (
     OCI_INDEX,
     OCI_MANIFEST,
 )
+from imagekit.registry.transport import MAX_MANIFEST_BYTES
 
 OCI_LAYER_GZIP = "application/vnd.oci.image.layer.v1.tar+gzip"
 DOCKER_LAYER_GZIP = "application/vnd.docker.image.rootfs.diff.tar.gzip"
 BASE_NAME = "org.opencontainers.image.base.name"
 BASE_DIGEST = "org.opencontainers.image.base.digest"
 HISTORY_COMMENT = "imagekit build --builder registry"
-
-
-def _pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    document: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in document:
-            raise ValueError(f"the key {key!r} appears twice in one object")
-        document[key] = value
-    return document
-
-
-def _constant(name: str) -> Any:
-    raise ValueError(f"{name} is not a JSON number")
-
-
-def _float(text: str) -> float:
-    value = float(text)
-    if not math.isfinite(value):
-        raise ValueError(f"{text} does not fit a double")
-    return value
 
 
 def load_document(data: bytes, what: str, *, registry: str, repository: str) -> dict[str, Any]:
@@ -82,11 +64,9 @@ def load_document(data: bytes, what: str, *, registry: str, repository: str) -> 
         )
 
     try:
-        document = json.loads(
-            data, object_pairs_hook=_pairs, parse_constant=_constant, parse_float=_float
-        )
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise refused(f"cannot be edited safely: {exc}") from exc
+        document = jsondoc.loads(data, limit=MAX_MANIFEST_BYTES)
+    except jsondoc.JsonRefused as exc:
+        raise refused(f"cannot be edited safely: {exc}") from None
     if not isinstance(document, dict):
         raise refused("is not a JSON object")
     return document
@@ -121,7 +101,7 @@ def _set_env(env: list[str], key: str, value: str) -> None:
 
 def edit_config(base: dict[str, Any], changes: ConfigChanges) -> dict[str, Any]:
     """The new config: the base's (a copy), changed only where the plan says."""
-    document: dict[str, Any] = json.loads(dump(base), object_pairs_hook=_pairs)
+    document: dict[str, Any] = copy.deepcopy(base)
     created = rfc3339(changes.epoch)
     document["created"] = created
     config = document.get("config")

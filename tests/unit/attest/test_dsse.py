@@ -17,6 +17,7 @@ from imagekit.attest.statement import (
     make_statement,
     parse_statement,
 )
+from imagekit.errors import UsageError
 from imagekit.refs import Digest
 
 DIGEST = Digest("sha256:" + "ab" * 32)
@@ -130,3 +131,13 @@ def test_a_statement_without_type_is_read_and_one_of_another_type_is_not() -> No
     assert parse_statement(json.dumps(body).encode()).names(DIGEST)
     with pytest.raises(StatementError, match="unknown statement type"):
         parse_statement(json.dumps({**body, "_type": "https://example.com/v9"}).encode())
+
+
+def test_a_statement_with_a_number_that_is_not_finite_is_never_signed() -> None:
+    """A bare NaN in the signed predicate: strict verifiers refuse the statement. Refused
+    before anything is signed, naming where it is."""
+    with pytest.raises(UsageError, match=r"nan at \$\.predicate\.busbw_gbps") as refused:
+        make_statement((Subject("r/x", DIGEST),), "https://t/v1", {"busbw_gbps": float("nan")})
+    assert refused.value.exit_code == 2
+    with pytest.raises(UsageError, match=r"inf at \$\.predicate\.sizes\[0\]"):
+        make_statement((Subject("r/x", DIGEST),), "https://t/v1", {"sizes": [float("inf")]})

@@ -312,7 +312,7 @@ def test_what_is_not_an_osv_export_is_refused_naming_the_file(tmp_path: Path) ->
         ),
         "garbage.zip": (
             _zip_with(tmp_path / "garbage.zip", {"a.json": b"{nope"}),
-            "a.json: not an OSV record: (top level): Invalid JSON",
+            "a.json: not an OSV record: not JSON: Expecting property name",
         ),
         "list.zip": (_zip_with(tmp_path / "list.zip", {"a.json": b"[]"}), "a.json: not an OSV"),
         "npm.zip": (

@@ -26,3 +26,27 @@ def test_a_streamed_document_ends_with_the_error_met_half_way(
         "error": {"message": "cannot read the ledger", "exit_code": 3},
     }
     assert json.loads(second) == {"after": True}
+
+
+def test_a_number_that_is_not_finite_is_named_never_bare(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A bare NaN made the whole --json document unreadable to strict parsers; it is the
+    string "NaN" (and "Infinity", "-Infinity"), so what was seen stays visible."""
+    from imagekit.cli.output import StreamedDocument, dump_json
+
+    dump_json({"busbw": float("nan"), "sizes": [1.5, float("inf"), -float("inf")]})
+    document = StreamedDocument({"a": 1}, "items")
+    document.add({"x": float("nan")})
+    dump_json({"z": 0})
+    first, second = capsys.readouterr().out.split("\n}\n", 1)
+    strict = {"parse_constant": _refuse}
+    assert json.loads(first + "}", **strict) == {  # type: ignore[arg-type]
+        "busbw": "NaN",
+        "sizes": [1.5, "Infinity", "-Infinity"],
+    }
+    assert json.loads(second, **strict) == {"a": 1, "items": [{"x": "NaN"}], "z": 0}  # type: ignore[arg-type]
+
+
+def _refuse(name: str) -> None:
+    raise AssertionError(f"bare {name} in a --json document")

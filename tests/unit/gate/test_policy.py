@@ -52,8 +52,8 @@ def test_a_policy_file_is_read(tmp_path: Path) -> None:
         ("audit: null\n", "this policy requires nothing"),
         ("audit: null\nvulnerabilities: null\nprovenance: null\n", "this policy requires nothing"),
         # Values of the wrong type: one line naming the key, never a crash.
-        ("audit:\n  max_age: 30\n", "audit.max_age: give an age"),
-        ("gpu_preflight:\n  max_age: 1.5\n", "gpu_preflight.max_age: give an age"),
+        ("audit:\n  max_age: 30\n", "audit.max_age: an age is text"),
+        ("gpu_preflight:\n  max_age: 1.5\n", "gpu_preflight.max_age: an age is text"),
         ("gpu_preflight:\n  max_age: no\n", "gpu_preflight.max_age"),
         ("gpu_preflight:\n  max_age: 2026-12-01\n", "gpu_preflight.max_age"),
         ("gpu_preflight:\n  max_age: [7d]\n", "gpu_preflight.max_age"),
@@ -65,6 +65,25 @@ def test_a_policy_file_is_read(tmp_path: Path) -> None:
         ("gpu_preflight:\n  min_gpus: true\n", "gpu_preflight.min_gpus"),
         ("gpu_preflight:\n  min_gpus: '8'\n", "gpu_preflight.min_gpus"),
         ("gpu_preflight:\n  min_gpus: 100000000\n", "gpu_preflight.min_gpus"),
+        # Values YAML types otherwise than as text (each was an AttributeError, exit 70), a
+        # misspelled status (it failed closed, silently) and `version: true` (taken as 1).
+        (
+            "audit: {max_age: 30}\n",
+            "audit.max_age: an age is text such as 90m, 24h or 7d, not the number 30",
+        ),
+        ("audit: {max_age: 1.5}\n", "not the number 1.5"),
+        ("audit: {max_age: no}\n", "not the boolean false"),
+        ("audit: {max_age: 2026-01-01}\n", "not the date 2026-01-01"),
+        ("audit: {max_age: [7d]}\n", "not a list ['7d']"),
+        ("vulnerabilities: {findings: none, max_age: 30}\n", "vulnerabilities"),
+        (
+            "audit: {status: [CPU_PAS]}\n",
+            "audit.status[0]: 'CPU_PAS' is not a status of audit",
+        ),
+        (
+            "version: true\naudit: {}\n",
+            "version: the version is the number 1, not the boolean true",
+        ),
     ],
 )
 def test_bad_policies_name_the_file_and_the_key(tmp_path: Path, text: str, said: str) -> None:

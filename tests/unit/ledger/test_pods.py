@@ -149,6 +149,25 @@ def test_not_a_pod_is_usage_error(ws: Workspace, tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
+    ("data", "said"),
+    [
+        ('{"kind": "Pod", "x": ' + "[" * 1000 + "]" * 1000 + "}", "nested deeper than 100"),
+        ('{"kind": "Pod", "kind": "List"}', "the key 'kind' appears twice"),
+        ('{"kind": "Pod", "x": NaN}', "NaN is not a JSON number"),
+    ],
+)
+def test_a_hostile_pod_file_is_bad_input_in_one_line(
+    ws: Workspace, tmp_path: Path, data: str, said: str
+) -> None:
+    """Nested 1,000 deep it was a RecursionError (a crash); a key twice kept the last."""
+    bad = tmp_path / "pod.json"
+    bad.write_text(data)
+    with pytest.raises(UsageError, match=f"is not a pod's JSON: {said}") as refused:
+        record_pod(ws, bad, PodOptions(expect=MANIFEST))
+    assert refused.value.exit_code == 2 and "\n" not in refused.value.message
+
+
+@pytest.mark.parametrize(
     ("document", "what"),
     [
         ("[]", "a JSON array"),

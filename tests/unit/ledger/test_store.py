@@ -245,9 +245,11 @@ def test_torn_line_is_reported_refused_and_repaired(ws: Workspace) -> None:
 
 
 def test_repair_refuses_an_edited_ledger(ws: Workspace) -> None:
+    """A line that is not a record with records after it is an edit: a person's to look at
+    (one after the last record is moved aside: tests/unit/ledger/test_repair.py)."""
     note(ws, 1)
-    with ws.ledger_path.open("ab") as fh:
-        fh.write(b"not json\n")
+    (record,) = ledger_lines(ws)
+    ws.ledger_path.write_bytes(record + b"not json\n" + record)
     with pytest.raises(LedgerBroken, match="line 2"):
         repair(ws)
 
@@ -379,6 +381,8 @@ def _rewrite_tail(ws: Workspace, how: str) -> None:
         lines[-1] = json.dumps(record, sort_keys=True, separators=(",", ":")).encode() + b"\n"
     elif how == "malformed":
         lines.append(b'{"not": "a record"}\n')
+    elif how == "nested 1,000 deep":
+        lines.append(b"[" * 1000 + b"]" * 1000 + b"\n")
     elif how == "hand-formatted":
         lines[-1] = json.dumps(json.loads(lines[-1]), indent=1).encode().replace(b"\n", b" ")
         lines[-1] += b"\n"
@@ -393,6 +397,7 @@ def _rewrite_tail(ws: Workspace, how: str) -> None:
         ("duplicated", "repeats seq 3"),
         ("edited", "does not chain"),
         ("malformed", "not a ledger record"),
+        ("nested 1,000 deep", "not a ledger record"),
         ("hand-formatted", "not in the form imagekit writes"),
         ("torn", "torn line"),
     ],
@@ -524,3 +529,44 @@ def test_reading_in_chunks_sees_the_lines_parse_sees(
     assert read[3] == store.Malformed(4, read[3].offset, 1501)
     assert read[4] == store.Malformed(5, read[3].offset + 1501, 1)
     assert read[5] == store.TornLine(6, len(data) - 9, 9)
+
+
+@pytest.mark.parametrize(
+    ("command", "said"),
+    [
+        (("ledger", "verify"), "line 4 is not a ledger record (2001 bytes)"),
+        (("ledger", "show"), "3 record(s)"),
+        (("ledger", "lock"), "line 4 is not a ledger record (2001 bytes)"),
+        (("ledger", "sync", "--from", "PIECE"), "line 4 is not a ledger record (2001 bytes)"),
+    ],
+)
+def test_a_line_nested_1000_deep_is_reported_by_every_command_not_a_crash(
+    ws: Workspace, tmp_path: Path, command: tuple[str, ...], said: str
+) -> None:
+    """JSON nested 1,000 deep was a RecursionError (exit 70) in every ledger command; the
+    line is now one that is not a record: reported, exit 1."""
+    for n in range(3):
+        note(ws, n)
+    _rewrite_tail(ws, "nested 1,000 deep")
+    piece = tmp_path / "piece.jsonl"
+    piece.write_bytes(ws.ledger_path.read_bytes())
+    done = run_cli(ws, *(str(piece) if part == "PIECE" else part for part in command))
+    assert done.returncode == 1, done.stderr
+    assert said in done.stdout + done.stderr
+    assert "crashed" not in done.stderr
+
+
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), -float("inf")])
+def test_a_number_that_is_not_finite_is_never_written_into_a_line(
+    ws: Workspace, value: float
+) -> None:
+    """A bare NaN made the line unreadable to strict readers; the append is refused before
+    anything is written, naming where the number is."""
+    note(ws, 1)
+    before = ws.ledger_path.read_bytes()
+    with pytest.raises(UsageError, match=r"not finite: .* at \$\.details\.busbw") as refused:
+        append_record(
+            ws, "note", plan="p", images={}, status="ok", scope="s", details={"busbw": value}
+        )
+    assert refused.value.exit_code == 2
+    assert ws.ledger_path.read_bytes() == before

@@ -8,17 +8,22 @@ temporary workspaces, appended by append_record as a job appends them.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
 
 from imagekit.errors import LedgerBroken, UsageError
 from imagekit.ledger import read_records, verify
+from imagekit.ledger.record import SCHEMA_VERSION, encode_line
 from imagekit.ledger.sync import sync_ledger
 from imagekit.workspace import Workspace
+from tests.support.cli import MAIN
+from tests.support.ledger_chain import write_chain
 from tests.unit.ledger.support import DIGEST_A, Rec, run_cli
 
 
@@ -160,3 +165,83 @@ def test_a_piece_that_is_no_file_is_named_as_what_it_is(tmp_path: Path) -> None:
         assert done.returncode == 2, done.stderr
         assert f"{piece}: the ledger piece is {kind}, not a regular file" in done.stderr
         assert not ws.ledger_path.exists()
+
+
+def test_a_piece_naming_evidence_outside_the_workspace_is_refused(tmp_path: Path) -> None:
+    """`../../etc/hostname` in a piece anchored a record to a file of this host, merged as
+    its absolute path; now the piece does not verify (exit 1) and nothing is merged."""
+    combined = Workspace.at(tmp_path / "combined")
+    host_file = Path("/etc/hostname")
+    record = json.loads(encode_line(json.loads(_one_record())))
+    record["evidence"] = {
+        "path": "../" * 30 + "etc/hostname",
+        "sha256": "sha256:" + hashlib.sha256(host_file.read_bytes()).hexdigest(),
+    }
+    piece = tmp_path / "piece" / "ledger.jsonl"
+    piece.parent.mkdir()
+    piece.write_bytes(encode_line(record))
+    with pytest.raises(LedgerBroken) as info:
+        sync_ledger(combined, (), pieces=(piece,))
+    assert info.value.exit_code == 1
+    assert "line 1 names evidence outside this workspace: ../" in info.value.message
+    assert not combined.ledger_path.exists()
+    record["evidence"]["path"] = str(host_file)
+    piece.write_bytes(encode_line(record))
+    with pytest.raises(LedgerBroken, match="outside this workspace: /etc/hostname"):
+        sync_ledger(combined, (), pieces=(piece,))
+
+
+def _one_record() -> bytes:
+    return json.dumps(
+        {
+            "schema": SCHEMA_VERSION, "seq": 1, "prev": None, "time": "2026-12-07T12:00:00Z",
+            "kind": "note", "plan": "p", "images": {}, "status": "ok", "scope": "n",
+            "evidence": None, "imagekit": "0", "host": "job", "details": {},
+        }
+    ).encode()  # fmt: skip
+
+
+def test_sync_is_idempotent_when_evidence_is_a_link_to_another_disk(
+    matrix: tuple[Workspace, Path, Path], tmp_path: Path
+) -> None:
+    """The evidence/ folder a link to another disk: records merged named it by its resolved,
+    absolute path, so each sync appended them again; now by their path in the workspace."""
+    combined, piece_a, piece_b = matrix
+    elsewhere = tmp_path / "other-disk" / "evidence"
+    shutil.move(combined.root / "evidence", elsewhere)
+    (combined.root / "evidence").symlink_to(elsewhere)
+    first = sync_ledger(combined, (), pieces=(piece_a, piece_b))
+    assert len(first.merged) == 4
+    again = sync_ledger(combined, (), pieces=(piece_a, piece_b))
+    assert again.merged == () and again.already_merged == 8
+    named = [r.evidence.path for r in read_records(combined.ledger_path) if r.evidence]
+    assert named and all(path.startswith("evidence/") for path in named), named
+    assert verify(combined).ok
+
+
+def test_two_syncs_of_one_piece_at_once_merge_its_records_once(tmp_path: Path) -> None:
+    """Two concurrent syncs of a 60-record piece gave 89 records; the read-compare-append
+    now happens under one lock, so each record is merged once, whichever sync merges it."""
+    piece = tmp_path / "job" / "ledger.jsonl"
+    piece.parent.mkdir()
+    write_chain(piece, records=300)
+    combined = Workspace.at(tmp_path / "combined")
+    children = [
+        subprocess.Popen(
+            [*MAIN, "ledger", "sync", "--from", str(piece)],
+            env={**_clean_env(), "IMAGEKIT_ROOT": str(combined.root)},
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+        )
+        for _ in range(2)
+    ]
+    for child in children:
+        _, err = child.communicate(timeout=120)
+        assert child.returncode == 0, err
+    merged = sorted(r.time for r in read_records(combined.ledger_path))
+    assert merged == sorted(r.time for r in read_records(piece))
+    assert verify(combined).ok
+
+
+def _clean_env() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if not k.startswith("IMAGEKIT_")}

@@ -9,16 +9,19 @@ byte-exact control over.
 
 from __future__ import annotations
 
+import io
 from pathlib import Path
 
 import httpx
 import pytest
 
+from imagekit.builders.bump import bump_plan
 from imagekit.errors import CheckFailed, DigestMismatch, RegistryProtocolError, UsageError
 from imagekit.plans.load import parse_plan
 from imagekit.plans.model import LoadedPlan
 from imagekit.plans.upstream import TagState, watch_tag
 from imagekit.refs import parse_reference
+from imagekit.workspace import Workspace
 from tests.unit.registry.fakes import (
     HOST,
     OCI_INDEX,
@@ -185,3 +188,83 @@ def test_an_index_without_the_plans_platform_is_a_no_naming_what_it_has(tmp_path
     assert info.value.exit_code == 1
     assert "no matching manifest for linux/amd64" in info.value.message
     assert "(available: linux/arm64)" in info.value.message
+
+
+def test_an_index_whose_entries_list_no_platform_is_read_as_inspect_reads_it(
+    tmp_path: Path,
+) -> None:
+    """`plans bump` refused an index whose entries carry no platform ("available: none")
+    that `inspect` resolves from the configs; both now read it through the one index
+    reader (each entry's config names its platform)."""
+    fake = FakeRegistry()
+    pinned, amd64, arm64 = make_image(b"p"), make_image(b"a"), make_image(b"b", "arm64")
+    for image in (pinned, amd64, arm64):
+        fake.add_image(REPO, image)
+    bare = [{k: v for k, v in entry(i).items() if k != "platform"} for i in (arm64, amd64)]
+    index = index_of(*bare)
+    fake.add_manifest(REPO, "v1", index, OCI_INDEX)
+    fake.add_manifest(REPO, sha(index), index, OCI_INDEX)
+    with fake.client() as client:
+        up = watch_tag(client, _plan(tmp_path, pinned.manifest_digest))
+        inspected = client.resolve(parse_reference(f"{HOST}/{REPO}:v1"))
+    assert up.state is TagState.MOVED
+    assert up.platform_manifest == amd64.manifest_digest == inspected.manifest_digest
+
+
+def test_a_nested_index_entry_is_named_as_not_selectable_never_as_available(
+    tmp_path: Path,
+) -> None:
+    """For an index whose only entry is itself an index, `plans bump` said "available:
+    linux/amd64" while refusing it; it now says none is available and why that entry is
+    not, as `inspect` does."""
+    fake = FakeRegistry()
+    pinned, inner_image = make_image(b"p"), make_image(b"i")
+    fake.add_image(REPO, pinned)
+    fake.add_image(REPO, inner_image)
+    inner = index_of(entry(inner_image))
+    fake.add_manifest(REPO, sha(inner), inner, OCI_INDEX)
+    nested = {
+        **entry(inner_image),
+        "mediaType": OCI_INDEX,
+        "digest": sha(inner),
+        "size": len(inner),
+    }
+    index = index_of(nested)
+    fake.add_manifest(REPO, "v1", index, OCI_INDEX)
+    fake.add_manifest(REPO, sha(index), index, OCI_INDEX)
+    said = []
+    with fake.client() as client:
+        for check in (
+            lambda: watch_tag(client, _plan(tmp_path, pinned.manifest_digest)),
+            lambda: client.resolve(parse_reference(f"{HOST}/{REPO}:v1")),
+        ):
+            with pytest.raises(CheckFailed) as info:
+                check()
+            said.append(info.value.message.partition(" (available: ")[2])
+    assert (
+        said[0]
+        == said[1]
+        == (f"none; not selectable: linux/amd64 {sha(inner)}: an index nested in the index)")
+    )
+
+
+def test_a_manifest_nested_2000_deep_is_the_registrys_fault_not_a_crash(tmp_path: Path) -> None:
+    """The tag serves a manifest carrying an extra field nested 2,000 deep (distribution
+    stores one): `plans bump` crashed (RecursionError, exit 70) reading it; now the
+    registry's answer is refused, exit 3, naming it."""
+    fake = FakeRegistry()
+    pinned = make_image(b"p")
+    fake.add_image(REPO, pinned)
+    deep = pinned.manifest[:-1] + b',"x":' + b"[" * 2000 + b"]" * 2000 + b"}"
+    fake.add_manifest(REPO, "v1", deep, OCI_MANIFEST)
+    fake.add_manifest(REPO, sha(deep), deep, OCI_MANIFEST)
+    ws = Workspace.at(tmp_path)
+    ws.plans_dir.mkdir(parents=True)
+    (ws.plans_dir / "watched.yaml").write_text(
+        f"name: watched\nbase:\n  reference: {HOST}/{REPO}@{pinned.manifest_digest}\n"
+        "  found_as: v1\n  platform: linux/amd64\n"
+    )
+    with fake.client() as client, pytest.raises(RegistryProtocolError) as info:
+        bump_plan(ws, "watched", client=client, write=False, echo=io.StringIO())
+    assert info.value.exit_code == 3
+    assert "nested deeper than 100 levels" in info.value.message
