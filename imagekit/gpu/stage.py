@@ -29,6 +29,7 @@ from typing import Any
 from imagekit import evidence
 from imagekit.attest.attach import AttestOutcome, attest_reference
 from imagekit.attest.signer import Signer, signer_of
+from imagekit.cluster.pods import judge_image_id, load_pods, parse_image_id
 from imagekit.errors import CheckFailed, RecordRefused, UsageError
 from imagekit.gpu.launch import ProbeOptions, ProbeOutcome, run_in_image, run_on_host
 from imagekit.gpu.report import ProbeReport, Verdict, decide, parse_report, predicate_of
@@ -39,7 +40,6 @@ from imagekit.kinds.gpu_preflight import (
     Where,
     details_of,
 )
-from imagekit.ledger.pods import judge_image_id, load_pods, parse_image_id
 from imagekit.ledger.store import append_record
 from imagekit.refs import Digest, parse_reference
 from imagekit.runtime.cri import FinalPullStatus

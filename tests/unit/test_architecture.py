@@ -43,6 +43,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "layerdiff",
             "provenance",
             "sbom",
+            "cluster",
             "gpu",
         ),
     ),

@@ -229,7 +229,7 @@ _KEPT_BY_COMMAND = [
     (
         "ledger_cmd",
         "record-pod",
-        "imagekit.ledger.pods:PodOptions",
+        "imagekit.cluster.pods:PodOptions",
         {"as_json", "ledger", "pod_json"},
     ),
     (
