@@ -236,7 +236,19 @@ _KEPT_BY_COMMAND = [
         "audit_cmd",
         None,
         "imagekit.audit.stage:AuditRequest",
-        {"as_json", "fail_on", "max_age", "vuln_db"},
+        {
+            "as_json",
+            "fail_on",
+            "max_age",
+            "vuln_db",
+            "cluster",
+            "keep",
+            "host_network",
+            "node",
+            "kubeconfig",
+            "context",
+            "namespace",
+        },
     ),
 ]
 
