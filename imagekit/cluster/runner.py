@@ -7,7 +7,12 @@ taught about clusters, as behaviour:
   holds its name, and creating it again fails ("object is being deleted");
 - a pod that stays Pending ends at the deadline with the scheduler's or the kubelet's own
   words (``PodState.reason``), never a hang;
-- a refusal (an admission plugin's, RBAC's) is a ClusterError with the API server's message;
+- a pod whose ``preemptionPolicy`` disagrees with its PriorityClass is refused before it is
+  submitted, naming the class's value: the API server's Priority admission plugin computes
+  the policy from the class and refuses a pod that says otherwise (a GPU preflight pod that
+  set ``Never`` under a class that preempts was refused so in the field);
+- any other refusal (an admission plugin's, RBAC's) is a ClusterError with the API server's
+  message;
 - while it waits, each new phase or reason is said once through ``progress`` (the CLI's
   stderr).
 
@@ -24,7 +29,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from imagekit.cluster.connection import Connection
-from imagekit.errors import ClusterError, ClusterUnavailable
+from imagekit.errors import ClusterError, ClusterUnavailable, UsageError
 
 Progress = Callable[[str], None]
 LOG_LIMIT = 16 * 1024 * 1024  # a pod's log read back, at most (a probe report is far less)
@@ -156,12 +161,39 @@ class PodRunner:
                 )
             time.sleep(_POLL_S)
 
+    def check_priority(self, manifest: dict[str, Any]) -> None:
+        """Refuse a pod whose preemptionPolicy its PriorityClass contradicts (UsageError,
+        naming the class's value); a class that does not exist is left to the API server."""
+        from lightkube.resources.scheduling_v1 import PriorityClass
+
+        spec = manifest.get("spec", {})
+        name, policy = spec.get("priorityClassName"), spec.get("preemptionPolicy")
+        if not name or not policy:
+            return
+        try:
+            with api_errors(f"reading PriorityClass {name}"):
+                found = self.connection.client.get(PriorityClass, name)
+        except ClusterError as exc:
+            if exc.status == 404:
+                return
+            raise
+        theirs = found.preemptionPolicy or "PreemptLowerPriority"
+        if theirs != policy:
+            raise UsageError(
+                f"pod {manifest['metadata']['name']} sets preemptionPolicy {policy}, but its "
+                f"PriorityClass {name} (value {found.value}) says {theirs}: the API server's "
+                "Priority admission plugin computes the policy from the class and refuses the pod",
+                hint=f"drop preemptionPolicy (the class decides it), or name a class whose "
+                f"preemptionPolicy is {policy}",
+            )
+
     def submit(self, manifest: dict[str, Any], *, wait_gone_s: float = 120.0) -> PodRef:
         """Create the pod; an old pod of its name that is Terminating is waited for first."""
         from lightkube.resources.core_v1 import Pod
 
         namespace = self._namespace(manifest)
         name = str(manifest["metadata"]["name"])
+        self.check_priority(manifest)
         old = self.get(namespace, name)
         if old is not None:
             if not old["metadata"].get("deletionTimestamp"):

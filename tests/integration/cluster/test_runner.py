@@ -170,7 +170,8 @@ def test_the_priority_plugin_refuses_a_preemption_policy_the_class_disagrees_wit
     cluster: Cluster, runner: PodRunner
 ) -> None:
     """The GPU preflight pod of the field report: preemptionPolicy Never under a class that
-    preempts; the API server's Priority admission plugin refuses it and says why."""
+    preempts. The API server's Priority admission plugin refuses it and says why; imagekit
+    refuses it before submitting, naming the class's value."""
     klass = _name("preempting")
     created = cluster.kubectl(
         "create", "priorityclass", klass, "--value=1000", "--preemption-policy=PreemptLowerPriority"
@@ -180,13 +181,23 @@ def test_the_priority_plugin_refuses_a_preemption_policy_the_class_disagrees_wit
         _name("preflight"), "unused", ["true"], nodeSelector=NOWHERE,
         priorityClassName=klass, preemptionPolicy="Never",
     )  # fmt: skip
-    with pytest.raises(ClusterError) as refused:
-        runner.submit(manifest)
-    assert refused.value.status == 403
-    assert "computed PreemptLowerPriority from the given PriorityClass name" in str(refused.value)
     by_kubectl = cluster.kubectl("create", "-f", "-", input=json.dumps(manifest))
     assert by_kubectl.returncode != 0
-    assert "computed PreemptLowerPriority" in by_kubectl.stderr
+    assert (
+        "the string value of PreemptionPolicy (Never) must not be provided in pod spec; priority "
+        "admission controller computed PreemptLowerPriority from the given PriorityClass name"
+    ) in by_kubectl.stderr
+    with pytest.raises(UsageError) as refused:
+        runner.submit(manifest)
+    assert f"its PriorityClass {klass} (value 1000) says PreemptLowerPriority" in str(refused.value)
+    assert runner.get("default", manifest["metadata"]["name"]) is None  # never submitted
+    # A class that does not exist: the API server's own refusal, in its words.
+    manifest["spec"]["priorityClassName"] = "no-such-class"
+    with pytest.raises(ClusterError) as missing:
+        runner.submit(manifest)
+    assert missing.value.status == 403
+    assert "no PriorityClass with name no-such-class was found" in str(missing.value)
+    manifest["spec"]["priorityClassName"] = klass
     # The policy the class says is admitted (and defaulted from the class).
     del manifest["spec"]["preemptionPolicy"]
     ref = runner.submit(manifest)
