@@ -435,7 +435,7 @@ def start_cluster(root: Path, timeout: float = 120.0) -> Cluster:
         }  # fmt: skip
         for component, args in commands.items():
             cluster.processes[component] = start_logged(
-                [binary(component), *args], cluster.log(component)
+                [binary(component), *args], cluster.log(component), own_session=True
             )
         context = ssl.create_default_context(cafile=str(pki.ca))
         context.load_cert_chain(admin.cert, admin.key)

@@ -146,7 +146,11 @@ def start_containerd(
     config = root / "config.toml"
     config.write_text(_config(root, sandbox_image))
     log_path = root / "containerd.log"
-    process = start_logged([CONTAINERD_BINARY, "--config", str(config)], log_path)
+    process = start_logged(
+        [CONTAINERD_BINARY, "--config", str(config)],
+        log_path,
+        own_session=sandbox_image is not None,
+    )
     instance = RunningContainerd(root, str(root / "containerd.sock"), log_path, process)
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
