@@ -164,6 +164,7 @@ LONGEST_FIRST = (
     "nightly-candidates",  # 172 s
     "tests/integration/build/test_platforms.py",  # 150 s
     "seed-replicas",  # 150 s
+    "cluster",  # 115 s, and the base image's push where no earlier file of the worker made it
     "tests/integration/flows/test_pipeline.py",  # 105 s
     "tests/integration/test_demo_script.py",  # 43 s
     "tests/integration/build/test_remote.py",  # 36 s
