@@ -1,5 +1,5 @@
 # The two commands of the README. Both set up what is missing first (idempotent).
-.PHONY: setup test demo seeds lint typecheck bench clean-demo clean-seeds
+.PHONY: setup test demo seeds lint typecheck bench clean-demo clean-seeds cluster cluster-stop
 
 NOX := .venv/bin/nox
 export PATH := $(CURDIR)/.venv/bin:$(CURDIR)/.tools/bin:$(PATH)
@@ -31,3 +31,12 @@ clean-demo:
 
 clean-seeds:
 	@scripts/seeds.sh --stop
+
+# A single-node Kubernetes on loopback (tests/support/cluster.py), kept until Ctrl-C or
+# `make cluster-stop`; it prints the KUBECONFIG to use. docs/development.md says more.
+cluster: setup
+	.venv/bin/python -m tests.support.cluster --dir .cluster
+
+cluster-stop:
+	@if [ -f .cluster/pid ]; then kill "$$(cat .cluster/pid)"; else echo "no cluster runs from .cluster"; fi
+

@@ -40,6 +40,8 @@ interrupt is not an error either: imagekit.interrupt.Interrupted (a KeyboardInte
         |   |   +-- RateLimited        the registry kept answering 429 (its words, its wait)
         |   +-- RegistryTLSError       TLS to the registry failed (CA, client certificate)
         +-- NotAttested                a stage finished but its attestation was not stored
+        +-- ClusterError               a Kubernetes API server refused a request (its words)
+            +-- ClusterUnavailable     no API server answered at the configured address
 
 Messages never carry a credential, a token or an Authorization header: the registry layer
 builds them from the registry, repository and digest alone.
@@ -351,3 +353,15 @@ class NotAttested(CouldNotFinish):
 
     def fields(self) -> dict[str, Any]:
         return {**super().fields(), "attested": False}
+
+
+@dataclass(eq=False, repr=False, kw_only=True)
+class ClusterError(CouldNotFinish):
+    """A Kubernetes API server refused a request; ``status`` its HTTP status (None when it
+    did not answer), the message its own words (an admission plugin's refusal, say)."""
+
+    status: int | None = None
+
+
+class ClusterUnavailable(ClusterError):
+    """No Kubernetes API server answered at the address the configuration names."""

@@ -2,12 +2,16 @@
 # Set up a fresh Debian 12 machine (as root) for imagekit's tests and demo, idempotently:
 #   - Debian's docker.io, docker-registry, skopeo, mmdebstrap, apache2-utils, umoci, tinyproxy
 #     (a real HTTPS_PROXY in front of the TLS registry), time (the benchmarks' peak RSS) and qemu-user-static + binfmt-support + arch-test
-#     (foreign-architecture images), only when missing; qemu's binfmt_misc handlers
+#     (foreign-architecture images), containernetworking-plugins (the test cluster's CNI
+#     loopback), only when missing; qemu's binfmt_misc handlers
 #     registered when the kernel has none;
 #   - the Docker engine, started without the default bridge when no engine answers;
 #   - crane, regctl, oras, cosign, buildctl, buildkitd, the docker buildx plugin, Kyverno's
 #     CLI and the policy-controller's tester, built from the Go module proxy at pinned
 #     versions into .tools/bin (scripts/lib/go-tools.sh);
+#   - the test cluster's Kubernetes (etcd, kube-apiserver, kube-controller-manager,
+#     kube-scheduler, kubelet, kubectl: one binary) and its pause binary, likewise
+#     (scripts/lib/kube.sh);
 #   - .venv with imagekit and its test extras, reinstalled only when its inputs changed.
 # Every step is skipped when already done, so a warm run takes a few seconds.
 set -euo pipefail
@@ -18,7 +22,7 @@ as_root() { if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi; }
 
 # 1. Debian packages. Where an engine already answers (a CI runner with Docker's own
 # packages, say), Debian's docker.io is not installed over it: the two conflict.
-packages=(docker-registry skopeo mmdebstrap apache2-utils umoci qemu-user-static binfmt-support arch-test time golang-docker-credential-helpers pass tinyproxy)
+packages=(docker-registry skopeo mmdebstrap apache2-utils umoci qemu-user-static binfmt-support arch-test time golang-docker-credential-helpers pass tinyproxy containernetworking-plugins)
 if ! docker info >/dev/null 2>&1 && ! /usr/bin/docker info >/dev/null 2>&1; then
   packages=(docker.io "${packages[@]}")
 fi
@@ -103,6 +107,10 @@ root=$(pwd)
 # shellcheck source=lib/go-tools.sh
 source scripts/lib/go-tools.sh
 install_go_tools || exit 3
+# The test cluster's Kubernetes, from the same proxy into the same cache: scripts/lib/kube.sh.
+# shellcheck source=lib/kube.sh
+source scripts/lib/kube.sh
+install_kube || exit 3
 
 # 4. The virtual environment, keyed by the files that decide its content.
 python=${PYTHON:-python3}

@@ -144,7 +144,7 @@ def workspace(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Workspace:
 # work, kept whole on one worker with its module fixtures. Files that look at state the engine
 # shares between workers go in one unit together: the nightly files count the engine's
 # `imagekit/demo:nightly-*` candidates, and the seed files push the replicas (11 GB) once per
-# worker that needs them.
+# worker that needs them; the cluster files share one Kubernetes.
 SHARED_UNITS = {
     "tests/integration/flows/test_nightly.py": "nightly-candidates",
     "tests/integration/flows/test_nightly_watch.py": "nightly-candidates",
@@ -152,6 +152,12 @@ SHARED_UNITS = {
     "tests/integration/test_seeds.py": "seed-replicas",
     "tests/integration/test_audit_osv.py": "seed-replicas",
     "tests/integration/gpu/test_gpu_preflight.py": "seed-replicas",
+    # One Kubernetes per session (tests/integration/cluster/conftest.py), on one worker: two
+    # kubelets on one machine would share the device-plugin folder under /var/lib/kubelet.
+    "tests/integration/cluster/test_pods.py": "cluster",
+    "tests/integration/cluster/test_runner.py": "cluster",
+    "tests/integration/cluster/test_audit.py": "cluster",
+    "tests/integration/cluster/test_gpu_job.py": "cluster",
 }
 # The longest units start first (seconds, serial, from `pytest --durations=0` on 2 cores), so
 # no worker is left alone at the end with one of them; the rest keep the collection order.
@@ -159,6 +165,7 @@ LONGEST_FIRST = (
     "nightly-candidates",  # 172 s
     "tests/integration/builders/test_platforms.py",  # 150 s
     "seed-replicas",  # 150 s
+    "cluster",  # 115 s, and the base image's push where no earlier file of the worker made it
     "tests/integration/flows/test_pipeline.py",  # 105 s
     "tests/integration/test_demo_script.py",  # 43 s
     "tests/integration/builders/test_remote.py",  # 36 s

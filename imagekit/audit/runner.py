@@ -91,6 +91,7 @@ _ENVS = {
     "PIP_DISABLE_PIP_VERSION_CHECK": "1",
     "PIP_NO_INPUT": "1",
 }
+ENVIRONMENT = _ENVS  # the probe's environment, wherever it runs (a cluster's pod too)
 
 
 def audit_container(limits: Limits, probe: Path, image_id: str, spec_json: str) -> ContainerSpec:

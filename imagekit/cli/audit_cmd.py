@@ -11,6 +11,7 @@ from imagekit.audit.stage import AuditRequest, AuditResult, audit
 from imagekit.audit.vulns import VulnPolicy, fails
 from imagekit.cli.contract import run
 from imagekit.cli.options import (
+    cluster_options,
     json_option,
     parsed,
     registry_options,
@@ -18,8 +19,33 @@ from imagekit.cli.options import (
     vuln_options,
 )
 from imagekit.cli.output import echo_attested, echo_err
+from imagekit.cluster.audit import ClusterAuditRequest, ClusterAuditResult, audit_in_cluster
+from imagekit.cluster.connection import ClusterTarget
 from imagekit.errors import UsageError
 from imagekit.workspace import Workspace
+
+# What an audit in a cluster's pod does not do (the probe is the same; the rest is the
+# engine's): refused with --cluster rather than silently ignored.
+_NOT_WITH_CLUSTER = {
+    "host": "--host",
+    "platform": "--platform",
+    "expected_paths": "--expect-overlay",
+    "sign_key": "--sign-key",
+}
+
+
+def _human_cluster(result: ClusterAuditResult) -> None:
+    pod = result.pod
+    click.echo(f"{result.target}: {result.verdict.status} (final pull {result.final_pull})")
+    click.echo(f"  pod: {pod.namespace}/{pod.name} uid {pod.uid} on {pod.node} ({result.cluster})")
+    click.echo(f"  kubelet imageID: {pod.image_id}")
+    click.echo(f"  final pull: {result.final_pull_reason}")
+    for line in pod.isolation:
+        click.echo(f"  isolation: {line}")
+    for check in result.report.checks:
+        click.echo(f"  {check.status:<8} {check.name}: {check.reason}")
+    click.echo("  the pod was kept (--keep)" if result.kept else "  the pod was deleted")
+    click.echo(f"evidence: {result.evidence_dir}")
 
 
 def _human(result: AuditResult) -> None:
@@ -89,6 +115,20 @@ def _human(result: AuditResult) -> None:
     help="Wall-clock limit of the whole probe run; past it the container is removed and "
     "the audit ends TIMEOUT (exit 3).",
 )
+@click.option(
+    "--cluster",
+    is_flag=True,
+    help="Run the probe in a pod of REF (by digest) on a Kubernetes cluster instead: no GPU "
+    "requested, no service-account token; the kubelet's imageID must name the digest.",
+)
+@click.option("--keep", is_flag=True, help="With --cluster: keep the pod afterwards.")
+@click.option(
+    "--host-network",
+    is_flag=True,
+    help="With --cluster: the pod on the node's network (a cluster without a pod network).",
+)
+@click.option("--node", metavar="NAME", help="With --cluster: run the pod on this node.")
+@cluster_options
 @sign_key_option(
     "Sign the verdict as an in-toto attestation and store it beside the image in its "
     "registry (cosign's .att tag and an OCI referrer); a registry that refuses it is exit 3, "
@@ -108,6 +148,11 @@ def command(
     timeout_s: float,
     vulns: VulnPolicy,
     sign_key: Path | None,
+    cluster: bool,
+    keep: bool,
+    host_network: bool,
+    node: str | None,
+    target: ClusterTarget,
     as_json: bool,
 ) -> None:
     """Run the CPU-only probe in REF (no network, no GPU) and report CPU_PASS,
@@ -115,6 +160,25 @@ def command(
     distributions (clean, findings, unknown, skipped). Exit 0 for the passes, 1 incomplete or
     findings under --fail-on, 2 bad input (a --vuln-db that is not an OSV export), 3 when the
     image could not be run."""
+    if cluster:
+        given = click.get_current_context().params
+
+        def in_cluster() -> ClusterAuditResult:
+            for name, flag in _NOT_WITH_CLUSTER.items():
+                if given.get(name):
+                    raise UsageError(f"{flag} does not go with --cluster")
+            if not ref:
+                raise UsageError("--cluster needs REF (REPO@sha256:...)")
+            request = parsed(ClusterAuditRequest, target=target)
+            return audit_in_cluster(Workspace.from_env(Path.cwd()), request, progress=echo_err)
+
+        run(
+            in_cluster,
+            as_json=as_json,
+            human=_human_cluster,
+            exit_code=lambda r: r.exit_code,
+        )
+        return
 
     def action() -> AuditResult:
         if host == bool(ref):

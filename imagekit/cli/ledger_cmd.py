@@ -16,6 +16,7 @@ from imagekit.cli.options import (
     trusted_key_option,
 )
 from imagekit.cli.output import StreamedDocument, echo_err
+from imagekit.cluster.pods import PodOptions, PodReport, record_pod
 from imagekit.ledger import (
     KINDS,
     LedgerRecord,
@@ -26,7 +27,6 @@ from imagekit.ledger import (
     verify,
 )
 from imagekit.ledger.lockfile import LockResult, encode_lock, write_lock
-from imagekit.ledger.pods import PodOptions, PodReport, record_pod
 from imagekit.progress import plural
 from imagekit.workspace import Workspace
 

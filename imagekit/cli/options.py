@@ -87,6 +87,35 @@ def vuln_options(command: Callable[..., Any]) -> Callable[..., Any]:
     return _with_options(with_policy, options)
 
 
+def cluster_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    """--kubeconfig, --context and --namespace, as kubectl spells them, handed to the command
+    as the one ``target: ClusterTarget`` (imagekit.cluster.connection says how it is found)."""
+    from imagekit.cluster.connection import ClusterTarget
+
+    @functools.wraps(command)
+    def with_target(
+        *args: Any, kubeconfig: Path | None, context: str | None, namespace: str | None, **kw: Any
+    ) -> Any:
+        return command(*args, target=ClusterTarget(kubeconfig, context, namespace), **kw)
+
+    options = (
+        click.option(
+            "--kubeconfig",
+            type=ANY_PATH,
+            metavar="FILE",
+            help="The kubeconfig (default: $KUBECONFIG, else ~/.kube/config, else the pod's "
+            "service account).",
+        ),
+        click.option(
+            "--context", metavar="NAME", help="The kubeconfig context (default: current)."
+        ),
+        click.option(
+            "--namespace", "-n", metavar="NAME", help="The namespace (default: the context's)."
+        ),
+    )
+    return _with_options(with_target, options)
+
+
 def builder_options(command: Callable[..., Any]) -> Callable[..., Any]:
     """--buildkit ADDR (with its TLS files), --buildx-builder NAME and --cache-ref REF,
     spelt alike by every command that builds (``build``, ``nightly``): the build goes to a

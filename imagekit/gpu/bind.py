@@ -26,10 +26,10 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+from imagekit.cluster.pods import Pod, judge_image_id, load_pods, parse_image_id
 from imagekit.errors import CheckFailed, UsageError
 from imagekit.gpu.judges import Decision
 from imagekit.gpu.report import ProbeReport, parse_report
-from imagekit.ledger.pods import Pod, judge_image_id, load_pods, parse_image_id
 from imagekit.refs import Digest
 from imagekit.runtime.cri import FinalPullStatus
 

@@ -73,8 +73,22 @@ class AuditSummary(RecordDetails):
     )
 
 
+class AuditPod(RecordDetails):
+    """The pod an audit ran in on a cluster (``imagekit audit --cluster``): this pod, by
+    its uid, on that node, whose kubelet reported ``image_id``."""
+
+    cluster: str = Field(description="the API server's address")
+    namespace: str
+    name: str
+    uid: str
+    node: str | None = None
+    image_id: str = Field(description="the container's status.imageID, as the kubelet said")
+    isolation: list[str] = Field(description="what the pod was given and denied")
+
+
 class AuditDetails(AuditedImageDetails):
     report: AuditSummary | None = None
+    pod: AuditPod | None = None
     attestation: str | None = attestation_field(
         "the signed attestation", after="when the registry did not take it"
     )

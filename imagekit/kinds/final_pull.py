@@ -74,6 +74,10 @@ class FinalPullDetails(RecordDetails):
     # source "pod"
     pod: str | None = None
     namespace: str | None = None
+    pod_uid: str | None = Field(
+        default=None, description="the pod's uid: this pod, not a later one of its name"
+    )
+    node: str | None = Field(default=None, description="the node the pod ran on")
     container: str | None = None
     init: bool | None = None
     image: str | None = None

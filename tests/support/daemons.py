@@ -7,10 +7,14 @@ import subprocess
 from pathlib import Path
 
 
-def start_logged(argv: list[str], log_path: Path) -> subprocess.Popen[bytes]:
-    """Start ``argv`` with its stdout and stderr appended to ``log_path``."""
+def start_logged(
+    argv: list[str], log_path: Path, *, own_session: bool = False
+) -> subprocess.Popen[bytes]:
+    """Start ``argv`` with its stdout and stderr appended to ``log_path``; with
+    ``own_session`` in a session of its own, so a Ctrl-C at the terminal reaches only the
+    caller, which then stops it in its own order (the test cluster's daemons)."""
     with log_path.open("ab") as log:  # the child keeps its own copy of the descriptor
-        return subprocess.Popen(argv, stdout=log, stderr=log)
+        return subprocess.Popen(argv, stdout=log, stderr=log, start_new_session=own_session)
 
 
 def stop_process(process: subprocess.Popen[bytes] | None, timeout: float) -> None:

@@ -156,6 +156,17 @@ def _write_key(path: Path, key: ec.EllipticCurvePrivateKey) -> None:
     path.write_bytes(key.private_bytes(pem, pkcs8, serialization.NoEncryption()))
 
 
+def general_names(hosts: tuple[str, ...]) -> list[x509.GeneralName]:
+    """A subjectAltName's entries for ``hosts``: IP addresses as such, the rest DNS names."""
+    names: list[x509.GeneralName] = []
+    for host in hosts:
+        try:
+            names.append(x509.IPAddress(ipaddress.ip_address(host)))
+        except ValueError:
+            names.append(x509.DNSName(host))
+    return names
+
+
 def make_server_certificate(
     directory: Path,
     hosts: tuple[str, ...] = ("127.0.0.1", "localhost"),
@@ -166,12 +177,7 @@ def make_server_certificate(
     ``directory``; with ``client_auth`` the certificate serves as a client's too (mutual TLS,
     as buildkitd asks of its clients when it is given a CA)."""
     ca = _make_ca("imagekit test CA")
-    names: list[x509.GeneralName] = []
-    for host in hosts:
-        try:
-            names.append(x509.IPAddress(ipaddress.ip_address(host)))
-        except ValueError:
-            names.append(x509.DNSName(host))
+    names = general_names(hosts)
     usages = [ExtendedKeyUsageOID.SERVER_AUTH]
     key, leaf = _leaf(
         ca, hosts[0], usages + ([ExtendedKeyUsageOID.CLIENT_AUTH] if client_auth else []), names

@@ -45,6 +45,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "layerdiff",
             "provenance",
             "sbom",
+            "cluster",
             "gpu",
             "pull_attestation",
             "mirror_binding",

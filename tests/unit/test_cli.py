@@ -229,14 +229,26 @@ _KEPT_BY_COMMAND = [
     (
         "ledger_cmd",
         "record-pod",
-        "imagekit.ledger.pods:PodOptions",
+        "imagekit.cluster.pods:PodOptions",
         {"as_json", "ledger", "pod_json"},
     ),
     (
         "audit_cmd",
         None,
         "imagekit.audit.stage:AuditRequest",
-        {"as_json", "fail_on", "max_age", "vuln_db"},
+        {
+            "as_json",
+            "fail_on",
+            "max_age",
+            "vuln_db",
+            "cluster",
+            "keep",
+            "host_network",
+            "node",
+            "kubeconfig",
+            "context",
+            "namespace",
+        },
     ),
 ]
 

@@ -75,6 +75,7 @@ class PodSpec(_Read):
 class PodMeta(_Read):
     name: str
     namespace: str = "default"
+    uid: str | None = None
 
 
 class Pod(_Read):
@@ -126,11 +127,13 @@ class ContainerCheck:
     reason: str
     record: LedgerRecord | None = None
     final_pull: PulledImage | None = None
+    uid: str | None = None  # the pod's
 
     def to_json(self) -> dict[str, Any]:
         return {
             "pod": self.pod,
             "namespace": self.namespace,
+            "uid": self.uid,
             "node": self.node,
             "container": self.container,
             "init": self.init,
@@ -426,6 +429,7 @@ def record_pod(
                     status=verdict,
                     reason=reason,
                     final_pull=pulled,
+                    uid=pod.metadata.uid,
                 )
             )
     if not pending:
@@ -491,6 +495,8 @@ def _pod_details(
         "source": "pod",
         "pod": check.pod,
         "namespace": check.namespace,
+        "pod_uid": check.uid,
+        "node": check.node,
         "container": check.container,
         "init": check.init,
         "image": check.image,

@@ -1,4 +1,5 @@
-"""record-pod: kubelet imageID forms (containerd, cri-dockerd) against the expected digests."""
+"""imagekit.cluster.pods (record-pod): kubelet imageID forms (containerd, cri-dockerd) against
+the expected digests."""
 
 from __future__ import annotations
 
@@ -10,9 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from imagekit.errors import UsageError
-from imagekit.ledger import append_record, read_records, verify
-from imagekit.ledger.pods import (
+from imagekit.cluster.pods import (
     MISMATCH,
     UNKNOWN,
     VERIFIED,
@@ -21,6 +20,8 @@ from imagekit.ledger.pods import (
     parse_image_id,
     record_pod,
 )
+from imagekit.errors import UsageError
+from imagekit.ledger import append_record, read_records, verify
 from imagekit.workspace import Workspace
 from tests.unit.ledger.support import Rec, append_all, run_cli
 

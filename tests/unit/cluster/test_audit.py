@@ -1,0 +1,41 @@
+"""imagekit.cluster.audit's pod: the probe by digest, locked down, no GPU, no token."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from imagekit.audit.runner import PROBE_IN_CONTAINER
+from imagekit.cluster.audit import ClusterAuditRequest, audit_in_cluster, audit_pod_manifest
+from imagekit.errors import UsageError
+from imagekit.workspace import Workspace
+
+REF = "127.0.0.1:5000/demo@sha256:" + "ab" * 32
+
+
+def test_the_audit_pod_is_locked_down_and_asks_for_no_gpu() -> None:
+    manifest = audit_pod_manifest("p", REF, "{}", ClusterAuditRequest(ref=REF, timeout_s=600))
+    spec = manifest["spec"]
+    [container] = spec["containers"]
+    assert container["image"] == REF
+    assert container["command"] == ["python3", PROBE_IN_CONTAINER, "--spec-json", "{}"]
+    assert spec["automountServiceAccountToken"] is False
+    assert spec["enableServiceLinks"] is False
+    assert spec["hostNetwork"] is False and spec["restartPolicy"] == "Never"
+    assert spec["activeDeadlineSeconds"] == 600
+    assert "nvidia.com/gpu" not in str(container["resources"])
+    assert container["resources"]["limits"] == {"cpu": "2.0", "memory": "4Gi"}
+    assert container["securityContext"] == {
+        "readOnlyRootFilesystem": True,
+        "allowPrivilegeEscalation": False,
+        "capabilities": {"drop": ["ALL"]},
+    }
+    env = {e["name"]: e["value"] for e in container["env"]}
+    assert env["CUDA_VISIBLE_DEVICES"] == "" and env["NVIDIA_VISIBLE_DEVICES"] == "void"
+    assert {"name": "probe", "configMap": {"name": "p"}} in spec["volumes"]
+
+
+def test_a_tag_is_refused_before_any_cluster(tmp_path: Path) -> None:
+    with pytest.raises(UsageError, match="names no digest"):
+        audit_in_cluster(Workspace.at(tmp_path), ClusterAuditRequest(ref="r.example/x:1"))
