@@ -41,7 +41,7 @@ from imagekit import jsondoc, progress
 from imagekit.attest.attach import AttestOutcome
 from imagekit.attest.carry import carry_attachments
 from imagekit.attest.signer import KeyFileSigner, Signer
-from imagekit.errors import CheckFailed, ImagekitError, UsageError
+from imagekit.errors import CheckFailed, ImagekitError, ReferenceNotFound, UsageError
 from imagekit.evidence import new_run_dir, write_json
 from imagekit.interrupt import Stop, interrupted, wait_all
 from imagekit.kinds.mirror import MirrorVerdict as Verdict
@@ -576,6 +576,9 @@ def mirror(
                 step = "verifying every platform of DST's index"
                 report = _every_platform(client, (src_ref, src), (dst_ref, dst), report, options)
         except ImagekitError as exc:
+            if isinstance(exc, ReferenceNotFound):
+                # SRC or DST names nothing: bad input, which side said (exit 2, no record).
+                raise replace(exc, message=f"{step}: {exc.message}") from exc
             if isinstance(exc, UsageError):
                 raise
             report = _error_report(exc, step, src, dst, options, copy_summary)

@@ -198,7 +198,12 @@ def decide(report: ProbeReport) -> AuditVerdict:
         (),
         (),
         tuple(skipped),
-        f"{AuditStatus.CPU_PASS}: all {len(report.checks) - len(skipped)} checks passed"
+        f"{AuditStatus.CPU_PASS}: "
+        + (
+            "its one check passed"
+            if len(report.checks) - len(skipped) == 1
+            else f"all {len(report.checks) - len(skipped)} checks passed"
+        )
         + (f" ({', '.join(skipped)} not required by the profile)" if skipped else ""),
     )
 

@@ -31,6 +31,7 @@ from imagekit.errors import ImagekitError
 from imagekit.plans.load import load_named_plan
 from imagekit.plans.model import LoadedPlan
 from imagekit.plans.steps import PipInstall
+from imagekit.progress import plural
 from imagekit.refs import Platform, parse_reference, repository_for
 from imagekit.registry.client import RegistryClient
 from imagekit.runtime.engine import DockerEngine
@@ -398,7 +399,7 @@ def check_base(
             )
         total += resolved.compressed_layer_bytes
         found.append(
-            f"for {platform}: {len(resolved.layers)} layers, "
+            f"for {platform}: {plural(len(resolved.layers), 'layer')}, "
             f"{_gib(resolved.compressed_layer_bytes)} compressed"
         )
     return (

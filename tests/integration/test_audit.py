@@ -383,10 +383,12 @@ def test_a_registry_reference_is_pulled_by_digest(
             client.image.remove(pinned)
 
 
-def test_an_image_without_python_could_not_be_audited(
+def test_an_image_without_python_is_a_verdict_naming_the_missing_interpreter(
     engine: Engine, tmp_path: Path, workspace: Workspace
 ) -> None:
-    """No python3 in the image: the audit did not run, which is exit 3, never a status."""
+    """No python3 in the image: a fact about the image, so a verdict (CPU_CHECK_INCOMPLETE,
+    recorded, exit 1) whose one failed check quotes the engine's cause, never "could not
+    finish" with Docker's last line."""
     rootfs = tmp_path / "rootfs.tar"
     payload = b"not an interpreter\n"
     with tarfile.open(rootfs, "w") as tar:
@@ -396,10 +398,15 @@ def test_an_image_without_python_could_not_be_audited(
     tag = f"imagekit-test/audit-nopython:{secrets.token_hex(4)}"
     engine.client.import_(rootfs, tag)
     try:
-        with pytest.raises(CouldNotFinish) as info_exc:
-            audit(workspace, AuditRequest(ref=tag, offline=True), engine=engine)
-        assert info_exc.value.exit_code == 3
-        assert "did not run" in info_exc.value.message
+        result = audit(workspace, AuditRequest(ref=tag, offline=True), engine=engine)
+        assert result.verdict.status == "CPU_CHECK_INCOMPLETE" and result.exit_code == 1
+        assert result.verdict.failing == ("python3",)
+        assert 'exec: "python3": executable file not found' in result.verdict.sentence
+        assert f"`imagekit sbom {tag}`" in result.verdict.sentence
+        assert "docker run --help" not in result.verdict.sentence
+        records = read_records(workspace.ledger_path)
+        assert [r.kind for r in records] == ["audit", "vulnerability-scan"]
+        assert records[0].status == "CPU_CHECK_INCOMPLETE"
     finally:
         engine.client.image.remove(tag, force=True)
 

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 import zstandard
 
+from imagekit.errors import ReferenceNotFound
 from imagekit.kinds.mirror import MirrorVerdict as Verdict
 from imagekit.layers import Compression, MediaTypePolicy
 from imagekit.ledger import read_records
@@ -442,17 +443,20 @@ def test_copy_with_token_auth_mounts_with_a_pull_scope_on_the_source(
 
 
 @pytest.mark.parametrize("missing", ["SRC", "DST"])
-def test_an_unresolvable_side_is_an_error_report_naming_it(
+def test_a_side_that_names_nothing_is_bad_input_naming_it(
     missing: str, source: str, registry: RunningRegistry, workspace: Workspace
 ) -> None:
-    # SRC and DST are resolved at the same time; the report must still say which one failed.
+    # SRC and DST are resolved at the same time; the error must still say which one it was.
+    # A reference the registry answers 404 for is the input's mistake: exit 2, no record.
     absent = f"{registry.host}/imagekit-test/never-pushed:1"
     src, dst = (absent, source) if missing == "SRC" else (source, absent)
-    report = _verify(src, dst, workspace)
-    assert report.verdict is Verdict.ERROR and report.exit_code == 3
-    assert report.message.startswith(f"could not finish: resolving {missing}: ")
-    assert "never-pushed" in report.message
-    assert report.evidence is not None and report.evidence.is_file()
+    with pytest.raises(ReferenceNotFound) as caught:
+        _verify(src, dst, workspace)
+    assert caught.value.exit_code == 2
+    assert caught.value.message.startswith(
+        f"resolving {missing}: {absent}: the reference names nothing here (HTTP 404"
+    )
+    assert not workspace.ledger_path.exists()
 
 
 def test_a_verdict_onto_a_ledger_that_does_not_verify_is_kept_and_not_recorded(

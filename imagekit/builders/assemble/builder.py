@@ -93,6 +93,7 @@ from imagekit.plans.load import load_named_plan
 from imagekit.plans.model import LoadedPlan, Plan
 from imagekit.plans.render import base_name
 from imagekit.plans.steps import Overlay
+from imagekit.progress import human_bytes, plural
 from imagekit.provenance import BuilderFacts, attest_build, signer_for
 from imagekit.refs import Digest, Reference
 from imagekit.registry import Descriptor, RegistryClient, ResolvedImage
@@ -409,7 +410,8 @@ def _resolve_base(run: _Run) -> ResolvedImage:
     image = run.client.resolve(loaded.base, loaded.platform)
     run.log(
         f"base: manifest {image.manifest_digest} ({image.manifest_media_type}), "
-        f"{len(image.layers)} layers, {image.compressed_layer_bytes} bytes compressed"
+        f"{plural(len(image.layers), 'layer')}, {image.compressed_layer_bytes} bytes compressed "
+        f"({human_bytes(image.compressed_layer_bytes)})"
     )
     _check_base_descriptors(run, image)
     return image

@@ -90,7 +90,7 @@ class PlanNight:
             return "-"
         diff = self.comparison.diff
         if diff is None:
-            return f"nothing: all {len(self.comparison.diff_ids_after)} diffIDs equal"
+            return f"nothing: {_all_equal(len(self.comparison.diff_ids_after))}"
         parts = [p.describe() for p in diff.packages[:3]]
         if len(diff.packages) > 3:
             parts.append(f"{len(diff.packages) - 3} more packages")
@@ -149,10 +149,15 @@ def changes(comparison: ImageComparison) -> tuple[str, ...]:
 
 def content_detail(comparison: ImageComparison) -> str:
     if comparison.diff is None:
-        return f"all {len(comparison.diff_ids_after)} diffIDs equal"
+        return _all_equal(len(comparison.diff_ids_after))
     d = comparison.diff
     return (
         f"{comparison.shared_layers} layers shared; {len(d.packages)} package changes, "
         f"{len(d.files)} file changes; set apart: {d.bytecode_changed} bytecode, "
         f"{d.timestamp_only} timestamp-only"
     )
+
+
+def _all_equal(count: int) -> str:
+    """``all 3 diffIDs equal``; ``its one diffID equal`` for an image of one layer."""
+    return "its one diffID equal" if count == 1 else f"all {count} diffIDs equal"

@@ -161,7 +161,7 @@ def test_an_image_no_mirror_has_falls_back_to_docker_hub_and_says_so(
     ):
         c.resolve(parse_reference("docker.io/library/imagekit-not-mirrored:1"))
     assert said[0].startswith(f"docker.io: mirror {hub_mirror.host} failed (")
-    assert "not found (HTTP 404)" in said[0]
+    assert "the reference names nothing here (HTTP 404" in said[0]
     assert said[1].startswith("docker.io: no mirror served GET ")
     assert said[1].endswith("falling back to registry-1.docker.io")
     assert "registry-1.docker.io" in caught.value.message

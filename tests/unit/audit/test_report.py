@@ -124,3 +124,9 @@ def test_audit_rank_orders_statuses() -> None:
     assert audit_rank("CPU_PASS_GPU_CLI_DEFERRED") < audit_rank("CPU_CHECK_INCOMPLETE")
     assert audit_rank("CPU_CHECK_INCOMPLETE") < audit_rank("SOMETHING_ELSE")
     assert audit_rank("SOMETHING_ELSE") < audit_rank(None)
+
+
+def test_the_count_of_checks_agrees_with_its_noun() -> None:
+    assert decide(report(check("versions", "PASS"))).sentence == "CPU_PASS: its one check passed"
+    two = decide(report(check("versions", "PASS"), check("record", "PASS")))
+    assert two.sentence == "CPU_PASS: all 2 checks passed"
