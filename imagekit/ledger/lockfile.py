@@ -210,6 +210,10 @@ def _status_of(candidates: list[Entry], name: str, ids: set[str]) -> Any:
     profile = getattr(entry.record.info, "profile", None)
     if profile is not None:
         found["profile"] = profile
+    # A GPU preflight's verdict depends on its level (a quick PASS measured no bandwidth): the
+    # lock names it, None for a preflight from before levels.
+    if entry.record.kind == "gpu-preflight":
+        found["level"] = getattr(entry.record.info, "level", None)
     return found
 
 

@@ -450,6 +450,20 @@ def test_the_lock_shows_the_gpu_preflight_status_of_the_current_image(ws: Worksp
     )
     shown = render_lock(ws)["images"]["m3"]["gpu_preflight_status"]
     assert shown["status"] == "GPU_PREFLIGHT_PASS" and shown["record_seq"] == 8
+    assert shown["level"] is None  # a preflight from before levels
+    append_all(
+        ws,
+        Rec(
+            "gpu-preflight",
+            "m3",
+            {"image": PUSHED},
+            "GPU_PREFLIGHT_PASS",
+            "a hardware and communication check",
+            {"where": "image", "image_id": NEW_ID, "world_size": 8, "level": "quick"},
+        ),
+    )
+    shown = render_lock(ws)["images"]["m3"]["gpu_preflight_status"]
+    assert (shown["level"], shown["record_seq"]) == ("quick", 9)
 
 
 NIGHT_ID = "sha256:" + "8" * 64
