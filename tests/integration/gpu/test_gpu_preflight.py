@@ -103,7 +103,9 @@ def test_the_image_without_a_gpu_is_incomplete_no_gpu_visible_exit_1(
     assert document["status"] == "GPU_PREFLIGHT_INCOMPLETE"
     assert document["why_not_decided"].startswith("no GPU visible:")
     assert "with capabilities: [[gpu]]" in document["why_not_decided"]  # what Docker said
-    assert document["preflight"]["expected"] == {"count": 8}
+    expected = document["preflight"]["expected"]
+    assert expected["count"] == 8 and expected["level"] == "standard"
+    assert set(expected) == {"count", "level", "thresholds"}
     [record] = read_records(workspace.ledger_path)
     assert record.status == "GPU_PREFLIGHT_INCOMPLETE" and "no GPU visible" in record.scope
 
