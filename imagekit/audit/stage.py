@@ -15,9 +15,9 @@ from pathlib import Path
 from typing import Any
 
 from imagekit import evidence
-from imagekit.attest.attach import AttestOutcome
+from imagekit.attest.attach import AttestOutcome, Prepared
 from imagekit.attest.signer import Signer, signer_of
-from imagekit.audit.attestation import AuditFacts, attest_audit
+from imagekit.audit.attestation import AuditFacts, attach_audit, attest_audit, prepare_audit
 from imagekit.audit.profiles import Profile, load_profile, probe_spec
 from imagekit.audit.report import (
     HOST_SCOPE,
@@ -310,9 +310,13 @@ def _record(
     workspace: Workspace,
     result: AuditResult,
     vulns_path: Path,
-    attested: tuple[AttestOutcome, AttestOutcome] | None = None,
+    attested: tuple[Prepared, Prepared] | None = None,
 ) -> tuple[int, ...]:
-    """Append the audit and vulnerability-scan records, of one plan and image; their seqs."""
+    """Append the audit and vulnerability-scan records, of one plan and image; their seqs.
+
+    With ATTESTED, each record names the envelope that is to be attached after it (or
+    "not attested: WHY" when there is none); the result says whether the registry stored it.
+    """
     images = {"image": result.image.requested} if result.image is not None else {}
     unasked = unasked_tag(result.image) if result.image is not None else None
     if result.image is not None and unasked is not None:
@@ -470,14 +474,15 @@ def audit(
     whole["probe_command"] = list(run.command)
     evidence.write_json(result.report_path, whole)
     evidence.write_bytes(result.summary_path, _summary_markdown(result.to_json()).encode("utf-8"))
-    outcome = None
-    if signer is not None:
-        outcome = attest_audit(signer, _facts(result), _evidence_files(result))
-        result = replace(result, attestation=outcome[0], vuln_attestation=outcome[1])
+    prepared = None
+    if signer is not None:  # signed now, attached only once the records are written
+        prepared = prepare_audit(signer, _facts(result), _evidence_files(result))
     with RecordRefused.keeping(result):  # refused, the verdict and its evidence still stand
-        seqs = _record(workspace, result, vulns_path, outcome)
+        seqs = _record(workspace, result, vulns_path, prepared)
     result = replace(result, ledger_seqs=seqs)
-    if outcome is not None:
+    if prepared is not None:
+        outcome = attach_audit(prepared)
+        result = replace(result, attestation=outcome[0], vuln_attestation=outcome[1])
         outcome[0].raise_unless_stored(result)
         outcome[1].raise_unless_stored(result)
     return result
