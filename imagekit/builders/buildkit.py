@@ -42,7 +42,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any, NoReturn, Protocol, TextIO
 
-from imagekit.attest.attach import AttestOutcome
+from imagekit.attest.attach import AttestOutcome, Prepared
 from imagekit.attest.signer import Signer
 from imagekit.builders.built import RenderedBuild
 from imagekit.builders.context import PipSecrets, Staged, Tee, new_build_dir, staged
@@ -73,7 +73,13 @@ from imagekit.plans.render import (
     Rendered,
     render,
 )
-from imagekit.provenance import BuilderFacts, attest_build, rendered_facts, signer_for
+from imagekit.provenance import (
+    BuilderFacts,
+    attest_build,
+    prepare_build,
+    rendered_facts,
+    signer_for,
+)
 from imagekit.refs import Reference
 from imagekit.registry import RegistryClient
 from imagekit.runtime.engine import Engine, connect, docker_error_text, engine_tls_error
@@ -332,12 +338,14 @@ def build_plan(
     pushed, manifest = push_image(engine, tag, options.push, log_path)
     result = replace(result, pushed=pushed, manifest_digest=manifest)
 
-    def attest(built: BuildResult, signer: Signer) -> AttestOutcome:
+    def attest(built: BuildResult, signer: Signer) -> Prepared:
         facts = _engine_facts(rendered, builder, image_id)
-        return attest_build(signer, loaded, facts, pushed=pushed, log=log_path, run_id=run_dir.name)
+        return prepare_build(
+            signer, loaded, facts, pushed=pushed, log=log_path, run_id=run_dir.name
+        )
 
     def record(built: BuildResult) -> BuildResult:
-        outcome = built.attestation
+        signed = built.attestation_value
         push_seq = record_push(
             workspace,
             tag,
@@ -346,11 +354,11 @@ def build_plan(
             log_path,
             plan=loaded.name,
             image_id=image_id,
-            attestations={"attestation": outcome.ledger_value} if outcome else None,
+            attestations={"attestation": signed} if signed is not None else None,
         )
         return replace(built, ledger=[seq, push_seq])
 
-    # pushed: its provenance, before the push record
+    # pushed: its provenance signed, the push record naming it, then attached
     return sign_then_record(
         result, attest=partial(attest, signer=signer) if signer else None, record=record
     )
