@@ -28,7 +28,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from imagekit.attest.attach import AttestOutcome, Prepared, prepare_reference, prepare_subjects
+from imagekit.attest.attach import Prepared, prepare_reference, prepare_subjects
 from imagekit.attest.signer import Signer, signer_of
 from imagekit.kinds.push import SLSA_PROVENANCE_V1
 from imagekit.plans.model import LoadedPlan
@@ -151,25 +151,6 @@ def prepare_build(
     return prepare_reference(
         signer, parse_reference(pushed), SLSA_PROVENANCE_V1, predicate, platform=platform
     )
-
-
-def attest_build(
-    signer: Signer,
-    loaded: LoadedPlan,
-    facts: BuilderFacts,
-    *,
-    pushed: str,
-    log: Path,
-    run_id: str,
-    index: bool = False,
-) -> AttestOutcome:
-    """Sign and attach at once (:func:`prepare_build`, then attach), for a caller whose
-    record is written after it knows what was stored. A registry that refuses it is an
-    outcome ("not attested"), never an exception."""
-    prepared = prepare_build(
-        signer, loaded, facts, pushed=pushed, log=log, run_id=run_id, index=index
-    )
-    return prepared.attach()
 
 
 def prepare_index_build(

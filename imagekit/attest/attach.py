@@ -175,23 +175,6 @@ def attest_reference(
     return prepared.attach(client)
 
 
-def attest_subjects(
-    signer: Signer,
-    repo: Reference,
-    subjects: Sequence[Digest],
-    predicate_type: str,
-    predicate: dict[str, Any],
-    *,
-    client: RegistryClient | None = None,
-) -> AttestOutcome:
-    """Attest SUBJECTS, digests already known in REPO (an index and its platforms' manifests,
-    as the multi-platform build pushed them); a registry fault is an outcome, as above.
-    (Signed and attached at once: a stage that records signs with :func:`prepare_subjects`,
-    records, then attaches.)"""
-    prepared = prepare_subjects(signer, repo, subjects, predicate_type, predicate)
-    return prepared.attach(client)
-
-
 @dataclass(frozen=True)
 class Prepared:
     """A statement signed here and not yet attached: what a record names BEFORE anything is

@@ -148,11 +148,3 @@ def attach_audit(prepared: tuple[Prepared, Prepared]) -> tuple[AttestOutcome, At
     two; a registry fault is an outcome saying "not attested", never an exception."""
     with RegistryClient() as client:
         return prepared[0].attach(client), prepared[1].attach(client)
-
-
-def attest_audit(
-    signer: Signer, result: AuditFacts, evidence_files: tuple[Path, ...]
-) -> tuple[AttestOutcome, AttestOutcome]:
-    """Sign and attach at once (:func:`prepare_audit`, then :func:`attach_audit`): for a
-    caller whose record is written after it knows what was stored."""
-    return attach_audit(prepare_audit(signer, result, evidence_files))
