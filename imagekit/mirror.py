@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from imagekit import jsondoc, progress
-from imagekit.attest.attach import AttestOutcome
+from imagekit.attest.attach import Prepared
 from imagekit.attest.carry import carry_attachments
 from imagekit.attest.signer import KeyFileSigner, Signer
 from imagekit.errors import CheckFailed, ImagekitError, ReferenceNotFound, UsageError
@@ -54,7 +54,7 @@ from imagekit.layers import (
     diff_id_of_stream,
     layer_media_type,
 )
-from imagekit.mirror_binding import BINDING_VERDICTS, attest_mirror
+from imagekit.mirror_binding import BINDING_VERDICTS, attach_mirror, prepare_mirror
 from imagekit.refs import Digest, Platform, Reference
 from imagekit.registry import Descriptor, RegistryClient, ResolvedImage
 from imagekit.registry.resolve import IndexImage, index_images, is_attestation, platforms_read
@@ -793,7 +793,9 @@ def _save(
     """Write the report under evidence/mirror/<DST>/<run>/ and append the ledger record.
 
     A record the ledger refuses (RecordRefused) carries the report: the verdict and its
-    evidence stand, only the record is missing, and the command says both.
+    evidence stand, only the record is missing, and the command says both; nothing is
+    attached. With SIGNER the binding is signed first, the record names the envelope that
+    is to be attached, and only then is it attached; the report says whether DST stored it.
     """
     from imagekit.errors import RecordRefused
 
@@ -801,12 +803,12 @@ def _save(
     path = run_dir / "mirror-report.json"
     report = _with(report, evidence=path)
     write_json(path, report.to_json())
-    outcome = None
+    prepared = None
     # An index is bound whole: every platform's images, verdict and diffIDs, the first
     # platform's named first, and the index's verdict (the worst of theirs).
     first = report.platforms[0] if report.platforms else report
     if signer is not None and first.source and first.destination:
-        outcome = attest_mirror(
+        prepared = prepare_mirror(
             signer,
             source=first.source,
             destination=first.destination,
@@ -827,13 +829,15 @@ def _save(
                 if p.source and p.destination
             ],
         )
-        report = _with(report, attestation=outcome.to_json())
     if options.record:
         with RecordRefused.keeping(report):
-            seq = _record(report, workspace, src_ref, dst_ref, options, path, outcome)
+            seq = _record(report, workspace, src_ref, dst_ref, options, path, prepared)
         report = _with(report, ledger_seqs=(seq,))
-    if outcome is not None and str(report.verdict) in BINDING_VERDICTS:
-        outcome.raise_unless_stored(report)  # a refused push: exit 3, the verdict kept
+    if prepared is not None:  # only now, its record written, is anything attached
+        outcome = attach_mirror(prepared, options.insecure)
+        report = _with(report, attestation=outcome.to_json())
+        if str(report.verdict) in BINDING_VERDICTS:
+            outcome.raise_unless_stored(report)  # a refused push: exit 3, the verdict kept
     return report
 
 
@@ -886,7 +890,7 @@ def _record(
     dst_ref: Reference,
     options: MirrorOptions,
     path: Path,
-    outcome: AttestOutcome | None = None,
+    prepared: Prepared | None = None,
 ) -> int:
     from imagekit.ledger import MirrorDetails, append_record
 
@@ -908,7 +912,7 @@ def _record(
             compressed_digests_equal=report.compressed_digests_equal,
             layers=len(report.layers),
             copied=report.copy is not None,
-            **({"attestation": outcome.ledger_value} if outcome is not None else {}),
+            **({"attestation": prepared.ledger_value} if prepared is not None else {}),
         ),
     ).seq
 

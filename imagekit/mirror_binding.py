@@ -21,9 +21,8 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from imagekit.attest.attach import AttestOutcome, attest, attest_reference
+from imagekit.attest.attach import AttestOutcome, Prepared, prepare_reference, prepare_subjects
 from imagekit.attest.signer import Signer
-from imagekit.errors import RegistryError
 from imagekit.kinds.mirror import (
     BINDING_VERDICTS,
     MIRROR_V1,
@@ -34,7 +33,7 @@ from imagekit.kinds.mirror import (
 from imagekit.refs import Digest, Platform, Reference, parse_reference
 from imagekit.version import __version__
 
-__all__ = ["BINDING_VERDICTS", "attest_mirror"]
+__all__ = ["BINDING_VERDICTS", "attach_mirror", "prepare_mirror"]
 
 
 def _image(resolution: dict[str, Any]) -> MirroredImage:
@@ -47,7 +46,7 @@ def _image(resolution: dict[str, Any]) -> MirroredImage:
     )
 
 
-def attest_mirror(
+def prepare_mirror(
     signer: Signer,
     *,
     source: dict[str, Any],
@@ -59,20 +58,23 @@ def attest_mirror(
     platform: Platform | None,
     insecure: tuple[str, ...] = (),
     platforms: Sequence[dict[str, Any]] = (),
-) -> AttestOutcome:
-    """Sign and store the binding on DST (never raises for a registry fault).
+) -> Prepared:
+    """Sign the binding for DST, attaching nothing: what the mirror's record names (the
+    envelope to be attached) before anything is pushed; :func:`attach_mirror` once the
+    record is written. Never raises for a registry fault: the result says "not attested".
 
     PLATFORMS (an index verified platform by platform): each platform's ``source``,
     ``destination``, ``verdict`` and ``diff_ids``; the first is the one named above and
     VERDICT is the index's. Every platform must bind, or nothing is signed."""
     if verdict not in BINDING_VERDICTS:
-        return AttestOutcome(None, f"the verdict {verdict} binds nothing")
+        return Prepared.nothing(MIRROR_V1, signer.key_id, f"the verdict {verdict} binds nothing")
     if platforms and not destination.get("index_digest"):
-        return AttestOutcome(None, "DST holds no index to bind its platforms to")
+        why = "DST holds no index to bind its platforms to"
+        return Prepared.nothing(MIRROR_V1, signer.key_id, why)
     unbound = [p for p in platforms if str(p["verdict"]) not in BINDING_VERDICTS]
     if unbound:  # the index's verdict is the worst of its platforms': this cannot happen
         named = ", ".join(f"{p['destination'].get('platform')} {p['verdict']}" for p in unbound)
-        return AttestOutcome(None, f"not every platform binds ({named})")
+        return Prepared.nothing(MIRROR_V1, signer.key_id, f"not every platform binds ({named})")
     entries = [
         MirroredPlatform(
             platform=str(p["destination"].get("platform")),
@@ -97,23 +99,29 @@ def attest_mirror(
     if not entries:
         del predicate["platforms"]  # one image's binding reads as it always has
     reference = parse_reference(str(destination["reference"]))
-    from imagekit.registry.client import RegistryClient
-
-    with RegistryClient(insecure=insecure) as client:
-        if not entries:  # one image (or one platform of an index): its manifest alone
-            return attest_reference(
-                signer,
-                reference.pinned_only(str(destination["manifest_digest"])),
-                MIRROR_V1,
-                predicate,
-                platform=platform,
-                client=client,
-            )
+    if entries:  # the index and each platform's manifest, digests already known
         subjects = [Digest(str(destination["index_digest"]))] + [
             Digest(entry.destination.manifest_digest) for entry in entries
         ]
         repo = Reference(reference.registry, reference.repository)
-        try:
-            return AttestOutcome(attest(client, repo, subjects, MIRROR_V1, predicate, signer))
-        except RegistryError as exc:
-            return AttestOutcome(None, exc.message)
+        return prepare_subjects(signer, repo, subjects, MIRROR_V1, predicate)
+    from imagekit.registry.client import RegistryClient
+
+    with RegistryClient(insecure=insecure) as client:  # one image: its manifest alone
+        return prepare_reference(
+            signer,
+            reference.pinned_only(str(destination["manifest_digest"])),
+            MIRROR_V1,
+            predicate,
+            platform=platform,
+            client=client,
+        )
+
+
+def attach_mirror(prepared: Prepared, insecure: tuple[str, ...] = ()) -> AttestOutcome:
+    """Attach the signed binding to DST once its record is written, through a client that
+    reaches DST as the mirror did (never raises for a registry fault)."""
+    from imagekit.registry.client import RegistryClient
+
+    with RegistryClient(insecure=insecure) as client:
+        return prepared.attach(client)

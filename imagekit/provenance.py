@@ -10,10 +10,11 @@ log's sha256 as a byproduct. The policy's ``provenance: {plan, base}`` reads
 ``externalParameters.plan.name`` and the base among ``resolvedDependencies``.
 
 A plan of several platforms (imagekit.builders.platforms) is one index: its provenance names
-the index and each platform's manifest as subjects (:func:`attest_index_build`), so a
+the index and each platform's manifest as subjects (:func:`prepare_index_build`), so a
 verifier that holds either the index or one platform's digest finds it.
 
-All three builders go through :func:`attest_build` once their image is pushed and accepted:
+All three builders sign through :func:`prepare_build` once their image is pushed and
+accepted, and attach only after their records (imagekit.builders.record.sign_then_record):
 the engine builder (`imagekit build --push`), a BuildKit of its own (`--buildkit`,
 `--buildx-builder`) and the registry builder (imagekit's assembler, no engine build). Each
 names itself in ``runDetails.builder`` by a :class:`BuilderFacts` of its own.
@@ -27,13 +28,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from imagekit.attest.attach import AttestOutcome, attest_reference, attest_subjects
+from imagekit.attest.attach import Prepared, prepare_reference, prepare_subjects
 from imagekit.attest.signer import Signer, signer_of
 from imagekit.kinds.push import SLSA_PROVENANCE_V1
 from imagekit.plans.model import LoadedPlan
 from imagekit.plans.render import Rendered
 from imagekit.refs import Digest, Reference, parse_reference
-from imagekit.registry import RegistryClient
 from imagekit.version import __version__
 
 BUILD_TYPE = "https://imagekit.dev/buildtypes/plan/v1"
@@ -131,7 +131,7 @@ def provenance_predicate(
     }
 
 
-def attest_build(
+def prepare_build(
     signer: Signer,
     loaded: LoadedPlan,
     facts: BuilderFacts,
@@ -140,19 +140,20 @@ def attest_build(
     log: Path,
     run_id: str,
     index: bool = False,
-) -> AttestOutcome:
-    """Sign the provenance of the image pushed as PUSHED (repo@digest) and store it there;
-    with ``index``, PUSHED is an index's digest, and the index and the plan's platform's
-    manifest in it are both attested. A registry that refuses it is an outcome ("not
-    attested"), never an exception."""
+) -> Prepared:
+    """Sign the provenance of the image pushed as PUSHED (repo@digest), attaching nothing
+    (the records name it first, then :meth:`Prepared.attach`); with ``index``, PUSHED is an
+    index's digest, and the index and the plan's platform's manifest in it are both its
+    subjects. A registry that cannot say which digests is a Prepared saying "not attested",
+    never an exception."""
     predicate = provenance_predicate(loaded, facts, log=log, run_id=run_id)
     platform = loaded.platform if index else None
-    return attest_reference(
+    return prepare_reference(
         signer, parse_reference(pushed), SLSA_PROVENANCE_V1, predicate, platform=platform
     )
 
 
-def attest_index_build(
+def prepare_index_build(
     signer: Signer,
     loaded: LoadedPlan,
     facts: BuilderFacts,
@@ -161,16 +162,15 @@ def attest_index_build(
     manifests: Sequence[str],
     log: Path,
     run_id: str,
-    client: RegistryClient | None = None,
-) -> AttestOutcome:
+) -> Prepared:
     """Sign the provenance of an index of several platforms pushed as PUSHED (repo@index
-    digest) and store it beside the index and beside each platform's manifest (MANIFESTS,
-    digests in that repository): one statement whose subjects are all of them. A registry
-    that refuses it is an outcome ("not attested"), never an exception."""
+    digest), to be attached (after its records) beside the index and beside each platform's
+    manifest (MANIFESTS, digests in that repository): one statement whose subjects are all
+    of them."""
     predicate = provenance_predicate(loaded, facts, log=log, run_id=run_id)
     reference = parse_reference(pushed)
     if reference.digest is None:
         raise ValueError(f"{pushed} names no index digest")  # the caller pushed by digest
     subjects = [reference.digest, *(Digest(m) for m in manifests)]
     repo = Reference(reference.registry, reference.repository)
-    return attest_subjects(signer, repo, subjects, SLSA_PROVENANCE_V1, predicate, client=client)
+    return prepare_subjects(signer, repo, subjects, SLSA_PROVENANCE_V1, predicate)

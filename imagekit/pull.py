@@ -42,7 +42,7 @@ from imagekit.ledger import (
     PullCheck,
     append_record,
 )
-from imagekit.pull_attestation import attest_final_pull
+from imagekit.pull_attestation import prepare_final_pull
 from imagekit.refs import Digest, Platform, Reference, is_digest, parse_reference
 from imagekit.registry import RegistryClient, ResolvedImage, is_loopback
 from imagekit.runtime import containerd as ctrd
@@ -289,16 +289,18 @@ def _recorded(
     final-pull record: status and scope sentence from the result, never edited.
 
     Refused by the ledger, the refusal carries the result with its evidence: the pull and
-    its checks stand, only the record is missing.
+    its checks stand, only the record is missing, and nothing is attached. With SIGNER the
+    record names the envelope that is to be attached after it; a registry that then refuses
+    it is exit 3 (NotAttested) with the pull and its record kept.
     """
     evidence = run_dir / "pull.json"
     write_json(evidence, document)
-    outcome = None
-    if signer is not None:  # before the record, so that the record names the attestation
-        outcome = attest_final_pull(
+    prepared = None
+    if signer is not None:  # signed before the record, so that the record names it
+        prepared = prepare_final_pull(
             signer, result.reference, result.expected_digest, document, platform=platform
         )
-        details = details.model_copy(update={"attestation": outcome.ledger_value})
+        details = details.model_copy(update={"attestation": prepared.ledger_value})
     with RecordRefused.keeping(replace(result, evidence=evidence)):
         saved = append_record(
             workspace,
@@ -311,8 +313,10 @@ def _recorded(
             details=details,
         )
     result = replace(result, evidence=evidence, record=saved)
-    if outcome is not None and result.ok:
-        outcome.raise_unless_stored(result)  # a refused push: exit 3, the pull and record kept
+    if prepared is not None:  # only now, its record written, is anything attached
+        outcome = prepared.attach()
+        if result.ok:  # a refused push: exit 3, the pull and record kept
+            outcome.raise_unless_stored(result)
     return result
 
 

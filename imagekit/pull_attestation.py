@@ -11,7 +11,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from imagekit.attest.attach import AttestOutcome, attest_reference
+from imagekit.attest.attach import Prepared, prepare_reference
 from imagekit.attest.signer import Signer
 from imagekit.kinds.final_pull import FINAL_PULL_V1, FinalPullPredicate
 from imagekit.refs import Digest, Platform, Reference
@@ -37,21 +37,25 @@ def final_pull_predicate(document: dict[str, Any]) -> FinalPullPredicate:
     )
 
 
-def attest_final_pull(
+def prepare_final_pull(
     signer: Signer,
     reference: Reference,
     expected: Digest,
     document: dict[str, Any],
     *,
     platform: Platform | None = None,
-) -> AttestOutcome:
-    """Sign and store the pull's attestation on the digest pulled (a registry fault is an
-    outcome saying "not attested", never an exception). For an index, its subjects are the
-    index and the manifest of PLATFORM, the one the target pulled (not the registry
-    client's default platform: on an arm64 node that is another image)."""
+) -> Prepared:
+    """Sign the pull's attestation on the digest pulled, attaching nothing: what the record
+    names (the envelope to be attached) before anything is pushed; :meth:`Prepared.attach`
+    once the record is written (a registry fault is then an outcome saying "not attested",
+    never an exception). For an index, its subjects are the index and the manifest of
+    PLATFORM, the one the target pulled (not the registry client's default platform: on an
+    arm64 node that is another image)."""
     if not document.get("ok"):
-        return AttestOutcome(None, "the pull did not verify: it names no image to attest")
+        return Prepared.nothing(
+            FINAL_PULL_V1, signer.key_id, "the pull did not verify: it names no image to attest"
+        )
     predicate = final_pull_predicate(document).model_dump(mode="json")
-    return attest_reference(
+    return prepare_reference(
         signer, reference.pinned_only(expected), FINAL_PULL_V1, predicate, platform=platform
     )

@@ -175,20 +175,6 @@ def attest_reference(
     return prepared.attach(client)
 
 
-def attest_subjects(
-    signer: Signer,
-    repo: Reference,
-    subjects: Sequence[Digest],
-    predicate_type: str,
-    predicate: dict[str, Any],
-    *,
-    client: RegistryClient | None = None,
-) -> AttestOutcome:
-    """Attest SUBJECTS, digests already known in REPO (an index and its platforms' manifests,
-    as the multi-platform build pushed them); a registry fault is an outcome, as above."""
-    return _outcome(client, lambda c: attest(c, repo, subjects, predicate_type, predicate, signer))
-
-
 @dataclass(frozen=True)
 class Prepared:
     """A statement signed here and not yet attached: what a record names BEFORE anything is
@@ -202,6 +188,11 @@ class Prepared:
     envelope: bytes | None
     key_id: str
     problem: str | None = None
+
+    @classmethod
+    def nothing(cls, predicate_type: str, key_id: str, problem: str) -> Prepared:
+        """Nothing to attach, and PROBLEM says why (the record says "not attested: WHY")."""
+        return cls(None, (), predicate_type, None, key_id, problem)
 
     @property
     def envelope_digest(self) -> Digest | None:
@@ -242,13 +233,26 @@ def prepare_reference(
     try:
         resolved = client.resolve(reference, platform)
     except RegistryError as exc:
-        return Prepared(None, (), predicate_type, None, signer.key_id, exc.message)
+        return Prepared.nothing(predicate_type, signer.key_id, exc.message)
     finally:
         if own:
             client.close()
     subjects = [resolved.manifest_digest]
     if resolved.index_digest is not None:
         subjects.append(resolved.index_digest)
+    return prepare_subjects(signer, repo, subjects, predicate_type, predicate)
+
+
+def prepare_subjects(
+    signer: Signer,
+    repo: Reference,
+    subjects: Sequence[Digest],
+    predicate_type: str,
+    predicate: dict[str, Any],
+) -> Prepared:
+    """Sign a statement of PREDICATE about SUBJECTS, digests already known in REPO (an index
+    and its platforms' manifests), attaching nothing: what a record names before anything
+    is pushed (then :meth:`Prepared.attach`)."""
     envelope = _signed(repo, subjects, predicate_type, predicate, signer)
     return Prepared(repo, tuple(subjects), predicate_type, envelope, signer.key_id)
 

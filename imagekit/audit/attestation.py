@@ -1,6 +1,7 @@
 """The audit's attestation: what the audit proved, as a signed in-toto statement about the
-image, stored beside it in its registry (imagekit/attest). Called at the audit's end, before
-its ledger record, so the record carries the attestation's digest (or "not attested")."""
+image, stored beside it in its registry (imagekit/attest). Signed at the audit's end, before
+its ledger record, so the record names the envelope to be attached (or "not attested: WHY");
+attached only once that record is written."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from imagekit.attest.attach import AttestOutcome, attest_reference
+from imagekit.attest.attach import AttestOutcome, Prepared, prepare_reference
 from imagekit.attest.signer import Signer
 from imagekit.audit.report import AuditVerdict, ProbeReport
 from imagekit.audit.vulns import VulnScan
@@ -102,24 +103,28 @@ def vuln_predicate(result: AuditFacts, finished: str) -> dict[str, Any]:
     }
 
 
-def attest_audit(
+def prepare_audit(
     signer: Signer, result: AuditFacts, evidence_files: tuple[Path, ...]
-) -> tuple[AttestOutcome, AttestOutcome]:
-    """Sign and store the audit's attestation and the vulnerability scan's (cosign's vuln
-    predicate) for the image audited; never raises for a registry fault: each outcome says
-    "not attested" and why."""
+) -> tuple[Prepared, Prepared]:
+    """Sign the audit's attestation and the vulnerability scan's (cosign's vuln predicate)
+    for the image audited, attaching nothing: what the records name before anything is
+    pushed. Never raises for a registry fault: each says "not attested" and why."""
     image = result.image
     digest = image.manifest_digest if image is not None else None
     if image is None or image.reference is None or digest is None:
-        none = AttestOutcome(None, "the audited image has no registry digest to attest")
-        return none, none
+        why = "the audited image has no registry digest to attest"
+        return Prepared.nothing(AUDIT_V1, signer.key_id, why), Prepared.nothing(
+            COSIGN_VULN_V1, signer.key_id, why
+        )
     if not image.pulled and not image.repo_digests:
-        local = AttestOutcome(None, "the audited image is only in the local engine")
-        return local, local
+        why = "the audited image is only in the local engine"
+        return Prepared.nothing(AUDIT_V1, signer.key_id, why), Prepared.nothing(
+            COSIGN_VULN_V1, signer.key_id, why
+        )
     pinned = Reference(image.reference.registry, image.reference.repository, None, digest)
     audit = audit_predicate(result, evidence_files)
     with RegistryClient() as client:
-        audited = attest_reference(
+        audited = prepare_reference(
             signer,
             pinned,
             AUDIT_V1,
@@ -127,7 +132,7 @@ def attest_audit(
             platform=image.platform,
             client=client,
         )
-        scanned = attest_reference(
+        scanned = prepare_reference(
             signer,
             pinned,
             COSIGN_VULN_V1,
@@ -136,3 +141,10 @@ def attest_audit(
             client=client,
         )
     return audited, scanned
+
+
+def attach_audit(prepared: tuple[Prepared, Prepared]) -> tuple[AttestOutcome, AttestOutcome]:
+    """Attach both prepared envelopes (once their records are written), one client for the
+    two; a registry fault is an outcome saying "not attested", never an exception."""
+    with RegistryClient() as client:
+        return prepared[0].attach(client), prepared[1].attach(client)

@@ -15,9 +15,9 @@ from pathlib import Path
 from typing import Any
 
 from imagekit import evidence
-from imagekit.attest.attach import AttestOutcome
+from imagekit.attest.attach import AttestOutcome, Prepared
 from imagekit.attest.signer import Signer, signer_of
-from imagekit.audit.attestation import AuditFacts, attest_audit
+from imagekit.audit.attestation import AuditFacts, attach_audit, prepare_audit
 from imagekit.audit.profiles import Profile, load_profile, probe_spec
 from imagekit.audit.report import (
     HOST_SCOPE,
@@ -36,6 +36,8 @@ from imagekit.audit.runner import (
 from imagekit.audit.runner import run_on_host as _run_on_host
 from imagekit.audit.vulns import FailOn, Finding, VulnPolicy, VulnScan, fails, scan
 from imagekit.errors import CouldNotFinish, RecordRefused
+from imagekit.kinds.audit import AUDIT_V1
+from imagekit.kinds.vulnerability_scan import COSIGN_VULN_V1
 from imagekit.ledger import (
     AuditDetails,
     AuditedImageDetails,
@@ -310,9 +312,13 @@ def _record(
     workspace: Workspace,
     result: AuditResult,
     vulns_path: Path,
-    attested: tuple[AttestOutcome, AttestOutcome] | None = None,
+    attested: tuple[Prepared, Prepared] | None = None,
 ) -> tuple[int, ...]:
-    """Append the audit and vulnerability-scan records, of one plan and image; their seqs."""
+    """Append the audit and vulnerability-scan records, of one plan and image; their seqs.
+
+    With ATTESTED, each record names the envelope that is to be attached after it (or
+    "not attested: WHY" when there is none); the result says whether the registry stored it.
+    """
     images = {"image": result.image.requested} if result.image is not None else {}
     unasked = unasked_tag(result.image) if result.image is not None else None
     if result.image is not None and unasked is not None:
@@ -470,14 +476,15 @@ def audit(
     whole["probe_command"] = list(run.command)
     evidence.write_json(result.report_path, whole)
     evidence.write_bytes(result.summary_path, _summary_markdown(result.to_json()).encode("utf-8"))
-    outcome = None
-    if signer is not None:
-        outcome = attest_audit(signer, _facts(result), _evidence_files(result))
-        result = replace(result, attestation=outcome[0], vuln_attestation=outcome[1])
+    prepared = None
+    if signer is not None:  # signed now, attached only once the records are written
+        prepared = prepare_audit(signer, _facts(result), _evidence_files(result))
     with RecordRefused.keeping(result):  # refused, the verdict and its evidence still stand
-        seqs = _record(workspace, result, vulns_path, outcome)
+        seqs = _record(workspace, result, vulns_path, prepared)
     result = replace(result, ledger_seqs=seqs)
-    if outcome is not None:
+    if prepared is not None:
+        outcome = attach_audit(prepared)
+        result = replace(result, attestation=outcome[0], vuln_attestation=outcome[1])
         outcome[0].raise_unless_stored(result)
         outcome[1].raise_unless_stored(result)
     return result
@@ -499,30 +506,33 @@ def _evidence_files(result: AuditResult) -> tuple[Path, ...]:
     return (result.report_path, result.evidence_dir / "vulnerabilities.json", result.summary_path)
 
 
-def attest_pushed_audit(
+def prepare_pushed_audit(
     signer: Signer, result: AuditResult, pushed: Reference, config_digest: str
-) -> tuple[AttestOutcome, AttestOutcome]:
-    """Sign an audit of the engine's own image onto the digest it was pushed as afterwards.
+) -> tuple[Prepared, Prepared]:
+    """Sign an audit of the engine's own image for the digest it was pushed as afterwards,
+    attaching nothing: the push record names both envelopes first, then they are attached
+    (imagekit.builders.push.push_and_record).
 
     The pipeline audits before it pushes (it pushes only what the audit passed), so the
     image audited had no registry digest yet. The verdict is about the image's content, which
     its config digest names: it is signed onto PUSHED only when the pushed manifest's config
     (CONFIG_DIGEST, read from the registry by the caller) is the audited image's ID, and its
-    scope says so. Never raises for a registry fault: each outcome says "not attested".
+    scope says so. Never raises for a registry fault: each says "not attested".
     """
     image = result.image
     if image is None or image.image_id != config_digest:
         audited = image.image_id if image is not None else "none"
-        other = AttestOutcome(
-            None, f"the pushed image's config {config_digest} is not the audited image {audited}"
+        why = f"the pushed image's config {config_digest} is not the audited image {audited}"
+        return (
+            Prepared.nothing(AUDIT_V1, signer.key_id, why),
+            Prepared.nothing(COSIGN_VULN_V1, signer.key_id, why),
         )
-        return other, other
     moved = replace(image, reference=pushed, repo_digests=(str(pushed),))
     scope = (
         f"{result.scope}; audited in the engine as {image.image_id} before it was pushed as "
         f"{pushed.digest}, whose config is that image's"
     )
-    return attest_audit(
+    return prepare_audit(
         signer, replace(_facts(result, scope=scope), image=moved), _evidence_files(result)
     )
 

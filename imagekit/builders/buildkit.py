@@ -42,7 +42,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any, NoReturn, Protocol, TextIO
 
-from imagekit.attest.attach import AttestOutcome
+from imagekit.attest.attach import Prepared
 from imagekit.attest.signer import Signer
 from imagekit.builders.built import RenderedBuild
 from imagekit.builders.context import PipSecrets, Staged, Tee, new_build_dir, staged
@@ -62,6 +62,7 @@ from imagekit.errors import (
     RecordRefused,
     RegistryError,
 )
+from imagekit.kinds.push import SLSA_PROVENANCE_V1
 from imagekit.ledger import RejectedBuildDetails
 from imagekit.plans.load import load_named_plan
 from imagekit.plans.model import LoadedPlan
@@ -73,7 +74,12 @@ from imagekit.plans.render import (
     Rendered,
     render,
 )
-from imagekit.provenance import BuilderFacts, attest_build, rendered_facts, signer_for
+from imagekit.provenance import (
+    BuilderFacts,
+    prepare_build,
+    rendered_facts,
+    signer_for,
+)
 from imagekit.refs import Reference
 from imagekit.registry import RegistryClient
 from imagekit.runtime.engine import Engine, connect, docker_error_text, engine_tls_error
@@ -332,12 +338,14 @@ def build_plan(
     pushed, manifest = push_image(engine, tag, options.push, log_path)
     result = replace(result, pushed=pushed, manifest_digest=manifest)
 
-    def attest(built: BuildResult, signer: Signer) -> AttestOutcome:
+    def attest(built: BuildResult, signer: Signer) -> Prepared:
         facts = _engine_facts(rendered, builder, image_id)
-        return attest_build(signer, loaded, facts, pushed=pushed, log=log_path, run_id=run_dir.name)
+        return prepare_build(
+            signer, loaded, facts, pushed=pushed, log=log_path, run_id=run_dir.name
+        )
 
     def record(built: BuildResult) -> BuildResult:
-        outcome = built.attestation
+        signed = built.attestation_value
         push_seq = record_push(
             workspace,
             tag,
@@ -346,11 +354,11 @@ def build_plan(
             log_path,
             plan=loaded.name,
             image_id=image_id,
-            attestations={"attestation": outcome.ledger_value} if outcome else None,
+            attestations={"attestation": signed} if signed is not None else None,
         )
         return replace(built, ledger=[seq, push_seq])
 
-    # pushed: its provenance, before the push record
+    # pushed: its provenance signed, the push record naming it, then attached
     return sign_then_record(
         result, attest=partial(attest, signer=signer) if signer else None, record=record
     )
@@ -360,22 +368,24 @@ def _engine_facts(rendered: Rendered, builder: str, image_id: str) -> BuilderFac
     return rendered_facts("engine", rendered, {"builder": builder}, image_id=image_id)
 
 
-def attest_built(
+def prepare_built(
     signer: Signer,
     workspace: Workspace,
     built: BuildResult,
     pushed: str,
     *,
     base_override: str | None = None,
-) -> AttestOutcome:
+) -> Prepared:
     """The provenance of an engine build pushed afterwards (the pipeline pushes only what
     its audit passed), as `build --push` signs it: the plan is loaded and rendered again and
-    signed only when both are the bytes the build recorded."""
+    signed only when both are the bytes the build recorded. Signed, not attached: the push
+    record names it first (imagekit.builders.push.push_and_record)."""
     loaded = load_named_plan(workspace, built.plan, base_override=base_override)
     rendered = render(loaded)
     if (loaded.digest.hex, rendered.digest.hex) != (built.plan_sha256, built.dockerfile_sha256):
-        return AttestOutcome(None, f"plan {built.plan} or its render changed since the build")
-    return attest_build(
+        why = f"plan {built.plan} or its render changed since the build"
+        return Prepared.nothing(SLSA_PROVENANCE_V1, signer.key_id, why)
+    return prepare_build(
         signer,
         loaded,
         _engine_facts(rendered, built.builder, built.image_id),

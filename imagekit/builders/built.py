@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, Protocol, runtime_checkable
 
-from imagekit.attest.attach import AttestOutcome
+from imagekit.attest.attach import AttestOutcome, Prepared
 
 
 @runtime_checkable
@@ -110,6 +110,15 @@ class PlanBuild(Succeeded):
     evidence_dir: Path
     log: Path
     attestation: AttestOutcome | None = None  # with --sign-key: stored, or why not
+    # with --sign-key: the provenance signed, which the records name; attached after them
+    signed: Prepared | None = None
+
+    @property
+    def attestation_value(self) -> str | None:
+        """What the records say of the provenance: the digest of the envelope signed for it
+        (attached only once they are written; ``attestation`` says whether the registry
+        stored it), "not attested: WHY", or None without --sign-key."""
+        return self.signed.ledger_value if self.signed is not None else None
 
     def plan_json(self) -> dict[str, Any]:
         """The plan, its base and the builder, as every result's JSON opens."""

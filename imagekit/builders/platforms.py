@@ -42,7 +42,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any, TextIO
 
-from imagekit.attest.attach import AttestOutcome
+from imagekit.attest.attach import Prepared
 from imagekit.attest.signer import Signer
 from imagekit.builders.assemble.check import (
     RUN_WHERE_HINT,
@@ -79,7 +79,7 @@ from imagekit.ledger import RejectedBuildDetails
 from imagekit.plans.load import load_named_plan
 from imagekit.plans.model import LoadedPlan, same_platform_key
 from imagekit.plans.render import Rendered, render
-from imagekit.provenance import attest_index_build, rendered_facts, signer_for
+from imagekit.provenance import prepare_index_build, rendered_facts, signer_for
 from imagekit.refs import Digest, Platform, Reference, parse_platform, parse_reference
 from imagekit.registry import RegistryClient
 from imagekit.registry.manifest import (
@@ -298,17 +298,17 @@ def build_platforms(
                 log=log_path,
                 dockerfile_sha256=rendered.digest.hex,
             )
-            # every platform accepted: the provenance of the index, then the records
+            # every platform accepted: the provenance of the index signed, the records
+            # naming it, then attached
             return sign_then_record(
                 result,
-                attest=partial(_attest, run, signer=signer, client=client) if signer else None,
+                attest=partial(_attest, run, signer=signer) if signer else None,
                 record=partial(_record, run, client=client),
+                client=client,
             )
 
 
-def _attest(
-    run: _Run, result: PlatformsResult, *, signer: Signer, client: RegistryClient
-) -> AttestOutcome:
+def _attest(run: _Run, result: PlatformsResult, *, signer: Signer) -> Prepared:
     """SLSA provenance of the index, its subjects the index and each platform's manifest."""
     daemon = run.daemon
     facts = rendered_facts(
@@ -321,7 +321,7 @@ def _attest(
             for i in result.images
         },
     )
-    outcome = attest_index_build(
+    prepared = prepare_index_build(
         signer,
         run.loaded,
         facts,
@@ -329,11 +329,10 @@ def _attest(
         manifests=[i.manifest_digest for i in result.images],
         log=run.log_path,
         run_id=run.run_dir.name,
-        client=client,
     )
     run.say(f"provenance of the index and its {len(result.images)} platforms: "
-            f"{outcome.ledger_value}")  # fmt: skip
-    return outcome
+            f"{prepared.ledger_value}")  # fmt: skip
+    return prepared
 
 
 @contextmanager
@@ -611,7 +610,7 @@ def _record(run: _Run, result: PlatformsResult, *, client: RegistryClient) -> Pl
                     assertions=assertion_details(run.workspace, image.assertions),
                     platform=image.platform,
                     index_digest=result.index_digest,
-                    attestation=result.attestation.ledger_value if result.attestation else None,
+                    attestation=result.attestation_value,
                 ),
                 candidate=run.candidate,
             )
@@ -626,7 +625,7 @@ def _record(run: _Run, result: PlatformsResult, *, client: RegistryClient) -> Pl
             plan=run.loaded.name,
             scope=f"one index of {len(result.images)} platforms pushed by digest ({listed}); "
             "each platform's build record names it",
-            attestation=result.attestation.ledger_value if result.attestation else None,
+            attestation=result.attestation_value,
         )
     )
     return replace(result, ledger=tuple(seqs))

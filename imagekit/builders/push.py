@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
-from imagekit.attest.attach import AttestOutcome
+from imagekit.attest.attach import AttestOutcome, Prepared
 from imagekit.builders.record import record_push
 from imagekit.errors import RegistryError, UsageError
 from imagekit.refs import Digest, Reference, parse_reference
@@ -114,23 +114,25 @@ def push_and_record(
     *,
     plan: str,
     image_id: str,
-    attest: Callable[[str], Mapping[str, AttestOutcome]] | None = None,
+    attest: Callable[[str], Mapping[str, Prepared]] | None = None,
 ) -> PushResult:
     """Push a built image and append its push record.
 
     The pipeline's push stage (which pushes only what its audit passed) calls this, and
     ``imagekit build --push`` the same two steps (push_image, record_push), so a push is
     recorded the same way whoever made it. ``attest`` (given the pushed repo@digest) signs
-    what is known of the image onto that digest before the record, which names each
-    attestation; one that was not stored is NotAttested (exit 3) once the record is kept.
+    what is known of the image for that digest, attaching nothing; the record names each
+    envelope, and only then are they attached (a record the ledger refuses attaches none).
+    One the registry did not store is NotAttested (exit 3) once the record is kept.
     """
     pushed, manifest = push_image(engine, tag, repo, log_path)
-    outcomes = attest(pushed) if attest is not None else {}
+    signed = attest(pushed) if attest is not None else {}
     seq = record_push(
         workspace, tag, pushed, manifest, log_path, plan=plan, image_id=image_id,
-        attestations={key: outcome.ledger_value for key, outcome in outcomes.items()},
+        attestations={key: prepared.ledger_value for key, prepared in signed.items()},
     )  # fmt: skip
-    result = PushResult(tag, pushed, manifest, log_path, seq, dict(outcomes))
+    outcomes = {key: prepared.attach() for key, prepared in signed.items()}  # after the record
+    result = PushResult(tag, pushed, manifest, log_path, seq, outcomes)
     for outcome in outcomes.values():
         outcome.raise_unless_stored(result)
     return result

@@ -28,7 +28,7 @@ from imagekit.registry import RegistryClient, ResolvedImage
 from imagekit.workspace import Workspace
 
 if TYPE_CHECKING:
-    from imagekit.attest.attach import AttestOutcome
+    from imagekit.attest.attach import Prepared
     from imagekit.builders.assemble.check import AssertionRun
     from imagekit.builders.built import PlanBuild
     from imagekit.plans.render import Rendered
@@ -39,24 +39,31 @@ Built = TypeVar("Built", bound="PlanBuild")
 def sign_then_record(
     result: Built,
     *,
-    attest: Callable[[Built], AttestOutcome] | None,
+    attest: Callable[[Built], Prepared] | None,
     record: Callable[[Built], Built],
+    client: RegistryClient | None = None,
 ) -> Built:
-    """An accepted image's last steps, in the one order every builder keeps.
+    """An accepted image's last steps, in the one order every builder keeps: sign, record,
+    then attach, so that nothing reaches the registry unless its record was written.
 
-    1. The provenance is signed and attached first (``attest``; None without --sign-key), so
-       the records can name its envelope digest, or say "not attested: WHY".
+    1. The provenance is signed first, attaching nothing (``attest`` returns it prepared, in
+       the result's ``signed``; None without --sign-key), so the records can name the
+       envelope that is to be attached (``attestation_value``), or say "not attested: WHY".
     2. The records are appended (``record`` returns the result with their seqs in its
        ``ledger``); a ledger that refuses them raises RecordRefused carrying the result, since
-       the image is built and pushed by now and must not be hidden.
-    3. Only then, a provenance the registry did not store ends the build exit 3 (NotAttested,
-       carrying the recorded result): nothing proved is lost to a registry's refusal.
+       the image is built and pushed by now and must not be hidden; nothing is attached.
+    3. Only then is the envelope attached (through CLIENT, or one of its own), the result's
+       ``attestation`` saying whether the registry stored it; one it did not store ends the
+       build exit 3 (NotAttested, carrying the recorded result): nothing proved is lost to a
+       registry's refusal.
     """
     if attest is not None:
-        result = dataclasses.replace(result, attestation=attest(result))
+        result = dataclasses.replace(result, signed=attest(result))
     with RecordRefused.keeping(result):
         result = record(result)
-    if result.attestation is not None:
+    if result.signed is not None:  # only now, its records written, is anything attached
+        result = dataclasses.replace(result, attestation=result.signed.attach(client))
+        assert result.attestation is not None  # noqa: S101 - set on the line above
         result.attestation.raise_unless_stored(result)
     return result
 

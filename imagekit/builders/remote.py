@@ -31,7 +31,7 @@ from cryptography.exceptions import UnsupportedAlgorithm
 from cryptography.hazmat.primitives import serialization
 
 from imagekit import jsondoc
-from imagekit.attest.attach import AttestOutcome
+from imagekit.attest.attach import Prepared
 from imagekit.attest.signer import Signer
 from imagekit.builders.assemble.check import (
     RUN_WHERE_HINT,
@@ -59,7 +59,7 @@ from imagekit.ledger import RejectedBuildDetails
 from imagekit.plans.load import load_named_plan
 from imagekit.plans.model import LoadedPlan
 from imagekit.plans.render import Rendered, render
-from imagekit.provenance import attest_build, rendered_facts, signer_for
+from imagekit.provenance import prepare_build, rendered_facts, signer_for
 from imagekit.refs import parse_reference
 from imagekit.runtime.engine import buildx_client, connect
 from imagekit.workspace import Workspace
@@ -378,14 +378,13 @@ def build_remote(
         dockerfile_sha256=rendered.digest.hex,
     )
 
-    def attest(built: RemoteResult, signer: Signer) -> AttestOutcome:
+    def attest(built: RemoteResult, signer: Signer) -> Prepared:
         facts = rendered_facts("buildkit", rendered, daemon.version(), config_digest=config)
-        return attest_build(
+        return prepare_build(
             signer, loaded, facts, pushed=built.pushed, log=log_path, run_id=run_dir.name
         )
 
     def record(built: RemoteResult) -> RemoteResult:
-        outcome = built.attestation
         seq = record_build(
             workspace,
             loaded,
@@ -404,13 +403,13 @@ def build_remote(
                 image_id=config or None,
                 manifest_digest=manifest,
                 assertions=details,
-                attestation=outcome.ledger_value if outcome else None,
+                attestation=built.attestation_value,
             ),
             candidate=options.candidate,
         )
         return replace(built, ledger=(seq,))
 
-    # the image is accepted: its provenance, before its record
+    # the image is accepted: its provenance signed, its record naming it, then attached
     return sign_then_record(
         result, attest=partial(attest, signer=signer) if signer else None, record=record
     )

@@ -53,7 +53,7 @@ from imagekit.result import StageResult
 from imagekit.workspace import Workspace
 
 if TYPE_CHECKING:
-    from imagekit.attest.attach import AttestOutcome
+    from imagekit.attest.attach import Prepared
     from imagekit.audit.stage import AuditResult
     from imagekit.mirror import MirrorReport
 
@@ -336,16 +336,16 @@ def _audit_detail(run: Run, result: AuditResult) -> str:
     return str(status)
 
 
-def _attest_pushed(
-    run: Run, results: Results
-) -> Callable[[str], Mapping[str, AttestOutcome]] | None:
-    """What the push stage signs onto the pushed digest: the build's provenance and the
-    audit's verdict and scan (None without a signing key)."""
-    from imagekit.attest.attach import AttestOutcome
+def _attest_pushed(run: Run, results: Results) -> Callable[[str], Mapping[str, Prepared]] | None:
+    """What the push stage signs for the pushed digest: the build's provenance and the
+    audit's verdict and scan (None without a signing key), attached after its record."""
+    from imagekit.attest.attach import Prepared
     from imagekit.attest.signer import KeyFileSigner
-    from imagekit.audit.stage import AuditResult, attest_pushed_audit
-    from imagekit.builders.buildkit import BuildResult, attest_built
+    from imagekit.audit.stage import AuditResult, prepare_pushed_audit
+    from imagekit.builders.buildkit import BuildResult, prepare_built
     from imagekit.errors import RegistryError
+    from imagekit.kinds.audit import AUDIT_V1
+    from imagekit.kinds.vulnerability_scan import COSIGN_VULN_V1
     from imagekit.registry import RegistryClient
 
     if run.options.sign_key is None:
@@ -354,8 +354,8 @@ def _attest_pushed(
     built = _need(results, "build", BuildResult)
     audited = _need(results, "audit", AuditResult)
 
-    def attest(pushed: str) -> Mapping[str, AttestOutcome]:
-        provenance = attest_built(
+    def attest(pushed: str) -> Mapping[str, Prepared]:
+        provenance = prepare_built(
             signer, run.workspace, built, pushed, base_override=run.options.base_override
         )
         reference = parse_reference(pushed)
@@ -363,10 +363,11 @@ def _attest_pushed(
             with RegistryClient() as client:
                 config = str(client.resolve(reference).config_digest)
         except RegistryError as exc:
-            unread = AttestOutcome(None, f"the pushed image's config could not be read: {exc}")
-            audit, scan = unread, unread
+            why = f"the pushed image's config could not be read: {exc}"
+            audit = Prepared.nothing(AUDIT_V1, signer.key_id, why)
+            scan = Prepared.nothing(COSIGN_VULN_V1, signer.key_id, why)
         else:
-            audit, scan = attest_pushed_audit(signer, audited, reference, config)
+            audit, scan = prepare_pushed_audit(signer, audited, reference, config)
         return {"attestation": provenance, "audit_attestation": audit, "vuln_attestation": scan}
 
     return attest

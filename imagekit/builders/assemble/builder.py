@@ -34,7 +34,7 @@ from functools import partial
 from pathlib import Path
 from typing import IO, Any, TextIO
 
-from imagekit.attest.attach import AttestOutcome
+from imagekit.attest.attach import Prepared
 from imagekit.attest.signer import Signer
 from imagekit.builders.assemble.check import (
     AssertionRun,
@@ -94,7 +94,7 @@ from imagekit.plans.model import LoadedPlan, Plan
 from imagekit.plans.render import base_name
 from imagekit.plans.steps import Overlay
 from imagekit.progress import human_bytes, plural
-from imagekit.provenance import BuilderFacts, attest_build, signer_for
+from imagekit.provenance import BuilderFacts, prepare_build, signer_for
 from imagekit.refs import Digest, Reference
 from imagekit.registry import Descriptor, RegistryClient, ResolvedImage
 from imagekit.registry.upload import BlobSource, CopyResult, push_manifest
@@ -677,7 +677,7 @@ def _record(run: _Run, image: ResolvedImage, result: AssembleResult) -> Assemble
         write_json(run.run_dir / "assemble.json", attested.to_json())
         return replace(attested, ledger=list(_append_records(run, image, attested)))
 
-    # accepted and tagged: its provenance, before its records
+    # accepted and tagged: its provenance signed, its records naming it, then attached
     return sign_then_record(
         result,
         attest=partial(_attest, run, run.signer) if run.signer is not None else None,
@@ -685,7 +685,7 @@ def _record(run: _Run, image: ResolvedImage, result: AssembleResult) -> Assemble
     )
 
 
-def _attest(run: _Run, signer: Signer, result: AssembleResult) -> AttestOutcome:
+def _attest(run: _Run, signer: Signer, result: AssembleResult) -> Prepared:
     """The SLSA provenance of an assembled image: the builder is imagekit's assembler (no
     engine build), and what it knows is the layer it wrote, the config and the guard."""
     loaded = run.loaded
@@ -711,7 +711,7 @@ def _attest(run: _Run, signer: Signer, result: AssembleResult) -> AttestOutcome:
     pushed = run.target.pinned_only(result.index_digest) if result.index_digest else result.pushed
     # Logged before signing: the log's sha256 is a byproduct of the provenance.
     run.log(f"attesting the provenance of {pushed}")
-    return attest_build(
+    return prepare_build(
         signer, loaded, facts, pushed=str(pushed), log=run.log_path, run_id=run.run_dir.name,
         index=index,
     )  # fmt: skip
@@ -764,7 +764,7 @@ def _append_records(run: _Run, image: ResolvedImage, result: AssembleResult) -> 
             manifest_digest=result.manifest_digest,
             config_digest=result.config_digest,
             transfer=CopyDetails.model_validate(result.push.to_json()),
-            **({"attestation": result.attestation.ledger_value} if result.attestation else {}),
+            **({"attestation": result.attestation_value} if result.signed else {}),
             **({"index_digest": result.index_digest} if result.index_digest else {}),
         ),
     )

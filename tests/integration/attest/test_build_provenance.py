@@ -28,6 +28,7 @@ from tests.support.engine_refs import new_tag
 from tests.support.faultproxy import Fault, FaultProxy
 from tests.support.gotools import cosign_verify_attestation
 from tests.support.registries import RunningRegistry
+from tests.support.upstream import tags
 
 
 @dataclass(frozen=True)
@@ -200,7 +201,8 @@ def test_a_registry_that_takes_the_image_but_refuses_its_provenance_is_exit_3_re
     created_refs: list[str],
 ) -> None:
     """The order every builder keeps (imagekit.builders.record.sign_then_record): the provenance
-    first, the records next, naming it "not attested: WHY", and exit 3 only after them. A
+    signed first, the records next, naming its envelope, then attached, and exit 3 only after
+    them (the result says the registry refused it). A
     registry that refuses the cosign tag while taking the image (a tag-immutability rule, as
     Harbor and ECR have) is a fault the real registry cannot produce: it stands in front."""
     name = overlay_only(workspace, "demo-overlay-refused")
@@ -229,6 +231,34 @@ def test_a_registry_that_takes_the_image_but_refuses_its_provenance_is_exit_3_re
     assert (build.kind, push.kind) == ("build", "push")
     assert document["ledger_seq"] == [build.seq, push.seq]
     said = push.details["attestation"]
-    assert said.startswith("not attested: ") and "403" in said, said
+    # written before the push of the provenance: the record names the envelope refused
+    assert said.startswith("sha256:"), said
     # the image itself was pushed and tagged, and the refusal hid nothing
     assert push.images["pushed"] == document["pushed"]
+
+
+def test_a_build_whose_records_are_refused_never_attaches_its_provenance(
+    base_image: BaseImage,
+    registry: RunningRegistry,
+    workspace: Workspace,
+    pair: KeyPairFiles,
+    created_refs: list[str],
+) -> None:
+    """Sign after record: the ledger refuses the build's records (its last line is torn), so
+    the signed provenance must not reach the registry (no .att tag on the pushed digest)."""
+    name = overlay_only(workspace, "demo-overlay-torn")
+    repo = f"{registry.host}/imagekit-test/torn-provenance"
+    workspace.ledger_path.parent.mkdir(parents=True, exist_ok=True)
+    workspace.ledger_path.write_bytes(b'{"seq": 1, "torn')
+    result = CliRunner().invoke(
+        main,
+        ["build", name, "--builder", "registry", "--base", base_image.reference,
+         "--push", repo, "--sign-key", str(pair.private), "--json"],
+    )  # fmt: skip
+    assert result.exit_code != 0, result.stderr[-3000:]
+    document = json.loads(result.stdout)
+    created_refs.append(document["pushed"])
+    digest = document["pushed"].rpartition("@")[2]
+    held = tags(registry.host, "imagekit-test/torn-provenance")
+    assert held and f"sha256-{digest.partition(':')[2]}.att" not in held, held
+    assert "ledger_refused" in document and "attestation" not in document, document

@@ -16,6 +16,7 @@ from imagekit.attest.cosign_tags import attach_signature
 from imagekit.attest.keys import KeyPairFiles, generate_key_pair
 from imagekit.attest.signer import KeyFileSigner
 from imagekit.cli import main
+from imagekit.errors import RecordRefused
 from imagekit.kinds.audit import AUDIT_V1
 from imagekit.kinds.mirror import MIRROR_V1
 from imagekit.mirror import MirrorOptions, mirror
@@ -26,6 +27,7 @@ from tests.support.gate import audit_predicate
 from tests.support.gotools import cosign_verify, cosign_verify_attestation, run_tool
 from tests.support.images import Blob, M, Pushed, Writer
 from tests.support.registries import RunningRegistry
+from tests.support.upstream import tags
 
 MEMBERS = [M("app/model.txt", data=b"weights, not really " * 2000)]
 
@@ -272,3 +274,51 @@ def test_one_platform_of_an_index_is_bound_as_that_image_alone(
     # The index: its amd64 image has neither an audit nor a binding.
     on_index = _index_refused_for(dst_index, pair.public, "linux/amd64")
     assert "linux/amd64" not in str(on_index["binding"])
+
+
+def _torn(workspace: Workspace) -> None:
+    """A ledger whose last line is torn: it refuses the next record."""
+    workspace.ledger_path.parent.mkdir(parents=True, exist_ok=True)
+    workspace.ledger_path.write_bytes(b'{"seq": 1, "torn')
+
+
+def test_a_binding_whose_record_is_refused_is_never_attached(
+    source: tuple[Pushed, KeyPairFiles], registry: RunningRegistry, workspace: Workspace
+) -> None:
+    """Sign after record: the ledger refuses the mirror's record (its last line is torn),
+    so the signed binding must not reach DST (no .att tag on the mirror's digest)."""
+    image, pair = source
+    with Writer(registry.host) as writer:
+        recompressed = writer.image(
+            "mirror/torn", "v1", [Blob.zstd(MEMBERS)], config_bytes=image.config
+        )
+    _torn(workspace)
+    with pytest.raises(RecordRefused) as caught:
+        mirror(
+            image.reference,
+            recompressed.reference,
+            options=MirrorOptions(sign_key=pair.private),
+            workspace=workspace,
+        )
+    assert f"sha256-{recompressed.digest.partition(':')[2]}.att" not in tags(
+        registry.host, "mirror/torn"
+    )
+    report = caught.value.result
+    assert str(report.verdict) == "content-identical"  # type: ignore[attr-defined]
+    assert report.attestation is None  # type: ignore[attr-defined]
+
+
+def test_an_index_binding_whose_record_is_refused_is_never_attached(
+    registry: RunningRegistry, workspace: Workspace, pair: KeyPairFiles
+) -> None:
+    """The same for an index bound whole: no .att tag on the index or either platform."""
+    (src_index, _), (dst_index, dst) = _index_and_recompressed_copy(registry, "torn", b"torn")
+    _torn(workspace)
+    with pytest.raises(RecordRefused) as caught:
+        mirror(
+            src_index, dst_index, options=MirrorOptions(sign_key=pair.private), workspace=workspace
+        )
+    assert str(caught.value.result.verdict) == "content-identical"  # type: ignore[attr-defined]
+    held = tags(registry.host, "mirror/torn-dst")
+    for digest in (str(parse_reference(dst_index).digest), *(i.digest for i in dst.values())):
+        assert f"sha256-{digest.partition(':')[2]}.att" not in held, held

@@ -1,20 +1,22 @@
 """imagekit/builders/record.py: a night's candidate says so in its own build record; the
-provenance is signed before the records and a refused one ends the build after them."""
+provenance is signed before the records, attached only after them, and a refused one ends
+the build after them."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import pytest
 
-from imagekit.attest.attach import AttestOutcome
+from imagekit.attest.attach import AttestOutcome, Prepared
 from imagekit.builders.built import PlanBuild
 from imagekit.builders.record import record_build, sign_then_record
 from imagekit.errors import NotAttested, RecordRefused
 from imagekit.ledger import BuildDetails, read_records
 from imagekit.ledger.accepted import is_candidate_build
 from imagekit.plans.load import load_named_plan
+from imagekit.registry import RegistryClient
 from imagekit.workspace import Workspace
 
 DIGEST = "sha256:" + "e" * 64
@@ -55,40 +57,61 @@ def _built(tmp_path: Path) -> _Built:
     )  # fmt: skip
 
 
-def test_the_provenance_is_signed_before_the_records_that_name_it(tmp_path: Path) -> None:
-    stored = AttestOutcome(None, "the registry said 403")
-    seen: list[str] = []
+@dataclass(frozen=True)
+class _Signed(Prepared):
+    """A signed provenance that notes when it is attached, and whose registry refuses it."""
 
-    def attest(built: _Built) -> AttestOutcome:
-        seen.append("attest")
+    seen: list[str] = field(default_factory=list)
+
+    def attach(self, client: RegistryClient | None = None) -> AttestOutcome:
+        self.seen.append("attach")
+        return AttestOutcome(None, "the registry said 403")
+
+
+def _signed(seen: list[str]) -> _Signed:
+    return _Signed(None, (), "t", b"{}", "k", seen=seen)
+
+
+def test_the_provenance_is_signed_before_the_records_and_attached_after_them(
+    tmp_path: Path,
+) -> None:
+    seen: list[str] = []
+    signed = _signed(seen)
+
+    def attest(built: _Built) -> Prepared:
+        seen.append("sign")
         assert built.ledger == ()
-        return stored
+        return signed
 
     def record(built: _Built) -> _Built:
-        seen.append(
-            f"record naming {built.attestation.ledger_value if built.attestation else None}"
-        )
+        seen.append(f"record naming {built.attestation_value}")
         return replace(built, ledger=(7, 8))
 
     with pytest.raises(NotAttested) as caught:
         sign_then_record(_built(tmp_path), attest=attest, record=record)
-    assert seen == ["attest", "record naming not attested: the registry said 403"]
+    assert seen == ["sign", f"record naming {signed.envelope_digest}", "attach"]
+    assert str(signed.envelope_digest).startswith("sha256:")
     # exit 3 only after the records: the error carries the recorded result
     kept = caught.value.result
-    assert isinstance(kept, _Built) and kept.ledger == (7, 8) and kept.attestation is stored
+    assert isinstance(kept, _Built) and kept.ledger == (7, 8) and kept.signed is signed
+    assert kept.attestation == AttestOutcome(None, "the registry said 403")
     assert caught.value.exit_code == 3
 
 
-def test_a_refused_ledger_carries_the_attested_result(tmp_path: Path) -> None:
-    outcome = AttestOutcome(None, "unused")
+def test_a_refused_ledger_carries_the_signed_result_and_nothing_is_attached(
+    tmp_path: Path,
+) -> None:
+    seen: list[str] = []
+    signed = _signed(seen)
 
     def record(built: _Built) -> _Built:
         raise RecordRefused("refused", hint="h", ledger="l", problem="torn line")
 
     with pytest.raises(RecordRefused) as caught:
-        sign_then_record(_built(tmp_path), attest=lambda _: outcome, record=record)
+        sign_then_record(_built(tmp_path), attest=lambda _: signed, record=record)
     kept = caught.value.result
-    assert isinstance(kept, _Built) and kept.attestation is outcome and kept.ledger == ()
+    assert isinstance(kept, _Built) and kept.signed is signed and kept.ledger == ()
+    assert kept.attestation is None and seen == []
 
 
 def test_without_a_key_nothing_is_signed_and_the_records_are_kept(tmp_path: Path) -> None:
