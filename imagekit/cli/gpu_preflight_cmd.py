@@ -9,8 +9,9 @@ import click
 
 from imagekit import jsondoc
 from imagekit.cli.contract import run
-from imagekit.cli.options import json_option, registry_options, sign_key_option
+from imagekit.cli.options import cluster_options, json_option, registry_options, sign_key_option
 from imagekit.cli.output import echo_attested, echo_err
+from imagekit.cluster.connection import ClusterTarget
 from imagekit.errors import UsageError
 from imagekit.gpu.stage import PreflightRequest, PreflightResult
 from imagekit.kinds.gpu_preflight import PreflightLevel
@@ -118,7 +119,27 @@ def _human(result: PreflightResult) -> None:
 @click.option("--pod", "pod_file", type=click.Path(path_type=Path), help="Its pod's JSON.")
 @click.option("--emit-job", is_flag=True, help="Print the Kubernetes Job and exit.")
 @click.option("--job-name", metavar="NAME", help="The Job's name [from the image's digest].")
-@click.option("--namespace", metavar="NS")
+@click.option(
+    "--cluster",
+    is_flag=True,
+    help="Create the --emit-job Job on the cluster (--kubeconfig, --context, -n), wait for "
+    "its pod, take its log back bound to the pod, record it, delete the Job.",
+)
+@click.option("--keep", is_flag=True, help="With --cluster: keep the Job and its pod.")
+@click.option(
+    "--host-network",
+    is_flag=True,
+    help="The Job's pod on the node's network (a cluster without a pod network).",
+)
+@click.option("--node", metavar="NAME", help="The Job's pod on this node (its hostname label).")
+@click.option(
+    "--deadline",
+    "deadline_s",
+    type=click.FloatRange(min=0, min_open=True),
+    metavar="SECONDS",
+    help="With --cluster: how long to wait for the pod to end [the Job's own deadline]; "
+    "past it the preflight is INCOMPLETE with the pod's Pending reasons.",
+)
 @click.option("--cpu", metavar="QUANTITY", help="The Job's CPU request and limit [2 a GPU].")
 @click.option(
     "--memory", metavar="QUANTITY", help="The Job's memory request and limit [16Gi + 8Gi a GPU]."
@@ -162,6 +183,7 @@ def _human(result: PreflightResult) -> None:
     "Sign the verdict as an in-toto attestation beside the image in its registry (not for "
     "--host: there is no image); a registry that refuses it is exit 3, the record kept.",
 )
+@cluster_options
 @registry_options
 @json_option
 def command(
@@ -191,7 +213,12 @@ def command(
     pod_file: Path | None,
     emit_job: bool,
     job_name: str | None,
-    namespace: str | None,
+    cluster: bool,
+    keep: bool,
+    host_network: bool,
+    node: str | None,
+    deadline_s: float | None,
+    target: ClusterTarget,
     cpu: str | None,
     memory: str | None,
     pull_allowance_s: int,
@@ -213,7 +240,8 @@ def command(
     Each GPU's model, memory and capability against what is expected, the compiled arches, a
     BF16 product against FP32, NCCL all-reduce correctness and bandwidth at each size (the
     slowest rank's), the topology recorded. Runs in REF through the engine, from a
-    Kubernetes Job (--emit-job, then --report and --pod), or in this host's Python (--host).
+    Kubernetes Job (--emit-job, then --report and --pod; or --cluster, which does both), or
+    in this host's Python (--host).
     Exit 0 GPU_PREFLIGHT_PASS, 1 GPU_PREFLIGHT_FAIL or _INCOMPLETE, 2 bad input, 3 when it
     could not be run."""
     from imagekit.gpu import job as jobs
@@ -259,30 +287,38 @@ def command(
             fault=_fault(fault),
         )
 
+    def emitted() -> jobs.EmittedJob:
+        if ref is None or host:
+            raise UsageError(
+                "--emit-job and --cluster need the image REF@sha256:DIGEST, not --host"
+            )
+        selector = (*node_selector, *((f"kubernetes.io/hostname={node}",) if node else ()))
+        job = jobs.JobOptions(
+            name=job_name,
+            namespace=target.namespace,
+            node_selector=jobs.selector_pairs(selector),
+            tolerations=toleration,
+            priority_class=priority_class,
+            preemption_policy=preemption_policy,
+            env=jobs.env_pairs(env),
+            cpu=cpu,
+            memory=memory,
+            pull_allowance_s=pull_allowance_s,
+            ttl_s=ttl_s,
+            host_network=host_network,
+        )
+        made = jobs.emit_job(Workspace.from_env(Path.cwd()), ref, options(), job)
+        for warning in made.warnings:
+            echo_err(f"warning: {warning}")
+        return made
+
     if emit_job:
 
         def emit() -> jobs.EmittedJob:
-            if ref is None or host:
-                raise UsageError("--emit-job needs the image REF@sha256:DIGEST, not --host")
-            job = jobs.JobOptions(
-                name=job_name,
-                namespace=namespace,
-                node_selector=jobs.selector_pairs(node_selector),
-                tolerations=toleration,
-                priority_class=priority_class,
-                preemption_policy=preemption_policy,
-                env=jobs.env_pairs(env),
-                cpu=cpu,
-                memory=memory,
-                pull_allowance_s=pull_allowance_s,
-                ttl_s=ttl_s,
-            )
-            emitted = jobs.emit_job(Workspace.from_env(Path.cwd()), ref, options(), job)
-            for warning in emitted.warnings:
-                echo_err(f"warning: {warning}")
-            echo_err(f"job: {emitted.name} (kubectl wait --for=condition=complete "
-                     f"job/{emitted.name}; kubectl logs job/{emitted.name} > job.log)")  # fmt: skip
-            return emitted
+            made = emitted()
+            echo_err(f"job: {made.name} (kubectl wait --for=condition=complete "
+                     f"job/{made.name}; kubectl logs job/{made.name} > job.log)")  # fmt: skip
+            return made
 
         run(
             emit,
@@ -292,8 +328,8 @@ def command(
         )
         return
 
-    def action() -> PreflightResult:
-        request = PreflightRequest(
+    def request() -> PreflightRequest:
+        return PreflightRequest(
             options=options(),
             reference=ref,
             host=host,
@@ -308,7 +344,26 @@ def command(
             env=jobs.env_pairs(env),
             sign_key=sign_key,
         )
-        result = gpu_preflight(Workspace.from_env(Path.cwd()), request)
+
+    def action() -> PreflightResult:
+        workspace = Workspace.from_env(Path.cwd())
+        if cluster:
+            from imagekit.gpu.in_cluster import ClusterPreflightRequest, preflight_in_cluster
+
+            if report_file or pod_file:
+                raise UsageError("--cluster reads the log and the pod itself: no --report, --pod")
+            made = emitted()
+            wanted = ClusterPreflightRequest(
+                manifest=made.manifest,
+                job=made.name,
+                preflight=request(),
+                target=target,
+                deadline_s=deadline_s,
+                keep=keep,
+            )
+            result = preflight_in_cluster(workspace, wanted, progress=echo_err)
+        else:
+            result = gpu_preflight(workspace, request())
         if as_json:
             echo_err(f"evidence: {result.evidence_dir}")
         return result

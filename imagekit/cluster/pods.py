@@ -70,6 +70,7 @@ class PodStatus(_Read):
 
 class PodSpec(_Read):
     nodeName: str | None = None
+    hostNetwork: bool = False
 
 
 class PodMeta(_Read):

@@ -61,6 +61,7 @@ def report_from_log(data: bytes, source: str) -> tuple[ProbeReport, bytes]:
 @dataclass(frozen=True)
 class PodBinding:
     pod: str  # namespace/name
+    uid: str | None
     node: str | None
     image_id: str
     reason: str
@@ -76,10 +77,22 @@ def _pod_hosts(pod: Pod) -> tuple[str, ...]:
 
 
 def bind_to_pod(
-    report: ProbeReport, pod_file: Path, manifest: Digest, config: Digest, image: str
+    report: ProbeReport,
+    pod_file: Path,
+    manifest: Digest,
+    config: Digest,
+    image: str,
+    *,
+    log_read_from: str | None = None,
 ) -> PodBinding:
     """The one pod of POD_FILE that made REPORT, or CheckFailed (exit 1, nothing recorded)
-    naming what each pod lacks."""
+    naming what each pod lacks.
+
+    ``log_read_from`` (namespace/name) says imagekit read the log itself, from that pod,
+    through the API server (``gpu-preflight --cluster``): for that pod on the host's network
+    the report's host is the node machine's own name, which the API does not show (a kubelet
+    with ``--hostname-override`` names its node otherwise), and the log's source is proof
+    enough; a log handed over by a person keeps the host check."""
     pods, _ = load_pods(pod_file)
     seen: list[str] = []
     for pod in pods:
@@ -101,13 +114,14 @@ def bind_to_pod(
                 "pod that finished (Succeeded)"
             )
             continue
-        if report.host not in _pod_hosts(pod):
+        read_here = pod.spec.hostNetwork and log_read_from == name
+        if report.host not in _pod_hosts(pod) and not read_here:
             seen.append(
                 f"{name}: the report was written on host {report.host!r}, not in this pod "
                 f"(host {pod.metadata.name[:63]!r}, node {pod.spec.nodeName!r})"
             )
             continue
-        return PodBinding(name, pod.spec.nodeName, str(config), said)
+        return PodBinding(name, pod.metadata.uid, pod.spec.nodeName, str(config), said)
     raise CheckFailed(
         f"the report is bound to no pod that ran {image}: " + "; ".join(seen or ["no pods"]),
         hint="give the finished pod of the Job that printed this log (kubectl get pods -l "

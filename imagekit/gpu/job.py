@@ -43,6 +43,14 @@ DEFAULT_PULL_ALLOWANCE_S = 1800
 #: Kept a day after it ends, for `kubectl logs`; then the cluster deletes it.
 DEFAULT_TTL_S = 86400
 _SLACK_S = 120  # the launcher's start and the report's printing, past the probe's limit
+#: The container's entry: torch's launcher when the image has torch; without torch, the probe
+#: alone, so that the log still carries its report ("torch is not importable": INCOMPLETE)
+#: instead of the launcher's import error and no report.
+START = (
+    "import importlib.util, os, sys; a = sys.argv[1:]; "
+    f"p = a.index({PROBE_MOUNT + '/probe.py'!r}); "
+    "os.execvp(a[0], a if importlib.util.find_spec('torch') else [a[0], *a[p:]])"
+)
 
 # Kubernetes' own validation (apimachinery's validation.go), anchored with \Z and fullmatch:
 # a ``$`` would let a trailing newline through.
@@ -93,6 +101,7 @@ class JobOptions:
     memory: str | None = None  # None: the shared memory and 8Gi a GPU
     pull_allowance_s: int = DEFAULT_PULL_ALLOWANCE_S
     ttl_s: int = DEFAULT_TTL_S
+    host_network: bool = False  # the node's network: a cluster without a pod network
 
     def __post_init__(self) -> None:
         if self.name is not None and not _label(self.name, 52):
@@ -238,7 +247,7 @@ def job_manifest(
                 "name": CONTAINER,
                 "image": pinned,
                 "imagePullPolicy": "IfNotPresent",
-                "command": argv,
+                "command": ["python3", "-c", START, *argv],
                 "env": [{"name": k, "value": v} for k, v in job.env],
                 "resources": _resources(gpus, job),
                 "securityContext": {"allowPrivilegeEscalation": False},
@@ -259,6 +268,8 @@ def job_manifest(
         pod_spec["tolerations"] = [_toleration(t) for t in job.tolerations]
     if job.priority_class:
         pod_spec["priorityClassName"] = job.priority_class
+    if job.host_network:
+        pod_spec["hostNetwork"] = True
     return {
         "apiVersion": "v1",
         "kind": "List",

@@ -80,6 +80,7 @@ class PreflightRequest:
     python: str | None = None  # --host: the interpreter with torch (this one by default)
     report_file: Path | None = None  # a Job's log or report, with pod_file
     pod_file: Path | None = None
+    log_read_from: str | None = None  # namespace/name: the pod imagekit read the log from
     plan: str | None = None
     platform: str | None = None
     gpus: str | None = "all"
@@ -108,6 +109,7 @@ class PreflightResult:
     seconds: float | None = None
     ledger_seqs: tuple[int, ...] = ()
     attestation: AttestOutcome | None = None
+    pod_uid: str | None = None  # the pod's uid, recorded (not signed: the predicate is v1)
 
     @property
     def ok(self) -> bool:
@@ -167,14 +169,15 @@ def gpu_preflight(
     reference = request.reference
     image_id: str | None = None
     pod: str | None = None
+    pod_uid: str | None = None
     node: str | None = None
     outcome: ProbeOutcome | None = None
     extra: tuple[CheckVerdict, ...] = ()
     report: ProbeReport | None
     if where == "pod":
         taken = _from_pod(request)  # read, parsed and bound before any evidence
-        report, pod, node, image_id, reference = (
-            taken.report, taken.pod, taken.node, taken.image_id, taken.reference
+        report, pod, pod_uid, node, image_id, reference = (
+            taken.report, taken.pod, taken.pod_uid, taken.node, taken.image_id, taken.reference
         )  # fmt: skip
         run_dir = _run_dir(workspace, request)
         evidence.write_bytes(run_dir / "gpu-preflight-report.json", taken.raw)
@@ -211,6 +214,7 @@ def gpu_preflight(
         why_none=why_none,
         command=outcome.run.command if outcome is not None else (),
         seconds=outcome.run.seconds if outcome is not None else None,
+        pod_uid=pod_uid,
     )  # fmt: skip
     evidence.write_json(result.result_path, result.to_json())
     prepared: Prepared | None = None
@@ -358,6 +362,7 @@ class _Taken:
     report: ProbeReport
     raw: bytes
     pod: str
+    pod_uid: str | None
     node: str | None
     image_id: str
     reference: str
@@ -386,8 +391,10 @@ def _from_pod(request: PreflightRequest) -> _Taken:
         resolved = registry.resolve(ref, None)
     manifest = Digest(str(ref.digest))
     config = Digest(str(resolved.config_digest))
-    bound = bind_to_pod(report, request.pod_file, manifest, config, str(ref))
-    return _Taken(report, raw, bound.pod, bound.node, bound.image_id, str(ref))
+    bound = bind_to_pod(
+        report, request.pod_file, manifest, config, str(ref), log_read_from=request.log_read_from
+    )
+    return _Taken(report, raw, bound.pod, bound.uid, bound.node, bound.image_id, str(ref))
 
 
 def _predicate(
@@ -432,6 +439,8 @@ def _record(
     prepared: Prepared | None,
 ) -> int:
     details = details_of(result.predicate)
+    if result.pod_uid is not None:
+        details = details.model_copy(update={"pod_uid": result.pod_uid})
     if prepared is not None:  # the envelope signed for this record, attached after it
         details = details.model_copy(update={"attestation": prepared.ledger_value})
     images = {"image": result.reference} if result.reference else {}

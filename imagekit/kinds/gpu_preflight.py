@@ -121,6 +121,9 @@ class GpuPreflightDetails(RecordDetails):
     where: Where | None = Field(default=None, description="image, pod or host")
     image_id: str | None = None
     pod: str | None = None
+    pod_uid: str | None = Field(
+        default=None, description="the pod's uid, where imagekit read the pod itself (--cluster)"
+    )
     node: str | None = None
     world_size: int | None = None
     level: PreflightLevel | None = None

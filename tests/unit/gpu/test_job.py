@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from imagekit.errors import UsageError
-from imagekit.gpu.job import JobOptions, emit_job, job_manifest
+from imagekit.gpu.job import START, JobOptions, emit_job, job_manifest
 from imagekit.gpu.launch import Expectations, ProbeOptions
 from imagekit.workspace import Workspace
 
@@ -39,8 +39,10 @@ def test_the_job_runs_the_image_by_digest_on_eight_gpus_under_torch_s_launcher()
     wanted = {"cpu": "16", "memory": "80Gi", "nvidia.com/gpu": "8"}
     assert container["resources"] == {"requests": wanted, "limits": wanted}
     command = container["command"]
-    assert command[:5] == ["python3", "-m", "torch.distributed.run", "--nproc-per-node", "8"]
-    assert command[5:8] == ["/imagekit-gpu/probe.py", "--out", "-"]
+    assert command[:3] == ["python3", "-c", START]
+    launcher = command[3:]
+    assert launcher[:5] == ["python3", "-m", "torch.distributed.run", "--nproc-per-node", "8"]
+    assert launcher[5:8] == ["/imagekit-gpu/probe.py", "--out", "-"]
     assert json.loads(command[-1])["expect"] == {"count": 8}
     assert pod["nodeSelector"] == {"kubernetes.io/hostname": "gpu-node-07"}
     assert pod["tolerations"] == [
@@ -52,6 +54,12 @@ def test_the_job_runs_the_image_by_digest_on_eight_gpus_under_torch_s_launcher()
     assert pod["automountServiceAccountToken"] is False
     assert {v["name"] for v in pod["volumes"]} == {"probe", "dshm"}
     assert job["metadata"]["namespace"] == "serving"
+    assert "hostNetwork" not in pod  # the cluster's pod network unless asked
+
+
+def test_host_network_puts_the_pod_on_the_nodes_network() -> None:
+    manifest = job_manifest(REF, ProbeOptions(), JobOptions(host_network=True), gpus=1)
+    assert manifest["items"][1]["spec"]["template"]["spec"]["hostNetwork"] is True
 
 
 def test_a_preemption_policy_without_its_class_is_refused_before_the_cluster_does() -> None:

@@ -70,6 +70,8 @@ def here(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
         ),  # fmt: skip
         (["--emit-job", REF, "--gpus", "8", "--namespace", "ML"], "--namespace"),
         (["--emit-job", REF, "--gpus", "8", "--priority-class", "a b"], "--priority-class"),
+        (["--cluster", "--host"], "not --host"),
+        (["--cluster", REF, "--report", "j.log", "--pod", "p.json"], "no --report, --pod"),
     ],
 )
 def test_bad_input_is_exit_2_with_one_line_and_nothing_recorded(
