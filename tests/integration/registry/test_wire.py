@@ -186,6 +186,11 @@ class WireServer:
             pass  # the client went away mid-exchange, or stop() shut the socket
         finally:
             reader.close()
+            # socketserver closes the socket only after handle() returns, which is after
+            # `ended` would be set: send the FIN here first, so that a test waiting on
+            # `ended` sees a connection the client can already tell is closed.
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
             with self._changed:
                 self.ended.add(conn)
                 self._changed.notify_all()
