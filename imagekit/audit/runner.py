@@ -16,16 +16,12 @@ between two runs.
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
 import re
-import signal
-import subprocess
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -44,13 +40,11 @@ from imagekit.errors import (
     CouldNotFinish,
     ImagekitError,
 )
-from imagekit.runtime.container import (
-    ContainerSpec,
-    Mount,
-    ProcessRun,
-    run_bounded,
-    run_container,
-)
+from imagekit.runners.engine import EngineRunner, container_spec
+from imagekit.runners.host import HostRunner, kill_group
+from imagekit.runners.seam import Limits as RunLimits
+from imagekit.runners.seam import Mount, RunSpec, run_to_end
+from imagekit.runtime.container import ContainerSpec, ProcessRun
 from imagekit.runtime.container import container_argv as runtime_container_argv
 from imagekit.runtime.engine import DockerEngine
 from imagekit.runtime.images import EngineImage
@@ -94,23 +88,30 @@ _ENVS = {
 ENVIRONMENT = _ENVS  # the probe's environment, wherever it runs (a cluster's pod too)
 
 
-def audit_container(limits: Limits, probe: Path, image_id: str, spec_json: str) -> ContainerSpec:
-    """The audit's container: locked down, no network, no GPU, the probe mounted read-only."""
-    return ContainerSpec(
+def audit_run(limits: Limits, probe: Path, image_id: str, spec_json: str) -> RunSpec:
+    """The audit's run: locked down, no network, no GPU, the probe mounted read-only."""
+    return RunSpec(
         image=image_id,
-        argv=(PROBE_IN_CONTAINER, "--spec-json", spec_json),
-        entrypoint="python3",
+        argv=("python3", PROBE_IN_CONTAINER, "--spec-json", spec_json),
+        stage="audit",
         label="io.imagekit.audit=1",
         network="none",
         env=_ENVS,
         mounts=(Mount(probe, PROBE_IN_CONTAINER),),
-        tmpfs=(
-            ("/tmp", limits.tmp_size),  # noqa: S108 - the container's /tmp
-            (HOME_IN_CONTAINER, limits.home_size),
+        limits=RunLimits(
+            cpus=limits.cpus,
+            memory=limits.memory,
+            scratch=(
+                ("/tmp", limits.tmp_size),  # noqa: S108 - the container's /tmp
+                (HOME_IN_CONTAINER, limits.home_size),
+            ),
         ),
-        cpus=limits.cpus,
-        memory=limits.memory,
     )
+
+
+def audit_container(limits: Limits, probe: Path, image_id: str, spec_json: str) -> ContainerSpec:
+    """The audit's container, as the engine runs it."""
+    return container_spec(audit_run(limits, probe, image_id, spec_json))
 
 
 def container_argv(
@@ -136,37 +137,35 @@ def run_in_container(
     """
     limits = limits or Limits()
     with _probe_path() as probe:
-        container = audit_container(limits, probe, image.image_id, json.dumps(spec, sort_keys=True))
+        run = audit_run(limits, probe, image.image_id, json.dumps(spec, sort_keys=True))
+        container = container_spec(run)
         shown = ["docker", *runtime_container_argv("docker", container, "NAME")[1:-1], "SPEC"]
         shown[shown.index(f"{probe}:{PROBE_IN_CONTAINER}:ro")] = f"probe.py:{PROBE_IN_CONTAINER}:ro"
         with progress.current().waiting(f"running the probe in {image.requested}"):
-            run = run_container(
-                engine.client_path, container, run_dir, timeout_s, stage="audit", shown=tuple(shown)
+            ended = run_to_end(
+                EngineRunner(engine.client_path),
+                replace(run, shown=tuple(shown)),
+                run_dir,
+                timeout_s,
             )
-    return _within_limit(run, f"the audit of {image.requested}", timeout_s, run_dir)
+    return _within_limit(ended, f"the audit of {image.requested}", timeout_s, run_dir)
 
 
 def run_on_host(
     spec: dict[str, Any], *, run_dir: Path, timeout_s: float = DEFAULT_TIMEOUT_S
 ) -> ProcessRun:
-    """Run the probe against this interpreter (``--host``): no container, GPU queried."""
+    """Run the probe against this interpreter (``--host``): no container, GPU queried.
+
+    The probe leads its own process group; its checks run in groups of their own and end
+    at their own timeouts, so the limit kills the probe's group alone."""
     with _probe_path() as probe:
-        argv = [sys.executable, str(probe), "--host", "--spec-json", json.dumps(spec)]
-
-        def stop(proc: subprocess.Popen[bytes]) -> None:
-            # The probe leads its own process group; its checks run in groups of their own
-            # and end at their own timeouts.
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGKILL)
-
-        run = run_bounded(
-            argv,
-            ("python3", "probe.py", "--host", "--spec-json", "SPEC"),
-            run_dir,
-            timeout_s,
-            stop=stop,
+        run = RunSpec(
+            argv=(sys.executable, str(probe), "--host", "--spec-json", json.dumps(spec)),
+            stage="audit",
+            shown=("python3", "probe.py", "--host", "--spec-json", "SPEC"),
         )
-    return _within_limit(run, "the host audit", timeout_s, run_dir)
+        ended = run_to_end(HostRunner(stop=kill_group), run, run_dir, timeout_s)
+    return _within_limit(ended, "the host audit", timeout_s, run_dir)
 
 
 def _within_limit(run: ProcessRun, what: str, timeout_s: float, run_dir: Path) -> ProcessRun:

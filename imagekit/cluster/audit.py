@@ -36,7 +36,15 @@ from imagekit.audit.runner import ENVIRONMENT as AUDIT_ENVIRONMENT
 from imagekit.audit.runner import HOME_IN_CONTAINER, PROBE_IN_CONTAINER, Limits
 from imagekit.cluster.connection import ClusterTarget, Connection, connect
 from imagekit.cluster.pods import VERIFIED, PodOptions, record_pod
-from imagekit.cluster.runner import PodRef, PodRunner, PodState, Progress, api_errors
+from imagekit.cluster.runner import (
+    PodPlace,
+    PodRef,
+    PodRun,
+    PodRunner,
+    PodState,
+    Progress,
+    api_errors,
+)
 from imagekit.errors import ClusterError, CouldNotFinish, UsageError
 from imagekit.kinds.audit import AuditPod
 from imagekit.ledger import AuditDetails, AuditSummary, append_record
@@ -259,26 +267,26 @@ def _audit_in_pod(
     manifest = audit_pod_manifest(name, request.ref, spec_json, request)
     evidence.write_json(run_dir / "pod-manifest.json", manifest)
     _put_probe(runner, namespace, name)
-    ref: PodRef | None = None
+    run: PodRun | None = None
     try:
-        ref = runner.submit(manifest)
-        _own_probe(runner, ref)
-        state = runner.wait(ref, request.timeout_s)
+        run = PodPlace(runner, CONTAINER, grace_period=0).submit(manifest, run_dir)
+        _own_probe(runner, run.ref)
+        state = run.wait(request.timeout_s)
         if state.timed_out or not state.finished:
             raise CouldNotFinish(
                 f"audit INCOMPLETE: pod {namespace}/{name} was still {state.phase} after "
                 f"{request.timeout_s:g} s: {state.reason or 'no reason given'}",
                 hint="see `kubectl describe pod`; --keep keeps the pod to look at",
             )
-        log = runner.logs(ref, CONTAINER)
+        log = run.logs()
         evidence.write_bytes(run_dir / "probe-log.txt", log.encode())
         return _decide_and_record(
             workspace, request, connection.server, state, log, digest, run_dir
         )
     finally:
         if not request.keep:
-            if ref is not None:
-                runner.delete(ref, grace_period=0)
+            if run is not None:
+                run.cleanup()
             _drop_probe_quietly(runner, namespace, name)
 
 

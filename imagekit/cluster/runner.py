@@ -18,6 +18,9 @@ taught about clusters, as behaviour:
 
 The image a pod really ran is its containers' ``status.imageID`` (``PodState.image_ids``),
 which imagekit.cluster.pods reads and judges.
+
+``PodPlace`` and ``PodRun`` are PodRunner as the runner seam's place and run
+(imagekit.runners.seam): what the audit's and the GPU preflight's cluster steps call.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from imagekit.cluster.connection import Connection
@@ -265,3 +269,54 @@ class PodRunner:
             )
         self.wait_gone(ref.namespace, ref.name, wait_s)
         self._progress(f"pod {ref.namespace}/{ref.name} deleted")
+
+
+class PodRun:
+    """One pod as the runner seam's handle (imagekit.runners.seam.Run): waited for with a
+    deadline, its container's log, the kubelet's imageID of that container, deleted."""
+
+    def __init__(
+        self, pods: PodRunner, ref: PodRef, container: str, *, grace_period: int | None = None
+    ) -> None:
+        self.pods, self.ref, self.container = pods, ref, container
+        self._grace_period = grace_period
+        self.state: PodState | None = None
+
+    @property
+    def name(self) -> str:
+        return f"{self.ref.namespace}/{self.ref.name}"
+
+    def wait(self, deadline_s: float) -> PodState:
+        self.state = self.pods.wait(self.ref, deadline_s)
+        return self.state
+
+    def logs(self) -> str:
+        return self.pods.logs(self.ref, self.container)
+
+    def image_id(self) -> str | None:
+        """The container's ``status.imageID`` as last read (None before it ran)."""
+        found = self.state.image_ids.get(self.container) if self.state else None
+        return found or None
+
+    def cleanup(self) -> None:
+        self.pods.delete(self.ref, grace_period=self._grace_period)
+
+
+class PodPlace:
+    """A cluster's namespace as the runner seam's place (imagekit.runners.seam.Runner): a
+    run is the pod document a stage renders, submitted through PodRunner (the priority
+    checked, an old Terminating pod of its name waited for)."""
+
+    def __init__(self, pods: PodRunner, container: str, *, grace_period: int | None = None) -> None:
+        self.pods, self.container = pods, container
+        self._grace_period = grace_period
+
+    @property
+    def where(self) -> str:
+        connection = self.pods.connection
+        return f"namespace {connection.namespace} of the cluster at {connection.server}"
+
+    def submit(self, spec: dict[str, Any], run_dir: Path) -> PodRun:
+        """Create the pod SPEC describes (``run_dir``: the stage keeps its own evidence)."""
+        ref = self.pods.submit(spec)
+        return PodRun(self.pods, ref, self.container, grace_period=self._grace_period)

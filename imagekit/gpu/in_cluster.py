@@ -27,7 +27,7 @@ from typing import Any
 
 from imagekit import evidence
 from imagekit.cluster.connection import ClusterTarget, Connection, connect
-from imagekit.cluster.runner import PodRef, PodRunner, PodState, Progress, api_errors
+from imagekit.cluster.runner import PodRef, PodRun, PodRunner, PodState, Progress, api_errors
 from imagekit.errors import CheckFailed, ClusterError
 from imagekit.gpu.bind import REPORT_MARKER
 from imagekit.gpu.job import CONTAINER
@@ -100,7 +100,8 @@ def _run(
             created.append((kind, name))
         say(f"job {namespace}/{request.job} created")
         pod = _job_pod(runner, namespace, request.job, deadline, say)
-        state = runner.wait(pod, max(0.0, deadline - time.monotonic()))
+        run = PodRun(runner, pod, CONTAINER)  # the Job's pod: the Job deletes it (_clean)
+        state = run.wait(max(0.0, deadline - time.monotonic()))
         if state.timed_out or not state.finished:
             raise CheckFailed(
                 f"gpu-preflight INCOMPLETE: pod {namespace}/{pod.name} of job {request.job} "
@@ -108,7 +109,7 @@ def _run(
                 f"{state.reason or 'no reason given'}",
                 hint="see `kubectl describe pod`; --keep keeps the Job to look at",
             )
-        log = runner.logs(pod, CONTAINER)
+        log = run.logs()
         return _taken(workspace, request, state, log)
     finally:
         if not request.keep:

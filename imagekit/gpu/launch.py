@@ -34,15 +34,10 @@ from imagekit.gpu.health import LEVEL_SETTINGS, resolve_thresholds
 from imagekit.gpu.judges import Asked
 from imagekit.gpu.report import REPORT_CAP, ProbeReport, parse_report
 from imagekit.kinds.gpu_preflight import MAX_GPUS, PreflightLevel, name_pattern
-from imagekit.runtime.container import (
-    ContainerSpec,
-    Mount,
-    ProcessRun,
-    gpu_refusal,
-    kill_tree,
-    run_bounded,
-    run_container,
-)
+from imagekit.runners.engine import EngineRunner
+from imagekit.runners.host import HostRunner
+from imagekit.runners.seam import Devices, Limits, Mount, RunSpec, run_to_end
+from imagekit.runtime.container import ProcessRun, gpu_refusal
 
 PROBE_IN_CONTAINER = "/imagekit-gpu/probe.py"
 OUT_IN_CONTAINER = "/imagekit-out"
@@ -306,9 +301,8 @@ def run_on_host(options: ProbeOptions, run_dir: Path, python: str | None = None)
         argv = launcher_argv(python, str(probe), str(out), options)
         shown = ("python3", *argv[1:-1], "SPEC")
         shown = tuple("probe.py" if a == str(probe) else a for a in shown)
-        run = run_bounded(
-            argv, shown, run_dir, options.timeout_s, stop=kill_tree, stream_prefix="gpu-probe"
-        )
+        spec = RunSpec(argv=tuple(argv), stage="gpu-preflight", shown=shown, output="gpu-probe")
+        run = run_to_end(HostRunner(), spec, run_dir, options.timeout_s)
     return _outcome(run, out)
 
 
@@ -333,27 +327,28 @@ def run_in_image(
         argv = launcher_argv("-", PROBE_IN_CONTAINER, f"{OUT_IN_CONTAINER}/report.json", options)[
             1:
         ]
-        spec = ContainerSpec(
+        shown = ("docker", "run", "...", image_id, "python3", *argv[:-1], "SPEC")
+        spec = RunSpec(
             image=image_id,
-            argv=tuple(argv),
-            entrypoint="python3",
+            argv=("python3", *argv),
+            stage="gpu-preflight",
             label="io.imagekit.gpu-preflight=1",
             network="none",
-            gpus=None if options.self_test else gpus,
-            cdi_devices=() if options.self_test else cdi_devices,
-            shm_size=shm_size,
+            devices=Devices(
+                gpus=None if options.self_test else gpus,
+                cdi=() if options.self_test else cdi_devices,
+                shm_size=shm_size,
+            ),
             env={"HOME": "/tmp", "PYTHONDONTWRITEBYTECODE": "1", **passed},  # noqa: S108
             mounts=(
                 Mount(probe, PROBE_IN_CONTAINER),
                 Mount(out_dir, OUT_IN_CONTAINER, read_only=False),
             ),
-            tmpfs=(("/tmp", "1g"),),  # noqa: S108 - the container's /tmp
+            limits=Limits(scratch=(("/tmp", "1g"),)),  # noqa: S108 - the container's /tmp
+            shown=shown,
+            output="gpu-probe",
         )
-        shown = ("docker", "run", "...", image_id, "python3", *argv[:-1], "SPEC")
-        run = run_container(
-            client, spec, run_dir, options.timeout_s, stage="gpu-preflight", shown=shown,
-            stream_prefix="gpu-probe",
-        )  # fmt: skip
+        run = run_to_end(EngineRunner(client), spec, run_dir, options.timeout_s)
     outcome = _outcome(run, out_dir / "report.json")
     refused = gpu_refusal(run)
     if refused is not None:

@@ -150,6 +150,30 @@ def remove_container(client: str, name: str) -> None:
         time.sleep(0.2)
 
 
+def start_container(
+    client: str,
+    spec: ContainerSpec,
+    run_dir: Path,
+    *,
+    stage: str,
+    shown: tuple[str, ...] | None = None,
+    stream_prefix: str = "probe",
+) -> Bounded:
+    """Start SPEC's container, named, its output captured into ``run_dir``; on the limit,
+    SIGINT and SIGTERM it is killed and removed before anything else happens."""
+    name = new_name(stage)
+    argv = container_argv(client, spec, name)
+
+    def stop(proc: subprocess.Popen[bytes]) -> None:
+        # The client first, so that it cannot start a container after the removal.
+        proc.kill()
+        remove_container(client, name)
+
+    return Bounded(
+        argv, shown or tuple(argv), run_dir, stop=stop, stream_prefix=stream_prefix, container=name
+    )
+
+
 def run_container(
     client: str,
     spec: ContainerSpec,
@@ -160,25 +184,11 @@ def run_container(
     shown: tuple[str, ...] | None = None,
     stream_prefix: str = "probe",
 ) -> ProcessRun:
-    """Run SPEC's container with its output captured into ``run_dir``; on the limit, SIGINT
-    and SIGTERM it is killed and removed before anything else happens."""
-    name = new_name(stage)
-    argv = container_argv(client, spec, name)
-
-    def stop(proc: subprocess.Popen[bytes]) -> None:
-        # The client first, so that it cannot start a container after the removal.
-        proc.kill()
-        remove_container(client, name)
-
-    return run_bounded(
-        argv,
-        shown or tuple(argv),
-        run_dir,
-        timeout_s,
-        stop=stop,
-        stream_prefix=stream_prefix,
-        container=name,
+    """Run SPEC's container to its end or TIMEOUT_S (see :func:`start_container`)."""
+    started = start_container(
+        client, spec, run_dir, stage=stage, shown=shown, stream_prefix=stream_prefix
     )
+    return started.wait(timeout_s)
 
 
 def process_tree(pid: int) -> list[int]:
@@ -226,6 +236,89 @@ def kill_tree(proc: subprocess.Popen[bytes], grace_s: float = 5.0) -> None:
             os.kill(pid, signal.SIGKILL)
 
 
+class Bounded:
+    """A started run: its output read into the evidence folder until :meth:`wait` ends it.
+
+    It runs in a session of its own, so a Ctrl-C reaches imagekit alone, which then stops
+    it in order (the client, then the container; or the whole process tree) instead of
+    racing it.
+    """
+
+    def __init__(
+        self,
+        argv: list[str],
+        shown: tuple[str, ...],
+        run_dir: Path,
+        *,
+        stop: Callable[[subprocess.Popen[bytes]], None],
+        stream_prefix: str = "probe",
+        env: Mapping[str, str] | None = None,
+        container: str | None = None,
+    ) -> None:
+        self._shown, self._run_dir, self._stop = shown, run_dir, stop
+        self._prefix, self.container = stream_prefix, container
+        self._started = time.monotonic()
+        self._proc = subprocess.Popen(  # noqa: S603 - fixed argv, no shell
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+            env=dict(env) if env is not None else None,
+        )
+        assert self._proc.stdout is not None and self._proc.stderr is not None  # noqa: S101
+        self._out = Capture(self._proc.stdout, run_dir / f"{stream_prefix}-stdout.raw")
+        self._err = Capture(self._proc.stderr, run_dir / f"{stream_prefix}-stderr.raw")
+        self.ended: ProcessRun | None = None
+
+    @property
+    def pid(self) -> int:
+        return self._proc.pid
+
+    def _collect(self, state: str, timed_out: bool = False) -> ProcessRun:
+        proc = self._proc
+        run = ProcessRun(
+            command=self._shown,
+            exit_code=proc.wait(),
+            seconds=round(time.monotonic() - self._started, 3),
+            stdout=self._out.finish(),
+            stderr=self._err.finish(),
+            timed_out=timed_out,
+            container=self.container,
+        )
+        write_json(self._run_dir / f"{self._prefix}-run.json", {**run.to_json(), "ended": state})
+        self.ended = run
+        return run
+
+    def wait(self, timeout_s: float) -> ProcessRun:
+        """Until it exits or TIMEOUT_S pass: on the limit it is stopped and comes back with
+        ``timed_out``; on an interrupt it is stopped and Interrupted is raised keeping what
+        was read."""
+        if self.ended is not None:
+            return self.ended
+        try:
+            self._proc.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            self._stop(self._proc)
+            return self._collect("killed at the wall-clock limit", timed_out=True)
+        except KeyboardInterrupt as exc:
+            self._stop(self._proc)
+            run = self._collect("stopped by an interrupt")
+            summary = (
+                f"the run was stopped before it finished ({run.stdout.total} bytes of output kept)"
+            )
+            raise interrupted(exc).keeping(
+                {"summary": summary, "stdout_bytes": run.stdout.total}, self._run_dir
+            ) from None
+        return self._collect("exited")
+
+    def stop(self) -> None:
+        """Stop it now, if it still runs (a caller that gives up on it)."""
+        if self.ended is None and self._proc.poll() is None:
+            self._stop(self._proc)
+            self._collect("stopped by its caller")
+
+
 def run_bounded(
     argv: list[str],
     shown: tuple[str, ...],
@@ -237,54 +330,12 @@ def run_bounded(
     env: Mapping[str, str] | None = None,
     container: str | None = None,
 ) -> ProcessRun:
-    """Run argv with its output captured into run_dir; stop it on the limit or an interrupt.
-
-    It runs in a session of its own, so a Ctrl-C reaches imagekit alone, which then stops
-    it in order (the client, then the container; or the whole process tree) instead of
-    racing it. On the limit the run comes back with ``timed_out``; on an interrupt,
-    Interrupted is raised keeping what was read.
-    """
-    started = time.monotonic()
-    proc = subprocess.Popen(  # noqa: S603 - fixed argv, no shell
-        argv,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        start_new_session=True,
-        env=dict(env) if env is not None else None,
+    """Run argv with its output captured into run_dir; stop it on the limit or an interrupt
+    (see :class:`Bounded`)."""
+    started = Bounded(
+        argv, shown, run_dir, stop=stop, stream_prefix=stream_prefix, env=env, container=container
     )
-    assert proc.stdout is not None and proc.stderr is not None  # noqa: S101 - PIPE
-    out = Capture(proc.stdout, run_dir / f"{stream_prefix}-stdout.raw")
-    err = Capture(proc.stderr, run_dir / f"{stream_prefix}-stderr.raw")
-
-    def collect(state: str, timed_out: bool = False) -> ProcessRun:
-        run = ProcessRun(
-            command=shown,
-            exit_code=proc.wait(),
-            seconds=round(time.monotonic() - started, 3),
-            stdout=out.finish(),
-            stderr=err.finish(),
-            timed_out=timed_out,
-            container=container,
-        )
-        write_json(run_dir / f"{stream_prefix}-run.json", {**run.to_json(), "ended": state})
-        return run
-
-    try:
-        proc.wait(timeout=timeout_s)
-    except subprocess.TimeoutExpired:
-        stop(proc)
-        return collect("killed at the wall-clock limit", timed_out=True)
-    except KeyboardInterrupt as exc:
-        stop(proc)
-        run = collect("stopped by an interrupt")
-        summary = (
-            f"the run was stopped before it finished ({run.stdout.total} bytes of output kept)"
-        )
-        raise interrupted(exc).keeping(
-            {"summary": summary, "stdout_bytes": run.stdout.total}, run_dir
-        ) from None
-    return collect("exited")
+    return started.wait(timeout_s)
 
 
 # What an engine says when it is asked for GPUs it cannot give (Docker 20.10 to 28).

@@ -31,7 +31,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "progress",
         ),
     ),
-    ("outside world", ("registry", "runtime")),
+    ("outside world", ("registry", "runtime", "runners")),
     ("records", ("kinds", "ledger", "attest")),
     (
         "stages",
@@ -48,6 +48,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "cluster",
             "gpu",
             "pull_attestation",
+            "pull_verdict",
             "mirror_binding",
             "gate",
         ),

@@ -11,13 +11,15 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from imagekit.cluster import connection
 from imagekit.cluster.connection import ClusterTarget, connect
-from imagekit.cluster.runner import PodRunner
+from imagekit.cluster.runner import PodPlace, PodRunner, PodState
 from imagekit.errors import ClusterError, UsageError
+from imagekit.runners.seam import Runner
 from tests.support.base_image import BaseImage
 from tests.support.cluster import Cluster, host_network_pod
 
@@ -112,6 +114,28 @@ def test_a_pod_runs_and_says_what_it_ran(
     runner.delete(ref)
     assert runner.get(ref.namespace, ref.name) is None
     assert any("Succeeded on imagekit-node-" in line for line in said), said
+
+
+def test_the_pod_place_answers_the_runner_seam(
+    runner: PodRunner, base_image: BaseImage, tmp_path: Path
+) -> None:
+    """The same pod through the seam: submitted, waited for, its log, the image the kubelet
+    ran (its status.imageID), cleaned up (again is harmless)."""
+    place: Runner[dict[str, Any], PodState] = PodPlace(runner, "main", grace_period=0)
+    manifest = host_network_pod(
+        _name("seam"), base_image.reference, ["python3", "-c", "print('through the seam')"]
+    )
+    run = place.submit(manifest, tmp_path)
+    assert run.image_id() is None  # nothing ran yet
+    state = run.wait(240)
+    assert state.phase == "Succeeded" and not state.timed_out, state.reason
+    assert run.image_id() == (
+        f"{base_image.registry_host}/{base_image.repository}@{base_image.digest}"
+    )
+    assert run.logs() == "through the seam\n"
+    run.cleanup()
+    assert runner.get(state.ref.namespace, state.ref.name) is None
+    run.cleanup()
 
 
 def test_a_pending_pod_ends_at_the_deadline_with_the_schedulers_reason(
