@@ -1,7 +1,7 @@
 """The runner seam: what every place that runs a probe (or pulls its image) answers to.
 
-A stage says what to run once (:class:`RunSpec`: the image by ID or digest, argv, env,
-mounts, devices, network, limits) and hands it to a place:
+A stage says what to run (:class:`RunSpec`: the image by ID or digest, argv, env, mounts,
+devices, network, limits) and hands it to a place:
 
 - this host's processes (imagekit.runners.host: the Python given, the process tree killed
   whole on the limit);
@@ -11,12 +11,15 @@ mounts, devices, network, limits) and hands it to a place:
   with a deadline and the scheduler's or kubelet's reasons, its log read bounded, its
   ``status.imageID`` the image the runtime ran, deleted).
 
-Each place answers :class:`Runner`: ``submit`` starts a run and gives its :class:`Run`
-handle, which is waited for with a deadline (what it ended as, with ``timed_out`` when the
-deadline came first: what that proves is the stage's to decide), gives its logs (bounded),
-the image ID the runtime ran, and is cleaned up (idempotent). What a run ended as is the
-place's own typed record (a process's ``ProcessRun``, a pod's ``PodState``), so a stage
-reads what its place knows and nothing is squeezed into a common denominator.
+Each place answers :class:`Runner` for the spec it takes (this host and the engine take a
+:class:`RunSpec`; a cluster takes the pod document the stage rendered from the same facts:
+the probe's ConfigMap volume, the Job's template): ``submit`` starts a run and gives its
+:class:`Run` handle, which is waited for with a deadline (what it ended as, with
+``timed_out`` when the deadline came first: what that proves is the stage's to decide),
+gives its logs (bounded), the image ID the runtime ran, and is cleaned up (idempotent).
+What a run ended as is the place's own typed record (a process's ``ProcessRun``, a pod's
+``PodState``), so a stage reads what its place knows and nothing is squeezed into a common
+denominator.
 
 The places that pull an image so that a run, or the final pull, can use it answer
 :class:`Puller`: pulled by reference, and the image ID that runtime holds it as.

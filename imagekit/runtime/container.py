@@ -9,6 +9,8 @@ limit, and on that limit, SIGINT or SIGTERM the container killed and removed (or
 host, every process of the run killed) before anything else happens. What the run proved is
 the caller's to decide: a run that hit its limit comes back with ``timed_out`` set, and the
 audit turns that into AuditTimeout while the GPU preflight turns it into its INCOMPLETE.
+A run is started (:class:`Bounded`, :func:`start_container`) and then waited for, which is
+how the runner seam (imagekit.runners) hands it out as a run to submit and wait for.
 
 GPUs are asked for as the engine's ``--gpus`` takes them (``all``, a count, or
 ``device=0,1``: the NVIDIA container toolkit must be installed and registered with the
@@ -317,25 +319,6 @@ class Bounded:
         if self.ended is None and self._proc.poll() is None:
             self._stop(self._proc)
             self._collect("stopped by its caller")
-
-
-def run_bounded(
-    argv: list[str],
-    shown: tuple[str, ...],
-    run_dir: Path,
-    timeout_s: float,
-    *,
-    stop: Callable[[subprocess.Popen[bytes]], None],
-    stream_prefix: str = "probe",
-    env: Mapping[str, str] | None = None,
-    container: str | None = None,
-) -> ProcessRun:
-    """Run argv with its output captured into run_dir; stop it on the limit or an interrupt
-    (see :class:`Bounded`)."""
-    started = Bounded(
-        argv, shown, run_dir, stop=stop, stream_prefix=stream_prefix, env=env, container=container
-    )
-    return started.wait(timeout_s)
 
 
 # What an engine says when it is asked for GPUs it cannot give (Docker 20.10 to 28).
