@@ -315,10 +315,15 @@ class Bounded:
         return self._collect("exited")
 
     def stop(self) -> None:
-        """Stop it now, if it still runs (a caller that gives up on it)."""
-        if self.ended is None and self._proc.poll() is None:
+        """Stop it now, if it still runs (a caller that gives up on it), and keep what it
+        printed; a run already waited for is left as it ended."""
+        if self.ended is not None:
+            return
+        if self._proc.poll() is None:
             self._stop(self._proc)
             self._collect("stopped by its caller")
+        else:
+            self._collect("exited")
 
 
 # What an engine says when it is asked for GPUs it cannot give (Docker 20.10 to 28).
