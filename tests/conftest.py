@@ -158,6 +158,7 @@ SHARED_UNITS = {
     "tests/integration/cluster/test_runner.py": "cluster",
     "tests/integration/cluster/test_audit.py": "cluster",
     "tests/integration/cluster/test_gpu_job.py": "cluster",
+    "tests/integration/cluster/test_gpu_multinode.py": "cluster",
 }
 # The longest units start first (seconds, serial, from `pytest --durations=0` on 2 cores), so
 # no worker is left alone at the end with one of them; the rest keep the collection order.
