@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
@@ -16,6 +17,9 @@ from imagekit.errors import UsageError
 from imagekit.gpu.stage import PreflightRequest, PreflightResult
 from imagekit.kinds.gpu_preflight import PreflightLevel
 from imagekit.workspace import Workspace
+
+if TYPE_CHECKING:
+    from imagekit.gpu.multinode import Nodes
 
 
 def _sizes(_ctx: click.Context, _param: click.Parameter, value: str | None) -> tuple[float, ...]:
@@ -133,6 +137,23 @@ def _human(result: PreflightResult) -> None:
 )
 @click.option("--node", metavar="NAME", help="The Job's pod on this node (its hostname label).")
 @click.option(
+    "--nodes",
+    type=int,
+    metavar="N",
+    help="With --emit-job or --cluster: an Indexed Job of N pods (nodes) joined by torch's "
+    "c10d rendezvous at pod 0, so the all-reduce crosses the nodes.",
+)
+@click.option(
+    "--rendezvous-host",
+    metavar="HOST",
+    help="With --nodes: where pod 0's rendezvous listens [its name under a headless Service]"
+    "; 127.0.0.1 for one node on the host's network.",
+)
+@click.option(
+    "--rendezvous-port", type=int, default=29400, show_default=True, metavar="PORT",
+    help="With --nodes: the rendezvous port.",
+)  # fmt: skip
+@click.option(
     "--deadline",
     "deadline_s",
     type=click.FloatRange(min=0, min_open=True),
@@ -217,6 +238,9 @@ def command(
     keep: bool,
     host_network: bool,
     node: str | None,
+    nodes: int | None,
+    rendezvous_host: str | None,
+    rendezvous_port: int,
     deadline_s: float | None,
     target: ClusterTarget,
     cpu: str | None,
@@ -287,6 +311,15 @@ def command(
             fault=_fault(fault),
         )
 
+    def across() -> Nodes | None:
+        if nodes is None:
+            if rendezvous_host is not None:
+                raise UsageError("--rendezvous-host is for a Job of several pods: give --nodes N")
+            return None
+        from imagekit.gpu.multinode import Nodes
+
+        return Nodes(nodes, rendezvous_host, rendezvous_port)
+
     def emitted() -> jobs.EmittedJob:
         if ref is None or host:
             raise UsageError(
@@ -307,7 +340,13 @@ def command(
             ttl_s=ttl_s,
             host_network=host_network,
         )
-        made = jobs.emit_job(Workspace.from_env(Path.cwd()), ref, options(), job)
+        spread = across()
+        if spread is not None:
+            from imagekit.gpu.multinode import emit_across_nodes
+
+            made = emit_across_nodes(Workspace.from_env(Path.cwd()), ref, options(), job, spread)
+        else:
+            made = jobs.emit_job(Workspace.from_env(Path.cwd()), ref, options(), job)
         for warning in made.warnings:
             echo_err(f"warning: {warning}")
         return made
@@ -361,8 +400,16 @@ def command(
                 deadline_s=deadline_s,
                 keep=keep,
             )
-            result = preflight_in_cluster(workspace, wanted, progress=echo_err)
+            spread = across()
+            if spread is not None:
+                from imagekit.gpu.multinode import preflight_across_nodes
+
+                result = preflight_across_nodes(workspace, wanted, spread, progress=echo_err)
+            else:
+                result = preflight_in_cluster(workspace, wanted, progress=echo_err)
         else:
+            if across() is not None:
+                raise UsageError("--nodes is for a Job: give --emit-job or --cluster with it")
             result = gpu_preflight(workspace, request())
         if as_json:
             echo_err(f"evidence: {result.evidence_dir}")
