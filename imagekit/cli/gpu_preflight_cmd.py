@@ -333,22 +333,6 @@ def command(
             echo_err(f"warning: {warning}")
         return made
 
-    if emit_job:
-
-        def emit() -> jobs.EmittedJob:
-            made = emitted()
-            echo_err(f"job: {made.name} (kubectl wait --for=condition=complete "
-                     f"job/{made.name}; kubectl logs job/{made.name} > job.log)")  # fmt: skip
-            return made
-
-        run(
-            emit,
-            as_json=as_json,
-            human=lambda e: click.echo(jobs.dumps(e.manifest)),
-            to_json=lambda e: e.to_json(),
-        )
-        return
-
     def request() -> PreflightRequest:
         return PreflightRequest(
             options=options(),
@@ -384,6 +368,22 @@ def command(
                  "--pod": pod_file, "--host": host}  # fmt: skip
         _all_nodes(cluster, [name for name, value in given.items() if value], as_json,
                    in_cluster, node_selector, parallel)  # fmt: skip
+        return
+
+    if emit_job:
+
+        def emit() -> jobs.EmittedJob:
+            made = emitted()
+            echo_err(f"job: {made.name} (kubectl wait --for=condition=complete "
+                     f"job/{made.name}; kubectl logs job/{made.name} > job.log)")  # fmt: skip
+            return made
+
+        run(
+            emit,
+            as_json=as_json,
+            human=lambda e: click.echo(jobs.dumps(e.manifest)),
+            to_json=lambda e: e.to_json(),
+        )
         return
 
     def action() -> PreflightResult:
