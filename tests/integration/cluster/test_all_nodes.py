@@ -32,6 +32,8 @@ from tests.support.tiny_image import run_imagekit
 
 # Small requests: the test node has two cores; the Job's defaults are a GPU node's.
 _SMALL = ("--gpus", "1", "--cpu", "500m", "--memory", "1Gi", "--host-network")
+# How a pod the kubelet refused at admission ends: its status' reason.
+_REFUSED_BY_THE_KUBELET = ("UnexpectedAdmissionError", "OutOfnvidia.com/gpu")
 
 
 pytestmark = pytest.mark.usefixtures("as_a_user")  # KUBECONFIG, as a user's (conftest)
@@ -59,13 +61,19 @@ def test_every_matching_gpu_node_gets_a_job_a_verdict_bound_to_its_pod_and_the_p
 ) -> None:
     base = f"pool-{secrets.token_hex(3)}"
     job = f"{base}-{cluster.node_name}"  # the node's Job: the base name, then the node's
+    argv = (
+        "gpu-preflight", base_image.reference, "--cluster", "--all-nodes", *_SMALL,
+        "--node-selector", "kubernetes.io/os=linux", "--job-name", base,
+        "--deadline", "240", "--json",
+    )  # fmt: skip
     cluster.advertise_gpus(1)  # the stand-in for the device plugin (see above)
     try:
-        done = run_imagekit(
-            "gpu-preflight", base_image.reference, "--cluster", "--all-nodes", *_SMALL,
-            "--node-selector", "kubernetes.io/os=linux", "--job-name", base,
-            "--deadline", "240", "--json",
-        )  # fmt: skip
+        done = run_imagekit(*argv)
+        if any(word in done.stderr for word in _REFUSED_BY_THE_KUBELET):
+            # The stand-in's race (test_gpu_job.py says it): the kubelet's own copy of its
+            # node did not show the patched GPU yet and refused the pod at admission; the
+            # Job was deleted and nothing recorded, so the same command once more.
+            done = run_imagekit(*argv)
     finally:
         cluster.advertise_gpus(0)
     assert done.returncode == 1, done.stderr + cluster.tails()  # INCOMPLETE is exit 1
