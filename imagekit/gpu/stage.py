@@ -141,6 +141,7 @@ class PreflightResult:
             "reference": self.reference,
             "image_id": self.image_id,
             "pod": self.pod,
+            "pod_uid": self.pod_uid,
             "failing": list(self.verdict.failing),
             "why_not_decided": self.why_none,
             "preflight": self.predicate.model_dump(mode="json"),
