@@ -489,15 +489,23 @@ def start_cluster(root: Path, timeout: float = 120.0) -> Cluster:
                 f"--hostname-override={node}", "--node-ip=127.0.0.1",
             ],
         }  # fmt: skip
-        for component, args in commands.items():
-            cluster.processes[component] = start_logged(
-                [binary(component), *args], cluster.log(component), own_session=True
-            )
         context = ssl.create_default_context(cafile=str(pki.ca))
         context.load_cert_chain(admin.cert, admin.key)
         cluster._client = httpx.Client(base_url=server, verify=context, timeout=5)
         deadline = started + timeout
-        _wait(cluster, deadline, "the API server's /readyz", lambda: _ok(cluster, "/readyz"))
+        # etcd and the API server first: the controller-manager gives up after 10 s without
+        # an API server (seen at load 14, when the API server took longer than that to start).
+        first = ("etcd", "kube-apiserver")
+        for component in (*first, *(name for name in commands if name not in first)):
+            cluster.processes[component] = start_logged(
+                [binary(component), *commands[component]],
+                cluster.log(component),
+                own_session=True,
+            )
+            if component == first[-1]:
+                _wait(
+                    cluster, deadline, "the API server's /readyz", lambda: _ok(cluster, "/readyz")
+                )
         _wait(cluster, deadline, f"node {node}", lambda: _ok(cluster, f"/api/v1/nodes/{node}"))
         _loopback_address(cluster)
         _wait(cluster, deadline, f"node {node} Ready", lambda: _node_ready(cluster))
