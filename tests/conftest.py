@@ -158,6 +158,9 @@ SHARED_UNITS = {
     "tests/integration/cluster/test_runner.py": "cluster",
     "tests/integration/cluster/test_audit.py": "cluster",
     "tests/integration/cluster/test_gpu_job.py": "cluster",
+    "tests/integration/cluster/test_gpu_preflight.py": "cluster",
+    "tests/integration/cluster/test_admission.py": "cluster",
+    "tests/integration/cluster/test_walkthrough.py": "cluster",
 }
 # The longest units start first (seconds, serial, from `pytest --durations=0` on 2 cores), so
 # no worker is left alone at the end with one of them; the rest keep the collection order.
