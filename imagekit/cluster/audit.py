@@ -34,6 +34,7 @@ from imagekit.audit.profiles import load_profile, probe_spec
 from imagekit.audit.report import SCOPE, AuditVerdict, ProbeReport, decide, parse_probe_output
 from imagekit.audit.runner import ENVIRONMENT as AUDIT_ENVIRONMENT
 from imagekit.audit.runner import HOME_IN_CONTAINER, PROBE_IN_CONTAINER, Limits
+from imagekit.audit.stage import plan_inputs
 from imagekit.cluster.connection import ClusterTarget, Connection, connect
 from imagekit.cluster.pods import VERIFIED, PodOptions, record_pod
 from imagekit.cluster.runner import PodRef, PodRunner, PodState, Progress, api_errors
@@ -192,14 +193,19 @@ class AuditPodManifests:
     in the connection's namespace, which neither names). The spec is the probe's own."""
 
     name: str
+    profile: str
     spec: dict[str, Any]
     config_map: dict[str, Any]
     pod: dict[str, Any]
 
 
-def render_audit_pod(request: ClusterAuditRequest, name: str | None = None) -> AuditPodManifests:
+def render_audit_pod(
+    request: ClusterAuditRequest, workspace: Workspace, name: str | None = None
+) -> AuditPodManifests:
     """The manifests the audit submits for REQUEST, rendered without a cluster: the submit
-    path uses exactly these (a name of its own, unless NAME is given)."""
+    path uses exactly these (a name of its own, unless NAME is given). A plan adds what the
+    engine audit takes from it: its profile (unless one is given), its find_spec modules and
+    its overlays' destinations (files expected to differ from their RECORD)."""
     reference = parse_reference(request.ref)
     if reference.digest is None:
         raise UsageError(
@@ -209,8 +215,15 @@ def render_audit_pod(request: ClusterAuditRequest, name: str | None = None) -> A
     digest = str(reference.digest)
     if name is None:
         name = f"imagekit-audit-{digest.removeprefix('sha256:')[:12]}-{secrets.token_hex(3)}"
-    profile = load_profile(request.profile or "generic")
-    spec = probe_spec(profile, expected_paths=[], host=False)
+    profile_name = request.profile
+    modules: list[str] = []
+    expected: list[str] = []
+    if request.plan:
+        plan_profile, modules, expected, _platform = plan_inputs(workspace, request.plan)
+        profile_name = profile_name or plan_profile
+    profile_name = profile_name or "generic"
+    profile = load_profile(profile_name).with_modules(modules)
+    spec = probe_spec(profile, expected_paths=expected, host=False)
     config_map = {
         "apiVersion": "v1",
         "kind": "ConfigMap",
@@ -218,7 +231,7 @@ def render_audit_pod(request: ClusterAuditRequest, name: str | None = None) -> A
         "data": {PROBE_IN_CONTAINER.rpartition("/")[2]: _probe_source()},
     }
     pod = audit_pod_manifest(name, request.ref, json.dumps(spec, sort_keys=True), request)
-    return AuditPodManifests(name, spec, config_map, pod)
+    return AuditPodManifests(name, profile_name, spec, config_map, pod)
 
 
 def _put_probe(runner: PodRunner, namespace: str, config_map: dict[str, Any]) -> None:
@@ -260,7 +273,7 @@ def audit_in_cluster(
 ) -> ClusterAuditResult:
     """Run the probe in a pod of REF on the cluster, decide, check the kubelet's imageID,
     record both; the pod deleted afterwards unless ``keep``."""
-    rendered = render_audit_pod(request)
+    rendered = render_audit_pod(request, workspace)
     with connect(request.target) as connection:
         return _audit_in_pod(workspace, request, connection, rendered, progress)
 
@@ -294,7 +307,7 @@ def _audit_in_pod(
         log = runner.logs(ref, CONTAINER)
         evidence.write_bytes(run_dir / "probe-log.txt", log.encode())
         return _decide_and_record(
-            workspace, request, connection.server, state, log, digest, run_dir
+            workspace, request, rendered.profile, connection.server, state, log, digest, run_dir
         )
     finally:
         if not request.keep:
@@ -314,6 +327,7 @@ def _drop_probe_quietly(runner: PodRunner, namespace: str, name: str) -> None:
 def _decide_and_record(
     workspace: Workspace,
     request: ClusterAuditRequest,
+    profile: str,
     cluster: str,
     state: PodState,
     log: str,
@@ -368,7 +382,7 @@ def _decide_and_record(
         scope=scope,
         evidence=report_path,
         details=AuditDetails(
-            profile=request.profile or "generic",
+            profile=profile,
             image_id=digest,
             pod=binding,
             report=AuditSummary(

@@ -39,6 +39,7 @@ from imagekit.cluster.runner import api_errors
 from imagekit.errors import ClusterError
 from imagekit.gpu.in_cluster import submitted_items
 from imagekit.refs import parse_reference
+from imagekit.workspace import Workspace
 from tests.integration.gpu.test_job_admission import POLICY as PREFLIGHT_JOB_POLICY
 from tests.support.admission import (
     docs_image_policy,
@@ -76,10 +77,10 @@ def audited(make_image: Callable[[str], Pushed], pair: KeyPairFiles) -> str:
     return str(image)
 
 
-def _rendered(image: str) -> list[dict[str, Any]]:
+def _rendered(image: str, workspace: Workspace) -> list[dict[str, Any]]:
     """What imagekit submits for IMAGE, in order: the audit's ConfigMap and pod, the
     preflight's ConfigMap and Job (the test node's sizes: one GPU, small requests)."""
-    audit = render_audit_pod(ClusterAuditRequest(ref=image, host_network=True))
+    audit = render_audit_pod(ClusterAuditRequest(ref=image, host_network=True), workspace)
     emitted = CliRunner().invoke(
         main, ["gpu-preflight", image, "--emit-job", "--gpus", "1", "--cpu", "500m",
                "--memory", "1Gi", "--host-network", "--json"],
@@ -129,9 +130,14 @@ def _offline(
 
 
 def test_what_imagekit_submits_is_accepted_by_kyverno_the_tester_and_the_api_server(
-    api: Connection, audited: str, registry: RunningRegistry, pair: KeyPairFiles, tmp_path: Path
+    api: Connection,
+    audited: str,
+    registry: RunningRegistry,
+    pair: KeyPairFiles,
+    workspace: Workspace,
+    tmp_path: Path,
 ) -> None:
-    rendered = _rendered(audited)
+    rendered = _rendered(audited, workspace)
     assert [r["kind"] for r in rendered] == ["ConfigMap", "Pod", "ConfigMap", "Job"]
     for resource in rendered:
         kind, name = resource["kind"], resource["metadata"]["name"]
@@ -185,6 +191,7 @@ def test_where_the_offline_judges_and_the_api_server_disagree_the_api_server_win
     audited: str,
     registry: RunningRegistry,
     pair: KeyPairFiles,
+    workspace: Workspace,
     tmp_path: Path,
 ) -> None:
     """The field report's preflight pod: ``preemptionPolicy: Never`` under a class that
@@ -196,7 +203,7 @@ def test_where_the_offline_judges_and_the_api_server_disagree_the_api_server_win
     )
     assert made.returncode == 0, made.stderr
     try:
-        _, pod, _, job = _rendered(audited)
+        _, pod, _, job = _rendered(audited, workspace)
         suffix = secrets.token_hex(3)
         for resource in (pod, job):
             spec = resource["spec"]["template"]["spec"] if resource is job else resource["spec"]

@@ -47,17 +47,35 @@ def test_a_tag_is_refused_before_any_cluster(tmp_path: Path) -> None:
         audit_in_cluster(Workspace.at(tmp_path), ClusterAuditRequest(ref="r.example/x:1"))
 
 
-def test_the_rendered_manifests_are_the_probe_and_its_pod_under_one_name() -> None:
+def test_the_rendered_manifests_are_the_probe_and_its_pod_under_one_name(
+    tmp_path: Path,
+) -> None:
     """render_audit_pod is what audit_in_cluster submits: the probe's ConfigMap and the pod
     that mounts it, the probe's spec on the pod's command line."""
-    rendered = render_audit_pod(ClusterAuditRequest(ref=REF), name="imagekit-audit-x")
+    workspace = Workspace.at(tmp_path)
+    rendered = render_audit_pod(ClusterAuditRequest(ref=REF), workspace, name="imagekit-audit-x")
     assert rendered.config_map["metadata"]["name"] == "imagekit-audit-x"
     assert "imagekit's in-image probe" in rendered.config_map["data"]["probe.py"]
     assert rendered.pod == audit_pod_manifest(
         "imagekit-audit-x", REF, json.dumps(rendered.spec, sort_keys=True),
         ClusterAuditRequest(ref=REF),
     )  # fmt: skip
-    named = render_audit_pod(ClusterAuditRequest(ref=REF)).name
+    assert rendered.profile == "generic" and rendered.spec["expected_paths"] == []
+    named = render_audit_pod(ClusterAuditRequest(ref=REF), workspace).name
     assert named.startswith("imagekit-audit-abababababab-") and len(named) == 34
     with pytest.raises(UsageError, match="names no digest"):
-        render_audit_pod(ClusterAuditRequest(ref="r.example/x:1"))
+        render_audit_pod(ClusterAuditRequest(ref="r.example/x:1"), workspace)
+
+
+def test_a_plan_adds_its_overlays_and_modules_as_the_engine_audit_does(
+    workspace: Workspace,
+) -> None:
+    """--plan with --cluster: the demo plan's overlay (PyAV's about.py, which differs from
+    its RECORD on purpose) is expected, and its find_spec modules are checked."""
+    rendered = render_audit_pod(ClusterAuditRequest(ref=REF, plan="demo"), workspace)
+    assert rendered.spec["expected_paths"] == [
+        "/usr/lib/python3/dist-packages/av/about.py", "/usr/local/bin/imagekit-demo-hello",
+    ]  # fmt: skip
+    assert {"six", "av", "numpy"} <= set(rendered.spec["profile"]["modules"])
+    assert rendered.profile == "generic"
+    assert json.loads(rendered.pod["spec"]["containers"][0]["command"][-1]) == rendered.spec
