@@ -34,7 +34,6 @@ from imagekit.gpu.job import CONTAINER
 from imagekit.gpu.stage import PreflightRequest, PreflightResult, gpu_preflight
 from imagekit.workspace import Workspace
 
-_POLL_S = 0.5
 _GONE_S = 120.0  # how long a deleted Job's pod may take to go
 _TAIL_LINES = 5
 
@@ -59,7 +58,7 @@ def preflight_in_cluster(
     delete the Job (and its pod and ConfigMap) unless ``keep``."""
     say = progress or (lambda _line: None)
     with connect(request.target) as connection:
-        return _run(workspace, request, connection, PodRunner(connection, say), say)
+        return run_job(workspace, request, connection, PodRunner(connection, say), say)
 
 
 def submitted_items(manifest: dict[str, Any], namespace: str) -> tuple[dict[str, Any], ...]:
@@ -71,13 +70,15 @@ def submitted_items(manifest: dict[str, Any], namespace: str) -> tuple[dict[str,
     return items
 
 
-def _run(
+def run_job(
     workspace: Workspace,
     request: ClusterPreflightRequest,
     connection: Connection,
     runner: PodRunner,
     say: Callable[[str], None],
 ) -> PreflightResult:
+    """One Job on one connection (``preflight_in_cluster``'s, or one node's of
+    ``gpu-preflight --all-nodes``): created, waited for, taken back, cleaned up."""
     from lightkube.resources.batch_v1 import Job
     from lightkube.resources.core_v1 import ConfigMap
 
@@ -140,7 +141,7 @@ def _job_pod(
                 + ("; ".join(why) if why else "no reason given"),
                 hint="see `kubectl describe job`; an admission refusal names its plugin",
             )
-        time.sleep(_POLL_S)
+        runner.pause()
 
 
 def _failed_creates(runner: PodRunner, namespace: str, job: str) -> list[str]:
