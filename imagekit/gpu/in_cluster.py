@@ -61,8 +61,10 @@ def preflight_in_cluster(
         return run_job(workspace, request, connection, PodRunner(connection, say), say)
 
 
-def _items(request: ClusterPreflightRequest, namespace: str) -> tuple[dict[str, Any], ...]:
-    items = tuple(dict(item) for item in request.manifest["items"])
+def submitted_items(manifest: dict[str, Any], namespace: str) -> tuple[dict[str, Any], ...]:
+    """The emitted List's items (the probe's ConfigMap, the Job) exactly as ``--cluster``
+    creates them in NAMESPACE: what a dry run or an offline judge should be given."""
+    items = tuple(dict(item) for item in manifest["items"])
     for item in items:
         item["metadata"] = {**item["metadata"], "namespace": namespace}
     return items
@@ -83,7 +85,7 @@ def run_job(
     namespace = str(
         request.manifest["items"][1]["metadata"].get("namespace") or connection.namespace
     )
-    config_map, job = _items(request, namespace)
+    config_map, job = submitted_items(request.manifest, namespace)
     template = job["spec"]["template"]
     runner.check_priority({"metadata": {"name": request.job}, "spec": template["spec"]})
     allowed = request.deadline_s or float(job["spec"]["activeDeadlineSeconds"])
