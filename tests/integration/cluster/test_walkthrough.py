@@ -150,6 +150,10 @@ def test_the_walkthrough_runs_on_our_cluster(
         "pod", "verified", cluster.node_name,
     ), pull  # fmt: skip
     assert (pull["reference"], pull["image_id"]) == (final, digest), pull
+    # ... and beside the engine's and containerd's pulls (none here), naming its pod.
+    beside = lock["final_pulls"]
+    assert beside["pod"]["pod_uid"] == pod["uid"], beside
+    assert beside["engine"] == beside["containerd"] == "not-recorded", beside
     assert '"audit"' in done.stdout and '"gpu_preflight_status"' in done.stdout  # the jq view
 
     # Nothing left: the page's kubectl found nothing, nor does a look across namespaces.
