@@ -77,8 +77,8 @@ from imagekit.errors import (
     UsageError,
 )
 from imagekit.evidence import new_run_dir, write_bytes, write_json
-from imagekit.layers import layer_media_type as known_layer_type
-from imagekit.layers import sniff_compression
+from imagekit.layers.inflate import sniff_compression
+from imagekit.layers.media import layer_media_type as known_layer_type
 from imagekit.ledger import (
     BuildDetails,
     PushDetails,
