@@ -31,7 +31,8 @@ tokens), credentials (docker config), manifest (media types, models, Descriptor)
 (one request: mirrors, auth, retries, a status as our error), documents (manifests and
 indexes read and checked), blobs (probed, streamed and verified), resolve (a reference
 narrowed to one platform's image), client (RegistryClient: the session and those reads),
-upload (copying blobs and manifests).
+upload (copying blobs and manifests), blob_upload (one blob's upload session: one PUT, or
+chunks resumed), blob_write (one writer of a blob at a time).
 
 The names above are listed once, in ``__init__.pyi`` beside this file, and handed out on first
 use (imagekit.lazy): importing one module of the package (``tls``, the manifest models the

@@ -80,7 +80,8 @@ from imagekit.progress import human_bytes, plural
 from imagekit.provenance import signer_for
 from imagekit.refs import Digest, Reference
 from imagekit.registry import Descriptor, RegistryClient, ResolvedImage
-from imagekit.registry.upload import BlobSource, CopyResult, push_manifest
+from imagekit.registry.blob_upload import BlobSource
+from imagekit.registry.upload import CopyResult, push_manifest
 from imagekit.runtime.engine import Engine, connect
 from imagekit.workspace import Workspace
 
