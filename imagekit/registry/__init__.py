@@ -25,7 +25,7 @@ Public API::
   the classes of imagekit.errors (DigestMismatch exits 1, registry errors exit 3).
 
 Modules: tls (CAs, client certificates, insecure hosts), transport (httpx, redirects,
-limits, retries, environment proxies), wire (HTTP/1.1
+limits, environment proxies), retry (attempts, backoff, Retry-After, 429), wire (HTTP/1.1
 through http.client under httpx: the fast path for blob bodies), auth (WWW-Authenticate,
 tokens), credentials (docker config), manifest (media types, models, Descriptor), session
 (one request: mirrors, auth, retries, a status as our error), documents (manifests and

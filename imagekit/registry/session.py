@@ -31,13 +31,12 @@ from imagekit.refs import Reference
 from imagekit.registry.auth import Authenticator, repository_scope
 from imagekit.registry.credentials import CredentialStore
 from imagekit.registry.mirrors import HUB, hub_mirrors, mirrors_log
+from imagekit.registry.retry import RetryPolicy, Transient
 from imagekit.registry.tls import TLSSettings
 from imagekit.registry.transport import (
     MAX_MANIFEST_BYTES,
     MAX_SMALL_BODY_BYTES,
     Content,
-    RetryPolicy,
-    Transient,
     Transport,
     api_host,
     error_detail,
