@@ -373,7 +373,7 @@ def emit_job(
 
 def _audit_without_torch(workspace: Workspace, ref: Reference) -> str | None:
     """The newest audit record of this image (by digest) that found no torch, in words."""
-    from imagekit.ledger.store import iter_records
+    from imagekit.ledger.readback import iter_records
 
     if not workspace.ledger_path.exists():
         return None

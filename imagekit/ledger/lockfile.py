@@ -50,6 +50,7 @@ from imagekit.ledger.accepted import concerns as _concerns
 from imagekit.ledger.accepted import identifiers as _identifiers
 from imagekit.ledger.accepted import index_of as _index_of
 from imagekit.ledger.accepted import platform_builds as _platform_builds
+from imagekit.ledger.readback import Entry, Line, passes
 from imagekit.ledger.record import (
     AuditDetails,
     BuildDetails,
@@ -58,7 +59,6 @@ from imagekit.ledger.record import (
     MirrorDetails,
     PushDetails,
 )
-from imagekit.ledger.store import Entry, Line, passes
 from imagekit.ledger.verify import VerifyReport, verify_lines
 from imagekit.workspace import Workspace
 
