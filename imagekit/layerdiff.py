@@ -31,7 +31,8 @@ from typing import IO, TYPE_CHECKING, Any, Protocol
 from packaging.utils import canonicalize_name
 
 from imagekit.errors import CheckFailed, DigestMismatch
-from imagekit.layers import LayerLimits, open_uncompressed
+from imagekit.layers.media import LayerLimits
+from imagekit.layers.reader import open_uncompressed
 from imagekit.refs import Digest, Platform, parse_reference
 
 if TYPE_CHECKING:

@@ -45,15 +45,9 @@ from imagekit.errors import CheckFailed, ImagekitError, ReferenceNotFound, Usage
 from imagekit.evidence import new_run_dir, write_json
 from imagekit.interrupt import Stop, interrupted, wait_all
 from imagekit.kinds.mirror import MirrorVerdict as Verdict
-from imagekit.layers import (
-    RESTART,
-    Compression,
-    LayerLimits,
-    MediaTypePolicy,
-    Restart,
-    diff_id_of_stream,
-    layer_media_type,
-)
+from imagekit.layers.diffid import diff_id_of_stream
+from imagekit.layers.media import Compression, LayerLimits, MediaTypePolicy, layer_media_type
+from imagekit.layers.stages import RESTART, Restart
 from imagekit.mirror_binding import BINDING_VERDICTS, attach_mirror, prepare_mirror
 from imagekit.refs import Digest, Platform, Reference
 from imagekit.registry import Descriptor, RegistryClient, ResolvedImage

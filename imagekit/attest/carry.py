@@ -19,6 +19,7 @@ from pydantic import ValidationError
 from imagekit.attest.cosign_tags import att_tag, layers_manifest, sig_tag
 from imagekit.errors import RegistryProtocolError
 from imagekit.refs import Digest, Reference
+from imagekit.registry.blob_upload import BlobSource
 from imagekit.registry.client import RegistryClient
 from imagekit.registry.manifest import (
     OCI_CONFIG,
@@ -29,7 +30,7 @@ from imagekit.registry.manifest import (
 )
 from imagekit.registry.referrers import fallback_tag
 from imagekit.registry.tagupdate import Merged, TagDocument, read_tag, update_tag
-from imagekit.registry.upload import BlobSource, copy_image, push_blobs
+from imagekit.registry.upload import copy_image, push_blobs
 
 
 def _entries(document: TagDocument | None, key: str) -> list[dict[str, Any]]:

@@ -30,10 +30,11 @@ from imagekit.attest.dsse import DSSE_MEDIA_TYPE
 from imagekit.attest.signer import Signer
 from imagekit.errors import ReferenceFormatError
 from imagekit.refs import Digest, Reference
+from imagekit.registry.blob_upload import BlobSource
 from imagekit.registry.client import RegistryClient
 from imagekit.registry.manifest import OCI_CONFIG, OCI_MANIFEST, Descriptor
 from imagekit.registry.tagupdate import Merged, TagDocument, TagUpdate, read_tag, update_tag
-from imagekit.registry.upload import BlobSource, push_blobs
+from imagekit.registry.upload import push_blobs
 
 SIGNATURE_ANNOTATION = "dev.cosignproject.cosign/signature"
 PREDICATE_TYPE_ANNOTATION = "predicateType"

@@ -8,31 +8,11 @@ matched, so a file that is not an OSV record stops the load with the file's name
 (:class:`~imagekit.errors.VulnDatabaseError`, exit 2) and nothing half-read can become a
 ``clean``.
 
-The schema is written as TypedDicts that pydantic validates with ``extra="forbid"``: over an
-export of 20,000 records that is half the cost of building model instances (measured by
-bench/osv.py), and large exports are validated by one forked process per core. Only the
-records of the distributions actually looked up are kept parsed; the others were validated
-and are held as bytes.
-
-:class:`OfflineOsvService` is pip-audit's ``VulnerabilityService`` over that database, so the
-scan hands pip-audit's own dependency and result types around and writes pip-audit's JSON
-format. Matching follows the OSV schema's evaluation algorithm:
-
-- names normalised as PEP 503 says, only ``PyPI`` packages considered;
-- versions compared as PEP 440 versions (``packaging``); an installed local version
-  (``2.13.0+cu128``) is matched as its public release (``2.13.0``), since a local build
-  carries the vulnerabilities of the release it was built from;
-- ``affected[].versions`` lists and ``ECOSYSTEM`` ranges (``introduced``, ``fixed``,
-  ``last_affected``, ``limit``) both honoured; ``SEMVER`` ranges are read with the same PEP
-  440 order; ``GIT`` ranges name commits and are left to the versions list, which OSV requires
-  beside them (an entry whose GIT range comes without that list cannot be evaluated);
-- withdrawn records skipped;
-- records whose ids and aliases overlap (PYSEC, GHSA and CVE names of one flaw) merged
-  transitively into one result, so one vulnerability is reported once.
-
-A record that names the distribution but whose range cannot be evaluated (a version string
-that is not PEP 440, a GIT range with no versions list) makes that distribution skipped, with
-the record named: it was not matched, so it cannot count as clean.
+The schema, as types pydantic validates, is imagekit.audit.osv_schema; matching an installed
+version against the records, and pip-audit's service over them, imagekit.audit.osv_match.
+Large exports are validated by one forked process per core. Only the records of the
+distributions actually looked up are kept parsed; the others were validated and are held as
+bytes.
 
 The database's age is taken from the newest ``modified`` timestamp among its records. The
 export carries no timestamp of its own (OSV's bucket listing has one, the downloaded zip
@@ -47,201 +27,31 @@ import os
 import stat
 import threading
 import zipfile
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from multiprocessing import get_all_start_methods, get_context
 from pathlib import Path
-from typing import Annotated, Any, Literal, NotRequired, Required
+from typing import Any, Literal
 
 from isal import isal_zlib
 from packaging.utils import canonicalize_name
-from packaging.version import InvalidVersion, Version
-from pip_audit._service.interface import (
-    Dependency,
-    ResolvedDependency,
-    SkippedDependency,
-    VulnerabilityID,
-    VulnerabilityResult,
-    VulnerabilityService,
-)
-from pydantic import (
-    AfterValidator,
-    ConfigDict,
-    Field,
-    StringConstraints,
-    TypeAdapter,
-    ValidationError,
-    with_config,
-)
-from typing_extensions import TypedDict  # pydantic needs this one before Python 3.12
 
-from imagekit import jsondoc
+from imagekit.audit.osv_schema import (
+    MAX_RECORD_BYTES,
+    OsvAffected,
+    OsvRecord,
+    parse_record,
+    parse_timestamp,
+)
 from imagekit.errors import VulnDatabaseError
 
 ECOSYSTEM = "PyPI"
-#: A record larger than this is not one OSV would publish (the largest PyPI ones are ~1 MB).
-MAX_RECORD_BYTES = 16 << 20
 #: Below this many records, forking validators costs more than it saves.
 PARALLEL_FROM = 2000
 _HINT = "give OSV's export for PyPI (its all.zip) or a folder of its JSON records"
-
-# RFC 3339 in UTC ending in "Z", as the OSV schema's `timestamp` definition requires.
-Timestamp = Annotated[
-    str,
-    StringConstraints(
-        pattern=r"^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]+)?Z$"
-    ),
-]
-SeverityType = Literal["CVSS_V2", "CVSS_V3", "CVSS_V4", "Ubuntu"]
-ReferenceType = Literal[
-    "ADVISORY", "ARTICLE", "DETECTION", "DISCUSSION", "REPORT", "FIX", "INTRODUCED", "GIT",
-    "PACKAGE", "EVIDENCE", "WEB",
-]  # fmt: skip
-CreditType = Literal[
-    "FINDER", "REPORTER", "ANALYST", "COORDINATOR", "REMEDIATION_DEVELOPER",
-    "REMEDIATION_REVIEWER", "REMEDIATION_VERIFIER", "TOOL", "SPONSOR", "OTHER",
-]  # fmt: skip
-_strict = with_config(ConfigDict(extra="forbid"))
-
-
-@_strict
-class OsvSeverity(TypedDict):
-    type: SeverityType
-    score: str
-
-
-@_strict
-class OsvPackage(TypedDict):
-    ecosystem: str
-    name: str
-    purl: NotRequired[str]
-
-
-@_strict
-class OsvEvent(TypedDict, total=False):
-    """One point of a range's timeline: exactly one of the four keys."""
-
-    introduced: str
-    fixed: str
-    last_affected: str
-    limit: str
-
-
-def _one_kind(event: OsvEvent) -> OsvEvent:
-    if len(event) != 1:
-        raise ValueError("an event has exactly one of introduced, fixed, last_affected, limit")
-    return event
-
-
-@_strict
-class OsvRange(TypedDict):
-    type: Literal["GIT", "SEMVER", "ECOSYSTEM"]
-    repo: NotRequired[str]
-    events: Annotated[list[Annotated[OsvEvent, AfterValidator(_one_kind)]], Field(min_length=1)]
-    database_specific: NotRequired[dict[str, Any]]
-
-
-def _timeline(rng: OsvRange) -> OsvRange:
-    events = rng["events"]
-    if not any("introduced" in e for e in events):
-        raise ValueError("a range's events must contain an introduced event")
-    if any("fixed" in e for e in events) and any("last_affected" in e for e in events):
-        raise ValueError("a range has fixed or last_affected events, not both")
-    if rng["type"] == "GIT" and not rng.get("repo"):
-        raise ValueError("a GIT range needs its repo")
-    return rng
-
-
-@_strict
-class OsvAffected(TypedDict, total=False):
-    package: OsvPackage
-    severity: list[OsvSeverity] | None
-    ranges: list[Annotated[OsvRange, AfterValidator(_timeline)]]
-    versions: list[str]
-    ecosystem_specific: dict[str, Any]
-    database_specific: dict[str, Any]
-
-
-@_strict
-class OsvReference(TypedDict):
-    type: ReferenceType
-    url: str
-
-
-@_strict
-class OsvCredit(TypedDict):
-    name: str
-    contact: NotRequired[list[str]]
-    type: NotRequired[CreditType]
-
-
-@_strict
-class OsvRelated(TypedDict):
-    """An early schema's object form of ``related`` (type and id); later ones use strings."""
-
-    type: str
-    id: str
-
-
-@_strict
-class OsvRecord(TypedDict, total=False):
-    """One OSV record; ``id`` and ``modified`` are required, the rest optional, unknown keys
-    refused (the schema's top level has ``additionalProperties: false``)."""
-
-    schema_version: str
-    id: Required[Annotated[str, StringConstraints(min_length=1, pattern=r"^\S+$")]]
-    modified: Required[Timestamp]
-    published: Timestamp
-    withdrawn: Timestamp
-    aliases: list[str] | None
-    related: list[str | OsvRelated] | None
-    upstream: list[str] | None
-    summary: str
-    details: str
-    severity: list[OsvSeverity] | None
-    affected: list[OsvAffected] | None
-    references: list[OsvReference] | None
-    credits: list[OsvCredit] | None
-    database_specific: dict[str, Any]
-
-
-def _schema_one(record: OsvRecord) -> OsvRecord:
-    version = record.get("schema_version")
-    if version is not None and not version.startswith("1."):
-        raise ValueError(f"schema_version {version} is not OSV 1.x")
-    return record
-
-
-_RECORD: TypeAdapter[OsvRecord] = TypeAdapter(Annotated[OsvRecord, AfterValidator(_schema_one)])
-
-
-def _timestamp(value: str) -> datetime:
-    return datetime.fromisoformat(value).astimezone(UTC)
-
-
-_OSV_ONLY = "the export must hold OSV records only (https://ossf.github.io/osv-schema/)"
-
-
-def parse_record(where: str, data: bytes) -> OsvRecord:
-    """One record's bytes as an OsvRecord, or VulnDatabaseError naming ``where``."""
-    try:
-        return _RECORD.validate_python(jsondoc.loads(data, limit=MAX_RECORD_BYTES))
-    except jsondoc.JsonRefused as exc:
-        raise VulnDatabaseError(
-            f"{where}: not an OSV record: {exc}", path=where, hint=_OSV_ONLY
-        ) from None
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        at = ".".join(str(p) for p in first["loc"]) or "(top level)"
-        more = f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
-        raise VulnDatabaseError(
-            f"{where}: not an OSV record: {at}: {first['msg']}{more}",
-            path=where,
-            hint=_OSV_ONLY,
-        ) from exc
 
 
 class _Members:
@@ -551,165 +361,9 @@ def load_database(path: Path) -> OsvDatabase:
         records=len(summaries),
         withdrawn=sum(s.withdrawn for s in summaries),
         # Timestamps of the schema's one format compare as strings; only the newest is parsed.
-        newest_modified=_timestamp(max(s.modified for s in summaries)),
+        newest_modified=parse_timestamp(max(s.modified for s in summaries)),
         ignored_files=tuple(ignored),
         validated_by=workers,
         _members=members,
         _index={name: tuple(positions) for name, positions in index.items()},
     )
-
-
-class Unevaluable(Exception):
-    """A record names the distribution but its range cannot be compared with PEP 440."""
-
-
-def _event_version(value: str, record: OsvRecord) -> Version:
-    try:
-        return Version(value)
-    except InvalidVersion as exc:
-        raise Unevaluable(
-            f"{record['id']} has a range event {value!r} that is not PEP 440"
-        ) from exc
-
-
-def _in_range(version: Version, rng: OsvRange, record: OsvRecord) -> bool:
-    """The OSV schema's IncludedInRanges for one range (its BeforeLimits included)."""
-    limits = [e["limit"] for e in rng["events"] if "limit" in e]
-    if limits and not any(
-        "*" in limit or version < _event_version(limit, record) for limit in limits
-    ):
-        return False
-    timeline: list[tuple[Version | None, str]] = []
-    for event in rng["events"]:
-        ((kind, value),) = event.items()  # exactly one key: checked at load
-        if kind == "limit":
-            continue
-        at = None if kind == "introduced" and value == "0" else _event_version(str(value), record)
-        timeline.append((at, kind))
-    # "0" sorts before any version; then the events in version order, as the schema says.
-    timeline.sort(key=lambda item: (item[0] is not None, item[0] or Version("0")))
-    vulnerable = False
-    for at, kind in timeline:
-        if kind == "introduced" and (at is None or version >= at):
-            vulnerable = True
-        elif kind == "fixed" and at is not None and version >= at:
-            vulnerable = False
-        elif kind == "last_affected" and at is not None and version > at:
-            vulnerable = False
-    return vulnerable
-
-
-def _in_versions(version: Version, raw: str, listed: Sequence[str]) -> bool:
-    for entry in listed:
-        if entry == raw:
-            return True
-        try:
-            if Version(entry) == version:
-                return True
-        except InvalidVersion:
-            continue  # a legacy version string names some other release
-    return False
-
-
-@dataclass(frozen=True)
-class Match:
-    """A record that affects an installed version, and the fixes its ranges name above it."""
-
-    record: OsvRecord
-    by: Literal["range", "versions"]
-    fix_versions: tuple[Version, ...]
-
-
-def match(record: OsvRecord, affected: OsvAffected, version: Version, raw: str) -> Match | None:
-    """Does this affected entry cover the installed version (its public part)?"""
-    public = Version(version.public)
-    fixes: set[Version] = set()
-    hit_range = False
-    for rng in affected.get("ranges", []):
-        if rng["type"] == "GIT":
-            continue
-        if _in_range(public, rng, record):
-            hit_range = True
-            fixes.update(
-                v
-                for e in rng["events"]
-                if "fixed" in e and (v := _event_version(e["fixed"], record)) > public
-            )
-    if hit_range:
-        return Match(record, "range", tuple(sorted(fixes)))
-    listed = affected.get("versions", [])
-    if _in_versions(public, raw, listed):
-        return Match(record, "versions", ())
-    if not listed and any(rng["type"] == "GIT" for rng in affected.get("ranges", [])):
-        # A GIT range names commits, not releases: without the versions list OSV puts beside
-        # it there is no telling whether this release lies inside, so it is not a "no".
-        raise Unevaluable(
-            f"{record['id']} has only a GIT range (commits, no versions list) for "
-            f"{affected['package']['name']}, which cannot be compared with a release"
-        )
-    return None
-
-
-def _names(record: OsvRecord) -> tuple[str, ...]:
-    return (record["id"], *(record.get("aliases") or []))
-
-
-def _merge(matches: list[Match]) -> list[list[Match]]:
-    """Group matches whose {id, *aliases} sets overlap, transitively (union-find)."""
-    parent = list(range(len(matches)))
-
-    def root(i: int) -> int:
-        while parent[i] != i:
-            parent[i] = parent[parent[i]]
-            i = parent[i]
-        return i
-
-    owner: dict[str, int] = {}
-    for i, m in enumerate(matches):
-        for name in _names(m.record):
-            if name in owner:
-                parent[root(i)] = root(owner[name])
-            else:
-                owner[name] = i
-    groups: dict[int, list[Match]] = {}
-    for i, m in enumerate(matches):
-        groups.setdefault(root(i), []).append(m)
-    return list(groups.values())
-
-
-def _result(group: list[Match]) -> VulnerabilityResult:
-    group = sorted(group, key=lambda m: m.record["id"])
-    ids = sorted({name for m in group for name in _names(m.record)})
-    first = group[0].record
-    description = (first.get("summary") or first.get("details") or "N/A").replace("\n", " ")
-    published = [p for m in group if (p := m.record.get("published"))]
-    # pip-audit's own choice of the primary id: PYSEC first, then CVE, then the rest.
-    return VulnerabilityResult.create(
-        ids=[VulnerabilityID(i) for i in ids],
-        description=description,
-        fix_versions=sorted({v for m in group for v in m.fix_versions}),
-        published=_timestamp(min(published)).replace(tzinfo=None) if published else None,
-    )
-
-
-class OfflineOsvService(VulnerabilityService):
-    """pip-audit's service interface over a loaded export; it never opens a connection."""
-
-    def __init__(self, database: OsvDatabase) -> None:
-        self.database = database
-
-    def query(self, spec: Dependency) -> tuple[Dependency, list[VulnerabilityResult]]:
-        if not isinstance(spec, ResolvedDependency):
-            return spec, []
-        raw = str(spec.version)
-        matches: list[Match] = []
-        for record, affected in self.database.entries(spec.canonical_name):
-            try:
-                found = match(record, affected, spec.version, raw)
-            except Unevaluable as exc:
-                return SkippedDependency(
-                    name=spec.name, skip_reason=f"{raw} could not be matched: {exc}"
-                ), []
-            if found is not None:
-                matches.append(found)
-        return spec, [_result(group) for group in _merge(matches)]

@@ -222,7 +222,7 @@ def _probe_run_json(run: ProcessRun | None, note: str | None) -> dict[str, Any]:
     }
 
 
-def _plan_inputs(workspace: Workspace, name: str) -> tuple[str, list[str], list[str], str]:
+def plan_inputs(workspace: Workspace, name: str) -> tuple[str, list[str], list[str], str]:
     """A plan's audit profile, find_spec modules, overlay destinations and base platform (the
     first a plan of several platforms lists; --platform picks another)."""
     from imagekit.plans.load import plan_path, read_plan_checks
@@ -397,7 +397,7 @@ def audit(
     expected = list(request.expected_paths)
     platform = request.platform
     if request.plan:
-        plan_profile, plan_modules, destinations, plan_platform = _plan_inputs(
+        plan_profile, plan_modules, destinations, plan_platform = plan_inputs(
             workspace, request.plan
         )
         profile_name = profile_name or plan_profile

@@ -4,7 +4,7 @@ by pip-audit's service or in an offline OSV database.
 Online, it runs pip-audit's CLI on a requirements file of ``name==version`` lines with
 ``--no-deps --disable-pip`` (the image's own pip is never run, and nothing is resolved): the
 list is what the probe saw installed. Offline (``--vuln-db``), pip-audit's service interface
-runs over :class:`~imagekit.audit.osv.OfflineOsvService` in this process and its JSON format
+runs over :class:`~imagekit.audit.osv_match.OfflineOsvService` in this process and its JSON format
 is written, so both paths leave the same kind of document and are read by the same code.
 
 Statuses keep their scope, in the ledger's vocabulary:
@@ -249,7 +249,7 @@ def _scan_database(
     from pip_audit._format.json import JsonFormat
     from pip_audit._service.interface import Dependency, ResolvedDependency, SkippedDependency
 
-    from imagekit.audit.osv import OfflineOsvService
+    from imagekit.audit.osv_match import OfflineOsvService
 
     specs: list[Dependency] = []
     for name, version in dict.fromkeys(distributions):  # one query per (name, version)

@@ -335,7 +335,11 @@ def build_plan(
     result = replace(result, ledger=[seq])
     if options.push is None:
         return result
-    pushed, manifest = push_image(engine, tag, options.push, log_path)
+    # The push's own log, as the pipeline's push stage keeps it: build.log is the build
+    # record's evidence, hashed when recorded, so nothing may be added to it now.
+    push_log = run_dir / "push.log"
+    push_log.write_text(f"imagekit: pushing {tag} to {options.push}\n", encoding="utf-8")
+    pushed, manifest = push_image(engine, tag, options.push, push_log)
     result = replace(result, pushed=pushed, manifest_digest=manifest)
 
     def attest(built: BuildResult, signer: Signer) -> Prepared:
@@ -351,7 +355,7 @@ def build_plan(
             tag,
             pushed,
             manifest,
-            log_path,
+            push_log,
             plan=loaded.name,
             image_id=image_id,
             attestations={"attestation": signed} if signed is not None else None,

@@ -12,12 +12,8 @@ from __future__ import annotations
 
 from typing import TextIO
 
-from imagekit.builders.assemble.builder import (
-    AssembleOptions,
-    AssembleResult,
-    assemble_plan,
-    engine_steps,
-)
+from imagekit.builders.assemble.builder import assemble_plan, engine_steps
+from imagekit.builders.assemble.result import AssembleOptions, AssembleResult
 from imagekit.builders.buildkit import BuildResult, build_plan
 from imagekit.builders.options import BuildOptions
 from imagekit.builders.platforms import PlatformsResult, build_platforms

@@ -135,9 +135,12 @@ def _error(exc: ImagekitError, as_json: bool) -> None:
 def report_interrupt(exc: Interrupted, *, as_json: bool) -> None:
     """End the command as interrupted: 130 or 143, what was proved so far, no verdict."""
     summary = (exc.so_far or {}).get("summary")
+    # Work of several parts (a pool's nodes) may have recorded the parts that finished.
+    recorded = list((exc.so_far or {}).get("ledger_seqs") or [])
     proved = f": {summary}" if summary else ""
     kept = f"; partial evidence kept in {exc.evidence}" if exc.evidence else ""
-    message = f"interrupted by {exc.name} before it finished{proved}; nothing was recorded{kept}"
+    nothing = "" if recorded else "; nothing was recorded"
+    message = f"interrupted by {exc.name} before it finished{proved}{nothing}{kept}"
     echo_err(f"imagekit: {message}")
     if as_json:
         dump_json(
@@ -148,7 +151,7 @@ def report_interrupt(exc: Interrupted, *, as_json: bool) -> None:
                     "message": message,
                     "so_far": exc.so_far,
                     "evidence": str(exc.evidence) if exc.evidence else None,
-                    "recorded": False,
+                    "recorded": bool(recorded),
                 }
             }
         )

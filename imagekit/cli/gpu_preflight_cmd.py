@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
@@ -16,6 +18,10 @@ from imagekit.errors import UsageError
 from imagekit.gpu.stage import PreflightRequest, PreflightResult
 from imagekit.kinds.gpu_preflight import PreflightLevel
 from imagekit.workspace import Workspace
+
+if TYPE_CHECKING:
+    from imagekit.gpu.in_cluster import ClusterPreflightRequest
+    from imagekit.gpu.multinode import Nodes
 
 
 def _sizes(_ctx: click.Context, _param: click.Parameter, value: str | None) -> tuple[float, ...]:
@@ -133,6 +139,37 @@ def _human(result: PreflightResult) -> None:
 )
 @click.option("--node", metavar="NAME", help="The Job's pod on this node (its hostname label).")
 @click.option(
+    "--nodes",
+    type=int,
+    metavar="N",
+    help="With --emit-job or --cluster: an Indexed Job of N pods (nodes) joined by torch's "
+    "c10d rendezvous at pod 0, so the all-reduce crosses the nodes.",
+)
+@click.option(
+    "--rendezvous-host",
+    metavar="HOST",
+    help="With --nodes: where pod 0's rendezvous listens [its name under a headless Service]"
+    "; 127.0.0.1 for one node on the host's network.",
+)
+@click.option(
+    "--rendezvous-port", type=int, default=29400, show_default=True, metavar="PORT",
+    help="With --nodes: the rendezvous port.",
+)  # fmt: skip
+@click.option(
+    "--all-nodes",
+    is_flag=True,
+    help="With --cluster: one Job per node that has every --node-selector label and --gpus "
+    "allocatable nvidia.com/gpu; a verdict per node, then the pool's (PASS if all passed).",
+)
+@click.option(
+    "--parallel",
+    type=click.IntRange(min=1),
+    default=8,
+    show_default=True,
+    metavar="N",
+    help="With --all-nodes: how many nodes' Jobs run at once.",
+)
+@click.option(
     "--deadline",
     "deadline_s",
     type=click.FloatRange(min=0, min_open=True),
@@ -217,6 +254,11 @@ def command(
     keep: bool,
     host_network: bool,
     node: str | None,
+    nodes: int | None,
+    rendezvous_host: str | None,
+    rendezvous_port: int,
+    all_nodes: bool,
+    parallel: int,
     deadline_s: float | None,
     target: ClusterTarget,
     cpu: str | None,
@@ -287,6 +329,15 @@ def command(
             fault=_fault(fault),
         )
 
+    def across() -> Nodes | None:
+        if nodes is None:
+            if rendezvous_host is not None:
+                raise UsageError("--rendezvous-host is for a Job of several pods: give --nodes N")
+            return None
+        from imagekit.gpu.multinode import Nodes
+
+        return Nodes(nodes, rendezvous_host, rendezvous_port)
+
     def emitted() -> jobs.EmittedJob:
         if ref is None or host:
             raise UsageError(
@@ -307,26 +358,16 @@ def command(
             ttl_s=ttl_s,
             host_network=host_network,
         )
-        made = jobs.emit_job(Workspace.from_env(Path.cwd()), ref, options(), job)
+        spread = across()
+        if spread is not None:
+            from imagekit.gpu.multinode import emit_across_nodes
+
+            made = emit_across_nodes(Workspace.from_env(Path.cwd()), ref, options(), job, spread)
+        else:
+            made = jobs.emit_job(Workspace.from_env(Path.cwd()), ref, options(), job)
         for warning in made.warnings:
             echo_err(f"warning: {warning}")
         return made
-
-    if emit_job:
-
-        def emit() -> jobs.EmittedJob:
-            made = emitted()
-            echo_err(f"job: {made.name} (kubectl wait --for=condition=complete "
-                     f"job/{made.name}; kubectl logs job/{made.name} > job.log)")  # fmt: skip
-            return made
-
-        run(
-            emit,
-            as_json=as_json,
-            human=lambda e: click.echo(jobs.dumps(e.manifest)),
-            to_json=lambda e: e.to_json(),
-        )
-        return
 
     def request() -> PreflightRequest:
         return PreflightRequest(
@@ -345,30 +386,115 @@ def command(
             sign_key=sign_key,
         )
 
+    def in_cluster() -> ClusterPreflightRequest:
+        from imagekit.gpu.in_cluster import ClusterPreflightRequest
+
+        made = emitted()
+        return ClusterPreflightRequest(
+            manifest=made.manifest,
+            job=made.name,
+            preflight=request(),
+            target=target,
+            deadline_s=deadline_s,
+            keep=keep,
+        )
+
+    if all_nodes:
+        given = {"--node": node, "--emit-job": emit_job, "--report": report_file,
+                 "--pod": pod_file, "--host": host, "--nodes": nodes}  # fmt: skip
+        _all_nodes(cluster, [name for name, value in given.items() if value], as_json,
+                   in_cluster, node_selector, parallel)  # fmt: skip
+        return
+
+    if emit_job:
+
+        def emit() -> jobs.EmittedJob:
+            made = emitted()
+            echo_err(f"job: {made.name} (kubectl wait --for=condition=complete "
+                     f"job/{made.name}; kubectl logs job/{made.name} > job.log)")  # fmt: skip
+            return made
+
+        run(
+            emit,
+            as_json=as_json,
+            human=lambda e: click.echo(jobs.dumps(e.manifest)),
+            to_json=lambda e: e.to_json(),
+        )
+        return
+
     def action() -> PreflightResult:
         workspace = Workspace.from_env(Path.cwd())
         if cluster:
-            from imagekit.gpu.in_cluster import ClusterPreflightRequest, preflight_in_cluster
+            from imagekit.gpu.in_cluster import preflight_in_cluster
 
             if report_file or pod_file:
                 raise UsageError("--cluster reads the log and the pod itself: no --report, --pod")
-            made = emitted()
-            wanted = ClusterPreflightRequest(
-                manifest=made.manifest,
-                job=made.name,
-                preflight=request(),
-                target=target,
-                deadline_s=deadline_s,
-                keep=keep,
-            )
-            result = preflight_in_cluster(workspace, wanted, progress=echo_err)
+            wanted = in_cluster()
+            spread = across()
+            if spread is not None:
+                from imagekit.gpu.multinode import preflight_across_nodes
+
+                result = preflight_across_nodes(workspace, wanted, spread, progress=echo_err)
+            else:
+                result = preflight_in_cluster(workspace, wanted, progress=echo_err)
         else:
+            if across() is not None:
+                raise UsageError("--nodes is for a Job: give --emit-job or --cluster with it")
             result = gpu_preflight(workspace, request())
         if as_json:
             echo_err(f"evidence: {result.evidence_dir}")
         return result
 
     run(action, as_json=as_json, human=_human, exit_code=lambda r: r.exit_code)
+
+
+def _all_nodes(
+    cluster: bool,
+    conflicting: list[str],
+    as_json: bool,
+    made: Callable[[], ClusterPreflightRequest],
+    node_selector: tuple[str, ...],
+    parallel: int,
+) -> None:
+    """``--cluster --all-nodes``: a Job a matching node, a verdict each, the pool's summary
+    (one line a node on stderr; with --json, one document of them all on stdout)."""
+    from imagekit.gpu.all_nodes import AllNodesRequest, AllNodesResult, preflight_all_nodes
+    from imagekit.gpu.job import selector_pairs
+
+    def action() -> AllNodesResult:
+        if not cluster:
+            raise UsageError("--all-nodes runs a Job on each node: it needs --cluster")
+        if "--node" in conflicting:
+            raise UsageError(
+                "--all-nodes and --node: one names every matching node, the other one node",
+                hint="choose the nodes with --node-selector KEY=VALUE, or drop --all-nodes",
+            )
+        if conflicting:
+            raise UsageError(
+                f"--all-nodes creates, reads and records the Jobs itself: no {conflicting[0]}"
+            )
+        base = made()
+        gpus = base.preflight.options.expect.gpus
+        if gpus is None:  # the Job's manifest refused it first; for mypy
+            raise UsageError("--all-nodes needs --gpus N (or a plan with gpu.count)")
+        wanted = AllNodesRequest(
+            base=base,
+            selector=selector_pairs(node_selector),
+            gpus=gpus,
+            parallel=parallel,
+        )
+        result = preflight_all_nodes(Workspace.from_env(Path.cwd()), wanted, progress=echo_err)
+        for line in result.lines():
+            echo_err(line)
+        return result
+
+    def human(result: AllNodesResult) -> None:
+        click.echo(f"{result.status}: {result.sentence}")
+        for each in result.nodes:
+            if each.result is not None:
+                click.echo(f"  {each.node}: evidence {each.result.evidence_dir}")
+
+    run(action, as_json=as_json, human=human, exit_code=lambda r: r.exit_code)
 
 
 def _fault(text: str | None) -> dict[str, object] | None:

@@ -17,7 +17,7 @@ from imagekit.cli.contract import run
 from imagekit.cli.options import DIR_PATH, json_option, registry_options, sign_key_option
 from imagekit.cli.output import echo_err
 from imagekit.kinds.mirror import MirrorVerdict as Verdict
-from imagekit.layers import GiB, LayerLimits, MediaTypePolicy, MiB
+from imagekit.layers.media import GiB, LayerLimits, MediaTypePolicy, MiB
 from imagekit.mirror import MirrorOptions, MirrorReport, mirror
 from imagekit.progress import plural
 from imagekit.refs import parse_platform

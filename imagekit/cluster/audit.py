@@ -34,6 +34,7 @@ from imagekit.audit.profiles import load_profile, probe_spec
 from imagekit.audit.report import SCOPE, AuditVerdict, ProbeReport, decide, parse_probe_output
 from imagekit.audit.runner import ENVIRONMENT as AUDIT_ENVIRONMENT
 from imagekit.audit.runner import HOME_IN_CONTAINER, PROBE_IN_CONTAINER, Limits
+from imagekit.audit.stage import plan_inputs
 from imagekit.cluster.connection import ClusterTarget, Connection, connect
 from imagekit.cluster.pods import VERIFIED, PodOptions, record_pod
 from imagekit.cluster.runner import (
@@ -194,15 +195,57 @@ def _quantity(docker_size: str) -> str:
     return docker_size[:-1] + units[unit] if unit in units else docker_size
 
 
-def _put_probe(runner: PodRunner, namespace: str, name: str) -> None:
-    from lightkube.resources.core_v1 import ConfigMap
+@dataclass(frozen=True)
+class AuditPodManifests:
+    """What ``audit_in_cluster`` submits, in order: the probe's ConfigMap, then the pod (both
+    in the connection's namespace, which neither names). The spec is the probe's own."""
 
+    name: str
+    profile: str
+    spec: dict[str, Any]
+    config_map: dict[str, Any]
+    pod: dict[str, Any]
+
+
+def render_audit_pod(
+    request: ClusterAuditRequest, workspace: Workspace, name: str | None = None
+) -> AuditPodManifests:
+    """The manifests the audit submits for REQUEST, rendered without a cluster: the submit
+    path uses exactly these (a name of its own, unless NAME is given). A plan adds what the
+    engine audit takes from it: its profile (unless one is given), its find_spec modules and
+    its overlays' destinations (files expected to differ from their RECORD)."""
+    reference = parse_reference(request.ref)
+    if reference.digest is None:
+        raise UsageError(
+            f"{request.ref} names no digest: the pod must run the image the audit names",
+            hint="pass REPO@sha256:... (`imagekit inspect REF` prints the digest)",
+        )
+    digest = str(reference.digest)
+    if name is None:
+        name = f"imagekit-audit-{digest.removeprefix('sha256:')[:12]}-{secrets.token_hex(3)}"
+    profile_name = request.profile
+    modules: list[str] = []
+    expected: list[str] = []
+    if request.plan:
+        plan_profile, modules, expected, _platform = plan_inputs(workspace, request.plan)
+        profile_name = profile_name or plan_profile
+    profile_name = profile_name or "generic"
+    profile = load_profile(profile_name).with_modules(modules)
+    spec = probe_spec(profile, expected_paths=expected, host=False)
     config_map = {
         "apiVersion": "v1",
         "kind": "ConfigMap",
         "metadata": {"name": name, "labels": {"app.kubernetes.io/managed-by": "imagekit"}},
         "data": {PROBE_IN_CONTAINER.rpartition("/")[2]: _probe_source()},
     }
+    pod = audit_pod_manifest(name, request.ref, json.dumps(spec, sort_keys=True), request)
+    return AuditPodManifests(name, profile_name, spec, config_map, pod)
+
+
+def _put_probe(runner: PodRunner, namespace: str, config_map: dict[str, Any]) -> None:
+    from lightkube.resources.core_v1 import ConfigMap
+
+    name = config_map["metadata"]["name"]
     with api_errors(f"creating ConfigMap {namespace}/{name} (the probe)"):
         runner.connection.client.create(
             ConfigMap.from_dict(config_map),  # type: ignore[no-untyped-call]
@@ -238,38 +281,29 @@ def audit_in_cluster(
 ) -> ClusterAuditResult:
     """Run the probe in a pod of REF on the cluster, decide, check the kubelet's imageID,
     record both; the pod deleted afterwards unless ``keep``."""
-    reference = parse_reference(request.ref)
-    if reference.digest is None:
-        raise UsageError(
-            f"{request.ref} names no digest: the pod must run the image the audit names",
-            hint="pass REPO@sha256:... (`imagekit inspect REF` prints the digest)",
-        )
-    profile = load_profile(request.profile or "generic")
-    spec = probe_spec(profile, expected_paths=[], host=False)
+    rendered = render_audit_pod(request, workspace)
     with connect(request.target) as connection:
-        return _audit_in_pod(workspace, request, connection, spec, progress)
+        return _audit_in_pod(workspace, request, connection, rendered, progress)
 
 
 def _audit_in_pod(
     workspace: Workspace,
     request: ClusterAuditRequest,
     connection: Connection,
-    spec: dict[str, Any],
+    rendered: AuditPodManifests,
     progress: Progress | None,
 ) -> ClusterAuditResult:
     digest = str(parse_reference(request.ref).digest)
-    spec_json = json.dumps(spec, sort_keys=True)
     runner = PodRunner(connection, progress)
-    name = f"imagekit-audit-{digest.removeprefix('sha256:')[:12]}-{secrets.token_hex(3)}"
+    name = rendered.name
     namespace = connection.namespace
     run_dir = evidence.new_run_dir(workspace.evidence_dir, request.plan or "cluster-audit", digest)
-    evidence.write_json(run_dir / "spec.json", spec)
-    manifest = audit_pod_manifest(name, request.ref, spec_json, request)
-    evidence.write_json(run_dir / "pod-manifest.json", manifest)
-    _put_probe(runner, namespace, name)
+    evidence.write_json(run_dir / "spec.json", rendered.spec)
+    evidence.write_json(run_dir / "pod-manifest.json", rendered.pod)
+    _put_probe(runner, namespace, rendered.config_map)
     run: PodRun | None = None
     try:
-        run = PodPlace(runner, CONTAINER, grace_period=0).submit(manifest, run_dir)
+        run = PodPlace(runner, CONTAINER, grace_period=0).submit(rendered.pod, run_dir)
         _own_probe(runner, run.ref)
         state = run.wait(request.timeout_s)
         if state.timed_out or not state.finished:
@@ -281,7 +315,7 @@ def _audit_in_pod(
         log = run.logs()
         evidence.write_bytes(run_dir / "probe-log.txt", log.encode())
         return _decide_and_record(
-            workspace, request, connection.server, state, log, digest, run_dir
+            workspace, request, rendered.profile, connection.server, state, log, digest, run_dir
         )
     finally:
         if not request.keep:
@@ -301,6 +335,7 @@ def _drop_probe_quietly(runner: PodRunner, namespace: str, name: str) -> None:
 def _decide_and_record(
     workspace: Workspace,
     request: ClusterAuditRequest,
+    profile: str,
     cluster: str,
     state: PodState,
     log: str,
@@ -355,7 +390,7 @@ def _decide_and_record(
         scope=scope,
         evidence=report_path,
         details=AuditDetails(
-            profile=request.profile or "generic",
+            profile=profile,
             image_id=digest,
             pod=binding,
             report=AuditSummary(

@@ -38,8 +38,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from imagekit import jsondoc
 from imagekit.errors import RecordRefused, ReferenceFormatError, UsageError
 from imagekit.evidence import new_run_dir, write_json
+from imagekit.ledger.readback import iter_records
 from imagekit.ledger.record import FinalPullDetails, LedgerRecord, PushDetails
-from imagekit.ledger.store import append_record, iter_records
+from imagekit.ledger.store import append_record
 from imagekit.refs import Digest, is_digest, parse_reference
 from imagekit.runtime.cri import FinalPullStatus, PulledImage, judge_pod_image_id
 from imagekit.workspace import Workspace

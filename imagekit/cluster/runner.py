@@ -34,6 +34,7 @@ from typing import Any
 
 from imagekit.cluster.connection import Connection
 from imagekit.errors import ClusterError, ClusterUnavailable, UsageError
+from imagekit.interrupt import Stop
 
 Progress = Callable[[str], None]
 LOG_LIMIT = 16 * 1024 * 1024  # a pod's log read back, at most (a probe report is far less)
@@ -123,9 +124,20 @@ def api_errors(what: str) -> Iterator[None]:
 class PodRunner:
     """Pods of one connection's namespace (or the namespace a manifest names)."""
 
-    def __init__(self, connection: Connection, progress: Progress | None = None) -> None:
+    def __init__(
+        self, connection: Connection, progress: Progress | None = None, stop: Stop | None = None
+    ) -> None:
         self.connection = connection
         self._progress = progress or (lambda line: None)
+        self._stop = stop
+
+    def pause(self) -> None:
+        """One poll's wait; in a worker thread of an interrupted command (``stop`` set), it
+        raises Stopped instead, so the worker goes on to its cleanup. Waiting for a deleted
+        pod to go (``wait_gone``) never stops so: it is the cleanup."""
+        if self._stop is not None:
+            self._stop.check()
+        time.sleep(_POLL_S)
 
     def _namespace(self, manifest: dict[str, Any]) -> str:
         return str(manifest.get("metadata", {}).get("namespace") or self.connection.namespace)
@@ -236,7 +248,7 @@ class PodRunner:
                 return state
             if time.monotonic() >= deadline:
                 return PodState(ref, document, timed_out=True)
-            time.sleep(_POLL_S)
+            self.pause()
 
     def logs(self, ref: PodRef, container: str | None = None) -> str:
         """The container's log (its stdout and stderr as the kubelet kept them), bounded."""

@@ -34,7 +34,6 @@ from imagekit.gpu.job import CONTAINER
 from imagekit.gpu.stage import PreflightRequest, PreflightResult, gpu_preflight
 from imagekit.workspace import Workspace
 
-_POLL_S = 0.5
 _GONE_S = 120.0  # how long a deleted Job's pod may take to go
 _TAIL_LINES = 5
 
@@ -59,30 +58,34 @@ def preflight_in_cluster(
     delete the Job (and its pod and ConfigMap) unless ``keep``."""
     say = progress or (lambda _line: None)
     with connect(request.target) as connection:
-        return _run(workspace, request, connection, PodRunner(connection, say), say)
+        return run_job(workspace, request, connection, PodRunner(connection, say), say)
 
 
-def _items(request: ClusterPreflightRequest, namespace: str) -> tuple[dict[str, Any], ...]:
-    items = tuple(dict(item) for item in request.manifest["items"])
+def submitted_items(manifest: dict[str, Any], namespace: str) -> tuple[dict[str, Any], ...]:
+    """The emitted List's items (the probe's ConfigMap, the Job) exactly as ``--cluster``
+    creates them in NAMESPACE: what a dry run or an offline judge should be given."""
+    items = tuple(dict(item) for item in manifest["items"])
     for item in items:
         item["metadata"] = {**item["metadata"], "namespace": namespace}
     return items
 
 
-def _run(
+def run_job(
     workspace: Workspace,
     request: ClusterPreflightRequest,
     connection: Connection,
     runner: PodRunner,
     say: Callable[[str], None],
 ) -> PreflightResult:
+    """One Job on one connection (``preflight_in_cluster``'s, or one node's of
+    ``gpu-preflight --all-nodes``): created, waited for, taken back, cleaned up."""
     from lightkube.resources.batch_v1 import Job
     from lightkube.resources.core_v1 import ConfigMap
 
     namespace = str(
         request.manifest["items"][1]["metadata"].get("namespace") or connection.namespace
     )
-    config_map, job = _items(request, namespace)
+    config_map, job = submitted_items(request.manifest, namespace)
     template = job["spec"]["template"]
     runner.check_priority({"metadata": {"name": request.job}, "spec": template["spec"]})
     allowed = request.deadline_s or float(job["spec"]["activeDeadlineSeconds"])
@@ -139,7 +142,7 @@ def _job_pod(
                 + ("; ".join(why) if why else "no reason given"),
                 hint="see `kubectl describe job`; an admission refusal names its plugin",
             )
-        time.sleep(_POLL_S)
+        runner.pause()
 
 
 def _failed_creates(runner: PodRunner, namespace: str, job: str) -> list[str]:

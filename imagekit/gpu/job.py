@@ -20,6 +20,8 @@ asking for a policy without a class is refused here, before the cluster refuses 
 
 from __future__ import annotations
 
+import copy
+import hashlib
 import json
 import re
 from collections.abc import Mapping, Sequence
@@ -295,6 +297,48 @@ def job_manifest(
     }
 
 
+def node_job_name(base: str, node: str) -> str:
+    """The Job of ``base`` for one node: ``BASE-NODE`` when that is a DNS label of at most 63
+    characters (the Job's name is its pods' ``job-name`` label value), else the node's name
+    cut to fit and a hash of it, so that two nodes never share a Job."""
+    plain = f"{base}-{node}"
+    if _label(plain):
+        return plain
+    digest = hashlib.sha256(node.encode()).hexdigest()[:8]
+    slug = re.sub(r"[^a-z0-9-]+", "-", node.lower()).strip("-")
+    room = 63 - len(base) - len(digest) - 2
+    cut = slug[: max(room, 0)].strip("-")
+    return f"{base}-{cut}-{digest}" if cut else f"{base[: 63 - len(digest) - 1]}-{digest}"
+
+
+def for_node(manifest: Mapping[str, Any], node: str) -> tuple[dict[str, Any], str]:
+    """The emitted List pinned to one node, and its Job's name: the Job (and its probe's
+    ConfigMap) named for the node, its pod template given a required node affinity on the
+    node's name (``matchFields metadata.name``), the pinning the DaemonSet controller gives
+    each of its pods. The pod still goes through the scheduler, so the node's taints, its free
+    GPUs and the PriorityClass count as for any pod, and a pod that cannot go there stays
+    Pending in the scheduler's words; ``spec.nodeName`` would skip the scheduler, and the
+    ``kubernetes.io/hostname`` label need not equal the node's name."""
+    config_map, job = (copy.deepcopy(dict(item)) for item in manifest["items"])
+    name = node_job_name(str(job["metadata"]["name"]), node)
+    job["metadata"]["name"] = name
+    config_map["metadata"]["name"] = f"{name}-probe"
+    pod_spec = job["spec"]["template"]["spec"]
+    for volume in pod_spec["volumes"]:
+        if "configMap" in volume:
+            volume["configMap"]["name"] = f"{name}-probe"
+    pod_spec["affinity"] = {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [
+                    {"matchFields": [{"key": "metadata.name", "operator": "In", "values": [node]}]}
+                ]
+            }
+        }
+    }
+    return {**manifest, "items": [config_map, job]}, name
+
+
 @dataclass(frozen=True)
 class EmittedJob:
     """The manifest to apply, the Job's name (for kubectl wait and logs), and what an
@@ -329,7 +373,7 @@ def emit_job(
 
 def _audit_without_torch(workspace: Workspace, ref: Reference) -> str | None:
     """The newest audit record of this image (by digest) that found no torch, in words."""
-    from imagekit.ledger.store import iter_records
+    from imagekit.ledger.readback import iter_records
 
     if not workspace.ledger_path.exists():
         return None

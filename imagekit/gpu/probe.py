@@ -52,6 +52,8 @@ PROBE_VERSION = 1
 PASS, FAIL, INCOMPLETE, SKIPPED, RECORDED = "PASS", "FAIL", "INCOMPLETE", "SKIPPED", "RECORDED"
 MIB = 1024 * 1024
 REPORT_MARKER = "@@IMAGEKIT_GPU_REPORT@@ "
+#: Each rank's own line in a Job's log (``--out -``): see rank_line.
+RANK_MARKER = "@@IMAGEKIT_GPU_RANK@@ "
 GPU_SCOPE = (
     "a hardware and communication check of the GPUs this process group ran on: no weights "
     "loaded, no serving engine started, not a performance benchmark"
@@ -1755,6 +1757,8 @@ def run(ctx: Context, out: str) -> int:
         ]
         gathered: list[Any] = [None] * ctx.world
         dist.all_gather_object(gathered, mine)
+        if out == "-":
+            rank_line(ctx, mine)
         if ctx.rank == 0:
             node = node_facts(ctx) if ctx.local_rank == 0 else {}
             report["versions"] = torch_versions(torch, node)
@@ -1801,6 +1805,26 @@ def run(ctx: Context, out: str) -> int:
     finally:
         dist.destroy_process_group()
     return 0
+
+
+def rank_line(ctx: Context, mine: dict[str, Any]) -> None:
+    """This rank's own marked line on its stdout, where the report goes to stdout (a Job's
+    log): its global rank, its node's rank in the rendezvous (GROUP_RANK, the launcher's),
+    its pid and its own all-reduce counts. In a Job of several pods rank 0's report lands
+    in one pod's log; these lines bind every other pod's log to its ranks in that report."""
+    line = {
+        "rank": ctx.rank,
+        "group_rank": int(os.environ.get("GROUP_RANK", "0")),
+        "local_rank": ctx.local_rank,
+        "world_size": ctx.world,
+        "pid": os.getpid(),
+        "all_reduce": [
+            {"size_mib": s["size_mib"], "bytes": s["bytes"], "wrong": len(s["wrong"])}
+            for s in mine["all_reduce"]
+        ],
+    }
+    sys.stdout.write("\n" + RANK_MARKER + json.dumps(line, sort_keys=True) + "\n")
+    sys.stdout.flush()
 
 
 def _read_smi_xml() -> tuple[dict[str, Any] | None, str]:

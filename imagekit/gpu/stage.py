@@ -81,6 +81,8 @@ class PreflightRequest:
     report_file: Path | None = None  # a Job's log or report, with pod_file
     pod_file: Path | None = None
     log_read_from: str | None = None  # namespace/name: the pod imagekit read the log from
+    #: every pod of a Job of several pods, each bound to its ranks (imagekit.gpu.multinode)
+    pods: tuple[dict[str, Any], ...] = ()
     plan: str | None = None
     platform: str | None = None
     gpus: str | None = "all"
@@ -139,6 +141,7 @@ class PreflightResult:
             "reference": self.reference,
             "image_id": self.image_id,
             "pod": self.pod,
+            "pod_uid": self.pod_uid,
             "failing": list(self.verdict.failing),
             "why_not_decided": self.why_none,
             "preflight": self.predicate.model_dump(mode="json"),
@@ -441,6 +444,8 @@ def _record(
     details = details_of(result.predicate)
     if result.pod_uid is not None:
         details = details.model_copy(update={"pod_uid": result.pod_uid})
+    if request.pods:
+        details = details.model_copy(update={"pods": [dict(p) for p in request.pods]})
     if prepared is not None:  # the envelope signed for this record, attached after it
         details = details.model_copy(update={"attestation": prepared.ledger_value})
     images = {"image": result.reference} if result.reference else {}

@@ -125,6 +125,11 @@ class GpuPreflightDetails(RecordDetails):
         default=None, description="the pod's uid, where imagekit read the pod itself (--cluster)"
     )
     node: str | None = None
+    pods: list[dict[str, Any]] | None = Field(
+        default=None,
+        description="a Job of several pods (--cluster --nodes N): each pod, its node, its "
+        "completion index, its imageID and the ranks its log showed",
+    )
     world_size: int | None = None
     level: PreflightLevel | None = None
     gpu_names: list[str] | None = None

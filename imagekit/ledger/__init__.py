@@ -1,8 +1,9 @@
 """The ledger: one append-only JSON-lines file recording every build, audit and pull.
 
 The package, by concept: ``record`` (the fields, each kind's typed details, the bytes a line
-is written as), ``store`` (appending under a lock, reading back, finding records),
-``verify`` (the hash chain and the evidence hashes), ``repair`` (moving a torn tail aside),
+is written as), ``store`` (appending a record), ``file`` (the file held under its lock),
+``readback`` (reading it back byte for byte), ``listing`` (finding records), ``verify``
+(the hash chain and the evidence hashes), ``repair`` (moving a torn tail aside),
 ``lockfile`` (the current state rendered from the records), ``accepted`` (which image of a
 plan the records stand behind, for the lock and a night alike) and ``pods`` (what a cluster
 reports it runs, recorded as final pulls).
@@ -95,6 +96,8 @@ note (any status)
     tag: upstream, candidate, builder, guard, base_changes, plan_diff).
 """
 
+from imagekit.ledger.listing import ShowResult, ShowSummary, show, show_each
+from imagekit.ledger.readback import Entry, Scan, TornLine, iter_records, parse, read_records, scan
 from imagekit.ledger.record import (
     KINDS,
     SCHEMA_VERSION,
@@ -123,21 +126,7 @@ from imagekit.ledger.record import (
     line_hash,
 )
 from imagekit.ledger.repair import RepairReport, repair
-from imagekit.ledger.store import (
-    Entry,
-    Scan,
-    ShowResult,
-    ShowSummary,
-    TornLine,
-    append_record,
-    evidence_path,
-    iter_records,
-    parse,
-    read_records,
-    scan,
-    show,
-    show_each,
-)
+from imagekit.ledger.store import append_record, evidence_path
 from imagekit.ledger.verify import Problem, VerifyReport, verify
 
 __all__ = [

@@ -26,8 +26,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from imagekit.errors import ImagekitError
+from imagekit.ledger.readback import Entry
 from imagekit.ledger.record import BuildDetails, LedgerRecord, PushDetails
-from imagekit.ledger.store import Entry
 from imagekit.refs import parse_reference
 
 #: The tag every night's candidate is pushed under; such pushes are never accepted.

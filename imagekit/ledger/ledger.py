@@ -14,9 +14,10 @@ from pathlib import Path
 from typing import Any
 
 from imagekit.ledger.lockfile import LockResult, write_lock
+from imagekit.ledger.readback import read_records
 from imagekit.ledger.record import LedgerRecord, RecordDetails
 from imagekit.ledger.repair import RepairReport, repair
-from imagekit.ledger.store import append_record, read_records
+from imagekit.ledger.store import append_record
 from imagekit.ledger.verify import VerifyReport, verify
 from imagekit.workspace import Workspace
 

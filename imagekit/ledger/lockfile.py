@@ -50,6 +50,7 @@ from imagekit.ledger.accepted import concerns as _concerns
 from imagekit.ledger.accepted import identifiers as _identifiers
 from imagekit.ledger.accepted import index_of as _index_of
 from imagekit.ledger.accepted import platform_builds as _platform_builds
+from imagekit.ledger.readback import Entry, Line, passes
 from imagekit.ledger.record import (
     AuditDetails,
     BuildDetails,
@@ -58,7 +59,6 @@ from imagekit.ledger.record import (
     MirrorDetails,
     PushDetails,
 )
-from imagekit.ledger.store import Entry, Line, passes
 from imagekit.ledger.verify import VerifyReport, verify_lines
 from imagekit.workspace import Workspace
 
@@ -119,15 +119,16 @@ def _pull_entry(entry: Entry) -> dict[str, Any]:
 
 
 def _final_pulls(candidates: list[Entry], ids: set[str]) -> dict[str, Any]:
-    """The newest engine and containerd final pulls of the image, side by side.
+    """The newest engine, containerd and pod final pulls of the image, side by side.
 
-    The two stores name one image by different digests (the classic store by its config, the
-    CRI by its config as image ID and by the pulled digest as the kubelet's imageID), so each
-    entry carries the sentence its record gave for what its image ID means.
+    The stores name one image by different digests (the classic store by its config, the
+    CRI by its config as image ID and by the pulled digest as the kubelet's imageID, a pod's
+    status by the kubelet's imageID), so each entry carries the sentence its record gave for
+    what its image ID means; a pod's entry names the pod, its uid and its node.
     """
     pulls = [e for e in candidates if e.record.kind == "final-pull" and _concerns(e.record, ids)]
     shown: dict[str, Any] = {}
-    for source in ("engine", "containerd"):
+    for source in ("engine", "containerd", "pod"):
         entry = _latest(e for e in pulls if (e.record.info.source or "engine") == source)
         if entry is None or not ids:
             shown[source] = NOT_RECORDED
@@ -139,6 +140,7 @@ def _final_pulls(candidates: list[Entry], ids: set[str]) -> dict[str, Any]:
             "runtime_version": d.engine_version,
             "repo_digests": d.repo_digests,
             **({"kubelet_image_ref": d.kubelet_image_ref} if source == "containerd" else {}),
+            **({"pod": d.pod, "pod_uid": d.pod_uid} if source == "pod" else {}),
         }
         del shown[source]["source"]
     return shown

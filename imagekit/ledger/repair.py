@@ -21,7 +21,9 @@ from typing import Any, ClassVar
 
 from imagekit.errors import CouldNotFinish, LedgerBroken, UsageError
 from imagekit.evidence import utc_stamp
-from imagekit.ledger.store import locked, parse, tail_problem
+from imagekit.ledger.file import locked
+from imagekit.ledger.readback import parse
+from imagekit.ledger.store import tail_problem
 from imagekit.workspace import Workspace
 
 

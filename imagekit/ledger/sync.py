@@ -39,17 +39,10 @@ from imagekit.errors import LedgerBroken, ReferenceFormatError, UsageError
 from imagekit.files import open_regular
 from imagekit.kinds import KINDS, by_predicate
 from imagekit.kinds.spec import Imported as ImportedRecord
+from imagekit.ledger.file import holding
+from imagekit.ledger.readback import Entry, Line, iter_records, passes
 from imagekit.ledger.record import LedgerRecord, encode_line
-from imagekit.ledger.store import (
-    Entry,
-    Line,
-    append_record,
-    evidence_path,
-    holding,
-    iter_records,
-    passes,
-    within_root,
-)
+from imagekit.ledger.store import append_record, evidence_path, within_root
 from imagekit.ledger.verify import verify_lines
 from imagekit.refs import Digest, Reference, parse_reference
 from imagekit.registry.client import RegistryClient

@@ -22,17 +22,10 @@ from imagekit import jsondoc
 from imagekit.errors import ReferenceFormatError, UsageError
 from imagekit.evidence import file_digest
 from imagekit.files import read_regular
+from imagekit.ledger.listing import LISTED
+from imagekit.ledger.readback import Entry, Line, Malformed, Scan, read_line, reading
 from imagekit.ledger.record import encode_line
-from imagekit.ledger.store import (
-    LISTED,
-    Entry,
-    Line,
-    Malformed,
-    Scan,
-    evidence_path,
-    read_line,
-    reading,
-)
+from imagekit.ledger.store import evidence_path
 from imagekit.refs import Digest
 from imagekit.workspace import Workspace
 

@@ -25,13 +25,14 @@ Public API::
   the classes of imagekit.errors (DigestMismatch exits 1, registry errors exit 3).
 
 Modules: tls (CAs, client certificates, insecure hosts), transport (httpx, redirects,
-limits, retries, environment proxies), wire (HTTP/1.1
+limits, environment proxies), retry (attempts, backoff, Retry-After, 429), wire (HTTP/1.1
 through http.client under httpx: the fast path for blob bodies), auth (WWW-Authenticate,
 tokens), credentials (docker config), manifest (media types, models, Descriptor), session
 (one request: mirrors, auth, retries, a status as our error), documents (manifests and
 indexes read and checked), blobs (probed, streamed and verified), resolve (a reference
 narrowed to one platform's image), client (RegistryClient: the session and those reads),
-upload (copying blobs and manifests).
+upload (copying blobs and manifests), blob_upload (one blob's upload session: one PUT, or
+chunks resumed), blob_write (one writer of a blob at a time).
 
 The names above are listed once, in ``__init__.pyi`` beside this file, and handed out on first
 use (imagekit.lazy): importing one module of the package (``tls``, the manifest models the

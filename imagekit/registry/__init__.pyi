@@ -14,5 +14,5 @@ from imagekit.registry.manifest import ImageManifest as ImageManifest
 from imagekit.registry.resolve import DEFAULT_PLATFORM as DEFAULT_PLATFORM
 from imagekit.registry.resolve import ResolvedImage as ResolvedImage
 from imagekit.registry.resolve import select_platform as select_platform
-from imagekit.registry.transport import RetryPolicy as RetryPolicy
+from imagekit.registry.retry import RetryPolicy as RetryPolicy
 from imagekit.registry.transport import is_loopback as is_loopback

@@ -19,6 +19,7 @@ from typing import Any
 
 from imagekit.errors import RegistryNotFound
 from imagekit.refs import Digest, Reference
+from imagekit.registry.blob_upload import PUSH, BlobSource
 from imagekit.registry.client import RegistryClient
 from imagekit.registry.manifest import (
     OCI_INDEX,
@@ -27,7 +28,7 @@ from imagekit.registry.manifest import (
     parse_index,
 )
 from imagekit.registry.tagupdate import Merged, TagDocument, read_tag, update_tag
-from imagekit.registry.upload import PUSH, BlobSource, push_blobs
+from imagekit.registry.upload import push_blobs
 
 EMPTY_MEDIA_TYPE = "application/vnd.oci.empty.v1+json"
 EMPTY_BLOB = b"{}"

@@ -31,13 +31,12 @@ from imagekit.refs import Reference
 from imagekit.registry.auth import Authenticator, repository_scope
 from imagekit.registry.credentials import CredentialStore
 from imagekit.registry.mirrors import HUB, hub_mirrors, mirrors_log
+from imagekit.registry.retry import RetryPolicy, Transient
 from imagekit.registry.tls import TLSSettings
 from imagekit.registry.transport import (
     MAX_MANIFEST_BYTES,
     MAX_SMALL_BODY_BYTES,
     Content,
-    RetryPolicy,
-    Transient,
     Transport,
     api_host,
     error_detail,
@@ -367,7 +366,7 @@ def _blob_link_race(method: str, url: httpx.URL, status: int, body: bytes) -> bo
     """A manifest PUT refused 400 DIGEST_INVALID. imagekit sends manifests whose digest it
     computed from the very bytes sent, and blobs it uploaded before; distribution answers so
     when its check of a blob reads the blob's link file while another writer's commit of the
-    same blob rewrites it (truncate, then write: imagekit.registry.upload.blob_write keeps
+    same blob rewrites it (truncate, then write: imagekit.registry.blob_write keeps
     this process's writers apart, not other processes'). One more PUT settles it either way:
     the registry checks everything again."""
     return (

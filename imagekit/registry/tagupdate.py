@@ -28,10 +28,11 @@ from typing import Any
 from imagekit import jsondoc
 from imagekit.errors import RegistryError, RegistryNotFound
 from imagekit.refs import Digest, Reference
+from imagekit.registry.blob_upload import BlobSource
 from imagekit.registry.client import RegistryClient
 from imagekit.registry.manifest import ACCEPT
 from imagekit.registry.transport import MAX_MANIFEST_BYTES
-from imagekit.registry.upload import BlobSource, push_blobs, push_manifest
+from imagekit.registry.upload import push_blobs, push_manifest
 
 
 @dataclass(frozen=True)

@@ -12,16 +12,8 @@ Used by `imagekit mirror --copy`. Every blob goes the cheapest safe way
    registries have limits of their own, and a PUT of known length meets none of them. A
    registry that refuses it as too large (413, 416) gets chunks instead.
 
-   Chunks (``chunk_size`` given, or after such a refusal) are ``PATCH``es followed by the
-   closing ``PUT ?digest=``: never smaller than the registry's ``OCI-Chunk-Min-Length``
-   (distribution-spec, "Pushing a blob in chunks"). A refusal that states the largest body
-   taken (GHCR's 416 "request body is too large, max size is 4.00MiB") sets the chunk size to
-   that at once; one that does not, or whose size is refused too, halves it, down to that
-   minimum (or 64 KiB), before the copy gives up naming what the registry said. A chunk whose PATCH
-   fails is resumed where the registry's upload status (``GET`` on the upload URL,
-   ``Range: 0-N``) says it stopped, so a dropped connection costs at most one chunk.
-   distribution/distribution refuses the status of a session whose answer was lost (its
-   upload URL signs the offset); there the blob starts over in a new session, at most twice.
+   Chunks (``chunk_size`` given, or after such a refusal), their resumption and the
+   cancelling of an unfinished session: imagekit.registry.blob_upload.
 
    A mount the registry refuses outright (401 or 403: Harbor and Nexus do, for a source
    repository the token may not read) is not the end of the copy: the blob is uploaded.
@@ -40,18 +32,12 @@ already there. A non-distributable layer is never uploaded
 it may be mounted within one registry (no byte moves), and otherwise the destination must
 already hold it, or the registry decides whether it accepts the manifest without it.
 
-An upload that does not finish, because the copy failed or was interrupted (SIGINT,
-SIGTERM), is cancelled (``DELETE`` on its upload URL, distribution-spec "Canceling an
-upload") so no session is left open on the registry; the blob workers stop between pieces
-of work when the command is interrupted.
-
 One blob is never written to one registry by two threads of this process at once
-(:func:`blob_write`): registries get two commits of one blob at the same time wrong.
+(imagekit.registry.blob_write).
 """
 
 from __future__ import annotations
 
-import re
 import threading
 from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -59,13 +45,20 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-import httpx
-
 from imagekit import progress
-from imagekit.errors import RegistryError, RegistryProtocolError, RegistryUnauthorized
+from imagekit.errors import RegistryProtocolError, RegistryUnauthorized
 from imagekit.interrupt import Stop, wait_all
 from imagekit.progress import human_bytes
 from imagekit.refs import Digest, Reference
+from imagekit.registry.blob_upload import (
+    PUSH,
+    BlobSource,
+    BlobUpload,
+    LostUpload,
+    TooLarge,
+    stated_max_size,
+)
+from imagekit.registry.blob_write import blob_write
 from imagekit.registry.client import RegistryClient
 from imagekit.registry.manifest import (
     INDEX_TYPES,
@@ -74,96 +67,8 @@ from imagekit.registry.manifest import (
     ImageManifest,
     parse_manifest,
 )
-from imagekit.registry.transport import api_host
 
 MiB = 1 << 20
-PUSH = ("pull", "push")
-_RANGE = re.compile(r"(?:bytes=)?0-(\d+)")
-#: Blobs up to this size are read into memory and PUT as bytes (a re-send costs no
-#: download); larger ones are streamed from their source.
-SMALL_BLOB = 4 * MiB
-#: The chunk size after a registry refused a monolithic PUT as too large.
-DEFAULT_CHUNK = 16 * MiB
-#: Chunks are never halved below this (nor below the registry's OCI-Chunk-Min-Length).
-MIN_CHUNK = 64 * 1024
-_TOO_LARGE = (413, 416)
-# The largest body a refusal says the registry takes: GHCR's "max size is 4.00MiB"; the
-# other spellings seen from proxies in front of registries ("maximum size 8 MB").
-_STATED_MAX = re.compile(
-    r"max(?:imum)?(?:[ _-](?:body|request|chunk|upload))?(?:[ _-]size)?(?:\s+is|:|=)?\s*"
-    r"([0-9]+(?:\.[0-9]+)?)\s*([KMGT]i?B|B|bytes)\b",
-    re.IGNORECASE,
-)
-_UNITS = {"b": 1, "bytes": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
-          "kib": 1 << 10, "mib": 1 << 20, "gib": 1 << 30, "tib": 1 << 40}  # fmt: skip
-
-
-@dataclass
-class _WriteGuard:
-    """The lock of one (registry, blob) being written, and how many threads hold or want it."""
-
-    lock: threading.Lock = field(default_factory=threading.Lock)
-    users: int = 0
-
-
-_write_guards: dict[tuple[str, str], _WriteGuard] = {}
-_write_guards_lock = threading.Lock()
-
-
-@contextmanager
-def blob_write(registry: str, digest: Digest) -> Iterator[None]:
-    """Hold while making sure REGISTRY holds the blob DIGEST (checking, mounting, uploading):
-    one thread of this process at a time per registry and blob.
-
-    Registries do not take two commits of one blob at once well. Distribution's filesystem
-    storage rewrites the repository's link file for the blob on every commit (truncate, then
-    write); a manifest PUT that reads that link in between finds no digest in it and is
-    refused ``DIGEST_INVALID`` ("provided digest did not match uploaded content"), and Nexus
-    refuses the second commit itself (``BLOB_UPLOAD_INVALID``). imagekit has several writers
-    of one blob at once where they share it: an attestation's envelope is a layer of each
-    subject's cosign tag and of each subject's referrer, written side by side. Behind this
-    guard the second writer finds the blob there and writes nothing. Other processes
-    writing the same blob are not held back (nothing here can see them); a manifest PUT
-    refused so is sent once more (imagekit.registry.session).
-    """
-    key = (api_host(registry), str(digest))
-    with _write_guards_lock:
-        guard = _write_guards.setdefault(key, _WriteGuard())
-        guard.users += 1
-    try:
-        with guard.lock:
-            yield
-    finally:
-        with _write_guards_lock:
-            guard.users -= 1
-            if guard.users == 0:
-                del _write_guards[key]
-
-
-def stated_max_size(message: str) -> int | None:
-    """The largest request body a registry's refusal says it takes, in bytes (rounded down:
-    "4.00MiB" is 4194304), or None when it says none."""
-    match = _STATED_MAX.search(message)
-    if match is None:
-        return None
-    size = int(float(match.group(1)) * _UNITS[match.group(2).lower()])
-    return size if size > 0 else None
-
-
-@dataclass(frozen=True)
-class BlobSource:
-    """A blob the destination must hold, and where its bytes are when it does not.
-
-    ``repository``: a repository holding it (a mount when on the destination's registry,
-    else streamed from there); ``data``: a callable giving its bytes afresh each time (so a
-    lost upload can be sent again); ``distributable`` false: mounted at most, never
-    uploaded.
-    """
-
-    descriptor: Descriptor
-    repository: Reference | None = None
-    data: Callable[[], Iterable[bytes]] | None = None
-    distributable: bool = True
 
 
 class _Moving:
@@ -208,22 +113,6 @@ class CopyResult:
         return {**document, "digest": str(self.digest)}
 
 
-class _TooLarge(Exception):
-    """The registry refused a request body as too large (413, 416)."""
-
-    def __init__(self, cause: RegistryError) -> None:
-        super().__init__(cause.message)
-        self.cause = cause
-
-
-class _LostUpload(Exception):
-    """An upload session that cannot be continued; the blob is sent again in a new one."""
-
-    def __init__(self, cause: RegistryError) -> None:
-        super().__init__(cause.message)
-        self.cause = cause
-
-
 class _Copier:
     def __init__(
         self,
@@ -242,6 +131,9 @@ class _Copier:
         self.stop = Stop()
         self._work: progress.Work | None = None
         self._items: dict[Digest, _Moving] = {}
+        self.uploads = BlobUpload(
+            client, dst, chunk_size=chunk_size, pieces=self._pieces, say=self.say, count=self.count
+        )
 
     @contextmanager
     def working(self, blobs: Sequence[BlobSource]) -> Iterator[None]:
@@ -329,7 +221,7 @@ class _Copier:
                 self.say(f"{self.dst.registry} did not mount {digest.short}; uploading it")
         if not source.distributable:
             if location is not None:
-                self._cancel(location, digest)
+                self.uploads.cancel(location, digest)
             self.count("blobs_skipped")
             item.done("not uploaded (non-distributable)")
             self.say(f"not uploaded: {digest.short} is a non-distributable layer")
@@ -340,28 +232,28 @@ class _Copier:
         try:
             for attempt in range(3):
                 if not session:
-                    started, min_length = self._start_upload()
+                    started, min_length = self.uploads.start_upload()
                     session.append(started)
                 try:
                     if chunked:
-                        self._chunked(session, source, min_length)
+                        self.uploads.chunked(session, source, min_length)
                     else:
                         try:
-                            self._monolithic(session[-1], source)
-                        except _TooLarge as exc:
+                            self.uploads.monolithic(session[-1], source)
+                        except TooLarge as exc:
                             self.say(
                                 f"{self.dst.registry} refused {digest.short} in one PUT "
                                 f"({exc.cause.message}); sending it in chunks"
                             )
-                            self._cancel(session.pop(), digest)
+                            self.uploads.cancel(session.pop(), digest)
                             chunked = True
-                            started, min_length = self._start_upload()
+                            started, min_length = self.uploads.start_upload()
                             session.append(started)
                             stated = stated_max_size(exc.cause.message)
-                            self._chunked(session, source, min_length, first=stated)
+                            self.uploads.chunked(session, source, min_length, first=stated)
                     session.clear()  # complete: nothing to cancel
                     break
-                except _LostUpload as exc:
+                except LostUpload as exc:
                     if attempt == 2:
                         raise exc.cause from exc
                     self.count("upload_restarts")
@@ -369,7 +261,7 @@ class _Copier:
                     session.clear()  # the registry refused it already
         finally:
             if session:
-                self._cancel(session[-1], digest)
+                self.uploads.cancel(session[-1], digest)
         self.count("blobs_uploaded")
         self.count("bytes_uploaded", desc.size)
         item.done()
@@ -399,196 +291,6 @@ class _Copier:
             close = getattr(iterator, "close", None)
             if close is not None:
                 close()
-
-    def _cancel(self, location: str, digest: Digest) -> None:
-        """Cancel an upload session that will not be completed; a failure is only said."""
-        try:
-            self.client.request(
-                "DELETE", self.dst, location, scope_actions=PUSH, allow_status=(404,)
-            )
-        except RegistryError as exc:
-            self.say(f"could not cancel the upload session of {digest.short}: {exc.message}")
-        else:
-            self.say(f"cancelled the upload session of {digest.short}")
-
-    def _start_upload(self) -> tuple[str, int]:
-        """A new upload session: its URL, and the registry's OCI-Chunk-Min-Length (or 0)."""
-        response = self.client.request(
-            "POST", self.dst, "blobs/uploads/", scope_actions=PUSH, content=b""
-        )
-        minimum = response.headers.get("OCI-Chunk-Min-Length", "").strip()
-        return self._location(response), int(minimum) if minimum.isdigit() else 0
-
-    def _monolithic(self, location: str, source: BlobSource) -> None:
-        """The whole blob in one PUT of known length: bytes when small, else streamed."""
-        desc = source.descriptor
-        url = httpx.URL(location).copy_merge_params({"digest": str(desc.digest)})
-        content: bytes | Callable[[], Iterable[bytes]]
-        if desc.size <= SMALL_BLOB:
-            content = b"".join(self._pieces(source))  # verified as it arrives
-        else:
-
-            def content() -> Iterable[bytes]:
-                return self._pieces(source)  # afresh for each send (a retry, a 401)
-
-        try:
-            self.client.request(
-                "PUT",
-                self.dst,
-                str(url),
-                scope_actions=PUSH,
-                headers={
-                    "Content-Type": "application/octet-stream",
-                    "Content-Length": str(desc.size),
-                },
-                content=content,
-            )
-        except RegistryProtocolError:
-            raise
-        except RegistryError as exc:
-            if exc.status in _TOO_LARGE:
-                raise _TooLarge(exc) from exc
-            raise _LostUpload(exc) from exc
-
-    def _location(self, response: httpx.Response) -> str:
-        location = response.headers.get("Location")
-        if not location:
-            raise RegistryProtocolError(
-                f"{self.dst.name}: the upload answer has no Location header",
-                registry=self.dst.registry,
-                repository=self.dst.repository,
-            )
-        return str(location)
-
-    def _put(self, location: str, digest: Digest, data: bytes) -> None:
-        url = httpx.URL(location).copy_merge_params({"digest": str(digest)})
-        self.client.request(
-            "PUT",
-            self.dst,
-            str(url),
-            scope_actions=PUSH,
-            headers={"Content-Type": "application/octet-stream"},
-            content=data,
-        )
-
-    def _chunked(
-        self, session: list[str], source: BlobSource, min_length: int, first: int | None = None
-    ) -> None:
-        """PATCH every chunk, then the closing PUT; ``session[-1]`` follows the upload URL.
-
-        Chunks are at least the registry's minimum length (the last one excepted). After a
-        416 they are as large as the registry says it takes (GHCR: "request body is too
-        large, max size is 4.00MiB"), or, when it says nothing usable, half as large, down
-        to that minimum (or MIN_CHUNK). ``first``: the size a refused PUT stated. One chunk
-        is in memory.
-        """
-        size = max(first or self.chunk_size or DEFAULT_CHUNK, min_length)
-        floor = max(min_length, MIN_CHUNK)
-        offset = 0
-        buffer = bytearray()
-        pieces = self._pieces(source)
-        exhausted = False
-        try:
-            while True:
-                while not exhausted and len(buffer) < size:
-                    piece = next(pieces, None)
-                    if piece is None:
-                        exhausted = True
-                    else:
-                        buffer += piece
-                if not buffer:
-                    break
-                chunk = bytes(buffer[:size])
-                try:
-                    session.append(self._patch(session[-1], offset, chunk))
-                except _TooLarge as exc:
-                    if size <= floor:
-                        raise self._no_chunk_fits(floor, exc.cause) from exc
-                    stated = stated_max_size(exc.cause.message)
-                    if stated is not None and floor <= stated < len(chunk):
-                        size, why = stated, "the most it says it takes"
-                    else:  # nothing said, or that size refused too: halve
-                        size, why = max(floor, size // 2), "halved"
-                    self.say(
-                        f"{self.dst.registry} refused a chunk of {len(chunk)} bytes "
-                        f"({exc.cause.message}); sending {size}-byte chunks ({why})"
-                    )
-                    continue
-                offset += len(chunk)
-                del buffer[: len(chunk)]
-        finally:
-            # A failed chunk leaves SRC's download open; close it now, not at some later
-            # garbage collection (the traceback keeps the generator alive).
-            pieces.close()
-        self._put(session[-1], source.descriptor.digest, b"")
-
-    def _no_chunk_fits(self, floor: int, cause: RegistryError) -> RegistryError:
-        return RegistryError(
-            f"{self.dst.registry} refused upload chunks down to {floor} bytes "
-            f"(HTTP {cause.status}): {cause.message}",
-            registry=self.dst.registry,
-            repository=self.dst.repository,
-            status=cause.status,
-            url=cause.url,
-            hint="no chunk size this registry takes is left to try; check the request body "
-            "limits of the registry and of any proxy in front of it",
-        )
-
-    def _patch(self, location: str, offset: int, chunk: bytes) -> str:
-        """PATCH one chunk; after a failure, resume it where the registry says it stopped."""
-        sent = 0
-        for attempt in range(3):
-            part = chunk[sent:]
-            start = offset + sent
-            try:
-                response = self.client.request(
-                    "PATCH",
-                    self.dst,
-                    location,
-                    scope_actions=PUSH,
-                    headers={
-                        "Content-Type": "application/octet-stream",
-                        "Content-Range": f"{start}-{start + len(part) - 1}",
-                    },
-                    content=part,
-                )
-                return self._location(response)
-            except RegistryError as exc:
-                if exc.status in _TOO_LARGE:
-                    raise _TooLarge(exc) from exc
-                if attempt == 2 or isinstance(exc, RegistryProtocolError):
-                    raise _LostUpload(exc) from exc
-                self.count("chunk_resumes")
-                location, received = self._status(location, exc)
-                if received < offset or received > offset + len(chunk):
-                    raise RegistryProtocolError(
-                        f"{self.dst.name}: the upload is at byte {received}, expected a "
-                        f"position inside the chunk at {offset}",
-                        registry=self.dst.registry,
-                        repository=self.dst.repository,
-                    ) from exc
-                sent = received - offset
-                if sent == len(chunk):
-                    return location
-        raise AssertionError("unreachable")  # pragma: no cover
-
-    def _status(self, location: str, cause: RegistryError) -> tuple[str, int]:
-        """(upload URL, bytes the registry holds) from GET on the upload URL (204).
-
-        distribution/distribution signs the offset into the upload URL's ``_state``; once
-        the registry took a chunk whose answer was lost, that URL is refused (404
-        BLOB_UPLOAD_INVALID) and the session cannot be resumed: the blob starts over in a
-        new session (:class:`_LostUpload`).
-        """
-        try:
-            response = self.client.request("GET", self.dst, location, scope_actions=PUSH)
-        except RegistryError as exc:
-            raise _LostUpload(cause) from exc
-        match = _RANGE.fullmatch(response.headers.get("Range", "").strip())
-        received = int(match.group(1)) + 1 if match else 0
-        return response.headers.get("Location") or location, received
-
-    # ------------------------------------------------------------------ manifests
 
     def manifest(self, digest: Digest | str, size: int | None, *, tag: str | None) -> Digest:
         body, media_type, actual = self.client.get_manifest(self.src, digest, expected_size=size)

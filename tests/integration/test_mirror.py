@@ -18,7 +18,7 @@ import zstandard
 
 from imagekit.errors import ReferenceNotFound
 from imagekit.kinds.mirror import MirrorVerdict as Verdict
-from imagekit.layers import Compression, MediaTypePolicy
+from imagekit.layers.media import Compression, MediaTypePolicy
 from imagekit.ledger import read_records
 from imagekit.mirror import MirrorOptions, MirrorReport, mirror
 from imagekit.refs import parse_platform, parse_reference

@@ -131,11 +131,22 @@ def kyverno_apply(
 ) -> KyvernoVerdict:
     """`kyverno apply policy.yaml --resource pod.yaml --registry` (the CLI's switch for
     reading the registry) with a policy report in JSON, in an offline environment."""
+    return kyverno_judge(policy, pod(image), workdir, ca_bundle=ca_bundle)
+
+
+def kyverno_judge(
+    policy: dict[str, Any],
+    resource: dict[str, Any],
+    workdir: Path,
+    *,
+    ca_bundle: Path | None = None,
+) -> KyvernoVerdict:
+    """`kyverno apply` of POLICY to RESOURCE (a Pod, a Job...) as kyverno_apply runs it."""
     workdir.mkdir(parents=True, exist_ok=True)
     policy_path = workdir / "policy.yaml"
     policy_path.write_text(yaml.safe_dump(policy, sort_keys=False))
-    pod_path = workdir / "pod.yaml"
-    pod_path.write_text(yaml.safe_dump(pod(image), sort_keys=False))
+    pod_path = workdir / "resource.yaml"
+    pod_path.write_text(yaml.safe_dump(resource, sort_keys=False))
     done = subprocess.run(  # noqa: S603 - a test's own command line
         [
             tool("kyverno"),

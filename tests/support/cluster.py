@@ -60,6 +60,12 @@ TOOLS = Path(__file__).resolve().parents[2] / ".tools" / "bin"
 PAUSE_IMAGE = "imagekit.local/kube-pause:1"
 SERVICE_RANGE = "192.0.2.0/24"  # TEST-NET-1: documentation only, never routed
 CONTROL_PLANE = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler")
+#: Host folders the kubelet makes whatever its --root-dir: its device-plugin registration
+#: socket's (k8s.io/kubelet's deviceplugin/v1beta1 KubeletSocket, a Go constant) and its
+#: container log links' (k8s.io/kubernetes/pkg/kubelet ContainerLogsDir). No flag or
+#: configuration field moves either, so ``Cluster.stop`` tidies them (``tidy_host_dirs``).
+KUBELET_HOST_DIRS = (Path("/var/lib/kubelet/device-plugins"), Path("/var/log/containers"))
+KUBELET_SOCKET = "kubelet.sock"
 
 
 def binary(name: str) -> str:
@@ -81,6 +87,7 @@ class Cluster:
     started_in: float = 0.0  # seconds from nothing to a Ready node and a default service account
     processes: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict, repr=False)
     _client: httpx.Client | None = field(default=None, repr=False)
+    host_dirs: tuple[Path, ...] = ()  # of KUBELET_HOST_DIRS and their parents, those we made
 
     def log(self, component: str) -> Path:
         return self.root / "logs" / f"{component}.log"
@@ -145,6 +152,7 @@ class Cluster:
         if self._client is not None:
             self._client.close()
         stop_process(self.processes.pop("kubelet", None), timeout=20)
+        tidy_host_dirs(self.root, self.host_dirs)
         _remove_pods_from_runtime(self.containerd)
         self.containerd.stop()
         for component in reversed(CONTROL_PLANE):
@@ -169,6 +177,53 @@ def host_network_pod(name: str, image: str, command: list[str], **spec: Any) -> 
             **spec,
         },
     }
+
+
+def missing_host_dirs(dirs: tuple[Path, ...] = KUBELET_HOST_DIRS) -> tuple[Path, ...]:
+    """The folders of ``dirs`` and their parents that do not exist yet, deepest first: what
+    a kubelet started now would make (and its cluster may remove again)."""
+    missing: list[Path] = []
+    for folder in dirs:
+        for each in (folder, *folder.parents):
+            if each.exists() or each in missing:
+                break
+            missing.append(each)
+    return tuple(sorted(missing, key=lambda p: len(p.parts), reverse=True))
+
+
+def tidy_host_dirs(
+    root: Path, made: tuple[Path, ...], dirs: tuple[Path, ...] = KUBELET_HOST_DIRS
+) -> None:
+    """After this cluster's kubelet stopped: its registration socket if nothing listens on it
+    any more (another cluster's live kubelet keeps its own), the log links into ``root``, then
+    each folder of ``made`` that is empty. A folder that was there before, or that another
+    kubelet still uses, is left as it is."""
+    import socket
+    import stat
+
+    plugins, logs = dirs
+    sock = plugins / KUBELET_SOCKET
+    try:
+        is_socket = stat.S_ISSOCK(sock.lstat().st_mode)
+    except OSError:
+        is_socket = False
+    if is_socket:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+            try:
+                probe.connect(str(sock))
+            except ConnectionRefusedError:  # nobody listens: a stopped kubelet's
+                sock.unlink(missing_ok=True)
+            except OSError:
+                pass
+    if logs.is_dir():
+        for link in logs.iterdir():
+            if link.is_symlink() and Path(os.readlink(link)).is_relative_to(root):
+                link.unlink(missing_ok=True)
+    for folder in made:
+        try:
+            folder.rmdir()
+        except OSError:  # not empty (another kubelet's), or already gone
+            pass
 
 
 def _remove_pods_from_runtime(containerd: RunningContainerd) -> None:
@@ -383,6 +438,7 @@ def start_cluster(root: Path, timeout: float = 120.0) -> Cluster:
         if imported.returncode != 0:
             raise RuntimeError(f"ctr images import of the pause image: {imported.stderr!r}")
         (root / "kubelet.yaml").write_text(_kubelet_config(root, node, pki, containerd))
+        cluster.host_dirs = missing_host_dirs()
         commands: dict[str, list[str]] = {
             "etcd": [
                 "--name", "default",
@@ -433,15 +489,23 @@ def start_cluster(root: Path, timeout: float = 120.0) -> Cluster:
                 f"--hostname-override={node}", "--node-ip=127.0.0.1",
             ],
         }  # fmt: skip
-        for component, args in commands.items():
-            cluster.processes[component] = start_logged(
-                [binary(component), *args], cluster.log(component), own_session=True
-            )
         context = ssl.create_default_context(cafile=str(pki.ca))
         context.load_cert_chain(admin.cert, admin.key)
         cluster._client = httpx.Client(base_url=server, verify=context, timeout=5)
         deadline = started + timeout
-        _wait(cluster, deadline, "the API server's /readyz", lambda: _ok(cluster, "/readyz"))
+        # etcd and the API server first: the controller-manager gives up after 10 s without
+        # an API server (seen at load 14, when the API server took longer than that to start).
+        first = ("etcd", "kube-apiserver")
+        for component in (*first, *(name for name in commands if name not in first)):
+            cluster.processes[component] = start_logged(
+                [binary(component), *commands[component]],
+                cluster.log(component),
+                own_session=True,
+            )
+            if component == first[-1]:
+                _wait(
+                    cluster, deadline, "the API server's /readyz", lambda: _ok(cluster, "/readyz")
+                )
         _wait(cluster, deadline, f"node {node}", lambda: _ok(cluster, f"/api/v1/nodes/{node}"))
         _loopback_address(cluster)
         _wait(cluster, deadline, f"node {node} Ready", lambda: _node_ready(cluster))

@@ -21,7 +21,7 @@ from imagekit.layerdiff import (
     is_bytecode,
     scan_layer,
 )
-from imagekit.layers import LayerLimits
+from imagekit.layers.media import LayerLimits
 from imagekit.refs import Digest
 from tests.support.media_types import OCI_TAR
 
@@ -348,7 +348,7 @@ def test_registry_image_refuses_a_zstd_window_over_the_limit() -> None:
 
 def test_content_not_asked_for_is_passed_over_and_the_stream_read_to_its_end() -> None:
     from imagekit.layerdiff import iter_members
-    from imagekit.layers import UncompressedReader
+    from imagekit.layers.reader import UncompressedReader
 
     big, small = bytes(range(256)) * 4096, b"small\n"
     # A long PAX name too: its extended header is read as tarfile's seeking mode reads it.
@@ -383,7 +383,7 @@ def test_a_tap_reads_what_it_asks_for_as_it_streams_past() -> None:
     """The SBOM's way in: a sink gets a file's chunks and then b""; one that wants no more
     stops getting them, and the members after it, their hashes and the diffID are unchanged."""
     from imagekit.layerdiff import iter_members
-    from imagekit.layers import UncompressedReader
+    from imagekit.layers.reader import UncompressedReader
 
     big, head = b"x" * (3 << 20), b"Name: a\n\n"
     tar = make_tar([d("opt"), f("opt/whole.txt", big), f("opt/head.txt", head + big),

@@ -14,7 +14,8 @@ The flow, each step in its own module:
 5. run the plan's assertions in the pushed image through the engine, natively or emulated
    (imagekit.builders.assemble.check); only when they pass is the tag put (and, with ``index``, an
    index holding the manifest), so a failed or interrupted build never leaves a tag;
-6. record ``build`` and ``push`` in the ledger, as the engine path does.
+6. record ``build`` and ``push`` in the ledger, as the engine path does
+   (imagekit.builders.assemble.records).
 
 Nothing of the base is written to local disk (layers are streamed through the guard's
 indexer and from registry to registry) and memory stays bounded by a few chunks, whatever
@@ -29,13 +30,8 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field, replace
-from functools import partial
-from pathlib import Path
-from typing import IO, Any, TextIO
+from typing import IO, TextIO
 
-from imagekit.attest.attach import Prepared
-from imagekit.attest.signer import Signer
 from imagekit.builders.assemble.check import (
     AssertionRun,
     assertions_failed,
@@ -57,16 +53,11 @@ from imagekit.builders.assemble.config import (
 from imagekit.builders.assemble.guard import LayerUse, OverlayCheck, guard_overlays
 from imagekit.builders.assemble.index import IndexStore
 from imagekit.builders.assemble.layer import LayerBlob, TarEntry, check_tree, write_layer
-from imagekit.builders.built import ConfigNamed, InRegistry, PlanBuild
+from imagekit.builders.assemble.records import record_result
+from imagekit.builders.assemble.result import AssembleOptions, AssembleResult
+from imagekit.builders.assemble.run import Log, Made, Run, make_guard_report
 from imagekit.builders.push import check_push_repo
-from imagekit.builders.record import (
-    assertion_details,
-    base_image_details,
-    record_build,
-    record_pushed,
-    record_rejected,
-    sign_then_record,
-)
+from imagekit.builders.record import assertion_details
 from imagekit.errors import (
     BuildFailed,
     CouldNotFinish,
@@ -77,102 +68,25 @@ from imagekit.errors import (
     UsageError,
 )
 from imagekit.evidence import new_run_dir, write_bytes, write_json
-from imagekit.layers import layer_media_type as known_layer_type
-from imagekit.layers import sniff_compression
-from imagekit.ledger import (
-    BuildDetails,
-    PushDetails,
-    RejectedBuildDetails,
-)
-from imagekit.ledger.record import (
-    CopyDetails,
-    GuardReport,
-    OverlayLayerDetails,
-)
+from imagekit.layers.inflate import sniff_compression
+from imagekit.layers.media import layer_media_type as known_layer_type
+from imagekit.ledger import RejectedBuildDetails
+from imagekit.ledger.record import GuardReport
 from imagekit.plans.load import load_named_plan
 from imagekit.plans.model import LoadedPlan, Plan
 from imagekit.plans.render import base_name
 from imagekit.plans.steps import Overlay
 from imagekit.progress import human_bytes, plural
-from imagekit.provenance import BuilderFacts, prepare_build, signer_for
+from imagekit.provenance import signer_for
 from imagekit.refs import Digest, Reference
 from imagekit.registry import Descriptor, RegistryClient, ResolvedImage
-from imagekit.registry.upload import BlobSource, CopyResult, push_manifest
+from imagekit.registry.blob_upload import BlobSource
+from imagekit.registry.upload import CopyResult, push_manifest
 from imagekit.runtime.engine import Engine, connect
 from imagekit.workspace import Workspace
 
 MiB = 1 << 20
 _SPOOL = 32 * MiB
-
-
-@dataclass(frozen=True)
-class AssembleOptions:
-    """What a caller may choose about one registry build; the plan decides the rest.
-
-    ``workers`` bounds memory while blobs are streamed between registries (one piece per
-    worker); ``chunk_size`` None sends each blob in one PUT of known length, which every
-    registry takes (GHCR refuses PATCH chunks over 4 MiB), a number sends PATCH chunks of
-    at most that size (imagekit.registry.upload); ``cache_dir`` moves the layer-index cache.
-    """
-
-    push: str | None = None
-    tag: str | None = None
-    base_override: str | None = None
-    index: bool = False
-    assertions: bool = True
-    chunk_size: int | None = None
-    workers: int = 2
-    cache_dir: Path | None = None
-    sign_key: Path | None = None  # sign SLSA v1 provenance beside the accepted image
-    candidate: str | None = None  # a night's candidate: the nightly-... tag it is built for
-
-
-@dataclass(frozen=True)
-class AssembleResult(ConfigNamed, InRegistry, PlanBuild):
-    platform: str
-    pushed: str  # repo@manifest digest
-    tag: str  # repo:tag, put only once the assertions passed (or were not asked for)
-    manifest_digest: str
-    manifest_media_type: str
-    config_digest: str
-    index_digest: str | None
-    layer: LayerBlob | None
-    guard: tuple[OverlayCheck, ...]
-    layers: tuple[LayerUse, ...]
-    push: CopyResult
-    assertions: AssertionRun
-    epoch: int
-    epoch_source: str
-    seconds: float
-    ledger: list[int] = field(default_factory=list)
-    builder: str = field(default="registry", kw_only=True)
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "plan": self.plan,
-            "plan_sha256": self.plan_sha256,
-            "builder": self.builder,
-            "base": self.base,
-            "platform": self.platform,
-            "pushed": self.pushed,
-            "tag": self.tag,
-            "manifest_digest": self.manifest_digest,
-            "manifest_media_type": self.manifest_media_type,
-            "config_digest": self.config_digest,
-            "image_id": self.image_id,
-            "index_digest": self.index_digest,
-            "layer": self.layer.to_json() if self.layer else None,
-            "guard": [check.to_json() for check in self.guard],
-            "base_layers": [use.to_json() for use in self.layers],
-            "push": self.push.to_json(),
-            "assertions": self.assertions.to_json(),
-            "epoch": self.epoch,
-            "epoch_source": self.epoch_source,
-            "evidence_dir": str(self.evidence_dir),
-            "log": str(self.log),
-            "seconds": self.seconds,
-            **self.records_json(),
-        }
 
 
 def engine_steps(plan: Plan) -> list[str]:
@@ -194,26 +108,6 @@ def _epoch(plan: Plan) -> tuple[int, str]:
     if plan.epoch is not None:
         return plan.epoch, "plan"
     return 0, "default (0)"
-
-
-class _Log:
-    """Our own lines, to stderr and into the evidence log as they come."""
-
-    def __init__(self, path: Path, echo: TextIO) -> None:
-        self._file = path.open("x", encoding="utf-8")
-        self._echo = echo
-        self.lines: list[str] = []
-
-    def __call__(self, text: str) -> None:
-        line = f"imagekit: {text}\n"
-        self.lines.append(text)
-        self._file.write(line)
-        self._file.flush()
-        self._echo.write(line)
-        self._echo.flush()
-
-    def close(self) -> None:
-        self._file.close()
 
 
 def _entries(loaded: LoadedPlan, checks: Sequence[OverlayCheck], epoch: int) -> list[TarEntry]:
@@ -254,60 +148,6 @@ def _chunks_of(handle: IO[bytes]) -> Iterator[bytes]:
         yield chunk
 
 
-@dataclass(frozen=True)
-class _Run:
-    """One registry build under way: what every step reads, passed as one value."""
-
-    workspace: Workspace
-    loaded: LoadedPlan
-    options: AssembleOptions
-    target: Reference
-    tag: str
-    epoch: int
-    epoch_source: str
-    run_dir: Path
-    log: _Log
-    client: RegistryClient
-    engine: Engine | None
-    started: float
-    signer: Signer | None = None
-
-    @property
-    def log_path(self) -> Path:
-        return self.run_dir / "build.log"
-
-    @property
-    def tagged(self) -> str:
-        """repo:tag, the name the tag step puts."""
-        return f"{self.target.name}:{self.tag}"
-
-    def reject(self, details: RejectedBuildDetails, *, image: str) -> int:
-        """Keep a failed attempt on record, as the engine path does (and no tag was put)."""
-        self.log(f"build rejected ({details.reason}): {details.message}")
-        return record_rejected(
-            self.workspace, self.loaded, details, log_path=self.log_path, image=image,
-            what="registry build (no tag was put)",
-        )  # fmt: skip
-
-
-@dataclass(frozen=True)
-class _Made:
-    """The new image's documents, as written to the evidence folder and pushed."""
-
-    layer: LayerBlob | None
-    config: bytes
-    config_desc: Descriptor
-    manifest: bytes
-    manifest_digest: Digest
-    media_type: str
-
-
-def _guard_report(checks: Sequence[OverlayCheck], uses: Sequence[LayerUse]) -> GuardReport:
-    return GuardReport.model_validate(
-        {"checks": [c.to_json() for c in checks], "base_layers": [u.to_json() for u in uses]}
-    )
-
-
 def assemble_plan(
     workspace: Workspace,
     name: str,
@@ -346,12 +186,12 @@ def assemble_plan(
     epoch, epoch_source = _epoch(loaded.plan)
     run_dir = new_run_dir(workspace.evidence_dir, loaded.name)
     tag = (options.tag or run_dir.name).rpartition(":")[2]
-    log = _Log(run_dir / "build.log", echo or sys.stderr)
+    log = Log(run_dir / "build.log", echo or sys.stderr)
     own_client = client is None
     client = client or RegistryClient()
     try:
         return _assemble(
-            _Run(
+            Run(
                 workspace, loaded, options, target, tag, epoch, epoch_source, run_dir, log,
                 client, engine, started, signer,
             )
@@ -362,7 +202,7 @@ def assemble_plan(
             client.close()
 
 
-def _assemble(run: _Run) -> AssembleResult:
+def _assemble(run: Run) -> AssembleResult:
     """The flow of the module docstring, one step a function; the tag comes last."""
     image = _resolve_base(run)
     checks, uses = _guard(run, image)
@@ -371,9 +211,9 @@ def _assemble(run: _Run) -> AssembleResult:
         pushed = _push_untagged(run, image, made, blob)
     pinned = run.target.pinned_only(made.manifest_digest)
     run.log(f"pushed {pinned} (no tag yet)")
-    assertions = _check_assertions(run, pinned, made, _guard_report(checks, uses))
+    assertions = _check_assertions(run, pinned, made, make_guard_report(checks, uses))
     index_digest = _put_tag(run, image, made, pushed)
-    return _record(
+    return record_result(
         run, image,
         AssembleResult(
             plan=run.loaded.name,
@@ -400,7 +240,7 @@ def _assemble(run: _Run) -> AssembleResult:
     )  # fmt: skip
 
 
-def _resolve_base(run: _Run) -> ResolvedImage:
+def _resolve_base(run: Run) -> ResolvedImage:
     """1. The pinned base, an index narrowed to the plan's platform."""
     loaded = run.loaded
     run.log(
@@ -417,7 +257,7 @@ def _resolve_base(run: _Run) -> ResolvedImage:
     return image
 
 
-def _check_base_descriptors(run: _Run, image: ResolvedImage) -> None:
+def _check_base_descriptors(run: Run, image: ResolvedImage) -> None:
     """Each base layer's descriptor against what the registry serves, on every build.
 
     The new manifest copies these descriptors, and the guard's index cache (keyed by the
@@ -458,9 +298,7 @@ def _check_base_descriptors(run: _Run, image: ResolvedImage) -> None:
     run.log(f"base: {len(image.layers)} layer descriptors match what the registry serves")
 
 
-def _guard(
-    run: _Run, image: ResolvedImage
-) -> tuple[tuple[OverlayCheck, ...], tuple[LayerUse, ...]]:
+def _guard(run: Run, image: ResolvedImage) -> tuple[tuple[OverlayCheck, ...], tuple[LayerUse, ...]]:
     """2. Every overlay against the base; guard.json kept; a drifted or blocked one rejects."""
     checks, uses = guard_overlays(
         run.client, image, run.loaded.plan.steps, IndexStore(run.options.cache_dir), log=run.log
@@ -476,7 +314,7 @@ def _guard(
         f"guard: {len(read)} layers read, {sum(u.how == 'cached' for u in uses)} from the "
         f"index cache, {sum(u.how == 'not needed' for u in uses)} not needed"
     )
-    guard_report = _guard_report(checks, uses)
+    guard_report = make_guard_report(checks, uses)
     write_json(run.run_dir / "guard.json", guard_report.to_json())
     bad = [c for c in checks if not c.ok]
     if bad:
@@ -502,8 +340,8 @@ def _guard(
 
 
 def _write_image(
-    run: _Run, image: ResolvedImage, checks: Sequence[OverlayCheck], blob: IO[bytes]
-) -> _Made:
+    run: Run, image: ResolvedImage, checks: Sequence[OverlayCheck], blob: IO[bytes]
+) -> Made:
     """3. The overlay layer (into ``blob``), then the config and manifest, into the evidence."""
     loaded = run.loaded
     layer: LayerBlob | None = None
@@ -549,10 +387,10 @@ def _write_image(
     write_bytes(run.run_dir / "config.json", config)
     write_bytes(run.run_dir / "manifest.json", manifest)
     run.log(f"config {config_desc.digest}, manifest {manifest_digest} ({media_type})")
-    return _Made(layer, config, config_desc, manifest, manifest_digest, media_type)
+    return Made(layer, config, config_desc, manifest, manifest_digest, media_type)
 
 
-def _push_untagged(run: _Run, image: ResolvedImage, made: _Made, blob: IO[bytes]) -> CopyResult:
+def _push_untagged(run: Run, image: ResolvedImage, made: Made, blob: IO[bytes]) -> CopyResult:
     """4. The base's blobs (mounted or streamed), ours, then the manifest by digest, no tag."""
     blobs = [
         BlobSource(
@@ -595,7 +433,7 @@ def _push_untagged(run: _Run, image: ResolvedImage, made: _Made, blob: IO[bytes]
 
 
 def _check_assertions(
-    run: _Run, pinned: Reference, made: _Made, guard_report: GuardReport
+    run: Run, pinned: Reference, made: Made, guard_report: GuardReport
 ) -> AssertionRun:
     """5. The plan's assertions in the pushed image; failed or not run rejects, untagged."""
     loaded = run.loaded
@@ -647,7 +485,7 @@ def _check_assertions(
     )
 
 
-def _put_tag(run: _Run, image: ResolvedImage, made: _Made, pushed: CopyResult) -> Digest | None:
+def _put_tag(run: Run, image: ResolvedImage, made: Made, pushed: CopyResult) -> Digest | None:
     """5, last. The tag, on the manifest or (with ``index``) on an index holding it."""
     document, media_type = made.manifest, made.media_type
     index_digest: Digest | None = None
@@ -664,108 +502,3 @@ def _put_tag(run: _Run, image: ResolvedImage, made: _Made, pushed: CopyResult) -
         run.log(f"tagged {run.tagged} -> {made.manifest_digest}")
     pushed.digest, pushed.media_type = made.manifest_digest, made.media_type
     return index_digest
-
-
-def _record(run: _Run, image: ResolvedImage, result: AssembleResult) -> AssembleResult:
-    """6. ``build`` and ``push`` in the ledger, after assemble.json is kept.
-
-    The image is pushed and tagged by now: a ledger that refuses the records does not hide
-    it (the refusal carries the result, as the engine build's does).
-    """
-
-    def record(attested: AssembleResult) -> AssembleResult:
-        write_json(run.run_dir / "assemble.json", attested.to_json())
-        return replace(attested, ledger=list(_append_records(run, image, attested)))
-
-    # accepted and tagged: its provenance signed, its records naming it, then attached
-    return sign_then_record(
-        result,
-        attest=partial(_attest, run, run.signer) if run.signer is not None else None,
-        record=record,
-    )
-
-
-def _attest(run: _Run, signer: Signer, result: AssembleResult) -> Prepared:
-    """The SLSA provenance of an assembled image: the builder is imagekit's assembler (no
-    engine build), and what it knows is the layer it wrote, the config and the guard."""
-    loaded = run.loaded
-    sources = tuple(
-        (step.source, loaded.overlay_dir / step.source)
-        for step in loaded.plan.steps
-        if isinstance(step, Overlay)
-    )
-    facts = BuilderFacts(
-        "registry",
-        {"builder": "registry (imagekit assembler, no engine)"},
-        {
-            "config_digest": result.config_digest,
-            "layer": result.layer.to_json() if result.layer else None,
-            "epoch": result.epoch,
-            "epoch_source": result.epoch_source,
-            "guard": [check.to_json() for check in result.guard],
-            "assertions": result.assertions.status,
-        },
-        sources,
-    )
-    index = result.index_digest is not None
-    pushed = run.target.pinned_only(result.index_digest) if result.index_digest else result.pushed
-    # Logged before signing: the log's sha256 is a byproduct of the provenance.
-    run.log(f"attesting the provenance of {pushed}")
-    return prepare_build(
-        signer, loaded, facts, pushed=str(pushed), log=run.log_path, run_id=run.run_dir.name,
-        index=index,
-    )  # fmt: skip
-
-
-def _append_records(run: _Run, image: ResolvedImage, result: AssembleResult) -> tuple[int, int]:
-    workspace, loaded = run.workspace, run.loaded
-    guards = "the overlay guards checked the base's files from its layers' indexes" + (
-        "" if result.guard else " (no overlays)"
-    )
-    build_seq = record_build(
-        workspace,
-        loaded,
-        result.pushed,
-        scope=(
-            f"assembled through the registry API from plan {loaded.name} "
-            f"(sha256:{loaded.digest.hex}) with no engine build and no base pull; {guards} "
-            f"and passed; {result.assertions.scope}; nothing was run on a GPU"
-        ),
-        evidence=run.run_dir / "assemble.json",
-        candidate=run.options.candidate,
-        details=BuildDetails(
-            image_id=result.config_digest,
-            plan_sha256=loaded.digest.hex,
-            builder="registry",
-            manifest_digest=result.manifest_digest,
-            epoch=result.epoch,
-            guard=_guard_report(result.guard, result.layers),
-            assertions=assertion_details(workspace, result.assertions),
-            base=base_image_details(loaded, image),
-            **(
-                {"layer": OverlayLayerDetails.model_validate(result.layer.to_json())}
-                if result.layer
-                else {}
-            ),
-        ),
-    )
-    push_seq = record_pushed(
-        workspace,
-        plan=loaded.name,
-        image=result.tag,
-        pushed=result.pushed,
-        scope=(
-            f"imagekit put the manifest {result.manifest_digest} and the tag {result.tag}; "
-            f"{result.push.blobs_mounted} blobs mounted, {result.push.blobs_uploaded} "
-            f"uploaded, {result.push.blobs_existing} already there"
-        ),
-        evidence=run.log_path,
-        details=PushDetails(
-            manifest_digest=result.manifest_digest,
-            config_digest=result.config_digest,
-            transfer=CopyDetails.model_validate(result.push.to_json()),
-            **({"attestation": result.attestation_value} if result.signed else {}),
-            **({"index_digest": result.index_digest} if result.index_digest else {}),
-        ),
-    )
-    return build_seq, push_seq

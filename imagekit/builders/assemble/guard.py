@@ -40,7 +40,7 @@ from typing import Any
 from imagekit.builders.assemble.index import IndexStore, LayerIndex, LayerStream, ReadStats
 from imagekit.errors import CouldNotFinish, ImagekitError, RegistryNotFound
 from imagekit.layerdiff import FileEntry
-from imagekit.layers import LayerLimits, layer_media_type
+from imagekit.layers.media import LayerLimits, layer_media_type
 from imagekit.plans.steps import Overlay, Step, runtime_mounted
 from imagekit.registry import RegistryClient, ResolvedImage
 

@@ -38,7 +38,8 @@ from pathlib import Path
 
 from imagekit.errors import DigestMismatch, LayerFormatError
 from imagekit.layerdiff import FileEntry, Member, Tap, iter_members
-from imagekit.layers import LayerDigest, LayerLimits, UncompressedReader
+from imagekit.layers.media import LayerDigest, LayerLimits
+from imagekit.layers.reader import UncompressedReader
 from imagekit.refs import Digest, Reference
 from imagekit.registry import Descriptor, RegistryClient
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import shutil
 import sys
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -28,3 +29,10 @@ def cluster(
     yield started
     started.stop()
     shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture
+def as_a_user(cluster: Cluster, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """The cluster reached as a user reaches theirs: KUBECONFIG, nothing in HOME."""
+    monkeypatch.setenv("KUBECONFIG", str(cluster.kubeconfig))
+    monkeypatch.setenv("HOME", str(tmp_path))

@@ -26,11 +26,7 @@ from tests.support.tiny_image import run_imagekit
 _SMALL = ("--gpus", "1", "--cpu", "500m", "--memory", "1Gi", "--host-network")
 
 
-@pytest.fixture(autouse=True)
-def kubeconfig(cluster: Cluster, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    """The cluster reached as a user reaches theirs: KUBECONFIG, nothing in HOME."""
-    monkeypatch.setenv("KUBECONFIG", str(cluster.kubeconfig))
-    monkeypatch.setenv("HOME", str(tmp_path))
+pytestmark = pytest.mark.usefixtures("as_a_user")  # KUBECONFIG, as a user's (conftest)
 
 
 def _left(cluster: Cluster, job: str) -> list[str]:
@@ -108,6 +104,6 @@ def test_the_job_runs_on_the_stand_in_gpu_node_and_its_verdict_is_bound_to_the_p
     assert (details["where"], details["pod"], details["node"]) == (
         "pod", document["pod"], cluster.node_name,
     )  # fmt: skip
-    assert details["pod_uid"] == meta["uid"]
+    assert details["pod_uid"] == meta["uid"] == document["pod_uid"]  # --json says it too
     assert f"pod {document['pod']}: Succeeded on {cluster.node_name}" in done.stderr
     assert _left(cluster, job) == []  # the Job deleted, its pod and ConfigMap with it

@@ -33,8 +33,9 @@ from imagekit.kinds.mirror import MirrorVerdict as Verdict
 from imagekit.mirror import MirrorOptions, MirrorReport, mirror
 from imagekit.refs import Digest, Reference, parse_reference
 from imagekit.registry import Descriptor, RegistryClient, RetryPolicy
+from imagekit.registry.blob_upload import BlobSource
 from imagekit.registry.manifest import OCI_CONFIG, OCI_MANIFEST
-from imagekit.registry.upload import BlobSource, copy_image, push_manifest
+from imagekit.registry.upload import copy_image, push_manifest
 from imagekit.workspace import Workspace
 from tests.support.faultproxy import Fault, FaultProxy
 from tests.support.media_types import OCI_TAR

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from imagekit.errors import UsageError
-from imagekit.gpu.job import START, JobOptions, emit_job, job_manifest
+from imagekit.gpu.job import START, JobOptions, emit_job, for_node, job_manifest, node_job_name
 from imagekit.gpu.launch import Expectations, ProbeOptions
 from imagekit.workspace import Workspace
 
@@ -180,3 +180,35 @@ def test_an_image_on_loopback_or_one_the_ledger_found_without_torch_is_warned_of
     )
     [warning] = emit_job(workspace, REF, options, JobOptions()).warnings
     assert "found no torch" in warning and "record 1" in warning
+
+
+def test_each_node_s_job_is_pinned_to_it_by_node_affinity_and_named_for_it() -> None:
+    manifest = _job(namespace="serving", node_selector=(("pool", "h100"),))
+    pinned, name = for_node(manifest, "gpu-node-07")
+    config_map, job = pinned["items"]
+    assert name == "imagekit-gpu-preflight-aaaaaaaaaaaa-gpu-node-07" == job["metadata"]["name"]
+    assert config_map["metadata"]["name"] == f"{name}-probe"
+    spec = job["spec"]["template"]["spec"]
+    assert {"name": "probe", "configMap": {"name": f"{name}-probe"}} in spec["volumes"]
+    terms = spec["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+    assert terms["nodeSelectorTerms"] == [
+        {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["gpu-node-07"]}]}
+    ]
+    assert spec["nodeSelector"] == {"pool": "h100"}  # the selector the node was chosen by
+    assert "nodeName" not in spec  # the scheduler still places it (taints, free GPUs)
+    assert job["metadata"]["namespace"] == "serving"
+    untouched = manifest["items"][1]["spec"]["template"]["spec"]
+    assert "affinity" not in untouched  # the template is not changed
+    assert untouched["volumes"][0]["configMap"]["name"].endswith("aaaaaaaaaaaa-probe")
+
+
+def test_a_long_or_dotted_node_name_gives_a_short_job_name_no_other_node_shares() -> None:
+    base = "imagekit-gpu-preflight-aaaaaaaaaaaa"
+    dotted = node_job_name(base, "ip-10-0-0-1.ec2.internal")
+    long_a = node_job_name(base, "gpu-" + "a" * 60 + "-1")
+    long_b = node_job_name(base, "gpu-" + "a" * 60 + "-2")
+    for name in (dotted, long_a, long_b):
+        assert len(name) <= 63 and re.fullmatch(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?", name), name
+    assert dotted.startswith(f"{base}-ip-10-0-0-1")
+    assert long_a != long_b
+    assert len(node_job_name("x" * 63, "gpu-1")) <= 63

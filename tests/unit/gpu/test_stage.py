@@ -72,6 +72,12 @@ def here(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
         (["--emit-job", REF, "--gpus", "8", "--priority-class", "a b"], "--priority-class"),
         (["--cluster", "--host"], "not --host"),
         (["--cluster", REF, "--report", "j.log", "--pod", "p.json"], "no --report, --pod"),
+        (
+            ["--cluster", "--all-nodes", REF, "--gpus", "8", "--node", "n1"],
+            "--all-nodes and --node",
+        ),
+        (["--all-nodes", REF, "--gpus", "8"], "it needs --cluster"),
+        (["--cluster", "--all-nodes", REF, "--gpus", "8", "--emit-job"], "no --emit-job"),
     ],
 )
 def test_bad_input_is_exit_2_with_one_line_and_nothing_recorded(

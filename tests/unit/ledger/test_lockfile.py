@@ -171,6 +171,7 @@ def test_lock_shows_engine_and_containerd_final_pulls_side_by_side(ws: Workspace
     assert render_lock(ws)["images"]["m3"]["final_pulls"] == {
         "engine": NOT_RECORDED,
         "containerd": NOT_RECORDED,
+        "pod": NOT_RECORDED,
     }
     # The containerd pull ran on the node without --plan: it counts because it names the image.
     node = {"kubelet_image_ref": PUSHED}

@@ -14,8 +14,8 @@ import pytest
 
 from imagekit.errors import ReferenceFormatError, UsageError
 from imagekit.ledger import append_record, line_hash, verify
+from imagekit.ledger.listing import LISTED
 from imagekit.ledger.lockfile import write_lock
-from imagekit.ledger.store import LISTED
 from imagekit.workspace import Workspace
 from tests.support.ledger_chain import write_chain
 from tests.unit.ledger.support import ledger_lines, notes, peak_bytes, run_cli

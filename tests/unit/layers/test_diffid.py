@@ -3,65 +3,32 @@
 from __future__ import annotations
 
 import gzip
-import hashlib
 import io
-import random
 import resource
 import shutil
-import struct
 import subprocess
-import tarfile
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
 import pytest
 import zstandard
 from isal import isal_zlib
 
 from imagekit.errors import LayerFormatError, RegistryError
-from imagekit.layers import (
-    RESTART,
-    Compression,
-    LayerLimits,
-    MediaTypePolicy,
-    Restart,
-    diff_id_of_stream,
-    sniff_compression,
+from imagekit.layers.diffid import diff_id_of_stream
+from imagekit.layers.inflate import sniff_compression
+from imagekit.layers.media import Compression, LayerLimits, MediaTypePolicy
+from imagekit.layers.stages import RESTART, Restart
+from tests.unit.layers.blobs import (
+    GZ,
+    OCI_GZ,
+    OCI_TAR,
+    OCI_ZSTD,
+    MiB,
+    chunked,
+    make_tar,
+    sha,
+    skippable,
 )
-
-GZ = "application/vnd.docker.image.rootfs.diff.tar.gzip"
-OCI_GZ = "application/vnd.oci.image.layer.v1.tar+gzip"
-OCI_ZSTD = "application/vnd.oci.image.layer.v1.tar+zstd"
-OCI_TAR = "application/vnd.oci.image.layer.v1.tar"
-MiB = 1 << 20
-
-
-def make_tar(seed: int = 1, files: int = 5, size: int = 300_000) -> bytes:
-    rng = random.Random(seed)  # noqa: S311 - reproducible test data, not secrets
-    words = [rng.randbytes(4).hex()[: rng.randint(2, 8)] for _ in range(500)]
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as tar:
-        for i in range(files):
-            data = " ".join(rng.choices(words, k=size // 5)).encode()[:size]
-            info = tarfile.TarInfo(f"dir/file{i}.txt")
-            info.size = len(data)
-            info.mtime = 0
-            tar.addfile(info, io.BytesIO(data))
-    return buf.getvalue()
-
-
-def sha(data: bytes) -> str:
-    return "sha256:" + hashlib.sha256(data).hexdigest()
-
-
-def chunked(data: bytes, size: int) -> Iterator[bytes]:
-    for i in range(0, len(data), size):
-        yield data[i : i + size]
-
-
-def skippable(payload: bytes, nibble: int = 0) -> bytes:
-    return struct.pack("<II", 0x184D2A50 | nibble, len(payload)) + payload
-
 
 TAR = make_tar()
 
@@ -267,108 +234,3 @@ def test_abandoned_stream_is_closed() -> None:
     with pytest.raises(LayerFormatError):
         diff_id_of_stream(endless(), media_type=GZ)
     assert closed == [True]
-
-
-# ---------------------------------------------------------------- the pull-style reader
-
-
-def _read_all(stream: io.RawIOBase) -> bytes:
-    return io.BufferedReader(stream, buffer_size=MiB).read()
-
-
-@pytest.mark.parametrize(
-    ("media_type", "compress"),
-    [
-        (OCI_GZ, lambda t: gzip.compress(t[:1000], mtime=0) + gzip.compress(t[1000:], mtime=0)),
-        (OCI_ZSTD, lambda t: zstandard.ZstdCompressor().compress(t)),
-        (OCI_TAR, lambda t: t),
-    ],
-)
-def test_the_uncompressed_stream_reads_what_the_hasher_hashes(
-    media_type: str, compress: Callable[[bytes], bytes]
-) -> None:
-    from imagekit.layers import UncompressedReader
-
-    tar = make_tar(3)
-    blob = compress(tar)
-    stream = UncompressedReader(chunked(blob, 7000), media_type=media_type)
-    assert _read_all(stream) == tar
-    result = stream.result()
-    stream.close()
-    pushed = diff_id_of_stream(chunked(blob, 7000), media_type=media_type)
-    assert result.diff_id == pushed.diff_id == sha(tar)
-    assert result.compressed_bytes == len(blob)
-
-
-def test_the_uncompressed_stream_stops_a_bomb_with_little_memory() -> None:
-    from imagekit.layers import UncompressedReader
-
-    bomb = gzip.compress(b"\0" * (256 * MiB), compresslevel=9)
-    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    stream = UncompressedReader(
-        chunked(bomb, MiB), media_type=OCI_GZ, limits=LayerLimits(max_uncompressed_bytes=64 * MiB)
-    )
-    with pytest.raises(LayerFormatError, match="exceeds the limit"):
-        _read_all(stream)
-    stream.close()
-    grown_mib = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 1024
-    assert grown_mib < 40
-
-
-def test_the_uncompressed_stream_refuses_a_restart_and_a_short_read() -> None:
-    from imagekit.layers import UncompressedReader
-
-    tar = make_tar(4)
-    blob = gzip.compress(tar, mtime=0)
-    chunks: list[bytes | Restart] = [blob[:5000], RESTART, blob]
-    stream = UncompressedReader(iter(chunks), media_type=OCI_GZ)
-    with pytest.raises(LayerFormatError, match="started over"):
-        _read_all(stream)
-    stream.close()
-    partial = UncompressedReader(chunked(blob, 1000), media_type=OCI_GZ)
-    partial.read(10)
-    with pytest.raises(LayerFormatError, match="not read to its end"):
-        partial.result()
-    partial.close()
-
-
-@pytest.mark.parametrize("threaded", [True, False])
-def test_the_uncompressed_stream_reads_whole_pieces_and_skips_without_losing_the_diff_id(
-    threaded: bool,
-) -> None:
-    from imagekit.layers import UncompressedReader
-
-    tar = make_tar(5)
-    blob = gzip.compress(tar[:7000], mtime=0) + gzip.compress(tar[7000:], mtime=0)
-    stream = UncompressedReader(chunked(blob, 5000), media_type=OCI_GZ, threaded=threaded)
-    assert stream.read(1000) == tar[:1000]
-    assert stream.skip(300_000) == 300_000  # passed over, still hashed
-    assert stream.read(9000) == tar[301_000:310_000]  # across member boundaries
-    assert stream.read() == tar[310_000:]
-    assert stream.skip(10) == 0 and stream.read(10) == b""
-    assert stream.result().diff_id == sha(tar)
-    stream.close()
-
-
-def test_the_uncompressed_stream_stops_a_zstd_bomb_with_bounded_memory() -> None:
-    """Each 4 KiB of an all-RLE zstd frame inflates to 128 MiB; the inflate thread hands that
-    on in 1 MiB pieces through its bounded queue, so a reader slower than it holds about two
-    such outputs, not a queue of them (about 900 MiB here when whole outputs were queued)."""
-    from imagekit.layers import UncompressedReader
-
-    packer, zero = zstandard.ZstdCompressor(level=19).compressobj(), bytes(MiB)
-    bomb = b"".join(packer.compress(zero) for _ in range(1024)) + packer.flush()  # 1 GiB
-    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    stream = UncompressedReader(
-        chunked(bomb, MiB),
-        media_type=OCI_ZSTD,
-        limits=LayerLimits(max_uncompressed_bytes=768 * MiB),
-    )
-    time.sleep(1)  # the reader falls behind the inflate thread
-    buffered = io.BufferedReader(stream, buffer_size=MiB)
-    with pytest.raises(LayerFormatError, match="exceeds the limit"):  # noqa: PT012
-        while buffered.read(MiB):  # what is read is dropped, as a tar parser's skip does
-            pass
-    stream.close()
-    grown_mib = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 1024
-    assert grown_mib < 400

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from imagekit.registry.upload import stated_max_size
+from imagekit.registry.blob_upload import stated_max_size
 from tests.support.faultproxy import GHCR_TOO_LARGE
 
 
