@@ -48,6 +48,7 @@ from imagekit import evidence, jsondoc
 from imagekit.cluster.connection import Connection, connect
 from imagekit.cluster.pods import judge_image_id, parse_image_id
 from imagekit.cluster.runner import PodRef, PodRunner, PodState, Progress, api_errors
+from imagekit.cluster.runner import PodRun as PodHandle
 from imagekit.errors import CheckFailed, UsageError
 from imagekit.gpu.bind import REPORT_MARKER
 from imagekit.gpu.in_cluster import ClusterPreflightRequest
@@ -229,7 +230,8 @@ def _run(
         pods = _job_pods(runner, namespace, request.job, nodes.count, deadline)
         ran = []
         for ref, index in pods_with_index(runner, pods):
-            state = runner.wait(ref, max(0.0, deadline - time.monotonic()))
+            pod = PodHandle(runner, ref, CONTAINER)  # the Job's pod: the Job deletes it
+            state = pod.wait(max(0.0, deadline - time.monotonic()))
             if state.timed_out or not state.finished:
                 raise CheckFailed(
                     f"gpu-preflight INCOMPLETE: pod {namespace}/{ref.name} (index {index}) of "
@@ -237,7 +239,7 @@ def _run(
                     f"{state.reason or 'no reason given'}",
                     hint="see `kubectl describe pod`; --keep keeps the Job to look at",
                 )
-            ran.append(PodRun(state, runner.logs(ref, CONTAINER), index))
+            ran.append(PodRun(state, pod.logs(), index))
         return _taken(workspace, request, ran)
     finally:
         if not request.keep:
