@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -40,6 +40,7 @@ from typing import Any
 from imagekit import jsondoc, progress
 from imagekit.attest.attach import Prepared
 from imagekit.attest.carry import carry_attachments
+from imagekit.attest.seal import sign_record_attach
 from imagekit.attest.signer import KeyFileSigner, Signer
 from imagekit.errors import CheckFailed, ImagekitError, ReferenceNotFound, UsageError
 from imagekit.evidence import new_run_dir, write_json
@@ -797,48 +798,55 @@ def _save(
     attached. With SIGNER the binding is signed first, the record names the envelope that
     is to be attached, and only then is it attached; the report says whether DST stored it.
     """
-    from imagekit.errors import RecordRefused
-
     run_dir = new_run_dir(workspace.evidence_dir, "mirror", f"{dst_ref.name}")
     path = run_dir / "mirror-report.json"
     report = _with(report, evidence=path)
     write_json(path, report.to_json())
-    prepared = None
     # An index is bound whole: every platform's images, verdict and diffIDs, the first
     # platform's named first, and the index's verdict (the worst of theirs).
     first = report.platforms[0] if report.platforms else report
-    if signer is not None and first.source and first.destination:
-        prepared = prepare_mirror(
-            signer,
-            source=first.source,
-            destination=first.destination,
-            verdict=str(report.verdict),
-            message=report.message,
-            diff_ids=_diff_ids(first),
-            scope=_scope(report, options),
-            platform=options.platform,
-            insecure=options.insecure,
-            platforms=[
-                {
-                    "source": p.source,
-                    "destination": p.destination,
-                    "verdict": str(p.verdict),
-                    "diff_ids": _diff_ids(p),
-                }
-                for p in _whole_index(report, options)
-                if p.source and p.destination
-            ],
+
+    def sign(report: MirrorReport) -> tuple[Prepared, ...]:
+        if signer is None or not first.source or not first.destination:
+            return ()
+        return (
+            prepare_mirror(
+                signer,
+                source=first.source,
+                destination=first.destination,
+                verdict=str(report.verdict),
+                message=report.message,
+                diff_ids=_diff_ids(first),
+                scope=_scope(report, options),
+                platform=options.platform,
+                insecure=options.insecure,
+                platforms=[
+                    {
+                        "source": p.source,
+                        "destination": p.destination,
+                        "verdict": str(p.verdict),
+                        "diff_ids": _diff_ids(p),
+                    }
+                    for p in _whole_index(report, options)
+                    if p.source and p.destination
+                ],
+            ),
         )
-    if options.record:
-        with RecordRefused.keeping(report):
-            seq = _record(report, workspace, src_ref, dst_ref, options, path, prepared)
-        report = _with(report, ledger_seqs=(seq,))
-    if prepared is not None:  # only now, its record written, is anything attached
-        outcome = attach_mirror(prepared, options.insecure)
-        report = _with(report, attestation=outcome.to_json())
-        if str(report.verdict) in BINDING_VERDICTS:
-            outcome.raise_unless_stored(report)  # a refused push: exit 3, the verdict kept
-    return report
+
+    def record(report: MirrorReport, prepared: Sequence[Prepared]) -> MirrorReport:
+        signed = prepared[0] if prepared else None
+        seq = _record(report, workspace, src_ref, dst_ref, options, path, signed)
+        return _with(report, ledger_seqs=(seq,))
+
+    return sign_record_attach(
+        report,
+        sign=sign,
+        record=record if options.record else None,
+        attach=lambda prepared: (attach_mirror(prepared[0], options.insecure),),
+        attached=lambda report, outcomes: _with(report, attestation=outcomes[0].to_json()),
+        # a refused push of a binding: exit 3, the verdict kept
+        must_store=lambda report: str(report.verdict) in BINDING_VERDICTS,
+    )
 
 
 def _whole_index(report: MirrorReport, options: MirrorOptions) -> tuple[MirrorReport, ...]:

@@ -27,13 +27,16 @@ from __future__ import annotations
 
 import socket
 from abc import ABC, abstractmethod
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, TypeVar
 
 from imagekit import progress
+from imagekit.attest.attach import Prepared
+from imagekit.attest.seal import sign_record_attach
 from imagekit.attest.signer import KeyFileSigner, Signer
-from imagekit.errors import ContainerdError, RecordRefused, ReferenceFormatError, UsageError
+from imagekit.errors import ContainerdError, ReferenceFormatError, UsageError
 from imagekit.evidence import new_run_dir, write_bytes, write_json
 from imagekit.ledger import (
     ContainerdStore,
@@ -295,13 +298,17 @@ def _recorded(
     """
     evidence = run_dir / "pull.json"
     write_json(evidence, document)
-    prepared = None
-    if signer is not None:  # signed before the record, so that the record names it
-        prepared = prepare_final_pull(
-            signer, result.reference, result.expected_digest, document, platform=platform
+
+    def sign(result: _Result) -> tuple[Prepared, ...]:
+        if signer is None:  # signed before the record, so that the record names it
+            return ()
+        return (
+            prepare_final_pull(
+                signer, result.reference, result.expected_digest, document, platform=platform
+            ),
         )
-        details = details.model_copy(update={"attestation": prepared.ledger_value})
-    with RecordRefused.keeping(replace(result, evidence=evidence)):
+
+    def record(result: _Result, prepared: Sequence[Prepared]) -> _Result:
         saved = append_record(
             workspace,
             "final-pull",
@@ -310,14 +317,19 @@ def _recorded(
             status=result.status,
             scope=result.scope,
             evidence=evidence,
-            details=details,
+            details=details.model_copy(update={"attestation": prepared[0].ledger_value})
+            if prepared
+            else details,
         )
-    result = replace(result, evidence=evidence, record=saved)
-    if prepared is not None:  # only now, its record written, is anything attached
-        outcome = prepared.attach()
-        if result.ok:  # a refused push: exit 3, the pull and record kept
-            outcome.raise_unless_stored(result)
-    return result
+        return replace(result, evidence=evidence, record=saved)
+
+    return sign_record_attach(
+        result,
+        sign=sign,
+        record=record,
+        keeping=lambda pulled: replace(pulled, evidence=evidence),
+        must_store=lambda pulled: pulled.ok,  # a refused push: exit 3, the pull and record kept
+    )
 
 
 def _signer(sign_key: Path | None, record: bool) -> Signer | None:
