@@ -507,6 +507,15 @@ def _parse(text: str, role: str) -> Reference:
     return ref
 
 
+@dataclass(frozen=True)
+class MirrorRequest:
+    """One mirror verification: SRC, DST (``options.copy``: copy SRC there first) and how."""
+
+    source: str
+    destination: str
+    options: MirrorOptions = field(default_factory=MirrorOptions)
+
+
 def mirror(
     source: str,
     destination: str,
@@ -516,15 +525,27 @@ def mirror(
     client: RegistryClient | None = None,
     log: Callable[[str], None] | None = None,
 ) -> MirrorReport:
+    """`imagekit mirror SRC DST` as a call of its own (the stage's :func:`run`, kept for the
+    scripts that name it)."""
+    request = MirrorRequest(source, destination, options or MirrorOptions())
+    return run(workspace or Workspace.from_env(), request, client=client, log=log)
+
+
+def run(
+    workspace: Workspace,
+    request: MirrorRequest,
+    *,
+    client: RegistryClient | None = None,
+    log: Callable[[str], None] | None = None,
+) -> MirrorReport:
     """`imagekit mirror`: optionally copy SRC to DST, then verify DST's diffIDs against SRC.
 
     Bad references raise UsageError (exit 2) before anything is fetched. Everything that
     goes wrong afterwards is a report with verdict ``error`` (exit 3), saved as evidence
     like any other verdict.
     """
-    options = options or MirrorOptions()
-    workspace = workspace or Workspace.from_env()
-    src_ref, dst_ref = _parse(source, "SRC"), _parse(destination, "DST")
+    options = request.options
+    src_ref, dst_ref = _parse(request.source, "SRC"), _parse(request.destination, "DST")
     if options.copy and dst_ref.digest is not None and dst_ref.tag is None:
         raise UsageError(
             "--copy needs DST by tag (a digest names content that does not exist yet)",

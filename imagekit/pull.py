@@ -30,7 +30,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypedDict, TypeVar, overload
 
 from imagekit import progress
 from imagekit.attest.attach import Prepared
@@ -717,3 +717,70 @@ def final_pull_containerd(
         signer,
         resolved.platform,
     )
+
+
+@dataclass(frozen=True)
+class _Asked:
+    """What a final pull is asked, wherever it pulls: the image, pinned (or a tag with the
+    digest it must resolve to), and whether it is recorded (under which plan and target) and
+    signed."""
+
+    reference: str
+    expect_digest: str | None = None
+    record: bool = False
+    plan: str | None = None
+    where: str | None = None
+    sign_key: Path | None = None
+
+
+@dataclass(frozen=True)
+class PullRequest(_Asked):
+    """One final pull through the engine."""
+
+
+@dataclass(frozen=True)
+class ContainerdPullRequest(_Asked):
+    """The same final pull through containerd, as a Kubernetes node pulls: its socket
+    (``address``), namespace (the kubelet's by default) and snapshotter."""
+
+    address: str | None = None
+    namespace: str = ctrd.K8S_NAMESPACE
+    snapshotter: str = ctrd.DEFAULT_SNAPSHOTTER
+
+
+@overload
+def run(workspace: Workspace, request: ContainerdPullRequest) -> ContainerdPullResult: ...
+@overload
+def run(workspace: Workspace, request: PullRequest) -> PullResult: ...
+def run(
+    workspace: Workspace, request: PullRequest | ContainerdPullRequest
+) -> PullResult | ContainerdPullResult:
+    """The final pull, run as every stage is: through containerd for a ContainerdPullRequest,
+    else through the engine; a mismatch is a result, never an exception."""
+    asked = _Said(
+        expect_digest=request.expect_digest,
+        record=request.record,
+        plan=request.plan,
+        where=request.where,
+        sign_key=request.sign_key,
+    )
+    if isinstance(request, ContainerdPullRequest):
+        return final_pull_containerd(
+            workspace,
+            request.reference,
+            address=request.address,
+            namespace=request.namespace,
+            snapshotter=request.snapshotter,
+            **asked,
+        )
+    return final_pull(workspace, request.reference, **asked)
+
+
+class _Said(TypedDict):
+    """What either way of pulling is told, beside the reference."""
+
+    expect_digest: str | None
+    record: bool
+    plan: str | None
+    where: str | None
+    sign_key: Path | None

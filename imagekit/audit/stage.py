@@ -384,7 +384,7 @@ def _record(
     return (audit_seq, scan_seq)
 
 
-def audit(
+def run(
     workspace: Workspace, request: AuditRequest, *, engine: Engine | None = None
 ) -> AuditResult:
     """Audit an image (or this host), write the evidence, append the ledger records."""
@@ -491,6 +491,10 @@ def audit(
             audited, attestation=outcomes[0], vuln_attestation=outcomes[1]
         ),
     )
+
+
+#: the stage under the name it had before every stage was run as ``run(workspace, request)``
+audit = run
 
 
 def _pair(prepared: Sequence[Prepared]) -> tuple[Prepared, Prepared] | None:

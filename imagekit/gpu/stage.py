@@ -153,7 +153,7 @@ class PreflightResult:
         }
 
 
-def gpu_preflight(
+def run(
     workspace: Workspace, request: PreflightRequest, *, client: str | None = None
 ) -> PreflightResult:
     """Run (or take back from a Job) the GPU preflight, decide its verdict from the report's
@@ -245,6 +245,10 @@ def gpu_preflight(
     return sign_record_attach(
         result, sign=sign, record=record if request.record else None, attached=attached
     )
+
+
+#: the stage under the name it had before every stage was run as ``run(workspace, request)``
+gpu_preflight = run
 
 
 def _run_dir(workspace: Workspace, request: PreflightRequest) -> Path:
