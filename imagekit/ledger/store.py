@@ -22,8 +22,8 @@ from pydantic import ValidationError
 from imagekit import jsondoc
 from imagekit.errors import CouldNotFinish, RecordRefused, UsageError
 from imagekit.evidence import file_digest
+from imagekit.kinds import names
 from imagekit.ledger.record import (
-    KINDS,
     SCHEMA_VERSION,
     EvidenceRef,
     LedgerRecord,
@@ -273,10 +273,10 @@ def append_record(
     torn, not a record, edited, duplicated or not chained to the line before it.
     ``details`` is the kind's model (imagekit.ledger.record), or a dict that fits it.
     """
-    if kind not in KINDS:
+    if kind not in names():
         raise UsageError(
             f"unknown ledger record kind {kind!r}",
-            hint="one of: " + ", ".join(KINDS),
+            hint="one of: " + ", ".join(names()),
         )
     if not status:
         raise UsageError("a ledger record needs a status")
@@ -631,8 +631,8 @@ def show_each(
     """Hand each record that matches every filter to ``each``, in ledger order, as it is
     read: memory stays bounded whatever the ledger's length. The filters are checked
     before the first record is read, so bad input never comes after some output."""
-    if kind is not None and kind not in KINDS:
-        raise UsageError(f"unknown record kind {kind!r}", hint="one of: " + ", ".join(KINDS))
+    if kind is not None and kind not in names():
+        raise UsageError(f"unknown record kind {kind!r}", hint="one of: " + ", ".join(names()))
     if image is not None and image.startswith("sha256:"):
         Digest(image)  # a malformed digest is bad input, not "no match"
     shown = 0
