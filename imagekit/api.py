@@ -1,9 +1,8 @@
 """The library's calls, in one calling convention, for scripts, CI jobs and notebooks.
 
 ``import imagekit`` hands these out lazily (imagekit/__init__.py); docs/API.md shows each
-with an example. The stages underneath grew three calling styles (an options object, plain
-keywords, a workspace that was required, optional or absent); these calls are thin and all
-alike, so a script learns one way:
+with an example. Underneath, every stage is run as ``run(workspace, request)``; these calls
+are thin and all alike, for a script that would rather not build a request itself:
 
 - the subject first (a reference, two references, a plan name), then ``options`` (the
   stage's options object, or None for its defaults), then ``workspace``: None means the

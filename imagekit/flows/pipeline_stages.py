@@ -19,10 +19,11 @@ from imagekit import mirror, pull
 from imagekit.attest.attach import Prepared
 from imagekit.audit import stage as audit_stage
 from imagekit.audit.stage import AuditRequest, AuditResult
-from imagekit.builders import choice
+from imagekit.builders import choice, push
 from imagekit.builders.buildkit import BuildResult
 from imagekit.builders.options import BuildOptions
 from imagekit.builders.platforms import PlatformsResult
+from imagekit.builders.push import PushRequest, PushResult
 from imagekit.errors import CheckFailed
 from imagekit.evidence import new_run_dir, write_bytes, write_json
 from imagekit.flows.pipeline_result import PipelineOptions
@@ -189,10 +190,9 @@ def _audit_detail(run: Run, result: AuditResult) -> str:
 def _attest_pushed(run: Run, results: Results) -> Callable[[str], Mapping[str, Prepared]] | None:
     """What the push stage signs for the pushed digest: the build's provenance and the
     audit's verdict and scan (None without a signing key), attached after its record."""
-    from imagekit.attest.attach import Prepared
     from imagekit.attest.signer import KeyFileSigner
-    from imagekit.audit.stage import AuditResult, prepare_pushed_audit
-    from imagekit.builders.buildkit import BuildResult, prepare_built
+    from imagekit.audit.stage import prepare_pushed_audit
+    from imagekit.builders.buildkit import prepare_built
     from imagekit.errors import RegistryError
     from imagekit.kinds.audit import AUDIT_V1
     from imagekit.kinds.vulnerability_scan import COSIGN_VULN_V1
@@ -223,19 +223,13 @@ def _attest_pushed(run: Run, results: Results) -> Callable[[str], Mapping[str, P
     return attest
 
 
-def _push(run: Run, results: Results) -> Step:
-    from imagekit.builders.buildkit import BuildResult
-    from imagekit.builders.push import push_and_record
-    from imagekit.runtime.engine import connect
-
+def _push_request(run: Run, results: Results) -> PushRequest:
     built = _need(results, "build", BuildResult)
     run_dir = new_run_dir(run.workspace.evidence_dir, run.name, "push")
     log = run_dir / "push.log"
     write_bytes(log, f"imagekit: pushing {built.tag} to {run.push_repo}\n".encode())
     # The pipeline pushes only what its audit passed, and records it as `build --push` does.
-    pushed = push_and_record(
-        run.workspace,
-        connect(),
+    return PushRequest(
         built.tag,
         run.push_repo,
         log,
@@ -243,13 +237,17 @@ def _push(run: Run, results: Results) -> Step:
         image_id=built.image_id,
         attest=_attest_pushed(run, results),
     )
+
+
+def _pushed(run: Run, results: Results, pushed: PushResult) -> Step:
     detail = pushed.pushed + ("; provenance and audit attested" if pushed.attestations else "")
     return Step(pushed, detail, digest=pushed.manifest_digest, data={"pushed": pushed.pushed})
 
 
-def _mirror_destination(run: Run, results: Results) -> str:
-    from imagekit.builders.buildkit import BuildResult
+_push = Chained(_push_request, push.run, _pushed)
 
+
+def _mirror_destination(run: Run, results: Results) -> str:
     tag = _need(results, "build", BuildResult).tag
     return f"{run.mirror_repo}:{tag.rpartition(':')[2]}"
 
@@ -276,8 +274,6 @@ def _mirror_request(run: Run, source: str, destination: str) -> MirrorRequest:
 
 
 def _mirror_pushed(run: Run, results: Results) -> MirrorRequest:
-    from imagekit.builders.push import PushResult
-
     pushed = _need(results, "push", PushResult)
     return _mirror_request(run, pushed.pushed, _mirror_destination(run, results))
 
@@ -413,7 +409,6 @@ def _audit_platform(platform: str) -> StageRun:
 
 def _index_destination(run: Run, results: Results) -> str:
     """The mirror's tag for the index: the build's run (a copy is pushed by tag)."""
-    from imagekit.builders.platforms import PlatformsResult
 
     built = _need(results, "build", PlatformsResult)
     return f"{run.mirror_repo}:{built.evidence_dir.name}"
