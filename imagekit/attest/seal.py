@@ -54,16 +54,19 @@ def sign_record_attach(
     attached: Callable[[R, tuple[AttestOutcome, ...]], R] = _unchanged,
     attach: Callable[[Sequence[Prepared]], tuple[AttestOutcome, ...]] = _attach_each,
     must_store: Callable[[R], bool] = _always,
-    keeping: Callable[[R], object] = _itself,
+    keeping: Callable[[R], object] | None = _itself,
 ) -> R:
     """RESULT signed (``sign``; None: nothing to sign), recorded (``record``, given what was
-    signed; None: not recorded), its envelopes attached (``attach``, each once its record is
+    signed; None: not recorded; ``keeping`` makes the result a refusal carries, None:
+    none), its envelopes attached (``attach``, each once its record is
     written) and put in it (``attached``), and NotAttested raised for one the registry did not
     store when ``must_store`` holds for the result (see the module docstring)."""
     prepared = tuple(sign(result)) if sign is not None else ()
-    if record is not None:
+    if record is not None and keeping is not None:
         with RecordRefused.keeping(keeping(result)):
             result = record(result, prepared)
+    elif record is not None:  # a refusal carries no result
+        result = record(result, prepared)
     if not prepared:
         return result
     outcomes = attach(prepared)  # only now, the records written, is anything attached

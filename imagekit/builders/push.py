@@ -8,12 +8,13 @@ registry builder pushes its own blobs (imagekit.builders.assemble) and only shar
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, ClassVar
 
 from imagekit.attest.attach import AttestOutcome, Prepared
+from imagekit.attest.seal import sign_record_attach
 from imagekit.builders.record import record_push
 from imagekit.errors import RegistryError, UsageError
 from imagekit.refs import Digest, Reference, parse_reference
@@ -155,12 +156,22 @@ def run(workspace: Workspace, request: PushRequest, *, engine: Engine | None = N
     tag, log_path = request.tag, request.log_path
     pushed, manifest = push_image(engine or connect(), tag, request.repo, log_path)
     signed = request.attest(pushed) if request.attest is not None else {}
-    seq = record_push(
-        workspace, tag, pushed, manifest, log_path, plan=request.plan, image_id=request.image_id,
-        attestations={key: prepared.ledger_value for key, prepared in signed.items()},
-    )  # fmt: skip
-    outcomes = {key: prepared.attach() for key, prepared in signed.items()}  # after the record
-    result = PushResult(tag, pushed, manifest, log_path, seq, outcomes)
-    for outcome in outcomes.values():
-        outcome.raise_unless_stored(result)
-    return result
+    keys = tuple(signed)
+
+    def record(result: PushResult, prepared: Sequence[Prepared]) -> PushResult:
+        seq = record_push(
+            workspace, tag, pushed, manifest, log_path, plan=request.plan,
+            image_id=request.image_id,
+            attestations={key: p.ledger_value for key, p in zip(keys, prepared, strict=True)},
+        )  # fmt: skip
+        return replace(result, seq=seq)
+
+    return sign_record_attach(
+        PushResult(tag, pushed, manifest, log_path, seq=0),  # its seq once recorded
+        sign=lambda _: tuple(signed.values()),
+        record=record,
+        attached=lambda result, outcomes: replace(
+            result, attestations=dict(zip(keys, outcomes, strict=True))
+        ),
+        keeping=None,  # the push is in its log; a refused record carries no result
+    )
