@@ -54,8 +54,7 @@ from imagekit.builders.assemble.config import (
     layer_media_type,
     load_document,
 )
-from imagekit.builders.assemble.guard import LayerUse, OverlayCheck, guard_overlays
-from imagekit.builders.assemble.index import IndexStore
+from imagekit.builders.assemble.guard import OverlayCheck, guard_overlays
 from imagekit.builders.assemble.layer import LayerBlob, TarEntry, check_tree, write_layer
 from imagekit.builders.built import ConfigNamed, InRegistry, PlanBuild
 from imagekit.builders.push import check_push_repo
@@ -77,6 +76,8 @@ from imagekit.errors import (
     UsageError,
 )
 from imagekit.evidence import new_run_dir, write_bytes, write_json
+from imagekit.image.index import IndexStore
+from imagekit.image.view import LayerUse
 from imagekit.layers import layer_media_type as known_layer_type
 from imagekit.layers import sniff_compression
 from imagekit.ledger import (
