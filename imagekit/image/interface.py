@@ -4,10 +4,12 @@ As go-containerregistry's ``v1.Image`` is implemented by ``remote``, ``daemon`` 
 ``tarball``, an :class:`Image` is one platform's image (chosen when it was opened: an index
 is never an Image) whose manifest, config, diffIDs and layers are read the same way whoever
 keeps it. A :class:`Layer` is one layer streamed once, its members read as they pass and its
-diffID checked when the last byte was read. The registry's implementation is
-imagekit.image.remote; what reads through it: the layer index (imagekit.image.index), the
-merged filesystem (imagekit.image.view: the builders' overlay guard, the base bump, the
-SBOM), and the comparison of two images (imagekit.layerdiff: the nightly flow).
+diffID checked when the last byte was read. The implementations: imagekit.image.remote (a
+registry), imagekit.image.layout (an OCI layout) and, for the part a comparison reads
+(:class:`LayerSource`), imagekit.image.engine (the engine, through `docker save`). What
+reads through them: the layer index (imagekit.image.index), the merged filesystem
+(imagekit.image.view: the builders' overlay guard, the base bump, the SBOM), and the
+comparison of two images (imagekit.layerdiff: the nightly flow).
 """
 
 from __future__ import annotations
