@@ -32,6 +32,8 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
         ),
     ),
     ("outside world", ("registry", "runtime")),
+    # One image, wherever it is kept (a registry), read by the stages above.
+    ("image", ("image",)),
     ("records", ("kinds", "ledger", "attest")),
     (
         "stages",

@@ -10,7 +10,8 @@ from imagekit.builders.options import BuildOptions
 from imagekit.errors import CheckFailed, RecordRefused
 from imagekit.flows.nightly.night import Night
 from imagekit.flows.nightly.options import NightOptions
-from imagekit.layerdiff import ImageComparison, RegistryImage, compare_images
+from imagekit.image.remote import RegistryImage
+from imagekit.layerdiff import ImageComparison, compare_images
 from imagekit.ledger.accepted import CANDIDATE_TAG_PREFIX
 from imagekit.plans.model import LoadedPlan
 from imagekit.refs import parse_reference, repository_for
