@@ -1,9 +1,8 @@
 """The library's calls, in one calling convention, for scripts, CI jobs and notebooks.
 
 ``import imagekit`` hands these out lazily (imagekit/__init__.py); docs/API.md shows each
-with an example. The stages underneath grew three calling styles (an options object, plain
-keywords, a workspace that was required, optional or absent); these calls are thin and all
-alike, so a script learns one way:
+with an example. Underneath, every stage is run as ``run(workspace, request)``; these calls
+are thin and all alike, for a script that would rather not build a request itself:
 
 - the subject first (a reference, two references, a plan name), then ``options`` (the
   stage's options object, or None for its defaults), then ``workspace``: None means the
@@ -17,7 +16,8 @@ alike, so a script learns one way:
   ``.to_json()`` (what ``--json`` prints); a failure that is not a verdict raises an
   ``ImagekitError`` whose class gives the exit code.
 
-The CLI keeps calling the stages directly; nothing here changes what a stage does.
+Each call makes its stage's request and runs it the one way every stage is run (the CLI and
+the pipeline too): ``run(workspace, request)``; nothing here changes what a stage does.
 """
 
 from __future__ import annotations
@@ -73,7 +73,8 @@ def audit_image(
     """Audit the image ``reference`` (local, or pulled by digest) inside a container with no
     network; writes the evidence and appends the ``audit`` and ``vulnerability-scan``
     records. ``options`` is an ``AuditRequest`` whose ``ref`` this call sets."""
-    from imagekit.audit.stage import AuditRequest, audit
+    from imagekit.audit import stage
+    from imagekit.audit.stage import AuditRequest
 
     request = replace(options, ref=reference) if options else AuditRequest(ref=reference)
     if request.host:
@@ -84,7 +85,7 @@ def audit_image(
     wanted = _platform(platform)
     if wanted is not None:
         request = replace(request, platform=str(wanted))
-    return audit(_workspace(workspace), request)
+    return stage.run(_workspace(workspace), request)
 
 
 def verify_mirror(
@@ -100,7 +101,8 @@ def verify_mirror(
     (with ``MirrorOptions(copy=True)`` copy it first). The report's ``.verdict`` says what was
     proved; a bad reference raises before any request. ``record=False`` (or ``options`` with
     ``record=False``) appends no ``mirror-verify`` record."""
-    from imagekit.mirror import MirrorOptions, mirror
+    from imagekit import mirror
+    from imagekit.mirror import MirrorOptions, MirrorRequest
 
     options = options or MirrorOptions()
     wanted = _platform(platform)
@@ -109,7 +111,7 @@ def verify_mirror(
         record=options.record and record,
         platform=wanted if wanted is not None else options.platform,
     )
-    return mirror(source, destination, options=options, workspace=_workspace(workspace))
+    return mirror.run(_workspace(workspace), MirrorRequest(source, destination, options))
 
 
 def load_plan(
@@ -128,10 +130,11 @@ def build_image(
     """Build plan ``name`` with the builder ``options.builder`` names (``auto`` by default
     here, as on the command line): the build and push records are appended; a build step,
     guard or assertion that says no raises ``BuildRejected``."""
-    from imagekit.builders.choice import build_image as build
+    from imagekit.builders import choice
     from imagekit.builders.options import BuildOptions
 
-    return build(_workspace(workspace), name, options or BuildOptions(builder="auto"))
+    request = choice.BuildRequest(name, options or BuildOptions(builder="auto"))
+    return choice.run(_workspace(workspace), request)
 
 
 def final_pull(
@@ -146,16 +149,10 @@ def final_pull(
     """Pull ``reference`` through the engine and check that it holds exactly that image
     (image ID and repo digests against the registry's). A mismatch is a result (``.ok``
     False, recorded), not an exception."""
-    from imagekit.pull import final_pull as pull
+    from imagekit import pull
 
-    return pull(
-        _workspace(workspace),
-        reference,
-        expect_digest=expect_digest,
-        record=record,
-        plan=plan,
-        where=where,
-    )
+    request = pull.PullRequest(reference, expect_digest, record=record, plan=plan, where=where)
+    return pull.run(_workspace(workspace), request)
 
 
 def gpu_preflight(
@@ -171,9 +168,9 @@ def gpu_preflight(
     ``options`` holds the expectations (``ProbeOptions(expect=Expectations(gpus=8))``). The
     verdict (``.status``: GPU_PREFLIGHT_PASS, _FAIL, _INCOMPLETE) is a result, not an
     exception; a ``gpu-preflight`` record is appended unless ``record=False``."""
+    from imagekit.gpu import stage
     from imagekit.gpu.stage import PreflightRequest
-    from imagekit.gpu.stage import gpu_preflight as preflight
 
     request = options or PreflightRequest()
     request = replace(request, reference=reference, record=request.record and record)
-    return preflight(_workspace(workspace), request)
+    return stage.run(_workspace(workspace), request)

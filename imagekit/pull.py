@@ -26,12 +26,15 @@ rules).
 from __future__ import annotations
 
 import socket
-from dataclasses import replace
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypedDict, TypeVar, overload
 
+from imagekit.attest.attach import Prepared
+from imagekit.attest.seal import sign_record_attach
 from imagekit.attest.signer import KeyFileSigner, Signer
-from imagekit.errors import RecordRefused, ReferenceFormatError, UsageError
+from imagekit.errors import ReferenceFormatError, UsageError
 from imagekit.evidence import new_run_dir, write_bytes, write_json
 from imagekit.ledger import (
     ContainerdStore,
@@ -136,13 +139,17 @@ def _recorded(
     """
     evidence = run_dir / "pull.json"
     write_json(evidence, document)
-    prepared = None
-    if signer is not None:  # signed before the record, so that the record names it
-        prepared = prepare_final_pull(
-            signer, result.reference, result.expected_digest, document, platform=platform
+
+    def sign(result: _Result) -> tuple[Prepared, ...]:
+        if signer is None:  # signed before the record, so that the record names it
+            return ()
+        return (
+            prepare_final_pull(
+                signer, result.reference, result.expected_digest, document, platform=platform
+            ),
         )
-        details = details.model_copy(update={"attestation": prepared.ledger_value})
-    with RecordRefused.keeping(replace(result, evidence=evidence)):
+
+    def record(result: _Result, prepared: Sequence[Prepared]) -> _Result:
         saved = append_record(
             workspace,
             "final-pull",
@@ -151,14 +158,19 @@ def _recorded(
             status=result.status,
             scope=result.scope,
             evidence=evidence,
-            details=details,
+            details=details.model_copy(update={"attestation": prepared[0].ledger_value})
+            if prepared
+            else details,
         )
-    result = replace(result, evidence=evidence, record=saved)
-    if prepared is not None:  # only now, its record written, is anything attached
-        outcome = prepared.attach()
-        if result.ok:  # a refused push: exit 3, the pull and record kept
-            outcome.raise_unless_stored(result)
-    return result
+        return replace(result, evidence=evidence, record=saved)
+
+    return sign_record_attach(
+        result,
+        sign=sign,
+        record=record,
+        keeping=lambda pulled: replace(pulled, evidence=evidence),
+        must_store=lambda pulled: pulled.ok,  # a refused push: exit 3, the pull and record kept
+    )
 
 
 def _signer(sign_key: Path | None, record: bool) -> Signer | None:
@@ -385,3 +397,70 @@ def final_pull_containerd(
         signer,
         resolved.platform,
     )
+
+
+@dataclass(frozen=True)
+class _Asked:
+    """What a final pull is asked, wherever it pulls: the image, pinned (or a tag with the
+    digest it must resolve to), and whether it is recorded (under which plan and target) and
+    signed."""
+
+    reference: str
+    expect_digest: str | None = None
+    record: bool = False
+    plan: str | None = None
+    where: str | None = None
+    sign_key: Path | None = None
+
+
+@dataclass(frozen=True)
+class PullRequest(_Asked):
+    """One final pull through the engine."""
+
+
+@dataclass(frozen=True)
+class ContainerdPullRequest(_Asked):
+    """The same final pull through containerd, as a Kubernetes node pulls: its socket
+    (``address``), namespace (the kubelet's by default) and snapshotter."""
+
+    address: str | None = None
+    namespace: str = ctrd.K8S_NAMESPACE
+    snapshotter: str = ctrd.DEFAULT_SNAPSHOTTER
+
+
+@overload
+def run(workspace: Workspace, request: ContainerdPullRequest) -> ContainerdPullResult: ...
+@overload
+def run(workspace: Workspace, request: PullRequest) -> PullResult: ...
+def run(
+    workspace: Workspace, request: PullRequest | ContainerdPullRequest
+) -> PullResult | ContainerdPullResult:
+    """The final pull, run as every stage is: through containerd for a ContainerdPullRequest,
+    else through the engine; a mismatch is a result, never an exception."""
+    asked = _Said(
+        expect_digest=request.expect_digest,
+        record=request.record,
+        plan=request.plan,
+        where=request.where,
+        sign_key=request.sign_key,
+    )
+    if isinstance(request, ContainerdPullRequest):
+        return final_pull_containerd(
+            workspace,
+            request.reference,
+            address=request.address,
+            namespace=request.namespace,
+            snapshotter=request.snapshotter,
+            **asked,
+        )
+    return final_pull(workspace, request.reference, **asked)
+
+
+class _Said(TypedDict):
+    """What either way of pulling is told, beside the reference."""
+
+    expect_digest: str | None
+    record: bool
+    plan: str | None
+    where: str | None
+    sign_key: Path | None

@@ -7,13 +7,20 @@ passed (``ok``), the exit code the CLI gives the same outcome (``exit_code``: 0,
 that said no, 3 for work that could not be finished), the evidence it wrote, the ledger
 records it appended, and its JSON document (what ``--json`` prints).
 
+Every stage is also run the same way, :class:`Runner`: ``run(workspace, request) -> result``,
+with a frozen request of the stage's own; the CLI, the public API (imagekit.api) and the
+pipeline call each stage so, with no adapter of their own.
+
 A foundation: it names no stage, and a new stage meets it without touching this module.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
+
+if TYPE_CHECKING:
+    from imagekit.workspace import Workspace
 
 
 @runtime_checkable
@@ -38,3 +45,16 @@ class StageResult(Protocol):
 
     def to_json(self) -> Any:
         """The result as one JSON document (what the command prints under ``--json``)."""
+
+
+Request = TypeVar("Request", contravariant=True)
+Result = TypeVar("Result", bound=StageResult, covariant=True)
+
+
+class Runner(Protocol[Request, Result]):
+    """How every stage is run: its module's ``run(workspace, request)``, the request a frozen
+    dataclass of the stage's own (``AuditRequest``, ``MirrorRequest``...). A stage may take
+    collaborators beside it as keywords with defaults (an engine, a registry client, where
+    its log goes), which no caller of this shape passes."""
+
+    def __call__(self, workspace: Workspace, request: Request, /) -> Result: ...

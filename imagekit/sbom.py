@@ -9,10 +9,11 @@ Two inventories are read:
   ``.egg-info`` file) anywhere the merged filesystem still has one: Name and Version; purl
   ``pkg:pypi/name@version``.
 
-The filesystem is the one the registry builder's overlay guard reads
-(imagekit.builders.assemble.guard and index): each layer is streamed once and indexed (path,
-kind, link target, whiteouts, opaque folders; the index is cached under the layer's digest),
-and paths are answered from the top layer down as a runtime applies the layers
+The image is read through the image interface (imagekit.image), and its filesystem is the
+one the registry builder's overlay guard reads (imagekit.image.view and index): each layer
+is streamed once and indexed (path, kind, link target, whiteouts, opaque folders; the
+index is cached under the layer's digest), and paths are answered from the top layer down
+as a runtime applies the layers
 (https://github.com/opencontainers/image-spec/blob/main/layer.md#whiteouts): a file a later
 layer replaces, deletes (``.wh.NAME``) or hides (``.wh..wh..opq``, a folder turned into a
 file or a link) is not the image's; ``var/lib/dpkg`` may be a symbolic link to another
@@ -60,12 +61,14 @@ from packageurl import PackageURL
 from imagekit import jsondoc
 from imagekit.attest.attach import AttestOutcome, attest_reference
 from imagekit.attest.signer import KeyFileSigner
-from imagekit.builders.assemble.guard import BaseView, Found, LinkLoop
-from imagekit.builders.assemble.index import IndexStore, LayerStream
 from imagekit.errors import LayerFormatError
-from imagekit.layerdiff import Sink, Tap
+from imagekit.image.index import IndexStore
+from imagekit.image.interface import Image
+from imagekit.image.members import Sink, Tap
+from imagekit.image.remote import RegistryImage
+from imagekit.image.view import BaseView, Found, LinkLoop
 from imagekit.refs import parse_reference
-from imagekit.registry import RegistryClient, ResolvedImage
+from imagekit.registry import RegistryClient
 
 _DPKG_STATUS = "var/lib/dpkg/status"
 #: The predicate type cosign gives CycloneDX (`cosign verify-attestation --type cyclonedx`).
@@ -369,26 +372,22 @@ class _Reading:
         return tap
 
 
-def _read_layers(
-    client: RegistryClient, image: ResolvedImage, store: IndexStore, reading: _Reading
-) -> None:
+def _read_layers(image: Image, store: IndexStore, reading: _Reading) -> None:
     """Every layer streamed once: indexed (unless its index is cached) and its package
     files parsed in the same pass."""
-    for i, (desc, diff_id) in enumerate(zip(image.layers, image.diff_ids, strict=True)):
+    for i, (desc, diff_id) in enumerate(zip(image.layers(), image.diff_ids(), strict=True)):
         index = store.cached(desc.digest, diff_id)
         tapped = False
         if index is None:
-            layer = LayerStream(client, image.reference, desc, diff_id)
-            index, stats = store.build(layer, tap=reading.tap(i))
+            index, stats = store.build(image.layer(i), tap=reading.tap(i))
             tapped = stats is not None  # else another process indexed it meanwhile
         index.close()
         if not tapped:
-            _read_again(client, image, i, reading.tap(i))
+            _read_again(image, i, reading.tap(i))
 
 
-def _read_again(client: RegistryClient, image: ResolvedImage, i: int, tap: Tap) -> None:
-    layer = LayerStream(client, image.reference, image.layers[i], image.diff_ids[i])
-    for _ in layer.members(hash_content=lambda path, size: False, tap=tap):
+def _read_again(image: Image, i: int, tap: Tap) -> None:
+    for _ in image.layer(i).members(hash_content=lambda path, size: False, tap=tap):
         pass
 
 
@@ -415,9 +414,7 @@ class _Chosen:
     path: str
 
 
-def _choose(
-    view: BaseView, image: ResolvedImage, reading: _Reading
-) -> tuple[list[_Chosen], list[Skipped]]:
+def _choose(view: BaseView, image: Image, reading: _Reading) -> tuple[list[_Chosen], list[Skipped]]:
     """The package files the merged image has, as its filesystem resolves them."""
     chosen: list[_Chosen] = []
     skipped: list[Skipped] = []
@@ -444,7 +441,7 @@ def _choose(
             continue  # a layer above replaced, deleted or hid it
         where = _content(found)
         if where is None:
-            diff_id = str(image.diff_ids[layer])
+            diff_id = str(image.diff_ids()[layer])
             reason = f"a hard link to /{entry.link}, which the image has no file at"
             skipped.append(Skipped("/" + path, reason, diff_id))
             continue
@@ -452,12 +449,10 @@ def _choose(
     return chosen, skipped
 
 
-def _components(
-    client: RegistryClient, image: ResolvedImage, store: IndexStore
-) -> tuple[list[Component], list[Skipped]]:
+def _components(image: Image, store: IndexStore) -> tuple[list[Component], list[Skipped]]:
     reading = _Reading()
-    _read_layers(client, image, store, reading)
-    with BaseView(client, image, store) as view:
+    _read_layers(image, store, reading)
+    with BaseView(image, store) as view:
         chosen, skipped = _choose(view, image, reading)
     # A file the pass did not read as what it turned out to be: its layer once more.
     again: dict[int, dict[str, str]] = {}
@@ -465,13 +460,13 @@ def _components(
         if reading.parsed(item.layer, item.path, item.purpose) is None:
             again.setdefault(item.layer, {})[item.path] = item.purpose
     for layer, purposes in sorted(again.items()):
-        _read_again(client, image, layer, reading.tap(layer, purposes))
+        _read_again(image, layer, reading.tap(layer, purposes))
     components: list[Component] = []
     for item in sorted(chosen, key=lambda c: c.shown):
         parsed = reading.parsed(item.layer, item.path, item.purpose)
         if parsed is None:  # pragma: no cover - read again just above
             raise LayerFormatError(f"/{item.path} of layer {item.layer} could not be read")
-        diff_id = str(image.diff_ids[item.layer])
+        diff_id = str(image.diff_ids()[item.layer])
         kind = "deb" if item.purpose == "dpkg" else "python"
         components += [
             Component(kind, name, version, purl, diff_id, item.shown)
@@ -549,9 +544,9 @@ def sbom_of(
     signer = KeyFileSigner.from_file(sign_key) if sign_key else None
     ref = parse_reference(reference)
     with RegistryClient(insecure=insecure) as client:
-        image = client.resolve(ref)
-        components, skipped = _components(client, image, IndexStore(cache_dir))
-    name, digest = str(ref), str(image.manifest_digest)
+        image = RegistryImage(client, client.resolve(ref), str(ref))
+        components, skipped = _components(image, IndexStore(cache_dir))
+    name, digest = str(ref), str(image.digest())
     document = _cyclonedx(name, digest, components, skipped)
     sbom = Sbom(name, digest, tuple(components), document, skipped=tuple(skipped))
     if signer is None:

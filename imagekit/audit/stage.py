@@ -10,12 +10,14 @@ cannot be read, a run that hit the wall-clock limit, or one that was interrupted
 from __future__ import annotations
 
 import socket
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from imagekit import evidence
 from imagekit.attest.attach import AttestOutcome, Prepared
+from imagekit.attest.seal import sign_record_attach
 from imagekit.attest.signer import Signer, signer_of
 from imagekit.audit.attestation import AuditFacts, attach_audit, prepare_audit
 from imagekit.audit.profiles import Profile, load_profile, probe_spec
@@ -35,7 +37,7 @@ from imagekit.audit.runner import (
 )
 from imagekit.audit.runner import run_on_host as _run_on_host
 from imagekit.audit.vulns import FailOn, Finding, VulnPolicy, VulnScan, fails, scan
-from imagekit.errors import CouldNotFinish, RecordRefused
+from imagekit.errors import CouldNotFinish
 from imagekit.kinds.audit import AUDIT_V1
 from imagekit.kinds.vulnerability_scan import COSIGN_VULN_V1
 from imagekit.ledger import (
@@ -382,7 +384,7 @@ def _record(
     return (audit_seq, scan_seq)
 
 
-def audit(
+def run(
     workspace: Workspace, request: AuditRequest, *, engine: Engine | None = None
 ) -> AuditResult:
     """Audit an image (or this host), write the evidence, append the ledger records."""
@@ -476,18 +478,33 @@ def audit(
     whole["probe_command"] = list(run.command)
     evidence.write_json(result.report_path, whole)
     evidence.write_bytes(result.summary_path, _summary_markdown(result.to_json()).encode("utf-8"))
-    prepared = None
-    if signer is not None:  # signed now, attached only once the records are written
-        prepared = prepare_audit(signer, _facts(result), _evidence_files(result))
-    with RecordRefused.keeping(result):  # refused, the verdict and its evidence still stand
-        seqs = _record(workspace, result, vulns_path, prepared)
-    result = replace(result, ledger_seqs=seqs)
-    if prepared is not None:
-        outcome = attach_audit(prepared)
-        result = replace(result, attestation=outcome[0], vuln_attestation=outcome[1])
-        outcome[0].raise_unless_stored(result)
-        outcome[1].raise_unless_stored(result)
-    return result
+    return sign_record_attach(
+        result,
+        sign=lambda audited: (
+            prepare_audit(signer, _facts(audited), _evidence_files(audited)) if signer else ()
+        ),
+        record=lambda audited, prepared: replace(
+            audited, ledger_seqs=_record(workspace, audited, vulns_path, _pair(prepared))
+        ),
+        attach=lambda prepared: attach_audit(_both(prepared)),
+        attached=lambda audited, outcomes: replace(
+            audited, attestation=outcomes[0], vuln_attestation=outcomes[1]
+        ),
+    )
+
+
+#: the stage under the name it had before every stage was run as ``run(workspace, request)``
+audit = run
+
+
+def _pair(prepared: Sequence[Prepared]) -> tuple[Prepared, Prepared] | None:
+    """The audit's and the scan's envelopes, signed together; None when nothing was signed."""
+    return _both(prepared) if prepared else None
+
+
+def _both(prepared: Sequence[Prepared]) -> tuple[Prepared, Prepared]:
+    audit_envelope, scan_envelope = prepared
+    return audit_envelope, scan_envelope
 
 
 def _facts(result: AuditResult, *, scope: str | None = None) -> AuditFacts:

@@ -33,9 +33,10 @@ from ruamel.yaml import YAML
 from ruamel.yaml.comments import CommentedMap
 from ruamel.yaml.error import YAMLError
 
-from imagekit.builders.assemble.guard import LayerUse, OverlayCheck, guard_overlays
-from imagekit.builders.assemble.index import IndexStore
+from imagekit.builders.assemble.guard import OverlayCheck, guard_overlays
 from imagekit.errors import CheckFailed, PlanError, UsageError
+from imagekit.image.index import IndexStore
+from imagekit.image.view import LayerUse
 from imagekit.ledger.record import GuardReport
 from imagekit.plans.load import load_plan, parse_plan, plan_path
 from imagekit.plans.model import LoadedPlan

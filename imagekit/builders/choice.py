@@ -10,6 +10,7 @@ when a push target is given, since its image exists only in a registry; ``regist
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import TextIO
 
 from imagekit.builders.assemble.builder import assemble_plan, engine_steps
@@ -49,6 +50,19 @@ def chosen_builder(plan: Plan, options: BuildOptions) -> str:
     return choose_builder(plan, options.builder, options.push)
 
 
+Built = BuildResult | AssembleResult | RemoteResult | PlatformsResult
+
+
+@dataclass(frozen=True)
+class BuildRequest:
+    """One build: the plan's name, the options (the builder, its push, its signing key) and
+    where its log streams besides evidence/ (stderr by default)."""
+
+    name: str
+    options: BuildOptions = field(default_factory=BuildOptions)
+    echo: TextIO | None = field(default=None, compare=False)
+
+
 def build_image(
     workspace: Workspace,
     name: str,
@@ -57,8 +71,22 @@ def build_image(
     engine: Engine | None = None,
     registry: RegistryClient | None = None,
     echo: TextIO | None = None,
-) -> BuildResult | AssembleResult | RemoteResult | PlatformsResult:
-    """Build plan ``name`` with the builder ``options.builder`` names or ``auto`` picks.
+) -> Built:
+    """`imagekit build NAME` as a call of its own (the stage's :func:`run`, kept for the
+    flows and scripts that name it)."""
+    request = BuildRequest(name, options or BuildOptions(), echo)
+    return run(workspace, request, engine=engine, registry=registry)
+
+
+def run(
+    workspace: Workspace,
+    request: BuildRequest,
+    *,
+    engine: Engine | None = None,
+    registry: RegistryClient | None = None,
+) -> Built:
+    """Build plan ``request.name`` with the builder ``request.options.builder`` names or
+    ``auto`` picks.
 
     ``engine`` and ``registry`` are the caller's (one made for the call when None), so a flow
     that builds several plans hands the same ones to whichever builder each plan gets. Both
@@ -66,7 +94,7 @@ def build_image(
     several platforms goes to imagekit.builders.platforms, which refuses a builder that cannot.
     ``options.candidate`` (a night's) marks the build record as its candidate's.
     """
-    options = options or BuildOptions()
+    name, options, echo = request.name, request.options, request.echo
     if check_daemon_choice(options):
         if options.builder not in ("auto", "engine") or options.index or not options.assertions:
             raise UsageError(

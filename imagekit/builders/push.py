@@ -8,16 +8,23 @@ registry builder pushes its own blobs (imagekit.builders.assemble) and only shar
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, ClassVar
 
 from imagekit.attest.attach import AttestOutcome, Prepared
+from imagekit.attest.seal import sign_record_attach
 from imagekit.builders.record import record_push
 from imagekit.errors import RegistryError, UsageError
 from imagekit.refs import Digest, Reference, parse_reference
-from imagekit.runtime.engine import Engine, docker_error_text, engine_errors, engine_tls_error
+from imagekit.runtime.engine import (
+    Engine,
+    connect,
+    docker_error_text,
+    engine_errors,
+    engine_tls_error,
+)
 from imagekit.workspace import Workspace
 
 
@@ -105,6 +112,20 @@ class PushResult:
         }
 
 
+@dataclass(frozen=True)
+class PushRequest:
+    """One push of an engine-built image: its tag, the repository it goes to, the log it
+    writes, the plan and image ID its record names, and what it signs for the pushed digest
+    (``attest``, given repo@digest: the envelopes prepared, attaching nothing; None: no key)."""
+
+    tag: str
+    repo: str
+    log_path: Path
+    plan: str
+    image_id: str
+    attest: Callable[[str], Mapping[str, Prepared]] | None = None
+
+
 def push_and_record(
     workspace: Workspace,
     engine: Engine,
@@ -116,23 +137,41 @@ def push_and_record(
     image_id: str,
     attest: Callable[[str], Mapping[str, Prepared]] | None = None,
 ) -> PushResult:
+    """The push stage as a call of its own (its :func:`run`, kept for the callers that name
+    it), through ENGINE."""
+    request = PushRequest(tag, repo, log_path, plan, image_id, attest)
+    return run(workspace, request, engine=engine)
+
+
+def run(workspace: Workspace, request: PushRequest, *, engine: Engine | None = None) -> PushResult:
     """Push a built image and append its push record.
 
-    The pipeline's push stage (which pushes only what its audit passed) calls this, and
+    The pipeline's push stage (which pushes only what its audit passed) runs this, and
     ``imagekit build --push`` the same two steps (push_image, record_push), so a push is
     recorded the same way whoever made it. ``attest`` (given the pushed repo@digest) signs
     what is known of the image for that digest, attaching nothing; the record names each
     envelope, and only then are they attached (a record the ledger refuses attaches none).
     One the registry did not store is NotAttested (exit 3) once the record is kept.
     """
-    pushed, manifest = push_image(engine, tag, repo, log_path)
-    signed = attest(pushed) if attest is not None else {}
-    seq = record_push(
-        workspace, tag, pushed, manifest, log_path, plan=plan, image_id=image_id,
-        attestations={key: prepared.ledger_value for key, prepared in signed.items()},
-    )  # fmt: skip
-    outcomes = {key: prepared.attach() for key, prepared in signed.items()}  # after the record
-    result = PushResult(tag, pushed, manifest, log_path, seq, outcomes)
-    for outcome in outcomes.values():
-        outcome.raise_unless_stored(result)
-    return result
+    tag, log_path = request.tag, request.log_path
+    pushed, manifest = push_image(engine or connect(), tag, request.repo, log_path)
+    signed = request.attest(pushed) if request.attest is not None else {}
+    keys = tuple(signed)
+
+    def record(result: PushResult, prepared: Sequence[Prepared]) -> PushResult:
+        seq = record_push(
+            workspace, tag, pushed, manifest, log_path, plan=request.plan,
+            image_id=request.image_id,
+            attestations={key: p.ledger_value for key, p in zip(keys, prepared, strict=True)},
+        )  # fmt: skip
+        return replace(result, seq=seq)
+
+    return sign_record_attach(
+        PushResult(tag, pushed, manifest, log_path, seq=0),  # its seq once recorded
+        sign=lambda _: tuple(signed.values()),
+        record=record,
+        attached=lambda result, outcomes: replace(
+            result, attestations=dict(zip(keys, outcomes, strict=True))
+        ),
+        keeping=None,  # the push is in its log; a refused record carries no result
+    )

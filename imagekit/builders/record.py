@@ -13,7 +13,8 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from imagekit.errors import ImagekitError, RecordRefused
+from imagekit.attest.seal import sign_record_attach
+from imagekit.errors import ImagekitError
 from imagekit.ledger import (
     BaseImageDetails,
     BuildDetails,
@@ -43,8 +44,9 @@ def sign_then_record(
     record: Callable[[Built], Built],
     client: RegistryClient | None = None,
 ) -> Built:
-    """An accepted image's last steps, in the one order every builder keeps: sign, record,
-    then attach, so that nothing reaches the registry unless its record was written.
+    """An accepted image's last steps, in the one order every stage keeps (imagekit.attest.
+    seal): sign, record, then attach, so that nothing reaches the registry unless its record
+    was written.
 
     1. The provenance is signed first, attaching nothing (``attest`` returns it prepared, in
        the result's ``signed``; None without --sign-key), so the records can name the
@@ -59,13 +61,13 @@ def sign_then_record(
     """
     if attest is not None:
         result = dataclasses.replace(result, signed=attest(result))
-    with RecordRefused.keeping(result):
-        result = record(result)
-    if result.signed is not None:  # only now, its records written, is anything attached
-        result = dataclasses.replace(result, attestation=result.signed.attach(client))
-        assert result.attestation is not None  # noqa: S101 - set on the line above
-        result.attestation.raise_unless_stored(result)
-    return result
+    return sign_record_attach(
+        result,
+        sign=lambda built: (built.signed,) if built.signed is not None else (),
+        record=lambda built, _: record(built),
+        attach=lambda prepared: tuple(each.attach(client) for each in prepared),
+        attached=lambda built, outcomes: dataclasses.replace(built, attestation=outcomes[0]),
+    )
 
 
 def _record(workspace: Workspace, kind: str, **kwargs: Any) -> int:

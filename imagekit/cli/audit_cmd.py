@@ -6,8 +6,9 @@ from pathlib import Path
 
 import click
 
+from imagekit.audit import stage
 from imagekit.audit.runner import DEFAULT_TIMEOUT_S
-from imagekit.audit.stage import AuditRequest, AuditResult, audit
+from imagekit.audit.stage import AuditRequest, AuditResult
 from imagekit.audit.vulns import VulnPolicy, fails
 from imagekit.cli.contract import run
 from imagekit.cli.options import (
@@ -184,7 +185,7 @@ def command(
         if host == bool(ref):
             raise UsageError("give REF or --host (one of them)", hint="imagekit audit --help")
         request = parsed(AuditRequest, vulns=vulns)
-        result = audit(Workspace.from_env(Path.cwd()), request)
+        result = stage.run(Workspace.from_env(Path.cwd()), request)
         if as_json:  # stdout is the JSON document; the path and the note still reach the user
             echo_err(f"evidence: {result.evidence_dir}")
             if result.probe_note:

@@ -1,4 +1,4 @@
-"""`imagekit build NAME`: parse options, call imagekit.builders.choice.build_image, render it."""
+"""`imagekit build NAME`: parse options, run imagekit.builders.choice (its `run`), render it."""
 
 from __future__ import annotations
 
@@ -6,9 +6,10 @@ from pathlib import Path
 
 import click
 
+from imagekit.builders import choice
 from imagekit.builders.assemble import AssembleResult
 from imagekit.builders.buildkit import BuildResult
-from imagekit.builders.choice import BUILDERS, build_image
+from imagekit.builders.choice import BUILDERS, BuildRequest
 from imagekit.builders.options import BuildOptions
 from imagekit.builders.platforms import PlatformsResult
 from imagekit.builders.remote import RemoteResult
@@ -115,8 +116,9 @@ def command(
 ) -> None:
     """Build a plan; the log streams to stderr and into evidence/."""
     run(
-        lambda: build_image(
-            Workspace.from_env(), name, parsed(BuildOptions, assertions=not no_assertions)
+        lambda: choice.run(
+            Workspace.from_env(),
+            BuildRequest(name, parsed(BuildOptions, assertions=not no_assertions)),
         ),
         as_json=as_json,
         human=_human,

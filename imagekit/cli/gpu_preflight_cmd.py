@@ -287,22 +287,22 @@ def command(
     Exit 0 GPU_PREFLIGHT_PASS, 1 GPU_PREFLIGHT_FAIL or _INCOMPLETE, 2 bad input, 3 when it
     could not be run."""
     from imagekit.gpu import job as jobs
+    from imagekit.gpu import stage
     from imagekit.gpu.health import thresholds_for
     from imagekit.gpu.launch import Expectations, ProbeOptions
-    from imagekit.gpu.stage import deferred_cli, gpu_preflight
+    from imagekit.gpu.stage import deferred_cli
     from imagekit.plans.load import load_named_plan
 
     def options() -> ProbeOptions:
         workspace = Workspace.from_env(Path.cwd())
         wanted = load_named_plan(workspace, plan).plan if plan else None
         section = wanted.gpu if wanted is not None else None
-        expect = Expectations(
-            gpus=gpus if gpus is not None else (section.count if section else None),
-            gpu_name=gpu_name or (section.name if section else None),
-            min_memory_gib=min_memory_gib
-            if min_memory_gib is not None
-            else (section.min_memory_gib if section else None),
-            min_capability=min_capability or (section.min_capability if section else None),
+        expect = Expectations.of_plan(
+            section,
+            gpus=gpus,
+            gpu_name=gpu_name,
+            min_memory_gib=min_memory_gib,
+            min_capability=min_capability,
         )
         chosen = profile or (wanted.audit_profile if wanted is not None else None)
         at = level or (section.level if section else None) or "standard"
@@ -440,7 +440,7 @@ def command(
         else:
             if across() is not None:
                 raise UsageError("--nodes is for a Job: give --emit-job or --cluster with it")
-            result = gpu_preflight(workspace, request())
+            result = stage.run(workspace, request())
         if as_json:
             echo_err(f"evidence: {result.evidence_dir}")
         return result

@@ -13,14 +13,16 @@ from typing import Any, TypeVar
 
 import click
 
+from imagekit import mirror
 from imagekit.cli.contract import run
 from imagekit.cli.options import DIR_PATH, json_option, registry_options, sign_key_option
 from imagekit.cli.output import echo_err
 from imagekit.kinds.mirror import MirrorVerdict as Verdict
 from imagekit.layers.media import GiB, LayerLimits, MediaTypePolicy, MiB
-from imagekit.mirror import MirrorOptions, MirrorReport, mirror
+from imagekit.mirror import MirrorOptions, MirrorReport, MirrorRequest
 from imagekit.progress import plural
 from imagekit.refs import parse_platform
+from imagekit.workspace import Workspace
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -157,7 +159,8 @@ def command(
             record=not no_record,
             sign_key=sign_key,
         )
-        return mirror(source, destination, options=options, log=None if as_json else echo_err)
+        request = MirrorRequest(source, destination, options)
+        return mirror.run(Workspace.from_env(), request, log=None if as_json else echo_err)
 
     def to_json(report: MirrorReport) -> dict[str, Any]:
         if report.evidence:

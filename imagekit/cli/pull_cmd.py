@@ -6,10 +6,11 @@ from pathlib import Path
 
 import click
 
+from imagekit import pull
 from imagekit.cli.contract import run, unless_ok
 from imagekit.cli.options import json_option, parsed, registry_options, sign_key_option
 from imagekit.cli.output import echo_err
-from imagekit.pull import ContainerdPullResult, PullResult, final_pull, final_pull_containerd
+from imagekit.pull import ContainerdPullRequest, ContainerdPullResult, PullRequest, PullResult
 from imagekit.runtime.containerd import K8S_NAMESPACE
 from imagekit.workspace import Workspace
 
@@ -67,11 +68,12 @@ def command(
             echo_err(f"recorded seq {result.record.seq} in the ledger")
 
     def action() -> PullResult | ContainerdPullResult:
-        workspace = Workspace.from_env()
-        if runtime == "containerd":
-            namespaced = namespace or K8S_NAMESPACE
-            return parsed(final_pull_containerd, workspace, reference, namespace=namespaced)
-        return parsed(final_pull, workspace, reference)
+        request = (
+            parsed(ContainerdPullRequest, namespace=namespace or K8S_NAMESPACE)
+            if runtime == "containerd"
+            else parsed(PullRequest)
+        )
+        return pull.run(Workspace.from_env(), request)
 
     run(
         action,

@@ -25,7 +25,8 @@ verified::
       keys: [keys/mirror.pub]                         # bindings the gate follows
 
 Each key is the requirement a kind of record registers (imagekit.kinds: its spec's
-``policy``), and each becomes one rule (imagekit.attest.rules) the gate holds the image to
+``policy``, a typed :class:`~imagekit.kinds.spec.PolicyEntry`), and each becomes one rule
+(imagekit.attest.rules.Rule, the object that decides) the gate holds the image to
 (``mirror_binding`` names keys only). Key files are paths relative to the policy file; a
 requirement naming none trusts every ``--key`` given. Without --policy, the default is the
 audit requirement alone with the two passing statuses, at most 30 days old.
@@ -36,8 +37,9 @@ from __future__ import annotations
 import difflib
 import types
 import typing
+from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 import yaml
 from pydantic import (
@@ -48,6 +50,8 @@ from pydantic import (
     ValidationError,
     create_model,
 )
+from pydantic_core import ErrorDetails
+from typing_extensions import TypeForm
 
 from imagekit import yamldoc
 from imagekit.attest.rules import Rule, age_seconds
@@ -63,11 +67,15 @@ __all__ = [
     "PASSING",
     "POLICY_V1",
     "Policy",
+    "PolicyModel",
     "age_seconds",
     "keyed_rules",
     "load_policy",
     "rules",
 ]
+
+REQUIREMENTS = tuple(spec.policy for spec in KINDS if spec.policy is not None)
+"""What the kinds register for the policy file, in the registry's order: the file's keys."""
 
 
 def _version(value: object) -> object:
@@ -77,64 +85,60 @@ def _version(value: object) -> object:
     return value
 
 
-def _policy_model() -> type[BaseModel]:
+class PolicyModel(BaseModel):
+    """A policy file as read: ``version`` and one optional field a requirement the kinds
+    register (the fields are added by :func:`_policy_model`, read through each entry)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    version: Annotated[Literal[1], BeforeValidator(_version)] = 1
+
+
+def _policy_model() -> type[PolicyModel]:
     """The policy file's model: ``version`` and one optional key a kind that registers a
     requirement (imagekit.kinds), in the registry's order."""
-    fields: dict[str, Any] = {"version": (Annotated[Literal[1], BeforeValidator(_version)], 1)}
-    for spec in KINDS:
-        entry = spec.policy
-        if entry is None:
-            continue
+    fields: dict[str, tuple[TypeForm[object], object]] = {}
+    for entry in REQUIREMENTS:
         description = entry.description or None
         if entry.default is not None:
             field = Field(default_factory=entry.default, description=description)
         else:
             field = Field(default=None, description=description)
-        fields[entry.key] = (entry.annotation, field)
-    model: type[BaseModel] = create_model(
-        "Policy", __config__=ConfigDict(extra="forbid", frozen=True), **fields
-    )
-    return model
+        fields[entry.key] = (entry.form, field)
+    # create_model's keywords are its own options and the fields alike, so a mapping of
+    # fields is passed through a signature that names the result only.
+    make: Callable[..., type[PolicyModel]] = create_model
+    return make("Policy", __base__=PolicyModel, **fields)
 
 
 Policy = _policy_model()
 DEFAULT_POLICY = Policy()
 
 
-def requirement(policy: BaseModel, key: str) -> Any:
-    """What POLICY requires under KEY (None when nothing): the model is built from the
-    registry, so its fields are read by name."""
-    if key not in type(policy).model_fields:
-        raise KeyError(f"a policy has no requirement {key!r}")
-    return getattr(policy, key)
-
-
-def rules(policy: BaseModel) -> list[Rule]:
+def rules(policy: PolicyModel) -> list[Rule]:
     """The rules POLICY makes: one a requirement it names, in the registry's order."""
     return [rule for _, rule in keyed_rules(policy)]
 
 
-def keyed_rules(policy: BaseModel) -> list[tuple[str, Rule]]:
-    """The rules POLICY makes, each with the policy key it came from (for messages)."""
+def keyed_rules(policy: PolicyModel) -> list[tuple[str, Rule]]:
+    """The rules POLICY makes, each with the policy key it came from (for messages): each
+    requirement the kinds register decides through its own rule."""
     made: list[tuple[str, Rule]] = []
-    for spec in KINDS:
-        entry = spec.policy
-        if entry is None:
-            continue
-        value = requirement(policy, entry.key)
-        if value is not None and entry.rule is not None:
-            made.append((entry.key, entry.rule(value)))
+    for entry in REQUIREMENTS:
+        rule = entry.rule_of(policy)
+        if rule is not None:
+            made.append((entry.key, rule))
     return made
 
 
-def load_policy(path: Path) -> BaseModel:
+def load_policy(path: Path) -> PolicyModel:
     """Read and validate a policy file; bad input names the file and the key.
 
     The file is read as every file a user names (imagekit.files: a regular file, at most
     1 MiB) and parsed strictly (imagekit.yamldoc: a key given twice, nesting past a bound
     and bytes that are not text are refused). A policy that requires nothing would let every
     image pass (or, judged as an empty list, refuse every one without saying why): it is
-    refused as bad input.
+    refused as bad input, here and nowhere else.
     """
     try:
         data = read_regular(path, "policy file")
@@ -151,11 +155,14 @@ def load_policy(path: Path) -> BaseModel:
         policy = Policy.model_validate(document)
     except ValidationError as exc:
         first = exc.errors()[0]
-        where = ".".join(str(part) for part in first["loc"] if not _is_union_tag(part))
+        where = _where(first["loc"])
+        hint = (first.get("ctx") or {}).get("hint")
         raise PolicyError(
             f"{path}: {where or 'document'}: {plain_words(first)}",
             path=str(path),
-            hint=f"docs/ATTESTATIONS.md shows a policy; the schema is {SCHEMA}",
+            hint=hint
+            if isinstance(hint, str)
+            else f"docs/ATTESTATIONS.md shows a policy; the schema is {SCHEMA}",
         ) from None
     if not keyed_rules(policy):
         raise PolicyError(
@@ -169,14 +176,26 @@ def load_policy(path: Path) -> BaseModel:
 SCHEMA = "imagekit/attest/schemas/policy-v1.schema.json"
 
 
-def _models(annotation: Any) -> list[type[BaseModel]]:
+def _where(loc: tuple[int | str, ...]) -> str:
+    """An error's place as the file names it: ``audit.status[0]`` (pydantic's union members
+    left out)."""
+    where = ""
+    for part in loc:
+        if isinstance(part, int):
+            where += f"[{part}]"
+        elif not _is_union_tag(part):
+            where += f".{part}" if where else part
+    return where
+
+
+def _models(annotation: object) -> list[type[BaseModel]]:
     """The models a policy key's value may be (its annotation's BaseModel members)."""
     if isinstance(annotation, type) and issubclass(annotation, BaseModel):
         return [annotation]
     return [m for arg in typing.get_args(annotation) for m in _models(arg)]
 
 
-def _is_list(annotation: Any) -> bool:
+def _is_list(annotation: object) -> bool:
     """Whether a field holds several values (a tuple or list of them, or None)."""
     origin = typing.get_origin(annotation)
     if origin in (tuple, list):
@@ -196,24 +215,23 @@ def _unknown(path: Path, where: str, key: object, allowed: list[str]) -> PolicyE
     )
 
 
-def written(document: Any, path: Path) -> Any:
+def written(document: object, path: Path) -> object:
     """The policy as a person wrote it, checked in their words before the model reads it:
     an unknown key is named with the nearest known one; a single value where a list is meant
-    (``status: CPU_PASS``) is taken as a list of one; a status outside its kind's
-    vocabulary is refused with the nearest status (a misspelt one would refuse every image
-    without saying why)."""
+    (``status: CPU_PASS``) is taken as a list of one. (A status outside its kind's vocabulary
+    is refused by the kind's own requirement model, imagekit.kinds.spec.statuses_of.)"""
     if not isinstance(document, dict):
         return document
-    entries = {spec.policy.key: spec for spec in KINDS if spec.policy is not None}
+    entries = {entry.key: entry for entry in REQUIREMENTS}
     allowed = list(Policy.model_fields)
     plain = dict(document)
     for key, value in document.items():
         if key not in allowed:
             raise _unknown(path, "", key, allowed)
-        spec = entries.get(str(key))
-        if spec is None or spec.policy is None or not isinstance(value, dict):
+        entry = entries.get(str(key))
+        if entry is None or not isinstance(value, dict):
             continue
-        models = _models(spec.policy.annotation)
+        models = _models(entry.form)
         if not models:
             continue
         fields = models[-1].model_fields  # the mapping form (a union lists it last)
@@ -225,19 +243,6 @@ def written(document: Any, path: Path) -> Any:
             given = value.get(name)
             if isinstance(given, str | int | float) and _is_list(field.annotation):
                 value[name] = [given]
-        statuses = value.get("status")
-        vocabulary = [str(getattr(status, "value", status)) for status in spec.statuses]
-        if vocabulary and isinstance(statuses, list):
-            for i, status in enumerate(statuses):
-                if status not in vocabulary:
-                    close = difflib.get_close_matches(str(status), vocabulary, n=1, cutoff=0.5)
-                    guess = f"did you mean {close[0]!r}? " if close else ""
-                    raise PolicyError(
-                        f"{path}: {key}.status[{i}]: {status!r} is not a status of {spec.name} "
-                        "(no image could ever meet it)",
-                        path=str(path),
-                        hint=f"{guess}the statuses: {', '.join(vocabulary)}",
-                    )
         plain[key] = value
     return plain
 
@@ -249,7 +254,7 @@ def _is_union_tag(part: object) -> bool:
     return text[:1].isupper() or text.startswith(("literal[", "function-"))
 
 
-def plain_words(error: Any) -> str:
+def plain_words(error: ErrorDetails) -> str:
     """A validation error as a person reads it, never in pydantic's words."""
     kind = str(error.get("type", ""))
     context = error.get("ctx") or {}
@@ -284,8 +289,4 @@ def plain_words(error: Any) -> str:
 
 
 def _requirement_names() -> list[str]:
-    return [
-        spec.policy.key
-        for spec in KINDS
-        if spec.policy is not None and spec.policy.rule is not None
-    ]
+    return [entry.key for entry in REQUIREMENTS if entry.rule is not None]

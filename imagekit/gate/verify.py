@@ -33,16 +33,20 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
-from pydantic import BaseModel, ValidationError
+from pydantic import ValidationError
 
 from imagekit.attest.collect import Collected, Skipped, VerifiedAttestation, collect
 from imagekit.attest.keys import PublicKey, load_public_key
 from imagekit.attest.rules import Requirement, Rule
-from imagekit.errors import PolicyError, UsageError
-from imagekit.gate.policy import DEFAULT_POLICY, keyed_rules, load_policy, requirement
-from imagekit.kinds.mirror import BINDING_VERDICTS, MIRROR_V1, MirrorPredicate
+from imagekit.errors import UsageError
+from imagekit.gate.policy import DEFAULT_POLICY, PolicyModel, keyed_rules, load_policy
+from imagekit.kinds.mirror import (
+    BINDING_VERDICTS,
+    MIRROR_BINDING_POLICY,
+    MIRROR_V1,
+    MirrorPredicate,
+)
 from imagekit.refs import Digest, Platform, Reference, parse_platform, parse_reference
 from imagekit.registry.client import RegistryClient
 from imagekit.registry.manifest import INDEX_TYPES, Descriptor, ImageIndex, parse_manifest
@@ -105,7 +109,7 @@ class GateResult:
         said = f"{given} key{'s' * (given != 1)} given"
         return said + (f" and {named} the policy names" if named else "")
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         return {
             "reference": self.reference,
             "digest": str(self.digest),
@@ -188,7 +192,7 @@ def verify_image(
     )
 
 
-def _trust(key_paths: Sequence[Path], policy: BaseModel, policy_path: Path | None) -> _Trust:
+def _trust(key_paths: Sequence[Path], policy: PolicyModel, policy_path: Path | None) -> _Trust:
     """The keys given and those the policy names (paths relative to the policy file), each
     read once; exit 2 naming a key file that cannot be used, or when a requirement has no
     key that may sign it."""
@@ -209,15 +213,11 @@ def _trust(key_paths: Sequence[Path], policy: BaseModel, policy_path: Path | Non
         _Judged(key, rule, named(rule.keys, key) if rule.keys is not None else given_ids)
         for key, rule in keyed_rules(policy)
     )
-    binding = requirement(policy, "mirror_binding")
-    bindings = named(binding.keys, "mirror_binding") if binding is not None else given_ids
+    binding = MIRROR_BINDING_POLICY.value(policy)
+    where = MIRROR_BINDING_POLICY.key
+    bindings = named(binding.keys, where) if binding is not None else given_ids
+    # A policy that requires nothing was refused where it was read (load_policy).
     unkeyed = [j.key for j in judged if not j.trusted]
-    if not judged:
-        raise PolicyError(
-            f"{policy_path}: this policy requires nothing",
-            path=str(policy_path),
-            hint="name a requirement (audit, vulnerabilities, provenance, gpu_preflight)",
-        )
     if unkeyed:
         raise UsageError(
             f"give at least one --key PUB (the policy names no keys for {', '.join(unkeyed)})",

@@ -27,7 +27,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from imagekit.errors import UsageError
 from imagekit.gpu.health import LEVEL_SETTINGS, resolve_thresholds
@@ -38,6 +38,9 @@ from imagekit.runners.engine import EngineRunner
 from imagekit.runners.host import HostRunner
 from imagekit.runners.seam import Devices, Limits, Mount, RunSpec, run_to_end
 from imagekit.runtime.container import ProcessRun, gpu_refusal
+
+if TYPE_CHECKING:
+    from imagekit.plans.model import GpuExpectation
 
 PROBE_IN_CONTAINER = "/imagekit-gpu/probe.py"
 OUT_IN_CONTAINER = "/imagekit-out"
@@ -149,6 +152,27 @@ class Expectations:
             "min_capability": self.min_capability,
         }
         return {k: v for k, v in found.items() if v is not None}
+
+    @classmethod
+    def of_plan(
+        cls,
+        section: GpuExpectation | None,
+        *,
+        gpus: int | None = None,
+        gpu_name: str | None = None,
+        min_memory_gib: float | None = None,
+        min_capability: str | None = None,
+    ) -> Expectations:
+        """The one place a plan's ``gpu:`` section becomes expectations: each value given
+        (a command's option) wins over the section's, which stands for the rest."""
+        return cls(
+            gpus=gpus if gpus is not None else (section.count if section else None),
+            gpu_name=gpu_name or (section.name if section else None),
+            min_memory_gib=min_memory_gib
+            if min_memory_gib is not None
+            else (section.min_memory_gib if section else None),
+            min_capability=min_capability or (section.min_capability if section else None),
+        )
 
 
 @dataclass(frozen=True)

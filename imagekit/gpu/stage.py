@@ -23,6 +23,7 @@ from __future__ import annotations
 import re
 import socket
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -30,8 +31,9 @@ from typing import Any
 
 from imagekit import evidence
 from imagekit.attest.attach import AttestOutcome, Prepared, prepare_reference
+from imagekit.attest.seal import sign_record_attach
 from imagekit.attest.signer import Signer, signer_of
-from imagekit.errors import CheckFailed, RecordRefused, UsageError
+from imagekit.errors import CheckFailed, UsageError
 from imagekit.gpu.launch import ProbeOptions, ProbeOutcome, run_in_image, run_on_host
 from imagekit.gpu.report import (
     REPORT_CAP,
@@ -154,7 +156,7 @@ class PreflightResult:
         }
 
 
-def gpu_preflight(
+def run(
     workspace: Workspace, request: PreflightRequest, *, client: str | None = None
 ) -> PreflightResult:
     """Run (or take back from a Job) the GPU preflight, decide its verdict from the report's
@@ -220,26 +222,36 @@ def gpu_preflight(
         pod_uid=pod_uid,
     )  # fmt: skip
     evidence.write_json(result.result_path, result.to_json())
-    prepared: Prepared | None = None
-    if signer is not None and reference is not None:
-        prepared = prepare_reference(
-            signer,
-            parse_reference(reference),
-            GPU_PREFLIGHT_V1,
-            predicate.model_dump(mode="json"),
-            platform=None,
+
+    def sign(result: PreflightResult) -> tuple[Prepared, ...]:
+        if signer is None or result.reference is None:
+            return ()
+        return (
+            prepare_reference(
+                signer,
+                parse_reference(result.reference),
+                GPU_PREFLIGHT_V1,
+                result.predicate.model_dump(mode="json"),
+                platform=None,
+            ),
         )
-    if request.record:
-        with RecordRefused.keeping(result):
-            seq = _record(workspace, request, result, prepared)
-        result = replace(result, ledger_seqs=(seq,))
-    if prepared is not None:  # only now, its record written, is anything attached
-        result = replace(result, attestation=prepared.attach())
-        evidence.write_json(run_dir / "gpu-preflight-attestation.json",
-                            result.attestation.to_json() if result.attestation else {})  # fmt: skip
-    if result.attestation is not None:
-        result.attestation.raise_unless_stored(result)
-    return result
+
+    def record(result: PreflightResult, prepared: Sequence[Prepared]) -> PreflightResult:
+        seq = _record(workspace, request, result, prepared[0] if prepared else None)
+        return replace(result, ledger_seqs=(seq,))
+
+    def attached(result: PreflightResult, outcomes: tuple[AttestOutcome, ...]) -> PreflightResult:
+        [outcome] = outcomes
+        evidence.write_json(run_dir / "gpu-preflight-attestation.json", outcome.to_json())
+        return replace(result, attestation=outcome)
+
+    return sign_record_attach(
+        result, sign=sign, record=record if request.record else None, attached=attached
+    )
+
+
+#: the stage under the name it had before every stage was run as ``run(workspace, request)``
+gpu_preflight = run
 
 
 def _run_dir(workspace: Workspace, request: PreflightRequest) -> Path:

@@ -34,16 +34,34 @@ KINDS: tuple[KindSpec, ...] = (
     NOTE,
 )
 
-_BY_NAME = {spec.name: spec for spec in KINDS}
-_BY_PREDICATE = {spec.predicate.uri: spec for spec in KINDS if spec.predicate is not None}
-NAMES: tuple[str, ...] = tuple(_BY_NAME)
+#: the kinds' names in the registry's order, as they were when the package was imported
+NAMES: tuple[str, ...] = tuple(spec.name for spec in KINDS)
+
+_Index = tuple[tuple[KindSpec, ...], dict[str, KindSpec], dict[str, KindSpec]]
+_index: _Index | None = None
+
+
+def _indexed() -> _Index:
+    """KINDS by name and by predicate type, read again whenever KINDS is another tuple
+    (a kind registered by a test module, with no other file touched)."""
+    global _index  # noqa: PLW0603 - a cache of KINDS, rebuilt when it is rebound
+    if _index is None or _index[0] is not KINDS:
+        by_name = {spec.name: spec for spec in KINDS}
+        by_predicate = {s.predicate.uri: s for s in KINDS if s.predicate is not None}
+        _index = (KINDS, by_name, by_predicate)
+    return _index
+
+
+def names() -> tuple[str, ...]:
+    """Every registered kind's name, in the registry's order."""
+    return tuple(_indexed()[1])
 
 
 def kind(name: str) -> KindSpec:
     """The spec of the kind NAME; KeyError for a kind nobody registered."""
-    return _BY_NAME[name]
+    return _indexed()[1][name]
 
 
 def by_predicate(predicate_type: str) -> KindSpec | None:
     """The kind whose verdicts are signed as PREDICATE_TYPE, or None."""
-    return _BY_PREDICATE.get(predicate_type)
+    return _indexed()[2].get(predicate_type)

@@ -189,7 +189,7 @@ AuditedPlatform = Annotated[
 
 
 class AuditRequirement(AgedRequirement):
-    status: Annotated[tuple[str, ...], AfterValidator(statuses_of("audit", AuditStatus))] = Field(
+    status: tuple[Annotated[str, AfterValidator(statuses_of("audit", AuditStatus))], ...] = Field(
         default=PASSING, min_length=1
     )
     platform: AuditedPlatform = None
@@ -242,6 +242,15 @@ class AuditRule(AuditedRule[AuditRequirement]):
         )
 
 
+AUDIT_POLICY = PolicyEntry[AuditRequirement](
+    key="audit",
+    form=AuditRequirement | None,
+    rule=AuditRule,
+    default=AuditRequirement,
+    description="the newest signed audit's status, platform and age",
+)
+
+
 AUDIT = KindSpec(
     name="audit",
     details=AuditDetails,
@@ -251,11 +260,5 @@ AUDIT = KindSpec(
     lock_column="audit",
     about_images=True,
     identifier_keys=("image_id",),
-    policy=PolicyEntry(
-        key="audit",
-        annotation=AuditRequirement | None,
-        rule=AuditRule,
-        default=AuditRequirement,
-        description="the newest signed audit's status, platform and age",
-    ),
+    policy=AUDIT_POLICY,
 )

@@ -19,9 +19,9 @@ import re
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-from pydantic import ConfigDict, Field, StrictInt, field_validator
+from pydantic import AfterValidator, ConfigDict, Field, StrictInt, field_validator
 
 from imagekit.attest.rules import Requirement, Signed
 from imagekit.kinds.details import ImportedMark, RecordDetails, attestation_field
@@ -33,6 +33,7 @@ from imagekit.kinds.spec import (
     PolicyEntry,
     Predicate,
     PredicateModel,
+    statuses_of,
 )
 
 if TYPE_CHECKING:
@@ -191,8 +192,13 @@ def name_matches(pattern: str, name: str) -> bool:
 MAX_GPUS = 65536
 
 
+_STATUS = statuses_of("gpu-preflight", GpuPreflightStatus)
+
+
 class GpuPreflightRequirement(AgedRequirement):
-    status: tuple[str, ...] = Field(default=(GpuPreflightStatus.PASS.value,), min_length=1)
+    status: tuple[Annotated[str, AfterValidator(_STATUS)], ...] = Field(
+        default=(GpuPreflightStatus.PASS.value,), min_length=1
+    )
     min_gpus: StrictInt | None = Field(
         default=None, ge=1, le=MAX_GPUS, description="at least this many GPUs"
     )
@@ -202,15 +208,6 @@ class GpuPreflightRequirement(AgedRequirement):
         description="the preflight ran at least this level (quick < standard < "
         "extended); one from before levels reaches none",
     )
-
-    @field_validator("status")
-    @classmethod
-    def _statuses(cls, value: tuple[str, ...]) -> tuple[str, ...]:
-        known = [str(s) for s in GpuPreflightStatus]
-        for status in value:
-            if status not in known:
-                raise ValueError(f"{status!r} is not a GPU preflight status: {', '.join(known)}")
-        return value
 
     @field_validator("gpu_name")
     @classmethod
@@ -268,6 +265,14 @@ class GpuPreflightRule(AgedRule[GpuPreflightRequirement]):
         return self.newest(what, SIGNED_PREFLIGHT, collected, now, judge, said)
 
 
+GPU_PREFLIGHT_POLICY = PolicyEntry[GpuPreflightRequirement](
+    key="gpu_preflight",
+    form=GpuPreflightRequirement | None,
+    rule=GpuPreflightRule,
+    description="the newest signed GPU preflight's status, GPUs and age",
+)
+
+
 GPU_PREFLIGHT = KindSpec(
     name="gpu-preflight",
     details=GpuPreflightDetails,
@@ -279,10 +284,5 @@ GPU_PREFLIGHT = KindSpec(
     lock_column="gpu_preflight_status",
     about_images=True,
     identifier_keys=("image_id",),
-    policy=PolicyEntry(
-        key="gpu_preflight",
-        annotation=GpuPreflightRequirement | None,
-        rule=GpuPreflightRule,
-        description="the newest signed GPU preflight's status, GPUs and age",
-    ),
+    policy=GPU_PREFLIGHT_POLICY,
 )

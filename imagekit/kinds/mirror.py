@@ -97,6 +97,17 @@ class MirrorBindingTrust(TrustedRequirement):
     )
 
 
+#: The policy's ``mirror_binding``: keys only, no rule; the gate reads it through
+#: ``MIRROR_BINDING_POLICY.value(policy)``.
+MIRROR_BINDING_POLICY = PolicyEntry[MirrorBindingTrust](
+    key="mirror_binding",
+    form=MirrorBindingTrust | None,
+    rule=None,
+    description="the keys trusted to sign the mirror bindings the gate follows; absent: "
+    "every --key",
+)
+
+
 def _record(mirror: MirrorPredicate) -> Imported:
     details = MirrorDetails(message=mirror.message)
     return Imported(mirror.verdict, mirror.scope, details, {"source": mirror.source.reference})
@@ -111,11 +122,5 @@ MIRROR = KindSpec(
         MIRROR_V1, MirrorPredicate, "mirror-verification-v1.schema.json", _record
     ),
     about_images=True,
-    policy=PolicyEntry(
-        key="mirror_binding",
-        annotation=MirrorBindingTrust | None,
-        rule=None,
-        description="the keys trusted to sign the mirror bindings the gate follows; absent: "
-        "every --key",
-    ),
+    policy=MIRROR_BINDING_POLICY,
 )

@@ -113,13 +113,16 @@ class ProvenanceRule(RequirementRule[ProvenanceRequirement]):
         return [Requirement(name, False, "; ".join(reasons) or "no signed SLSA v1 provenance")]
 
 
+PROVENANCE_POLICY = PolicyEntry[ProvenanceRequirement](
+    key="provenance", form=ProvenanceRequirement | None, rule=ProvenanceRule
+)
+
+
 PUSH = KindSpec(
     name="push",
     details=PushDetails,
     statuses=(PushStatus.PUSHED,),
     predicate=Predicate(SLSA_PROVENANCE_V1),
     identifier_keys=("manifest_digest", "config_digest"),
-    policy=PolicyEntry(
-        key="provenance", annotation=ProvenanceRequirement | None, rule=ProvenanceRule
-    ),
+    policy=PROVENANCE_POLICY,
 )

@@ -12,12 +12,15 @@ a stage left out of one of those places cannot fail silently: it is in the tuple
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Generic, Never, Protocol, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic_core import PydanticCustomError
+from typing_extensions import TypeForm
 
 from imagekit.attest.rules import (
     DEFAULT_MAX_AGE,
@@ -77,19 +80,25 @@ class AgedRequirement(TrustedRequirement):
         return ", of any age" if self.max_age == UNBOUNDED else f", at most {self.max_age} old"
 
 
-def statuses_of(
-    kind: str, vocabulary: Iterable[str]
-) -> Callable[[tuple[str, ...]], tuple[str, ...]]:
-    """A requirement's statuses checked against its kind's vocabulary where the policy is
-    read (an AfterValidator): a misspelled status would fail closed, silently, as no
-    verdict ever carries it; it is refused, named."""
-    known = tuple(vocabulary)
+def statuses_of(kind: str, vocabulary: Iterable[str]) -> Callable[[str], str]:
+    """A requirement's status checked against its kind's vocabulary where the policy is
+    read (an AfterValidator on each status): a misspelled status would fail closed,
+    silently, as no verdict ever carries it; it is refused, named, with the nearest status
+    as the hint (``unknown_status``, whose context carries it: imagekit.gate.policy says it).
+    The one place a status is checked."""
+    known = tuple(str(status) for status in vocabulary)
 
-    def check(values: tuple[str, ...]) -> tuple[str, ...]:
-        for value in values:
-            if value not in known:
-                raise ValueError(f"{value!r} is not one of the {kind} statuses: {', '.join(known)}")
-        return values
+    def check(value: str) -> str:
+        if value not in known:
+            close = difflib.get_close_matches(value, known, n=1, cutoff=0.5)
+            guess = f"did you mean {close[0]!r}? " if close else ""
+            said = f"{value!r} is not a status of {kind} (no image could ever meet it)"
+            raise PydanticCustomError(
+                "unknown_status",
+                said,
+                {"hint": f"{guess}the statuses: {', '.join(known)}"},
+            )
+        return value
 
     return check
 
@@ -194,18 +203,58 @@ class Predicate:
         return cls(uri, model, schema, imports)
 
 
+V = TypeVar("V")
+
+
+class PolicyKey(Protocol):
+    """What a kind registers for the policy file, as the gate reads it (sigstore-python's
+    ``VerificationPolicy`` shape: a small protocol whose one method decides): its key, the
+    type of its value as the file writes it, the value when the key is absent, and
+    ``rule_of``, the object that decides what the policy requires under the key (None when it
+    requires nothing there, or when the entry only names keys)."""
+
+    @property
+    def key(self) -> str: ...
+
+    @property
+    def form(self) -> TypeForm[object]: ...
+
+    @property
+    def description(self) -> str: ...
+
+    @property
+    def default(self) -> Callable[[], object] | None: ...
+
+    @property
+    def rule(self) -> Callable[[Never], Rule] | None: ...
+
+    def rule_of(self, policy: BaseModel) -> Rule | None: ...
+
+
 @dataclass(frozen=True)
-class PolicyEntry:
-    """What a policy file may require of this kind: its key in the file, the type of its
-    value, the requirement when the key is absent (the audit's: a passing audit), and the
-    rule that holds an image to it; no rule where the entry only says whose signatures on
-    the kind are trusted (the mirror's bindings, which the gate follows)."""
+class PolicyEntry(Generic[V]):
+    """What a policy file may require of this kind (a :class:`PolicyKey`): its key in the
+    file, the type of its value (``form``: a requirement model, or a union with a short form
+    such as the vulnerabilities' ``none``), the requirement when the key is absent (the
+    audit's: a passing audit), and the rule that holds an image to a value; no rule where the
+    entry only says whose signatures on the kind are trusted (the mirror's bindings, which the
+    gate follows: it reads them through :meth:`value`)."""
 
     key: str
-    annotation: Any
-    rule: Callable[[Any], Rule] | None
-    default: Callable[[], Any] | None = None
+    form: TypeForm[V | None]
+    rule: Callable[[V], Rule] | None
+    default: Callable[[], V] | None = None
     description: str = ""
+
+    def value(self, policy: BaseModel) -> V | None:
+        """What POLICY (a model the gate built with this entry's field) requires under the
+        key: the value as validated, or None."""
+        found: V | None = getattr(policy, self.key)
+        return found
+
+    def rule_of(self, policy: BaseModel) -> Rule | None:
+        value = self.value(policy)
+        return None if value is None or self.rule is None else self.rule(value)
 
 
 @dataclass(frozen=True)
@@ -227,7 +276,7 @@ class KindSpec:
     about_images: bool = False
     #: the detail keys that name the image a record is about (image IDs, digests)
     identifier_keys: tuple[str, ...] = ()
-    policy: PolicyEntry | None = None
+    policy: PolicyKey | None = None
     #: a details model chosen by status instead of ``details`` (a night's note)
     details_by_status: Callable[[str], type[RecordDetails] | None] | None = None
 

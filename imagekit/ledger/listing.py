@@ -13,8 +13,9 @@ from pathlib import Path
 from typing import Any
 
 from imagekit.errors import UsageError
+from imagekit.kinds import names
 from imagekit.ledger.readback import Entry, Malformed, reading
-from imagekit.ledger.record import KINDS, LedgerRecord
+from imagekit.ledger.record import LedgerRecord
 from imagekit.refs import Digest
 from imagekit.workspace import Workspace
 
@@ -84,8 +85,8 @@ def show_each(
     """Hand each record that matches every filter to ``each``, in ledger order, as it is
     read: memory stays bounded whatever the ledger's length. The filters are checked
     before the first record is read, so bad input never comes after some output."""
-    if kind is not None and kind not in KINDS:
-        raise UsageError(f"unknown record kind {kind!r}", hint="one of: " + ", ".join(KINDS))
+    if kind is not None and kind not in names():
+        raise UsageError(f"unknown record kind {kind!r}", hint="one of: " + ", ".join(names()))
     if image is not None and image.startswith("sha256:"):
         Digest(image)  # a malformed digest is bad input, not "no match"
     shown = 0

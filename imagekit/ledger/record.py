@@ -25,7 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from imagekit import jsondoc
 from imagekit.errors import UsageError
 from imagekit.kinds import KINDS as KIND_SPECS
-from imagekit.kinds import NAMES
+from imagekit.kinds import NAMES, names
 from imagekit.kinds import kind as kind_spec
 from imagekit.kinds.audit import AuditDetails, AuditSummary
 from imagekit.kinds.build import BuildDetails, RejectedBuildDetails
@@ -136,8 +136,8 @@ class LedgerRecord(BaseModel):
     @field_validator("kind")
     @classmethod
     def _known_kind(cls, value: str) -> str:
-        if value not in NAMES:
-            raise ValueError(f"unknown kind {value!r} (known: {', '.join(NAMES)})")
+        if value not in names():
+            raise ValueError(f"unknown kind {value!r} (known: {', '.join(names())})")
         return value
 
     @model_validator(mode="after")
@@ -187,7 +187,7 @@ def _spec(name: str) -> KindSpec:
         return kind_spec(name)
     except KeyError:
         raise UsageError(
-            f"no record kind {name!r}", hint=f"the kinds are {', '.join(NAMES)} (imagekit.kinds)"
+            f"no record kind {name!r}", hint=f"the kinds are {', '.join(names())} (imagekit.kinds)"
         ) from None
 
 

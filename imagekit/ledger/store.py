@@ -18,10 +18,10 @@ from pydantic import ValidationError
 
 from imagekit.errors import CouldNotFinish, RecordRefused, UsageError
 from imagekit.evidence import file_digest
+from imagekit.kinds import names
 from imagekit.ledger.file import locked
 from imagekit.ledger.readback import MAX_LINE_BYTES, read_line
 from imagekit.ledger.record import (
-    KINDS,
     SCHEMA_VERSION,
     EvidenceRef,
     LedgerRecord,
@@ -157,10 +157,10 @@ def append_record(
     torn, not a record, edited, duplicated or not chained to the line before it.
     ``details`` is the kind's model (imagekit.ledger.record), or a dict that fits it.
     """
-    if kind not in KINDS:
+    if kind not in names():
         raise UsageError(
             f"unknown ledger record kind {kind!r}",
-            hint="one of: " + ", ".join(KINDS),
+            hint="one of: " + ", ".join(names()),
         )
     if not status:
         raise UsageError("a ledger record needs a status")

@@ -202,7 +202,7 @@ def test_links_are_followed_as_the_runtime_follows_them(
 
 
 def test_a_hard_link_keeps_the_file_of_the_layer_it_was_made_in(writer: Writer) -> None:
-    """The layer rules the registry builder's guard reads (imagekit.builders.assemble.guard): a
+    """The layer rules the registry builder's guard reads (imagekit.image.view): a
     hard link is the file it named when its layer was applied, and a later layer replacing
     that name does not change it. (Docker's overlay2 refuses a hard link into a lower layer,
     "failed to register layer: ... link ...: no such file or directory"; containerd applies

@@ -32,6 +32,8 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
         ),
     ),
     ("outside world", ("registry", "runtime", "runners")),
+    # One image, wherever it is kept (a registry), read by the stages above.
+    ("image", ("image",)),
     ("records", ("kinds", "ledger", "attest")),
     (
         "stages",
@@ -40,6 +42,9 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "builders",
             "audit",
             "mirror",
+            "mirror_report",
+            "mirror_layers",
+            "mirror_index",
             "pull",
             "inspect",
             "layerdiff",

@@ -50,8 +50,7 @@ from imagekit.builders.assemble.config import (
     layer_media_type,
     load_document,
 )
-from imagekit.builders.assemble.guard import LayerUse, OverlayCheck, guard_overlays
-from imagekit.builders.assemble.index import IndexStore
+from imagekit.builders.assemble.guard import OverlayCheck, guard_overlays
 from imagekit.builders.assemble.layer import LayerBlob, TarEntry, check_tree, write_layer
 from imagekit.builders.assemble.records import record_result
 from imagekit.builders.assemble.result import AssembleOptions, AssembleResult
@@ -68,6 +67,8 @@ from imagekit.errors import (
     UsageError,
 )
 from imagekit.evidence import new_run_dir, write_bytes, write_json
+from imagekit.image.index import IndexStore
+from imagekit.image.view import LayerUse
 from imagekit.layers.inflate import sniff_compression
 from imagekit.layers.media import layer_media_type as known_layer_type
 from imagekit.ledger import RejectedBuildDetails

@@ -11,9 +11,10 @@ from pathlib import Path
 from typing import Any
 
 from imagekit.builders.assemble.check import AssertionRun
-from imagekit.builders.assemble.guard import LayerUse, OverlayCheck
+from imagekit.builders.assemble.guard import OverlayCheck
 from imagekit.builders.assemble.layer import LayerBlob
 from imagekit.builders.built import ConfigNamed, InRegistry, PlanBuild
+from imagekit.image.view import LayerUse
 from imagekit.registry.upload import CopyResult
 
 

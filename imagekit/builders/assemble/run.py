@@ -13,10 +13,11 @@ from pathlib import Path
 from typing import TextIO
 
 from imagekit.attest.signer import Signer
-from imagekit.builders.assemble.guard import LayerUse, OverlayCheck
+from imagekit.builders.assemble.guard import OverlayCheck
 from imagekit.builders.assemble.layer import LayerBlob
 from imagekit.builders.assemble.result import AssembleOptions
 from imagekit.builders.record import record_rejected
+from imagekit.image.view import LayerUse
 from imagekit.ledger import RejectedBuildDetails
 from imagekit.ledger.record import GuardReport
 from imagekit.plans.model import LoadedPlan

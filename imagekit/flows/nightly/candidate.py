@@ -10,7 +10,8 @@ from imagekit.builders.options import BuildOptions
 from imagekit.errors import CheckFailed, RecordRefused
 from imagekit.flows.nightly.night import Night
 from imagekit.flows.nightly.options import NightOptions
-from imagekit.layerdiff import ImageComparison, RegistryImage, compare_images
+from imagekit.image.remote import RegistryImage
+from imagekit.layerdiff import ImageComparison, compare_images
 from imagekit.ledger.accepted import CANDIDATE_TAG_PREFIX
 from imagekit.plans.model import LoadedPlan
 from imagekit.refs import parse_reference, repository_for
@@ -91,9 +92,10 @@ def build_candidate(night: Night, base: str) -> Candidate:
     Raises CheckFailed when the build is rejected (its record is kept by the builder),
     RecordRefused when the ledger refused the build's record (the image is removed).
     """
-    from imagekit.audit.stage import AuditRequest, audit
+    from imagekit.audit import stage
+    from imagekit.audit.stage import AuditRequest
+    from imagekit.builders import choice
     from imagekit.builders.built import BuiltImage
-    from imagekit.builders.choice import build_image
     from imagekit.builders.push import push_image
     from imagekit.runtime.engine import connect, engine_errors
 
@@ -104,13 +106,11 @@ def build_candidate(night: Night, base: str) -> Candidate:
     engine: Engine = connect()
     made: list[str] = []
     try:
-        built: BuiltImage = build_image(
+        built: BuiltImage = choice.run(
             night.workspace,
-            night.name,
-            options,
+            choice.BuildRequest(night.name, options, echo=night.echo),
             engine=engine,
             registry=night.client,
-            echo=night.echo,
         )
         made.append(built.runnable)
         pushed = built.pushed
@@ -122,7 +122,7 @@ def build_candidate(night: Night, base: str) -> Candidate:
             pushed, _ = push_image(engine, built.tag, repo, log)
         image_id = built.image_id
         night.say(f"candidate {pushed} ({builder} builder); auditing it")
-        status = audit(
+        status = stage.run(
             night.workspace, AuditRequest(ref=built.runnable, plan=night.name), engine=engine
         ).verdict.status
         night.say(f"comparing {pushed} with the accepted {night.baseline.reference}")

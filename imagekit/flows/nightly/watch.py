@@ -24,7 +24,8 @@ from imagekit.flows.nightly.result import (
     changes,
     content_detail,
 )
-from imagekit.layerdiff import ImageComparison, RegistryImage, compare_images
+from imagekit.image.remote import RegistryImage
+from imagekit.layerdiff import ImageComparison, compare_images
 from imagekit.plans.upstream import UpstreamTag
 
 

@@ -15,7 +15,7 @@ import pytest
 
 from imagekit.builders.buildkit import BuildResult
 from imagekit.errors import BuildRejected, ImagekitError, RegistryError, UsageError
-from imagekit.flows import pipeline
+from imagekit.flows import pipeline, pipeline_stages
 from imagekit.flows.pipeline import (
     ERROR,
     FAILED,
@@ -229,7 +229,6 @@ def _audit_with(
             to_json=dict,
         )
 
-    monkeypatch.setattr(stage, "audit", fake_audit)
     run = pipeline.Run(
         workspace=ws,
         name="m3-vllm",
@@ -249,7 +248,8 @@ def _audit_with(
         log=ws.root / "build.log",
         dockerfile_sha256="e" * 64,
     )
-    return seen, pipeline._outcome("audit", pipeline._audit(run, {"build": built}))
+    audit = replace(pipeline_stages._audit, runner=fake_audit)
+    return seen, pipeline._outcome("audit", audit(run, {"build": built}))
 
 
 def test_the_audit_stage_uses_the_profile_given_instead_of_the_plans(

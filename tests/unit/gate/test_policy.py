@@ -10,16 +10,20 @@ import pytest
 
 from imagekit.attest.keys import generate_key_pair
 from imagekit.errors import PolicyError
-from imagekit.gate.policy import DEFAULT_POLICY, PASSING, age_seconds, load_policy, requirement
+from imagekit.gate.policy import DEFAULT_POLICY, PASSING, age_seconds, load_policy
+from imagekit.kinds.audit import AUDIT_POLICY
+from imagekit.kinds.gpu_preflight import GPU_PREFLIGHT_POLICY
+from imagekit.kinds.push import PROVENANCE_POLICY
+from imagekit.kinds.vulnerability_scan import VULNERABILITIES_POLICY
 from tests.support.bounded_cli import run_bounded
 
 
 def test_the_default_asks_for_a_passing_audit_only() -> None:
-    audit = requirement(DEFAULT_POLICY, "audit")
+    audit = AUDIT_POLICY.value(DEFAULT_POLICY)
     assert audit is not None and audit.status == PASSING
-    assert requirement(DEFAULT_POLICY, "vulnerabilities") is None
-    assert requirement(DEFAULT_POLICY, "provenance") is None
-    assert requirement(DEFAULT_POLICY, "gpu_preflight") is None
+    assert VULNERABILITIES_POLICY.value(DEFAULT_POLICY) is None
+    assert PROVENANCE_POLICY.value(DEFAULT_POLICY) is None
+    assert GPU_PREFLIGHT_POLICY.value(DEFAULT_POLICY) is None
 
 
 def test_a_policy_file_is_read(tmp_path: Path) -> None:
@@ -28,9 +32,9 @@ def test_a_policy_file_is_read(tmp_path: Path) -> None:
         "version: 1\naudit:\n  status: [CPU_PASS]\n  max_age: 24h\nvulnerabilities: none\n"
     )
     policy = load_policy(path)
-    audit = requirement(policy, "audit")
+    audit = AUDIT_POLICY.value(policy)
     assert audit is not None and audit.status == ("CPU_PASS",)
-    assert age_seconds("24h") == 86400 and requirement(policy, "vulnerabilities") == "none"
+    assert age_seconds("24h") == 86400 and VULNERABILITIES_POLICY.value(policy) == "none"
 
 
 @pytest.mark.parametrize(
@@ -180,5 +184,6 @@ def test_one_value_where_a_list_is_meant_is_a_list_of_one(tmp_path: Path) -> Non
     keys.mkdir()
     generate_key_pair(keys / "ci")
     path.write_text("audit:\n  status: CPU_PASS\n  keys: keys/ci.pub\n")
-    audit = requirement(load_policy(path), "audit")
+    audit = AUDIT_POLICY.value(load_policy(path))
+    assert audit is not None
     assert audit.status == ("CPU_PASS",) and audit.keys == ("keys/ci.pub",)

@@ -32,16 +32,14 @@ import fcntl
 import os
 import sqlite3
 import time
-from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from imagekit.errors import DigestMismatch, LayerFormatError
-from imagekit.layerdiff import FileEntry, Member, Tap, iter_members
-from imagekit.layers.media import LayerDigest, LayerLimits
-from imagekit.layers.reader import UncompressedReader
-from imagekit.refs import Digest, Reference
-from imagekit.registry import Descriptor, RegistryClient
+from imagekit.errors import LayerFormatError
+from imagekit.image.interface import Layer
+from imagekit.image.members import FileEntry, Member, Tap
+from imagekit.refs import Digest
 
 INDEX_VERSION = 2
 #: Files up to this size are hashed whenever a layer is indexed; larger ones only when asked.
@@ -199,18 +197,18 @@ class IndexStore:
 
     def build(
         self,
-        layer: LayerStream,
+        layer: Layer,
         *,
         wanted: frozenset[str] = frozenset(),
         complete: bool = False,
         tap: Tap | None = None,
     ) -> tuple[LayerIndex, ReadStats | None]:
-        """Stream the layer from the registry once (unless its index is there by then) and
-        index it; (index, what it cost).
+        """Stream the layer once, from wherever its image is kept (unless its index is there
+        by then), and index it; (index, what it cost).
 
         Files up to HASHED_UP_TO bytes and the paths in ``wanted`` are hashed; with
         ``complete``, every file; ``tap`` reads what it asks for in the same pass (see
-        imagekit.layerdiff.iter_members). When another process indexed it meanwhile
+        imagekit.image.members.iter_members). When another process indexed it meanwhile
         (completely enough), its index is used (and no stats; nothing was tapped).
         Raises DigestMismatch when the layer's bytes are not what the image names
         (compressed digest or diffID), LayerFormatError when they do not decompress.
@@ -242,7 +240,7 @@ class IndexStore:
         )
 
     def _write(
-        self, layer: LayerStream, partial: Path, hashed: _Hashed, tap: Tap | None
+        self, layer: Layer, partial: Path, hashed: _Hashed, tap: Tap | None
     ) -> tuple[int, int]:
         db = sqlite3.connect(partial)
         try:
@@ -288,73 +286,3 @@ class IndexStore:
             return result.compressed_bytes, result.uncompressed_bytes
         finally:
             db.close()
-
-
-class LayerStream:
-    """One layer streamed from the registry once, its members read as they pass; its
-    diffID checked when the last byte was read (the index and the SBOM read layers so)."""
-
-    def __init__(
-        self,
-        client: RegistryClient,
-        ref: Reference,
-        desc: Descriptor,
-        diff_id: Digest,
-        *,
-        limits: LayerLimits | None = None,
-        on_bytes: Callable[[int], None] | None = None,
-    ) -> None:
-        self._client, self._ref, self._desc, self._diff_id = client, ref, desc, diff_id
-        self._limits, self._on_bytes = limits, on_bytes
-        self._result: LayerDigest | None = None
-
-    @property
-    def desc(self) -> Descriptor:
-        return self._desc
-
-    @property
-    def diff_id(self) -> Digest:
-        return self._diff_id
-
-    def _chunks(self) -> Iterator[bytes]:
-        for chunk in self._client.stream_blob(self._ref, self._desc):
-            if self._on_bytes is not None:
-                self._on_bytes(len(chunk))
-            yield chunk
-
-    def members(
-        self,
-        *,
-        hash_content: Callable[[str, int], bool] | None = None,
-        tap: Tap | None = None,
-    ) -> Generator[Member, None, None]:
-        """The layer's members (see imagekit.layerdiff.iter_members); once exhausted, the
-        layer's bytes were checked: DigestMismatch when they are not the layer the image
-        names, LayerFormatError when they do not decompress."""
-        stream = UncompressedReader(
-            self._chunks(), media_type=self._desc.media_type, limits=self._limits
-        )
-        try:
-            # The reader itself, not a buffer over it: content no one asked to hash is
-            # passed over without being copied (iter_members, UncompressedReader.skip).
-            yield from iter_members(stream, hash_content=hash_content, tap=tap)
-            result = stream.result()
-        finally:
-            stream.close()
-        if result.diff_id != self._diff_id:
-            raise DigestMismatch(
-                f"layer {self._desc.digest} decompresses to {result.diff_id}, but the image's "
-                f"config names {self._diff_id}",
-                expected=str(self._diff_id),
-                actual=str(result.diff_id),
-                registry=self._ref.registry,
-                repository=self._ref.repository,
-                hint="the image is not self-consistent; do not use it",
-            )
-        self._result = result
-
-    def result(self) -> LayerDigest:
-        """What the layer was read as; only once :meth:`members` was read to its end."""
-        if self._result is None:  # pragma: no cover - a caller's mistake
-            raise LayerFormatError(f"layer {self._desc.digest} was not read to its end")
-        return self._result
