@@ -18,6 +18,7 @@ import secrets
 import signal
 import socket
 import subprocess
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -189,12 +190,17 @@ def test_ctrl_c_while_a_node_s_pod_waits_deletes_its_job_and_exits_130(
     assert _records(workspace) == []
 
 
-def test_the_kubelet_s_host_folders_are_tidied_when_empty_and_made_by_the_cluster(
-    tmp_path: Path,
-) -> None:
+def test_the_kubelet_s_host_folders_are_tidied_when_empty_and_made_by_the_cluster() -> None:
     """Cluster.stop's part for the folders the kubelet does not take from its root: a stale
     socket removed, a live one (another kubelet's) kept, a folder removed only if made and
-    empty. Here on folders of the test's own, in place of the host's."""
+    empty. Here on folders of the test's own, in place of the host's: a short folder of /tmp,
+    since a socket's path may be 107 bytes at most and pytest's tmp_path under xdist can be
+    longer (seen in CI: "AF_UNIX path too long")."""
+    with tempfile.TemporaryDirectory(prefix="ik-") as short:
+        _tidy_in(Path(short))
+
+
+def _tidy_in(tmp_path: Path) -> None:
     root = tmp_path / "cluster"
     plugins, logs = tmp_path / "var" / "lib" / "kubelet" / "device-plugins", tmp_path / "logs"
     dirs = (plugins, logs)
@@ -202,9 +208,9 @@ def test_the_kubelet_s_host_folders_are_tidied_when_empty_and_made_by_the_cluste
     made = missing_host_dirs(dirs)
     assert made == (plugins, plugins.parent, plugins.parent.parent, plugins.parent.parent.parent)
     plugins.mkdir(parents=True)
-    stale = socket.socket(socket.AF_UNIX)
-    stale.bind(str(plugins / "kubelet.sock"))
-    stale.close()  # its kubelet stopped: nobody listens
+    with socket.socket(socket.AF_UNIX) as stale:
+        stale.bind(str(plugins / "kubelet.sock"))
+    # its kubelet stopped: nobody listens
     (logs / "pod_x_c.log").symlink_to(root / "pod-logs" / "x" / "c" / "0.log")
     (logs / "other.log").symlink_to(tmp_path / "elsewhere.log")  # not this cluster's
     tidy_host_dirs(root, made, dirs)
