@@ -1,17 +1,18 @@
 """docs/ARCHITECTURE.md's "Adding a stage", held to the truth by adding one: a toy stage.
 
 Everything the toy needs is in this module: its kind (a spec, registered by its line in
-``KINDS``), its request and its run (``run(workspace, request)``, ending through the one
-sign-record-attach function), its row in the pipeline (one ``Stage`` in ``PIPELINE``, its run
-a ``Chained``) and its command in the CLI's table (``_COMMANDS``, this module its command's
-module). No other file is touched: the registrations are the lines the page names, made
-here for the length of a test, and the ledger, the pipeline and ``imagekit --help`` take the
-stage in as they take the others.
+``KINDS``), its request and its run (``run(workspace, request)``, its process started
+through the runner seam, ending through the one sign-record-attach function), its row in
+the pipeline (one ``Stage`` in ``PIPELINE``, its run a ``Chained``) and its command in the
+CLI's table (``_COMMANDS``, this module its command's module). No other file is touched:
+the registrations are the lines the page names, made here for the length of a test, and
+the ledger, the pipeline and ``imagekit --help`` take the stage in as they take the others.
 """
 
 from __future__ import annotations
 
 import json
+import sys
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -32,9 +33,14 @@ from imagekit.kinds.details import RecordDetails
 from imagekit.kinds.spec import KindSpec
 from imagekit.ledger import append_record, iter_records, verify
 from imagekit.result import Runner, StageResult
+from imagekit.runners.host import HostRunner
+from imagekit.runners.seam import RunSpec, run_to_end
 from imagekit.workspace import Workspace
 
 # 1. the stage: its request, its result (meeting StageResult) and its run
+
+
+GREET = "import sys; print('hello, ' + sys.argv[1])"
 
 
 @dataclass(frozen=True)
@@ -65,11 +71,17 @@ class ToyResult:
 
 
 def run(workspace: Workspace, request: ToyRequest) -> ToyResult:
-    """The toy stage: says hello to ``whom``, writes that as evidence, and records it."""
+    """The toy stage: says hello to ``whom`` in a process the runner seam starts (this host's,
+    as the audit's ``--host`` runs), writes what it said as evidence, and records it; "said"
+    only when the process ended 0 and said exactly the greeting."""
     run_dir = evidence.new_run_dir(workspace.evidence_dir, request.plan or "toy", "toy")
+    greet = RunSpec(argv=(sys.executable, "-c", GREET, request.whom), stage="toy")
+    ended = run_to_end(HostRunner(), greet, run_dir, deadline_s=60)
+    heard = ended.stdout.tail.decode(errors="replace")
     path = run_dir / "toy.json"
-    evidence.write_json(path, {"hello": request.whom})
-    result = ToyResult(request.whom, "said", path)
+    evidence.write_json(path, {"hello": request.whom, "heard": heard, "exit": ended.exit_code})
+    ok = ended.exit_code == 0 and not ended.timed_out and heard == f"hello, {request.whom}\n"
+    result = ToyResult(request.whom, "said" if ok else "refused", path)
 
     def record(result: ToyResult, _: object) -> ToyResult:
         seq = append_record(
@@ -149,6 +161,9 @@ def test_the_toy_runs_as_every_stage_and_the_ledger_takes_its_kind(toy: Workspac
     runner: Runner[ToyRequest, ToyResult] = run  # the one call shape, held by mypy
     result = runner(toy, ToyRequest("the house", plan="demo"))
     assert isinstance(result, StageResult) and result.ok
+    # what the process the runner seam started said, kept as the run's evidence
+    heard = json.loads(result.evidence.read_text())
+    assert heard == {"hello": "the house", "heard": "hello, the house\n", "exit": 0}
     assert imagekit.kinds.kind("toy") is TOY
     [record] = list(_records(toy))
     assert (record.seq,) == result.ledger_seqs
