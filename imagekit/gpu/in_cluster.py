@@ -91,58 +91,87 @@ def run_job(
     allowed = request.deadline_s or float(job["spec"]["activeDeadlineSeconds"])
     deadline = time.monotonic() + allowed
     created: list[tuple[type[Any], str]] = []
-    pod: PodRef | None = None
+    pods: list[PodRef] = []
     try:
-        for kind, item in ((ConfigMap, config_map), (Job, job)):
-            name = str(item["metadata"]["name"])
-            with api_errors(f"creating {item['kind']} {namespace}/{name}"):
-                connection.client.create(
-                    kind.from_dict(item),  # type: ignore[no-untyped-call]
-                    namespace=namespace,
-                )
-            created.append((kind, name))
+        kinds = {"ConfigMap": ConfigMap, "Job": Job}
+        create_items(connection, namespace, (config_map, job), kinds, created)
         say(f"job {namespace}/{request.job} created")
-        pod = _job_pod(runner, namespace, request.job, deadline, say)
-        run = PodRun(runner, pod, CONTAINER)  # the Job's pod: the Job deletes it (_clean)
-        state = run.wait(max(0.0, deadline - time.monotonic()))
-        if state.timed_out or not state.finished:
-            raise CheckFailed(
-                f"gpu-preflight INCOMPLETE: pod {namespace}/{pod.name} of job {request.job} "
-                f"was still {state.phase} after {allowed:g} s: "
-                f"{state.reason or 'no reason given'}",
-                hint="see `kubectl describe pod`; --keep keeps the Job to look at",
-            )
-        log = run.logs()
+        pods = job_pods(runner, namespace, request.job, 1, deadline)
+        state, log = pod_ended(runner, pods[0], request.job, deadline, allowed)
         return _taken(workspace, request, state, log)
     finally:
         if not request.keep:
-            _clean(runner, namespace, created, pod, say)
+            clean(runner, namespace, created, pods, say)
 
 
-def _job_pod(
-    runner: PodRunner, namespace: str, job: str, deadline: float, say: Callable[[str], None]
-) -> PodRef:
-    """The Job's pod once the Job controller made it; at the deadline, INCOMPLETE with why
-    none was made (the controller's FailedCreate event: an admission refusal)."""
+def create_items(
+    connection: Connection,
+    namespace: str,
+    items: tuple[dict[str, Any], ...] | list[dict[str, Any]],
+    kinds: dict[str, type[Any]],
+    created: list[tuple[type[Any], str]],
+) -> None:
+    """Create each item in order, appending it to ``created`` as soon as it exists (so the
+    caller's cleanup deletes what was made even when a later one is refused)."""
+    for item in items:
+        name = str(item["metadata"]["name"])
+        kind = kinds[item["kind"]]
+        with api_errors(f"creating {item['kind']} {namespace}/{name}"):
+            connection.client.create(kind.from_dict(item), namespace=namespace)
+        created.append((kind, name))
+
+
+def job_pods(
+    runner: PodRunner, namespace: str, job: str, count: int, deadline: float
+) -> list[PodRef]:
+    """The Job's COUNT pods once the Job controller made them; at the deadline, INCOMPLETE
+    with why it made none or too few (its FailedCreate events: an admission refusal)."""
     from lightkube.resources.core_v1 import Pod
 
     while True:
         with api_errors(f"listing the pods of job {namespace}/{job}"):
-            pods = list(
+            listed = list(
                 runner.connection.client.list(Pod, namespace=namespace, labels={"job-name": job})
             )
-        if pods:
-            meta = pods[0].metadata
+        found = []
+        for pod in listed:
+            meta = pod.metadata
             assert meta is not None and meta.name and meta.uid  # noqa: S101 - the API's
-            return PodRef(namespace, meta.name, meta.uid)
+            found.append(PodRef(namespace, meta.name, meta.uid))
+        if len(found) >= count:
+            return found
         if time.monotonic() >= deadline:
             why = _failed_creates(runner, namespace, job)
+            made = "no pod" if not found else f"{len(found)} of its {count} pods"
             raise CheckFailed(
-                f"gpu-preflight INCOMPLETE: job {namespace}/{job} made no pod in time: "
+                f"gpu-preflight INCOMPLETE: job {namespace}/{job} made {made} in time: "
                 + ("; ".join(why) if why else "no reason given"),
                 hint="see `kubectl describe job`; an admission refusal names its plugin",
             )
         runner.pause()
+
+
+def pod_ended(
+    runner: PodRunner,
+    ref: PodRef,
+    job: str,
+    deadline: float,
+    allowed: float,
+    index: int | None = None,
+) -> tuple[PodState, str]:
+    """One pod of the Job waited for until it ended, and its log; INCOMPLETE in the
+    cluster's words (its phase, the scheduler's or kubelet's reason) if it had not ended by
+    the deadline. The Job's pod: the Job deletes it (``clean``)."""
+    run = PodRun(runner, ref, CONTAINER)
+    state = run.wait(max(0.0, deadline - time.monotonic()))
+    if state.timed_out or not state.finished:
+        which = f"pod {ref.namespace}/{ref.name}" + ("" if index is None else f" (index {index})")
+        raise CheckFailed(
+            f"gpu-preflight INCOMPLETE: {which} of job {job} was still {state.phase} after "
+            f"{allowed:g} s: {state.reason or 'no reason given'}",
+            hint="see `kubectl describe pod`; --keep keeps the Job to look at",
+        )
+    return state, run.logs()
 
 
 def _failed_creates(runner: PodRunner, namespace: str, job: str) -> list[str]:
@@ -183,15 +212,15 @@ def _taken(
     return result
 
 
-def _clean(
+def clean(
     runner: PodRunner,
     namespace: str,
     created: list[tuple[type[Any], str]],
-    pod: PodRef | None,
+    pods: list[PodRef],
     say: Callable[[str], None],
 ) -> None:
-    """Delete what was created (the Job with propagation Background, so its pod goes), then
-    wait until the pod is gone."""
+    """Delete what was created (the Job with propagation Background, so its pods go), then
+    wait until every pod of it is gone (one Terminating still holds its name)."""
     from lightkube.types import CascadeType
 
     for kind, name in reversed(created):
@@ -203,7 +232,11 @@ def _clean(
         except ClusterError as exc:
             if exc.status != 404:
                 raise
-    if pod is not None:
-        runner.wait_gone(namespace, pod.name, _GONE_S)
+    for ref in pods:
+        runner.wait_gone(namespace, ref.name, _GONE_S)
     if created:
-        say(f"job {namespace}/{created[-1][1]} deleted, with its pod")
+        say(f"job {namespace}/{created[-1][1]} deleted, with its {_pods(len(pods))}")
+
+
+def _pods(count: int) -> str:
+    return "pod" if count <= 1 else f"{count} pods"

@@ -47,11 +47,16 @@ from pydantic import Field, ValidationError
 from imagekit import evidence, jsondoc
 from imagekit.cluster.connection import Connection, connect
 from imagekit.cluster.pods import judge_image_id, parse_image_id
-from imagekit.cluster.runner import PodRef, PodRunner, PodState, Progress, api_errors
-from imagekit.cluster.runner import PodRun as PodHandle
+from imagekit.cluster.runner import PodRef, PodRunner, PodState, Progress
 from imagekit.errors import CheckFailed, UsageError
 from imagekit.gpu.bind import REPORT_MARKER
-from imagekit.gpu.in_cluster import ClusterPreflightRequest
+from imagekit.gpu.in_cluster import (
+    ClusterPreflightRequest,
+    clean,
+    create_items,
+    job_pods,
+    pod_ended,
+)
 from imagekit.gpu.job import CONTAINER, EmittedJob, JobOptions, emit_job, job_manifest
 from imagekit.gpu.judges import StrictModel
 from imagekit.gpu.launch import ProbeOptions, launcher_argv
@@ -69,8 +74,6 @@ RANK_MARKER = b"@@IMAGEKIT_GPU_RANK@@ "
 INDEX_ANNOTATION = "batch.kubernetes.io/job-completion-index"
 INDEX_VARIABLE = "JOB_COMPLETION_INDEX"  # the Job controller sets it in each pod
 _HOST = re.compile(r"[A-Za-z0-9]([A-Za-z0-9.-]{0,251}[A-Za-z0-9])?|\[?[0-9A-Fa-f:.]+\]?")
-_POLL_S = 0.5
-_GONE_S = 120.0
 
 
 @dataclass(frozen=True)
@@ -216,62 +219,21 @@ def _run(
     )
     allowed = request.deadline_s or float(job["spec"]["activeDeadlineSeconds"])
     deadline = time.monotonic() + allowed
-    kinds = _kinds()
     created: list[tuple[type[Any], str]] = []
     pods: list[PodRef] = []
     try:
-        for item in items:
-            name = str(item["metadata"]["name"])
-            with api_errors(f"creating {item['kind']} {namespace}/{name}"):
-                connection.client.create(kinds[item["kind"]].from_dict(item), namespace=namespace)
-            created.append((kinds[item["kind"]], name))
+        create_items(connection, namespace, items, _kinds(), created)
         say(f"job {namespace}/{request.job} created: {nodes.count} pods, rendezvous "
             f"{nodes.endpoint(request.job)}")  # fmt: skip
-        pods = _job_pods(runner, namespace, request.job, nodes.count, deadline)
+        pods = job_pods(runner, namespace, request.job, nodes.count, deadline)
         ran = []
         for ref, index in pods_with_index(runner, pods):
-            pod = PodHandle(runner, ref, CONTAINER)  # the Job's pod: the Job deletes it
-            state = pod.wait(max(0.0, deadline - time.monotonic()))
-            if state.timed_out or not state.finished:
-                raise CheckFailed(
-                    f"gpu-preflight INCOMPLETE: pod {namespace}/{ref.name} (index {index}) of "
-                    f"job {request.job} was still {state.phase} after {allowed:g} s: "
-                    f"{state.reason or 'no reason given'}",
-                    hint="see `kubectl describe pod`; --keep keeps the Job to look at",
-                )
-            ran.append(PodRun(state, pod.logs(), index))
+            state, log = pod_ended(runner, ref, request.job, deadline, allowed, index)
+            ran.append(PodRun(state, log, index))
         return _taken(workspace, request, ran)
     finally:
         if not request.keep:
-            _clean(runner, namespace, created, pods, say)
-
-
-def _job_pods(
-    runner: PodRunner, namespace: str, job: str, count: int, deadline: float
-) -> list[PodRef]:
-    """The Job's N pods once the Job controller made them all; INCOMPLETE at the deadline."""
-    from lightkube.resources.core_v1 import Pod
-
-    found: list[PodRef] = []
-    while True:
-        with api_errors(f"listing the pods of job {namespace}/{job}"):
-            listed = list(
-                runner.connection.client.list(Pod, namespace=namespace, labels={"job-name": job})
-            )
-        found = []
-        for pod in listed:
-            meta = pod.metadata
-            assert meta is not None and meta.name and meta.uid  # noqa: S101 - the API's
-            found.append(PodRef(namespace, meta.name, meta.uid))
-        if len(found) >= count:
-            return found
-        if time.monotonic() >= deadline:
-            raise CheckFailed(
-                f"gpu-preflight INCOMPLETE: job {namespace}/{job} made {len(found)} of its "
-                f"{count} pods in time",
-                hint="see `kubectl describe job`; an admission refusal names its plugin",
-            )
-        time.sleep(_POLL_S)
+            clean(runner, namespace, created, pods, say)
 
 
 def pods_with_index(runner: PodRunner, pods: list[PodRef]) -> list[tuple[PodRef, int]]:
@@ -433,24 +395,6 @@ def _taken(
         evidence.write_bytes(result.evidence_dir / f"pod-{pod.index}.log", pod.log.encode())
         evidence.write_json(result.evidence_dir / f"pod-{pod.index}.json", pod.state.document)
     return result
-
-
-def _clean(
-    runner: PodRunner,
-    namespace: str,
-    created: list[tuple[type[Any], str]],
-    pods: list[PodRef],
-    say: Callable[[str], None],
-) -> None:
-    """Delete what was made as the one-pod run does (the Job with propagation Background, so
-    its pods go; the first pod waited for), then wait until every other pod is gone too."""
-    from imagekit.gpu import in_cluster
-
-    in_cluster._clean(runner, namespace, created, pods[0] if pods else None, say)
-    for ref in pods[1:]:
-        runner.wait_gone(namespace, ref.name, _GONE_S)
-    if len(pods) > 1:
-        say(f"job {namespace}/{created[-1][1]}: its other {len(pods) - 1} pod(s) gone too")
 
 
 def emit_across_nodes(
