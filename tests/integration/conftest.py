@@ -76,25 +76,27 @@ def remote_buildx(buildkitd: RunningBuildkitd, buildx_config: Path) -> Callable[
 def seed_replica(
     engine: Engine, make_registry: Callable[..., RunningRegistry]
 ) -> Iterator[Callable[[str], replicas.PublishedReplica]]:
-    """``seed_replica(NAME)``: the replica pushed to this session's registry B (where the
-    replica bases stand in for the upstream registries), pinned by digest.
+    """``seed_replica(NAME)``: the replica in this session's registry B (where the replica
+    bases stand in for the upstream registries), pinned by digest.
 
-    The first call makes every seed replica that is not cached yet, side by side: on a fresh
-    machine that is one wait of a few minutes instead of three in a row. What the engine
-    pulled of them is removed at the end (the cached layouts stay).
+    B is a real registry serving, read-only, the replicas' cached registry storage
+    (replicas.registry_store): the first session on a machine builds every seed replica not
+    cached yet, side by side (one wait of a few minutes instead of three in a row), and pushes
+    them into it; later sessions push nothing. What the engine pulled of them is removed at
+    the end (the cached layouts and store stay).
     """
-    bases = make_registry("none")
-    pushed: dict[str, replicas.PublishedReplica] = {}
+    bases: list[RunningRegistry] = []
+    served: dict[str, replicas.PublishedReplica] = {}
 
     def get(name: str) -> replicas.PublishedReplica:
-        if not pushed:
-            replicas.build_all()
-        if name not in pushed:
-            pushed[name] = replicas.push(name, bases.host)
-        return pushed[name]
+        if not bases:
+            bases.append(make_registry("none", storage_of=replicas.registry_store(), readonly=True))
+        if name not in served:
+            served[name] = replicas.published(name, bases[0].host)
+        return served[name]
 
     yield get
-    for published in pushed.values():
+    for published in served.values():
         subprocess.run(
             [engine.client_path, "rmi", published.reference], check=False, capture_output=True
         )

@@ -41,6 +41,7 @@ import argparse
 import concurrent.futures
 import hashlib
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -54,6 +55,7 @@ from typing import Any
 from tests.support.base_image import cache_dir, locked, mmdebstrap_version
 from tests.support.media_types import OCI_GZIP
 from tests.support.oci_layout import LayoutWriter, skopeo_copy
+from tests.support.registries import start_registry
 
 SUITE = "bookworm"
 PYTHON_VERSION = "3.11"  # bookworm's python3
@@ -523,6 +525,14 @@ def push(name: str, registry_host: str) -> PublishedReplica:
     info = build(name)
     dest = f"{registry_host}/{replica.repository}:{info.tag}"
     skopeo_copy(f"oci:{info.path}:{info.tag}", f"docker://{dest}", "--all", "--preserve-digests")
+    return published(name, registry_host)
+
+
+def published(name: str, registry_host: str) -> PublishedReplica:
+    """The replica as a registry at ``registry_host`` that holds it (pushed by ``push``, or
+    serving ``registry_store``) names it, pinned by digest."""
+    replica = REPLICAS[name]
+    info = build(name)
     return PublishedReplica(
         name=name,
         reference=f"{registry_host}/{replica.repository}@{info.digest}",
@@ -535,6 +545,60 @@ def push(name: str, registry_host: str) -> PublishedReplica:
         tag=info.tag,
         description=replica.description,
     )
+
+
+STORE_VERSION = 1  # bumped when the way a store is filled changes
+
+
+def registry_store(names: Sequence[str] = SEED_REPLICAS) -> Path:
+    """A registry's storage folder holding the named replicas, as ``push`` leaves them, made
+    once by its inputs (every replica's cache key) and cached beside their layouts.
+
+    Pushing the CUDA replica costs a session close to a minute (2.7 GB through a registry that
+    hashes and writes it); a registry started read-only on this folder (``storage_of``)
+    serves the same manifests and blobs at once. It is filled by pushing into a real registry
+    on it; the pushed layer blobs are then hard links to the layouts' own (the same bytes,
+    named by their digest), so the store costs no second copy on the disk."""
+    infos = build_all(names)
+    inputs = json.dumps([STORE_VERSION, *(info.tag for info in infos)])
+    key = hashlib.sha256(inputs.encode()).hexdigest()[:16]
+    target = _replica_dir() / f"registry-{key}"
+    marker = target / "imagekit-store.json"
+    with locked(_replica_dir() / "registry-store.lock"):
+        if marker.exists():
+            return target
+        partial = Path(tempfile.mkdtemp(prefix="registry-store-", dir=_replica_dir()))
+        try:
+            registry = start_registry(partial / "registry", storage_of=partial)
+            try:
+                for name in names:
+                    push(name, registry.host)
+            finally:
+                registry.stop()
+                shutil.rmtree(partial / "registry")
+            for info in infos:
+                _link_blobs(info.path, partial)
+            (partial / "imagekit-store.json").write_text(
+                json.dumps({"replicas": [i.tag for i in infos]})
+            )
+            shutil.rmtree(target, ignore_errors=True)
+            partial.rename(target)
+        finally:
+            shutil.rmtree(partial, ignore_errors=True)
+    return target
+
+
+def _link_blobs(layout_path: Path, store: Path) -> None:
+    """Each blob the store holds that the layout holds too becomes a hard link to the
+    layout's file (distribution names a blob's file by its digest: the same bytes)."""
+    blobs = store / "data" / "docker" / "registry" / "v2" / "blobs" / "sha256"
+    for source in (layout_path / "blobs" / "sha256").iterdir():
+        stored = blobs / source.name[:2] / source.name / "data"
+        if not stored.exists() or stored.stat().st_size < (1 << 20):
+            continue
+        linked = stored.with_name("data.link")
+        os.link(source, linked)
+        linked.replace(stored)
 
 
 def main(argv: list[str] | None = None) -> int:
