@@ -1,6 +1,8 @@
 """`imagekit nightly` on the demo plan: an unchanged plan, then a plan whose pin moved.
 
-The accepted image comes from a real pipeline run (two real registries, the base fixture).
+The accepted image comes from a real pipeline run (two real registries, the base fixture):
+it is pushed to the registry that holds the base, where the engine mounts the base's layer
+instead of compressing and uploading it again, and mirrored to a registry of its own.
 A rebuild without cache of the unchanged plan must come out reproducible or equivalent, and
 say which; after the demo plan's six pin changes, the night must name that change. A
 candidate that its assertions reject, or whose build record the real ledger refuses (a torn
@@ -21,12 +23,13 @@ from imagekit.flows.nightly.options import NightOptions
 from imagekit.flows.nightly.report import NightlyResult
 from imagekit.flows.nightly.result import CHANGED, EQUIVALENT, REJECTED, REPRODUCIBLE
 from imagekit.flows.nightly.run import run_nightly
+from imagekit.flows.pipeline import PipelineOptions, run_pipeline
 from imagekit.ledger import read_records, verify
 from imagekit.ledger.lockfile import render_lock
 from imagekit.runtime.engine import Engine
 from imagekit.workspace import Workspace
 from tests.support.base_image import BaseImage
-from tests.support.engine_refs import pipeline_into_fresh_registries, removing
+from tests.support.engine_refs import remember_images, removing
 from tests.support.registries import RunningRegistry
 
 pytestmark = pytest.mark.integration
@@ -54,16 +57,22 @@ def _workspace(root: Path) -> Workspace:
 def accepted(
     engine: Engine,
     base_image: BaseImage,
+    registry: RunningRegistry,
     make_registry: Callable[..., RunningRegistry],
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[Accepted]:
     """One complete pipeline of the demo plan: the image the nights compare with."""
     ws = _workspace(tmp_path_factory.mktemp("nightly") / "project")
     assert PIN in (ws.plans_dir / "demo.yaml").read_text()
+    assert base_image.registry_host == registry.host  # the push mounts the base's layer
+    options = PipelineOptions(
+        registry=registry.host,
+        mirror=make_registry("none").host,
+        base_override=base_image.reference,
+    )
     with removing(engine) as made:
-        result = pipeline_into_fresh_registries(
-            ws, "demo", base_image.reference, make_registry, made
-        )
+        result = run_pipeline(ws, "demo", options)
+        remember_images(result.to_json(), made)
         assert result.ok, [s.to_json() for s in result.stages]
         assert result.final_reference is not None
         yield Accepted(ws, base_image.reference, result.final_reference)

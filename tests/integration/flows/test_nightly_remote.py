@@ -203,6 +203,41 @@ def test_a_night_on_a_buildkit_of_its_own_builds_without_the_engine_and_records_
     assert shown["reason"] == "a night's candidate: proposed, never accepted"
 
 
+# It runs before the matrix below, which prunes the daemon: the base this night builds on is
+# still in the daemon then, as the first night left it (pulling it again proves nothing here).
+def test_a_night_on_a_named_buildx_builder_and_an_unknown_one(
+    remote_buildx: Callable[[str], str],
+    committed: Committed,
+    tmp_path: Path,
+    created_refs: list[str],
+) -> None:
+    ws = _checkout(committed, tmp_path / "job")
+    before = ws.ledger_path.read_bytes()
+    code, _, err = _imagekit(
+        ws, "nightly", "--plans", "demo", "--base", committed.base,
+        "--buildx-builder", "imagekit-test-no-such-builder",
+    )  # fmt: skip
+    assert code == 2, err[-2000:]
+    assert "--buildx-builder 'imagekit-test-no-such-builder'" in err
+    assert ws.ledger_path.read_bytes() == before  # stopped before any plan
+    name = remote_buildx("imagekit-test-night")
+    code, out, err = _imagekit(
+        ws, "nightly", "--plans", "demo", "--base", committed.base, "--buildx-builder", name,
+        "--json",
+    )  # fmt: skip
+    assert code == 0, err[-4000:]
+    [night] = json.loads(out)["plans"]
+    created_refs.append(str(night["candidate"]))
+    assert night["builder"] == "buildx" and night["status"] in ("reproducible", "equivalent")
+    records = read_records(ws.ledger_path)[len(read_records(committed.workspace.ledger_path)) :]
+    assert [r.kind for r in records] == list(NIGHT_KINDS)
+    build = records[0]
+    assert build.details["builder"] == "buildx" and build.evidence is not None
+    log = (ws.root / build.evidence.path).read_text()
+    assert f'building with "{name}" instance using remote driver' in log
+    assert records[-1].scope.startswith(f"a rebuild without cache on the buildx builder {name}")
+
+
 def _unpack(job: Workspace, into: Workspace) -> Path:
     """What the combining CI job downloads: the job's evidence/ into its checkout, and the
     job's ledger beside it as that job's piece."""
@@ -279,36 +314,3 @@ def test_a_matrix_of_nights_on_one_builder_shares_its_cache_and_comes_back_as_on
     code, out, _ = _imagekit(combined, *argv)
     assert code == 0 and json.loads(out)["merged"] == []
     assert len(read_records(combined.ledger_path)) == total
-
-
-def test_a_night_on_a_named_buildx_builder_and_an_unknown_one(
-    remote_buildx: Callable[[str], str],
-    committed: Committed,
-    tmp_path: Path,
-    created_refs: list[str],
-) -> None:
-    ws = _checkout(committed, tmp_path / "job")
-    before = ws.ledger_path.read_bytes()
-    code, _, err = _imagekit(
-        ws, "nightly", "--plans", "demo", "--base", committed.base,
-        "--buildx-builder", "imagekit-test-no-such-builder",
-    )  # fmt: skip
-    assert code == 2, err[-2000:]
-    assert "--buildx-builder 'imagekit-test-no-such-builder'" in err
-    assert ws.ledger_path.read_bytes() == before  # stopped before any plan
-    name = remote_buildx("imagekit-test-night")
-    code, out, err = _imagekit(
-        ws, "nightly", "--plans", "demo", "--base", committed.base, "--buildx-builder", name,
-        "--json",
-    )  # fmt: skip
-    assert code == 0, err[-4000:]
-    [night] = json.loads(out)["plans"]
-    created_refs.append(str(night["candidate"]))
-    assert night["builder"] == "buildx" and night["status"] in ("reproducible", "equivalent")
-    records = read_records(ws.ledger_path)[len(read_records(committed.workspace.ledger_path)) :]
-    assert [r.kind for r in records] == list(NIGHT_KINDS)
-    build = records[0]
-    assert build.details["builder"] == "buildx" and build.evidence is not None
-    log = (ws.root / build.evidence.path).read_text()
-    assert f'building with "{name}" instance using remote driver' in log
-    assert records[-1].scope.startswith(f"a rebuild without cache on the buildx builder {name}")

@@ -136,11 +136,14 @@ def project(
     engine: Engine,
     bases: Bases,
     ws: Workspace,
+    registry: RunningRegistry,
     make_registry: Callable[..., RunningRegistry],
 ) -> Iterator[Project]:
     """Both copies accepted on v1: the demo copy by a whole pipeline, the overlay-only copy
-    by a registry build, its audit and a final pull."""
-    push_to, mirror_to = make_registry("none"), make_registry("none")
+    by a registry build, its audit and a final pull. Both push to the registry upstream's
+    bases live on (their lower layers are mounted there, never compressed and uploaded
+    again); the pipeline mirrors to a registry of its own."""
+    push_to, mirror_to = registry, make_registry("none")
     # What was made on the bases goes first, then the bases.
     with removing(engine) as stacked, removing(engine) as made:
         stacked += [bases.v1, bases.v2, bases.drifted]
