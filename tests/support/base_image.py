@@ -19,6 +19,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+import httpx
+
 SUITE = "bookworm"
 VARIANT = "apt"
 PACKAGES = ("python3", "python3-pip", "python3-av", "python3-numpy")
@@ -130,11 +132,63 @@ def ensure_local_image(client_path: str) -> str:
     return tag
 
 
+def _pushed_layers() -> Path:
+    """Where the layer blobs an earlier push of the engine made are kept, by digest."""
+    path = cache_dir() / f"base-{SUITE}-{cache_key()}-pushed-layers"
+    path.mkdir(exist_ok=True)
+    return path
+
+
+def _seed_layers(registry_host: str, repository: str) -> None:
+    """Upload the layer blobs the engine's earlier push of the base made into REPOSITORY.
+
+    ``docker push`` compresses each layer it sends (the 730 MB layer: about 30 s on two
+    cores, in every session, as each session's registry is new), but first asks the target
+    repository for the compressed digests it made before; found there, the layer is not
+    sent. Its gzip is the same bytes each time, so the blob kept from an earlier push is the
+    one it asks for. Without the kept blobs (a cold machine) the push sends everything.
+    """
+    from tests.support.images import Writer
+
+    kept = sorted(_pushed_layers().glob("sha256-*"))
+    try:
+        with Writer(registry_host) as writer:
+            for path in kept:
+                writer.blob(repository, path.read_bytes())
+    except httpx.HTTPError:  # a registry that wants credentials: the push sends it all
+        return
+
+
+def _keep_layers(registry_host: str, repository: str, digest: str) -> None:
+    """Keep the layer blobs of the pushed manifest for the next session's push."""
+    from tests.support.images import Writer
+    from tests.support.media_types import sha256
+
+    folder = _pushed_layers()
+    try:
+        with Writer(registry_host) as writer:
+            answer = writer.get_manifest(repository, digest)
+            answer.raise_for_status()
+            for layer in json.loads(answer.content)["layers"]:
+                target = folder / str(layer["digest"]).replace(":", "-")
+                if target.exists():
+                    continue
+                data = writer.get_blob(repository, layer["digest"])
+                if sha256(data) != layer["digest"]:
+                    continue
+                partial = target.with_suffix(f".{os.getpid()}.partial")
+                partial.write_bytes(data)
+                partial.rename(target)
+    except httpx.HTTPError:  # a registry that wants credentials: nothing kept this time
+        return
+
+
 def push_base(client_path: str, registry_host: str, repository: str = REPOSITORY) -> BaseImage:
     """Push the local base image to a registry and return it pinned by manifest digest."""
     local = ensure_local_image(client_path)
     remote = f"{registry_host}/{repository}:{SUITE}"
     subprocess.run([client_path, "tag", local, remote], check=True)
+    _seed_layers(registry_host, repository)
     subprocess.run([client_path, "push", remote], check=True, capture_output=True)
     out = subprocess.run(
         [client_path, "image", "inspect", "--format", "{{json .RepoDigests}}", remote],
@@ -147,6 +201,7 @@ def push_base(client_path: str, registry_host: str, repository: str = REPOSITORY
     if not digests:
         raise RuntimeError(f"the engine reported no digest for {remote} after the push")
     digest = digests[0].partition("@")[2]
+    _keep_layers(registry_host, repository, digest)
     return BaseImage(
         reference=f"{registry_host}/{repository}@{digest}",
         digest=digest,
