@@ -49,9 +49,18 @@ ALTERNATIVES = Blob.gzip(
 )
 
 
-def arm64_demo_layer() -> Blob:
-    tarball = arm64_demo_tarball()
+def _layer(tarball: Path) -> Blob:
     return Blob(tarball.read_bytes(), _compressed(tarball).read_bytes(), OCI_GZIP)
+
+
+def arm64_demo_layer() -> Blob:
+    return _layer(arm64_demo_tarball())
+
+
+def arm64_python_layer() -> Blob:
+    """The arm64 python3 rootfs (tests/support/arm64_python.py) as one layer, its gzip
+    made once and cached beside the tarball (the same blob in every session)."""
+    return _layer(arm64_python_tarball())
 
 
 def push_demo_index(writer: Writer, base: BaseImage, layer: Blob) -> str:

@@ -10,7 +10,6 @@ qemu-user-static's binfmt handler, and every status says so.
 
 from __future__ import annotations
 
-import gzip
 import hashlib
 import json
 import subprocess
@@ -27,7 +26,7 @@ from imagekit.refs import parse_platform
 from imagekit.runtime.engine import Engine, execution_for
 from imagekit.workspace import Workspace
 from tests.integration.builders.assemble.conftest import PlanWriter
-from tests.support.arm64_python import arm64_python_tarball
+from tests.support.demo_index import arm64_python_layer
 from tests.support.images import Blob, M, Writer
 from tests.support.registries import RunningRegistry
 
@@ -58,8 +57,7 @@ timeouts: {default: 300, record: 600}
 
 @pytest.fixture(scope="module")
 def arm64_layer() -> Blob:
-    tar = arm64_python_tarball().read_bytes()
-    return Blob(tar, gzip.compress(tar, compresslevel=1, mtime=0), Blob.gzip([]).media_type)
+    return arm64_python_layer()
 
 
 def _index_base(writer: Writer, python: Blob) -> str:
