@@ -143,8 +143,9 @@ def workspace(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Workspace:
 # `make test` runs the suite on two workers (pytest-xdist): each test file is one unit of
 # work, kept whole on one worker with its module fixtures. Files that look at state the engine
 # shares between workers go in one unit together: the nightly files count the engine's
-# `imagekit/demo:nightly-*` candidates, and the seed files push the replicas (11 GB) once per
-# worker that needs them; the cluster files share one Kubernetes.
+# `imagekit/demo:nightly-*` candidates, and the seed files pull the replicas (11 GB) into the
+# engine from one read-only registry and remove them at the end; the cluster files share one
+# Kubernetes.
 SHARED_UNITS = {
     "tests/integration/flows/test_nightly.py": "nightly-candidates",
     "tests/integration/flows/test_nightly_watch.py": "nightly-candidates",
@@ -157,20 +158,19 @@ SHARED_UNITS = {
 # file under this folder is one unit, a file added there included, so no second kubelet is
 # started beside the first (two would share the device-plugin folder under /var/lib/kubelet).
 SHARED_FOLDERS = {"tests/integration/cluster/": "cluster"}
-# The longest units start first (seconds, serial, from `pytest --durations=0` on 2 cores), so
-# no worker is left alone at the end with one of them; the rest keep the collection order.
+# The longest units start first (seconds of setup, call and teardown in a warm CI run on two
+# workers, its junit report, 2026-12-07 evening), so no worker is left alone at the end with
+# one of them; the rest keep the collection order.
 LONGEST_FIRST = (
-    # 115 s before the walkthrough (70 s), the admission judges (25 s) and --all-nodes
-    # joined it; and the base image's push where no earlier file of the worker made it
-    "cluster",
-    "nightly-candidates",  # 172 s
-    "tests/integration/builders/test_platforms.py",  # 150 s
-    "seed-replicas",  # 150 s
-    "tests/integration/flows/test_pipeline.py",  # 105 s
-    "tests/integration/test_demo_script.py",  # 43 s
-    "tests/integration/builders/test_remote.py",  # 36 s
-    "tests/integration/test_audit.py",  # 34 s
-    "tests/integration/attest/test_audit_attestation.py",  # 29 s
+    "seed-replicas",  # 271 s
+    "nightly-candidates",  # 220 s
+    "cluster",  # 183 s: the walkthrough, the admission judges and --all-nodes included
+    "tests/integration/builders/test_platforms.py",  # 174 s
+    "tests/integration/flows/test_pipeline.py",  # 72 s
+    "tests/integration/builders/test_remote.py",  # 72 s
+    "tests/integration/test_audit.py",  # 61 s
+    "tests/integration/test_mirror.py",  # 44 s
+    "tests/integration/test_demo_script.py",  # 36 s
 )
 
 
