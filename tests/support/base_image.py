@@ -28,6 +28,8 @@ from pathlib import Path
 
 import httpx
 
+from imagekit.evidence import file_digest
+
 SUITE = "bookworm"
 VARIANT = "apt"
 PACKAGES = ("python3", "python3-pip", "python3-av", "python3-numpy")
@@ -145,14 +147,6 @@ _MANIFEST_TYPES = (
 )
 
 
-def _sha256_file(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(chunk)
-    return f"sha256:{digest.hexdigest()}"
-
-
 def _pushed_folder(client_path: str, local: str) -> Path:
     """Where what the engine pushed of ``local`` is kept: a folder named by its image ID."""
     image_id = subprocess.run(
@@ -187,7 +181,7 @@ def _keep_pushed(folder: Path, registry_host: str, repository: str, digest: str)
                 with partial.open("wb") as fh:
                     for chunk in streamed.iter_bytes(1 << 20):
                         fh.write(chunk)
-            if _sha256_file(partial) != blob["digest"]:
+            if file_digest(partial) != blob["digest"]:
                 partial.unlink()
                 raise RuntimeError(f"the registry's blob {blob['digest']} has another digest")
             partial.rename(target)
@@ -211,20 +205,15 @@ def _kept(folder: Path) -> bool:
 
 def _upload_pushed(folder: Path, registry_host: str, repository: str) -> None:
     """Put the kept blobs (layers and config) into the repository, as the engine's push did."""
+    from tests.support.images import Writer
+
     manifest = json.loads((folder / "manifest.json").read_bytes())
-    with httpx.Client(base_url=f"http://{registry_host}", timeout=300) as http:
+    mount_from = REPOSITORY if repository != REPOSITORY else None  # the base's own repository
+    with Writer(registry_host) as writer:
         for blob in (*manifest["layers"], manifest["config"]):
             digest = blob["digest"]
-            if http.head(f"/v2/{repository}/blobs/{digest}").status_code == 200:
-                continue
-            mount = {"mount": digest, "from": REPOSITORY} if repository != REPOSITORY else {}
-            started = http.post(f"/v2/{repository}/blobs/uploads/", params=mount)
-            if started.status_code == 201:
-                continue  # mounted from the base's own repository
-            started.raise_for_status()
-            url = httpx.URL(started.headers["Location"]).copy_merge_params({"digest": digest})
-            with (folder.parent / "blobs" / digest.removeprefix("sha256:")).open("rb") as fh:
-                http.put(url, content=fh).raise_for_status()
+            kept = folder.parent / "blobs" / digest.removeprefix("sha256:")
+            writer.blob_file(repository, kept, digest, mount_from=mount_from)
 
 
 def _engine_push(client_path: str, local: str, registry_host: str, repository: str) -> str:

@@ -14,7 +14,8 @@ import json
 import tarfile
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from pathlib import Path
+from typing import IO, Any
 
 import httpx
 import zstandard
@@ -150,13 +151,32 @@ class Writer:
 
     def blob(self, repo: str, data: bytes) -> str:
         digest = sha256(data)
+        self._put_blob(repo, digest, data)
+        return digest
+
+    def blob_file(
+        self, repo: str, path: Path, digest: str, *, mount_from: str | None = None
+    ) -> str:
+        """A file's bytes as blob DIGEST, streamed (a layer of hundreds of MB is never held in
+        memory); mounted from the repository ``mount_from`` where the registry holds it there."""
+        with path.open("rb") as fh:
+            self._put_blob(repo, digest, fh, mount_from)
+        return digest
+
+    def _put_blob(
+        self, repo: str, digest: str, content: bytes | IO[bytes], mount_from: str | None = None
+    ) -> None:
+        """The registry's monolithic upload: nothing if the blob is there, a cross-repository
+        mount where asked and answered (201), else POST then PUT with the digest."""
         if self.http.head(f"/v2/{repo}/blobs/{digest}").status_code == 200:
-            return digest
-        started = self.http.post(f"/v2/{repo}/blobs/uploads/")
+            return
+        mount = {"mount": digest, "from": mount_from} if mount_from else {}
+        started = self.http.post(f"/v2/{repo}/blobs/uploads/", params=mount)
+        if mount and started.status_code == 201:
+            return
         started.raise_for_status()
         url = httpx.URL(started.headers["Location"]).copy_merge_params({"digest": digest})
-        self.http.put(str(url), content=data).raise_for_status()
-        return digest
+        self.http.put(str(url), content=content).raise_for_status()
 
     def manifest(self, repo: str, tag: str, body: bytes, media_type: str) -> str:
         answer = self.http.put(

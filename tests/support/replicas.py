@@ -47,7 +47,8 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -200,6 +201,19 @@ def _replica_dir() -> Path:
     return path
 
 
+@contextmanager
+def _made_in_place(target: Path, prefix: str) -> Iterator[Path]:
+    """A new folder beside TARGET to make it in: when the block ends well it replaces TARGET
+    whole (a reader never meets half of one), when it fails it is removed."""
+    partial = Path(tempfile.mkdtemp(prefix=prefix, dir=_replica_dir()))
+    try:
+        yield partial
+        shutil.rmtree(target, ignore_errors=True)
+        partial.rename(target)
+    finally:
+        shutil.rmtree(partial, ignore_errors=True)
+
+
 def _platform_args(arch: str) -> list[str]:
     """pip's --platform tags a bookworm rootfs (glibc 2.36) of this architecture accepts."""
     machine = {"amd64": "x86_64", "arm64": "aarch64"}[arch]
@@ -242,8 +256,7 @@ def wheelhouse(replica: Replica) -> Path:
     target = _replica_dir() / f"{replica.name}-{cache_key(replica)}.wheels"
     if target.is_dir():
         return target
-    partial = Path(tempfile.mkdtemp(prefix=f"{replica.name}-wheels-", dir=_replica_dir()))
-    try:
+    with _made_in_place(target, f"{replica.name}-wheels-") as partial:
         if replica.resolve:
             _pip_download(replica, replica.resolve, partial, deps=True)
         exact_dir = partial / "exact"
@@ -267,10 +280,6 @@ def wheelhouse(replica: Replica) -> Path:
         exact_dir.rmdir()
         if replica.pip_from_wheel:
             _pip_download(replica, [replica.pip_from_wheel], partial / "tool", deps=False)
-        shutil.rmtree(target, ignore_errors=True)
-        partial.rename(target)
-    finally:
-        shutil.rmtree(partial, ignore_errors=True)
     return target
 
 
@@ -419,8 +428,7 @@ def layout(replica: Replica) -> LayoutInfo:
         data = json.loads(info_path.read_text())
         return LayoutInfo(path=target, **data)
     tarball = rootfs(replica)
-    partial = Path(tempfile.mkdtemp(prefix=f"{replica.name}-layout-", dir=_replica_dir()))
-    try:
+    with _made_in_place(target, f"{replica.name}-layout-") as partial:
         writer = LayoutWriter(partial)
         layer_digest, diff_id, size = _gzip_layer(tarball, partial / "blobs" / "sha256")
         fields: dict[str, Any] = {"os": "linux", "architecture": replica.arch}
@@ -477,10 +485,6 @@ def layout(replica: Replica) -> LayoutInfo:
             "diff_id": diff_id,
         }
         (partial / "imagekit-replica.json").write_text(json.dumps(data, sort_keys=True))
-        shutil.rmtree(target, ignore_errors=True)
-        partial.rename(target)
-    finally:
-        shutil.rmtree(partial, ignore_errors=True)
     return LayoutInfo(path=target, **data)
 
 
@@ -567,8 +571,7 @@ def registry_store(names: Sequence[str] = SEED_REPLICAS) -> Path:
     with locked(_replica_dir() / "registry-store.lock"):
         if marker.exists():
             return target
-        partial = Path(tempfile.mkdtemp(prefix="registry-store-", dir=_replica_dir()))
-        try:
+        with _made_in_place(target, "registry-store-") as partial:
             registry = start_registry(partial / "registry", storage_of=partial)
             try:
                 for name in names:
@@ -581,10 +584,6 @@ def registry_store(names: Sequence[str] = SEED_REPLICAS) -> Path:
             (partial / "imagekit-store.json").write_text(
                 json.dumps({"replicas": [i.tag for i in infos]})
             )
-            shutil.rmtree(target, ignore_errors=True)
-            partial.rename(target)
-        finally:
-            shutil.rmtree(partial, ignore_errors=True)
     return target
 
 
